@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+)
+
+// PortSampling is how the dataplane samples one port.
+type PortSampling struct {
+	// KernelRate is the power-of-two rate the kernel samples at.
+	KernelRate uint32
+	// HeaderBytes is how many bytes of each sampled frame are copied.
+	HeaderBytes int
+	// Worker is the worker (sub-agent) whose ring receives the samples.
+	Worker int
+	// Monitor selects the AF_XDP monitor path instead of the inline one.
+	Monitor bool
+}
+
+// Dataplane is the kernel side the agent drives.
+type Dataplane interface {
+	PoolReader
+	// SetPort starts or changes sampling of port ifindex.
+	SetPort(ifindex uint32, p PortSampling) error
+	// RemovePort stops sampling port ifindex. Its pool may restart from 0
+	// when it is sampled again.
+	RemovePort(ifindex uint32) error
+}
+
+// Options are the fixed parts of an Agent.
+type Options struct {
+	// Workers is the number of sub-agents (default 1), normally one per CPU.
+	Workers   int
+	Dataplane Dataplane
+	Counters  CounterSource
+	// Output finds egress ports; nil reports every output as unknown.
+	Output OutputLookup
+	Logger *slog.Logger
+}
+
+// Agent is the sFlow agent: it owns the workers and drives the dataplane
+// from the configuration. Its methods are safe for concurrent use; the
+// sample path never takes its lock.
+type Agent struct {
+	opts    Options
+	log     *slog.Logger
+	start   time.Time
+	workers []*worker
+
+	mu       sync.Mutex
+	cfg      Config
+	ports    map[uint32]PortSampling
+	poolBase map[uint32]uint64 // pool counted by earlier attachments of a port
+}
+
+// New returns an agent with opts.Workers workers; Run starts them.
+func New(opts Options) *Agent {
+	if opts.Workers < 1 {
+		opts.Workers = 1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slogDiscard()
+	}
+	a := &Agent{opts: opts, log: opts.Logger, start: time.Now(),
+		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
+	for i := 0; i < opts.Workers; i++ {
+		a.workers = append(a.workers, newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64()))
+	}
+	return a
+}
+
+// Workers returns the number of workers (sub-agents).
+func (a *Agent) Workers() int { return len(a.workers) }
+
+// Stats returns worker i's counters.
+func (a *Agent) Stats(i int) *WorkerStats { return &a.workers[i].stats }
+
+// WorkerOf returns the worker that owns data source ds. Ports are spread
+// by ifIndex; the host and application data sources belong to worker 0.
+// The mapping depends only on ds and the worker count, so it stays
+// constant for the whole session, as the spec requires of sub-agents.
+func (a *Agent) WorkerOf(ds sflow.DataSource) int {
+	if ds.Type != sflow.SourceIfIndex {
+		return 0
+	}
+	return int(ds.Index % uint32(len(a.workers)))
+}
+
+// Run runs the workers until ctx ends. readers[i] feeds worker i (nil or
+// missing: the worker only polls). It returns when every worker has
+// flushed and closed its receivers.
+func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
+	var wg sync.WaitGroup
+	for i, w := range a.workers {
+		var src SampleReader
+		if i < len(readers) {
+			src = readers[i]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(ctx, src)
+		}()
+	}
+	wg.Wait()
+}
+
+// Config returns the running configuration.
+func (a *Agent) Config() Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// Apply validates cfg and makes it the running configuration: the
+// dataplane is updated port by port (kernel rate, header length, owning
+// worker, mode) and every worker receives its share. An invalid cfg is
+// refused whole and changes nothing. Dataplane failures on single ports
+// (a port that vanished) are returned joined, the rest is applied.
+func (a *Agent) Apply(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("invalid configuration: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+
+	plans := planPorts(&cfg, a.WorkerOf)
+	var errs []error
+	for _, idx := range sortedKeys(a.ports) {
+		if _, keep := plans[idx]; keep {
+			continue
+		}
+		pool, _ := a.opts.Dataplane.PortPool(idx)
+		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
+			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+		}
+		a.poolBase[idx] += pool
+		delete(a.ports, idx)
+	}
+	for _, idx := range sortedKeys(plans) {
+		p := plans[idx]
+		if old, ok := a.ports[idx]; ok && old == p {
+			continue
+		}
+		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
+			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			delete(plans, idx)
+			continue
+		}
+		a.ports[idx] = p
+	}
+
+	per := make([]workerConfig, len(a.workers))
+	for i := range per {
+		per[i].agent = cfg.AgentAddress
+		per[i].receivers = cfg.Receivers
+	}
+	for _, s := range cfg.Samplers {
+		p, ok := plans[s.IfIndex]
+		if !ok {
+			continue
+		}
+		w := a.WorkerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.IfIndex})
+		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: a.poolBase[s.IfIndex]})
+	}
+	for _, p := range cfg.Pollers {
+		w := a.WorkerOf(p.Source)
+		per[w].pollers = append(per[w].pollers, p)
+	}
+	for i, w := range a.workers {
+		select { // replace a configuration the worker has not picked up yet
+		case <-w.ctrl:
+		default:
+		}
+		w.ctrl <- per[i]
+	}
+	a.cfg = cfg
+	return errors.Join(errs...)
+}

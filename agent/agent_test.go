@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+)
+
+// fakeDataplane records port settings and serves pools from counters the
+// test's reader advances, as the kernel would.
+type fakeDataplane struct {
+	mu    sync.Mutex
+	ports map[uint32]PortSampling
+	pool  map[uint32]*atomic.Uint64
+}
+
+func newFakeDataplane() *fakeDataplane {
+	return &fakeDataplane{ports: map[uint32]PortSampling{}, pool: map[uint32]*atomic.Uint64{}}
+}
+
+func (f *fakeDataplane) SetPort(i uint32, p PortSampling) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ports[i] = p
+	if f.pool[i] == nil {
+		f.pool[i] = new(atomic.Uint64)
+	}
+	return nil
+}
+
+func (f *fakeDataplane) RemovePort(i uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ports, i)
+	f.pool[i].Store(0)
+	return nil
+}
+
+func (f *fakeDataplane) PortPool(i uint32) (uint64, uint64) {
+	f.mu.Lock()
+	p := f.pool[i]
+	f.mu.Unlock()
+	if p == nil {
+		return 0, 0
+	}
+	return p.Load(), 0
+}
+
+func (f *fakeDataplane) port(i uint32) (PortSampling, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.ports[i]
+	return p, ok
+}
+
+// kernelSim plays the kernel for one port: it counts every packet in the
+// pool and hands 1 in KernelRate (at random) to the worker.
+type kernelSim struct {
+	dp      *fakeDataplane
+	ifindex uint32
+	packets int
+	frame   []byte
+	rng     rng
+	done    chan struct{}
+	sampled int
+}
+
+func (k *kernelSim) ReadSample(s *PacketSample, deadline time.Time) error {
+	p, ok := k.dp.port(k.ifindex)
+	for k.packets > 0 && ok {
+		k.packets--
+		k.dp.pool[k.ifindex].Add(1)
+		if k.rng.uint32()%p.KernelRate == 0 {
+			k.sampled++
+			*s = PacketSample{IfIndex: k.ifindex, FrameLen: uint32(len(k.frame)), Header: k.frame}
+			return nil
+		}
+	}
+	if k.packets == 0 && k.done != nil {
+		close(k.done)
+		k.done = nil
+	}
+	time.Sleep(time.Until(deadline))
+	return os.ErrDeadlineExceeded
+}
+
+type countersFunc func(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
+
+func (f countersFunc) AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error) {
+	return f(recs, ds)
+}
+
+// collector is a UDP listener on loopback keeping every datagram.
+type collector struct {
+	conn *net.UDPConn
+	mu   sync.Mutex
+	got  [][]byte
+}
+
+func newCollector(t *testing.T) *collector {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadBuffer(8 << 20); err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{conn: conn}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			c.mu.Lock()
+			c.got = append(c.got, append([]byte(nil), buf[:n]...))
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { conn.Close() })
+	return c
+}
+
+func (c *collector) addr() netip.AddrPort { return c.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+
+func (c *collector) datagrams() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte(nil), c.got...)
+}
+
+func testFrame() []byte {
+	f := make([]byte, 300)
+	copy(f, []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00})
+	for i := 14; i < len(f); i++ {
+		f[i] = byte(i)
+	}
+	return f
+}
+
+// TestAgentEndToEndSubsampling runs a worker fed by a simulated kernel
+// sampling at the power-of-two rate and checks, on two real UDP
+// collectors, decoded by goflow2 and by our decoder: the sample count for
+// rate 1000 is within 4 standard deviations of K/1000, datagram and sample
+// sequence numbers are contiguous, the pool of the last sample is the
+// packets counted, and both collectors got the same samples.
+func TestAgentEndToEndSubsampling(t *testing.T) {
+	const (
+		ifindex = 7
+		K       = 3_000_000
+		N       = 1000
+	)
+	dp := newFakeDataplane()
+	c1, c2 := newCollector(t), newCollector(t)
+	a := New(Options{Workers: 1, Dataplane: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
+	cfg := Config{
+		AgentAddress: netip.MustParseAddr("198.18.0.1"),
+		Receivers: []ReceiverConfig{
+			{Index: 1, Address: c1.addr(), MaxDatagramSize: 1400},
+			{Index: 2, Address: c2.addr(), MaxDatagramSize: 600},
+		},
+		Samplers: []SamplerConfig{
+			{IfIndex: ifindex, Instance: 1, Receiver: 1, Rate: N, HeaderBytes: 128},
+			{IfIndex: ifindex, Instance: 2, Receiver: 2, Rate: N, HeaderBytes: 128},
+		},
+	}
+	if err := a.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := dp.port(ifindex); p.KernelRate != 512 || p.HeaderBytes != 128 {
+		t.Fatalf("dataplane told %+v, want kernel rate 512, 128 header bytes", p)
+	}
+	sim := &kernelSim{dp: dp, ifindex: ifindex, packets: K, frame: testFrame(), rng: newRNG(99), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { a.Run(ctx, []SampleReader{sim}); close(ran) }()
+	<-sim.done
+	time.Sleep(1500 * time.Millisecond) // one flush tick
+	cancel()
+	<-ran
+	time.Sleep(100 * time.Millisecond)
+
+	for ci, c := range []*collector{c1, c2} {
+		dgs := c.datagrams()
+		if len(dgs) == 0 {
+			t.Fatalf("collector %d got nothing", ci+1)
+		}
+		var samples, lastPool, lastSampleSeq uint32
+		for i, b := range dgs {
+			if ci == 1 && len(b) > 600 {
+				t.Fatalf("datagram of %d bytes exceeds receiver 2's maximum 600", len(b))
+			}
+			var gp goflow.Packet
+			if err := goflow.DecodeMessageVersion(bytes.NewBuffer(b), &gp); err != nil {
+				t.Fatalf("goflow2 rejects datagram %d: %v", i, err)
+			}
+			d, err := sflow.Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.SequenceNumber != uint32(i+1) || gp.SequenceNumber != uint32(i+1) {
+				t.Fatalf("datagram %d has sequence %d (goflow2 %d)", i, d.SequenceNumber, gp.SequenceNumber)
+			}
+			for _, s := range gp.Samples {
+				fs, ok := s.(goflow.FlowSample)
+				if !ok {
+					t.Fatalf("unexpected sample %T", s)
+				}
+				samples++
+				if fs.Header.SampleSequenceNumber != lastSampleSeq+1 {
+					t.Fatalf("sample sequence %d after %d", fs.Header.SampleSequenceNumber, lastSampleSeq)
+				}
+				lastSampleSeq = fs.Header.SampleSequenceNumber
+				if fs.SamplingRate != N || fs.Input != ifindex || fs.Header.SourceIdValue != ifindex {
+					t.Fatalf("sample fields %+v", fs)
+				}
+				if fs.SamplePool < lastPool {
+					t.Fatalf("pool ran backwards: %d after %d", fs.SamplePool, lastPool)
+				}
+				lastPool = fs.SamplePool
+				hdr := fs.Records[0].Data.(goflow.SampledHeader)
+				if hdr.FrameLength != 304 || hdr.OriginalLength != 128 || !bytes.Equal(hdr.HeaderData, testFrame()[:128]) {
+					t.Fatalf("sampled header %+v", hdr)
+				}
+			}
+		}
+		mean := float64(K) / N
+		sd := math.Sqrt(float64(K) * (1.0 / N) * (1 - 1.0/N))
+		if math.Abs(float64(samples)-mean) > 4*sd {
+			t.Errorf("collector %d: %d samples, want %.0f ± %.0f", ci+1, samples, mean, 4*sd)
+		}
+		if lastPool > K {
+			t.Errorf("pool %d exceeds packets %d", lastPool, K)
+		}
+		t.Logf("collector %d: %d datagrams, %d samples (expected %.0f), last pool %d", ci+1, len(dgs), samples, mean, lastPool)
+	}
+	st := a.Stats(0)
+	if got := st.FlowSamples.Load(); got == 0 || st.SendErrors.Load() != 0 {
+		t.Fatalf("stats: flow samples %d, send errors %d", got, st.SendErrors.Load())
+	}
+}
+
+// TestApplyRefusesInvalid checks that a bad configuration is refused whole.
+func TestApplyRefusesInvalid(t *testing.T) {
+	dp := newFakeDataplane()
+	a := New(Options{Dataplane: dp})
+	bad := Config{Samplers: []SamplerConfig{{IfIndex: 1, Receiver: 9, Rate: 10, HeaderBytes: 128}}}
+	if err := a.Apply(bad); err == nil {
+		t.Fatal("sampler naming a missing receiver accepted")
+	}
+	if len(dp.ports) != 0 {
+		t.Fatalf("refused configuration touched the dataplane: %v", dp.ports)
+	}
+}
+
+func BenchmarkWorkerHandle(b *testing.B) {
+	dp := newFakeDataplane()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 1)
+	_ = dp.SetPort(3, PortSampling{KernelRate: 1})
+	w.apply(workerConfig{
+		agent:     netip.MustParseAddr("198.18.0.1"),
+		receivers: []ReceiverConfig{{Index: 1, Address: conn.LocalAddr().(*net.UDPAddr).AddrPort()}},
+		samplers:  []samplerSpec{{cfg: SamplerConfig{IfIndex: 3, Instance: 1, Receiver: 1, Rate: 1, HeaderBytes: 128}, kernelRate: 1}},
+	})
+	ps := PacketSample{IfIndex: 3, FrameLen: 300, Header: testFrame()[:128]}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w.handle(&ps)
+	}
+	b.StopTimer()
+	w.closeAll()
+}

@@ -1,0 +1,34 @@
+package agent
+
+import "sync/atomic"
+
+// WorkerStats counts what one worker (sub-agent) did. Each worker owns its
+// own WorkerStats, so the atomic adds never contend across CPUs; readers
+// (metrics) load them at any time.
+type WorkerStats struct {
+	// KernelSamples are samples received from the kernel.
+	KernelSamples atomic.Uint64
+	// SubsampledAway are kernel samples a sampler did not keep (software
+	// sub-sampling to the configured rate).
+	SubsampledAway atomic.Uint64
+	// FlowSamples are flow samples encoded into datagrams.
+	FlowSamples atomic.Uint64
+	// CounterSamples are counter samples encoded into datagrams.
+	CounterSamples atomic.Uint64
+	// UnknownPort are kernel samples of a port with no sampler in this
+	// worker (a port being reconfigured): dropped and counted.
+	UnknownPort atomic.Uint64
+	// TooLarge are samples larger than a receiver's maximum datagram size.
+	TooLarge atomic.Uint64
+	// PollErrors are counter polls that failed to read their counters.
+	PollErrors atomic.Uint64
+	// Datagrams and Bytes are datagrams sent successfully.
+	Datagrams atomic.Uint64
+	Bytes     atomic.Uint64
+	// SendErrors are datagrams the socket refused; SamplesUnsent the
+	// samples they held.
+	SendErrors    atomic.Uint64
+	SamplesUnsent atomic.Uint64
+	// ReadErrors are errors reading the kernel sample ring.
+	ReadErrors atomic.Uint64
+}

@@ -1,0 +1,367 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+)
+
+// PacketSample is one packet sampled by the kernel, as a worker receives it.
+type PacketSample struct {
+	IfIndex uint32
+	// FrameLen is the frame's length as XDP saw it (without FCS).
+	FrameLen uint32
+	// Header holds the first bytes of the frame; it is valid only until the
+	// next read from the same SampleReader.
+	Header []byte
+}
+
+// SampleReader delivers one worker's kernel samples (in the daemon, the
+// worker's BPF ring buffer).
+type SampleReader interface {
+	// ReadSample waits until deadline for the next sample and fills s. It
+	// returns an error satisfying errors.Is(err, os.ErrDeadlineExceeded)
+	// on timeout; any other error stops the worker from reading.
+	ReadSample(s *PacketSample, deadline time.Time) error
+}
+
+// PoolReader reads a port's sample_pool and kernel drop count. It is called
+// for every flow sample emitted and must not make a system call (the
+// dataplane reads an mmap-ed counter array).
+type PoolReader interface {
+	PortPool(ifindex uint32) (pool, drops uint64)
+}
+
+// CounterSource reads the counters of a data source for a poller.
+type CounterSource interface {
+	// AppendCounters appends the counter records of ds to recs.
+	AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
+}
+
+// OutputLookup tells the egress port of a sampled frame where the agent can
+// know it (bridge FDB, FIB); it returns the zero Interface (unknown)
+// otherwise. It is called per sample and must not allocate or block.
+type OutputLookup interface {
+	Output(in uint32, header []byte) sflow.Interface
+}
+
+// fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
+// frame_length counts it and stripped reports it removed (spec "struct
+// sampled_header").
+const fcsLen = 4
+
+// sampler is a flow sampler's state in its worker.
+type sampler struct {
+	cfg       SamplerConfig
+	out       *receiverOut
+	threshold uint64 // sub-sampling threshold (subsampleThreshold)
+	seq       uint32
+	poolBase  uint64 // pool of earlier attachments of the port, so pools never run backwards
+}
+
+// poller is a counter poller's state in its worker.
+type poller struct {
+	cfg       PollerConfig
+	out       *receiverOut
+	countdown int // seconds to the next poll
+	seq       uint32
+}
+
+// workerConfig is the part of the configuration one worker runs.
+type workerConfig struct {
+	agent     netip.Addr
+	receivers []ReceiverConfig
+	samplers  []samplerSpec
+	pollers   []PollerConfig
+}
+
+type samplerSpec struct {
+	cfg        SamplerConfig
+	kernelRate uint32
+	poolBase   uint64
+}
+
+// worker is one sub-agent. All its fields are touched only by its own
+// goroutine, except stats (atomics) and ctrl (the channel).
+type worker struct {
+	id       int
+	log      *slog.Logger
+	ctrl     chan workerConfig
+	pools    PoolReader
+	counters CounterSource
+	output   OutputLookup
+	start    time.Time
+	stats    WorkerStats
+	rng      rng
+
+	agent     netip.Addr
+	receivers map[int]*receiverOut
+	samplers  map[uint32][]*sampler
+	pollers   []*poller
+
+	// Scratch reused for every sample: no allocation per sample.
+	fs    sflow.FlowSample
+	hdr   sflow.SampledHeader
+	frecs [1]sflow.Record
+	cs    sflow.CounterSample
+	crecs []sflow.Record
+	ps    PacketSample
+}
+
+func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
+	w := &worker{
+		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
+		pools: pools, counters: counters, output: output, start: start,
+		rng:       newRNG(seed),
+		receivers: map[int]*receiverOut{},
+		samplers:  map[uint32][]*sampler{},
+	}
+	w.hdr.Protocol = sflow.HeaderProtocolEthernet
+	w.hdr.Stripped = fcsLen
+	w.frecs[0] = &w.hdr
+	return w
+}
+
+// subAgentID is the worker's sub_agent_id.
+func (w *worker) subAgentID() uint32 { return uint32(w.id) }
+
+// uptime is the agent's uptime in ms (sample_datagram_v5 uptime).
+func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Millisecond) }
+
+// run is the worker's loop: samples from src as they come, the one-second
+// tick (flush, pollers) and configuration messages, until ctx ends. src may
+// be nil for a worker that only polls.
+func (w *worker) run(ctx context.Context, src SampleReader) {
+	defer w.closeAll()
+	nextTick := time.Now().Add(time.Second)
+	for {
+		// Apply configuration between samples, never during one.
+		select {
+		case cfg := <-w.ctrl:
+			w.apply(cfg)
+		case <-ctx.Done():
+			return
+		default:
+		}
+		if src == nil {
+			select {
+			case cfg := <-w.ctrl:
+				w.apply(cfg)
+				continue
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(nextTick)):
+			}
+		} else {
+			// Drain what the ring holds, a bounded batch at a time so ticks
+			// and configuration changes are not starved.
+			for i := 0; i < 256; i++ {
+				err := src.ReadSample(&w.ps, nextTick)
+				if err == nil {
+					w.handle(&w.ps)
+					continue
+				}
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					w.stats.ReadErrors.Add(1)
+					w.log.Error("reading kernel samples", "err", err)
+					src = nil
+				}
+				break
+			}
+		}
+		if now := time.Now(); !now.Before(nextTick) {
+			w.tick()
+			nextTick = nextTick.Add(time.Second)
+			if nextTick.Before(now) { // we were stalled: do not tick in a burst
+				nextTick = now.Add(time.Second)
+			}
+		}
+	}
+}
+
+// handle turns one kernel sample into a flow sample for each sampler of its
+// port that keeps it.
+func (w *worker) handle(ps *PacketSample) {
+	w.stats.KernelSamples.Add(1)
+	ss := w.samplers[ps.IfIndex]
+	if len(ss) == 0 {
+		w.stats.UnknownPort.Add(1)
+		return
+	}
+	var pool, drops uint64
+	var output sflow.Interface
+	looked := false
+	for _, s := range ss {
+		if !w.rng.keep(s.threshold) {
+			w.stats.SubsampledAway.Add(1)
+			continue
+		}
+		if !looked {
+			pool, drops = w.pools.PortPool(ps.IfIndex)
+			if w.output != nil {
+				output = w.output.Output(ps.IfIndex, ps.Header)
+			}
+			looked = true
+		}
+		s.seq++
+		h := ps.Header
+		if len(h) > s.cfg.HeaderBytes {
+			h = h[:s.cfg.HeaderBytes]
+		}
+		w.hdr.FrameLength = ps.FrameLen + fcsLen
+		w.hdr.Header = h
+		w.fs = sflow.FlowSample{
+			SequenceNumber: s.seq,
+			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
+			SamplingRate:   s.cfg.Rate,
+			SamplePool:     uint32(s.poolBase + pool),
+			Drops:          uint32(drops),
+			Input:          sflow.IfIndex(ps.IfIndex),
+			Output:         output,
+			Records:        w.frecs[:],
+		}
+		if s.out.add(&w.fs) {
+			w.stats.FlowSamples.Add(1)
+		} else {
+			w.stats.TooLarge.Add(1)
+		}
+	}
+}
+
+// tick runs once a second: pollers whose countdown ends send counters, and
+// every receiver's datagram is flushed (at least one datagram per second,
+// spec sflow_agent_design.txt "Counter Samples").
+func (w *worker) tick() {
+	for _, p := range w.pollers {
+		if p.cfg.Interval <= 0 {
+			continue
+		}
+		p.countdown--
+		if p.countdown > 0 {
+			continue
+		}
+		p.countdown = int(p.cfg.Interval / time.Second)
+		w.poll(p)
+	}
+	for _, r := range w.receivers {
+		r.flush()
+	}
+}
+
+// poll sends one counter sample of poller p.
+func (w *worker) poll(p *poller) {
+	recs, err := w.counters.AppendCounters(w.crecs[:0], p.cfg.Source)
+	w.crecs = recs[:0]
+	if err != nil {
+		w.stats.PollErrors.Add(1)
+		w.log.Warn("reading counters", "source", p.cfg.Source.String(), "err", err)
+		return
+	}
+	p.seq++
+	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
+	if p.out.add(&w.cs) {
+		w.stats.CounterSamples.Add(1)
+	} else {
+		w.stats.TooLarge.Add(1)
+	}
+}
+
+// apply installs a new configuration, keeping the sequence numbers of
+// receivers, samplers and pollers that remain, and the phase of pollers
+// whose interval is unchanged.
+func (w *worker) apply(cfg workerConfig) {
+	// Receivers: keep a stream whose settings are unchanged; a changed one
+	// is reopened and continues its datagram sequence.
+	old := w.receivers
+	w.receivers = make(map[int]*receiverOut, len(cfg.receivers))
+	for _, rc := range cfg.receivers {
+		if r, ok := old[rc.Index]; ok && r.cfg == rc && cfg.agent == w.agent {
+			w.receivers[rc.Index] = r
+			delete(old, rc.Index)
+			continue
+		}
+		var seq uint32
+		if r, ok := old[rc.Index]; ok {
+			seq = r.seq
+		}
+		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
+		if err != nil {
+			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
+			continue
+		}
+		w.receivers[rc.Index] = r
+	}
+	for _, r := range old {
+		r.close()
+	}
+	w.agent = cfg.agent
+
+	type skey struct {
+		ifindex uint32
+		inst    int
+	}
+	oldS := make(map[skey]*sampler)
+	for _, ss := range w.samplers {
+		for _, s := range ss {
+			oldS[skey{s.cfg.IfIndex, s.cfg.Instance}] = s
+		}
+	}
+	w.samplers = make(map[uint32][]*sampler)
+	for _, sp := range cfg.samplers {
+		out := w.receivers[sp.cfg.Receiver]
+		if out == nil || sp.cfg.Rate == 0 {
+			continue
+		}
+		s := oldS[skey{sp.cfg.IfIndex, sp.cfg.Instance}]
+		if s == nil {
+			s = &sampler{}
+		}
+		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
+		s.threshold = subsampleThreshold(sp.kernelRate, sp.cfg.Rate)
+		w.samplers[sp.cfg.IfIndex] = append(w.samplers[sp.cfg.IfIndex], s)
+	}
+
+	type pkey struct {
+		ds   sflow.DataSource
+		inst int
+	}
+	oldP := make(map[pkey]*poller)
+	for _, p := range w.pollers {
+		oldP[pkey{p.cfg.Source, p.cfg.Instance}] = p
+	}
+	w.pollers = w.pollers[:0:0]
+	for _, pc := range cfg.pollers {
+		out := w.receivers[pc.Receiver]
+		if out == nil || pc.Interval <= 0 {
+			continue
+		}
+		p := oldP[pkey{pc.Source, pc.Instance}]
+		if p == nil || p.cfg.Interval != pc.Interval {
+			if p == nil {
+				p = &poller{}
+			}
+			// Random start phase so that pollers do not fire together
+			// (sflow_agent_design.txt, "Counter Samples").
+			secs := int(pc.Interval / time.Second)
+			if secs < 1 {
+				secs = 1
+			}
+			p.countdown = 1 + int(w.rng.uint32()%uint32(secs))
+		}
+		p.cfg, p.out = pc, out
+		w.pollers = append(w.pollers, p)
+	}
+}
+
+// closeAll flushes and closes every receiver stream.
+func (w *worker) closeAll() {
+	for _, r := range w.receivers {
+		r.close()
+	}
+	w.receivers = nil
+}
