@@ -76,23 +76,27 @@ type kernelSim struct {
 	sampled int
 }
 
-func (k *kernelSim) ReadSample(s *PacketSample, deadline time.Time) error {
+func (k *kernelSim) ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error) {
 	p, ok := k.dp.port(k.ifindex)
-	for k.packets > 0 && ok {
+	n := 0
+	for k.packets > 0 && ok && n < 64 {
 		k.packets--
 		k.dp.pool[k.ifindex].Add(1)
 		if k.rng.uint32()%p.KernelRate == 0 {
 			k.sampled++
-			*s = PacketSample{IfIndex: k.ifindex, FrameLen: uint32(len(k.frame)), Header: k.frame}
-			return nil
+			n++
+			fn(&PacketSample{IfIndex: k.ifindex, FrameLen: uint32(len(k.frame)), Header: k.frame})
 		}
+	}
+	if n > 0 {
+		return n, nil
 	}
 	if k.packets == 0 && k.done != nil {
 		close(k.done)
 		k.done = nil
 	}
 	time.Sleep(time.Until(deadline))
-	return os.ErrDeadlineExceeded
+	return 0, os.ErrDeadlineExceeded
 }
 
 type countersFunc func(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
@@ -193,6 +197,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 	<-ran
 	time.Sleep(100 * time.Millisecond)
 
+	var pools [2][]uint32
 	for ci, c := range []*collector{c1, c2} {
 		dgs := c.datagrams()
 		if len(dgs) == 0 {
@@ -231,6 +236,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 					t.Fatalf("pool ran backwards: %d after %d", fs.SamplePool, lastPool)
 				}
 				lastPool = fs.SamplePool
+				pools[ci] = append(pools[ci], fs.SamplePool)
 				hdr := fs.Records[0].Data.(goflow.SampledHeader)
 				if hdr.FrameLength != 304 || hdr.OriginalLength != 128 || !bytes.Equal(hdr.HeaderData, testFrame()[:128]) {
 					t.Fatalf("sampled header %+v", hdr)
@@ -246,6 +252,16 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 			t.Errorf("pool %d exceeds packets %d", lastPool, K)
 		}
 		t.Logf("collector %d: %d datagrams, %d samples (expected %.0f), last pool %d", ci+1, len(dgs), samples, mean, lastPool)
+	}
+	// Both receivers' samplers have the same rate: they must report the
+	// same packets.
+	if len(pools[0]) != len(pools[1]) {
+		t.Fatalf("collectors got different samples: %d vs %d", len(pools[0]), len(pools[1]))
+	}
+	for i := range pools[0] {
+		if pools[0][i] != pools[1][i] {
+			t.Fatalf("sample %d: pool %d vs %d", i, pools[0][i], pools[1][i])
+		}
 	}
 	st := a.Stats(0)
 	if got := st.FlowSamples.Load(); got == 0 || st.SendErrors.Load() != 0 {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"sort"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
@@ -22,12 +23,14 @@ type PacketSample struct {
 }
 
 // SampleReader delivers one worker's kernel samples (in the daemon, the
-// worker's BPF ring buffer).
+// worker's BPF ring buffer) in batches.
 type SampleReader interface {
-	// ReadSample waits until deadline for the next sample and fills s. It
-	// returns an error satisfying errors.Is(err, os.ErrDeadlineExceeded)
-	// on timeout; any other error stops the worker from reading.
-	ReadSample(s *PacketSample, deadline time.Time) error
+	// ReadSamples waits until deadline for samples, then hands every sample
+	// already available to fn (the PacketSample and its Header are valid
+	// only during the call) and returns how many. With none before the
+	// deadline it returns an error satisfying errors.Is(err,
+	// os.ErrDeadlineExceeded); any other error stops the worker reading.
+	ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error)
 }
 
 // PoolReader reads a port's sample_pool and kernel drop count. It is called
@@ -110,7 +113,9 @@ type worker struct {
 	frecs [1]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
-	ps    PacketSample
+	// handleFn is w.handle as a func value, made once: passing a method
+	// value per read would allocate.
+	handleFn func(*PacketSample)
 }
 
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
@@ -124,6 +129,7 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 	w.hdr.Protocol = sflow.HeaderProtocolEthernet
 	w.hdr.Stripped = fcsLen
 	w.frecs[0] = &w.hdr
+	w.handleFn = w.handle
 	return w
 }
 
@@ -158,20 +164,16 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			case <-time.After(time.Until(nextTick)):
 			}
 		} else {
-			// Drain what the ring holds, a bounded batch at a time so ticks
-			// and configuration changes are not starved.
-			for i := 0; i < 256; i++ {
-				err := src.ReadSample(&w.ps, nextTick)
-				if err == nil {
-					w.handle(&w.ps)
-					continue
+			// One batch: everything the ring holds, or a wait until the
+			// next tick. Configuration and ticks are handled between
+			// batches.
+			_, err := src.ReadSamples(nextTick, w.handleFn)
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				w.stats.ReadErrors.Add(1)
+				if ctx.Err() == nil {
+					w.log.Error("reading kernel samples; worker continues with counters only", "err", err)
 				}
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					w.stats.ReadErrors.Add(1)
-					w.log.Error("reading kernel samples", "err", err)
-					src = nil
-				}
-				break
+				src = nil
 			}
 		}
 		if now := time.Now(); !now.Before(nextTick) {
@@ -196,8 +198,15 @@ func (w *worker) handle(ps *PacketSample) {
 	var pool, drops uint64
 	var output sflow.Interface
 	looked := false
-	for _, s := range ss {
-		if !w.rng.keep(s.threshold) {
+	keep := false
+	for i, s := range ss {
+		// Samplers of one port are sorted by threshold; instances with the
+		// same rate share one decision, so receivers configured alike get
+		// the same samples (each still at exactly its rate).
+		if i == 0 || s.threshold != ss[i-1].threshold {
+			keep = w.rng.keep(s.threshold)
+		}
+		if !keep {
 			w.stats.SubsampledAway.Add(1)
 			continue
 		}
@@ -324,6 +333,9 @@ func (w *worker) apply(cfg workerConfig) {
 		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
 		s.threshold = subsampleThreshold(sp.kernelRate, sp.cfg.Rate)
 		w.samplers[sp.cfg.IfIndex] = append(w.samplers[sp.cfg.IfIndex], s)
+	}
+	for _, ss := range w.samplers {
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].threshold < ss[j].threshold })
 	}
 
 	type pkey struct {

@@ -33,7 +33,6 @@ var (
 	ErrTooLong     = errors.New("length exceeds the spec's maximum")
 	ErrBadValue    = errors.New("value out of range")
 	ErrBadPadding  = errors.New("non-zero padding")
-	errNoStructure = errors.New("no structure")
 )
 
 // reader reads XDR from a window of a datagram. It is sticky: after the

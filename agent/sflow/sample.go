@@ -60,7 +60,9 @@ func (i Interface) fitsCompact() bool { return i.Format <= 3 && i.Value <= 0x3FF
 
 func (i Interface) compact() uint32 { return i.Format<<30 | i.Value }
 
-func interfaceFromCompact(v uint32) Interface { return Interface{Format: v >> 30, Value: v & 0x3FFFFFFF} }
+func interfaceFromCompact(v uint32) Interface {
+	return Interface{Format: v >> 30, Value: v & 0x3FFFFFFF}
+}
 
 // Sample is one sample_record of a datagram: *FlowSample or *CounterSample.
 type Sample interface {

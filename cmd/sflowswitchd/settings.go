@@ -1,0 +1,311 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Settings is the daemon's configuration: built-in defaults, overridden by
+// the config file (-config), overridden by command-line flags. SIGHUP
+// re-reads the file and applies the same precedence again.
+type Settings struct {
+	// Collectors each become one receiver (sFlowRcvrTable row 1, 2, ...).
+	Collectors []Collector `toml:"collector"`
+	// Sampling is the rate for every port; 0 derives it from the link
+	// speed (one sample per Mb/s of speed, at least MinSampling).
+	Sampling uint32 `toml:"sampling"`
+	// SamplingUnknownSpeed is the rate of ports whose speed is unknown.
+	SamplingUnknownSpeed uint32 `toml:"sampling_unknown_speed"`
+	// Polling is the counter polling interval in seconds (0 = off).
+	Polling int `toml:"polling"`
+	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler.
+	HeaderBytes int `toml:"header_bytes"`
+	// Ports selects the sampled ports by name or glob; empty = every up
+	// port that is not loopback (nor a bridge device).
+	Ports []string `toml:"ports"`
+	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
+	// through AF_XDP; unsampled frames there are dropped.
+	MonitorPorts []string `toml:"monitor_ports"`
+	// AgentAddress is sFlowAgentAddress; empty = chosen (see agentaddr.go).
+	AgentAddress string `toml:"agent_address"`
+	// AgentInterface names the interface whose address is the agent
+	// address when AgentAddress is empty.
+	AgentInterface string `toml:"agent_interface"`
+	// Workers is the number of sub-agents; 0 = one per CPU.
+	Workers int `toml:"workers"`
+	// Metrics is the listen address of the Prometheus endpoint; empty = off.
+	Metrics string `toml:"metrics"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+}
+
+// Collector is one sFlow collector.
+type Collector struct {
+	Address         string `toml:"address"`
+	MaxDatagramSize int    `toml:"max_datagram_size"`
+}
+
+// Defaults of a daemon started with no configuration at all.
+const (
+	DefaultCollector            = "127.0.0.1:6343"
+	DefaultSamplingUnknownSpeed = 1000
+	DefaultPolling              = 20
+	DefaultHeaderBytes          = 128
+	MinSampling                 = 100
+)
+
+func defaultSettings() Settings {
+	return Settings{
+		SamplingUnknownSpeed: DefaultSamplingUnknownSpeed,
+		Polling:              DefaultPolling,
+		HeaderBytes:          DefaultHeaderBytes,
+		LogLevel:             "info",
+	}
+}
+
+// flagValues are the command-line flags; only flags given explicitly
+// override the file.
+type flagValues struct {
+	fs         *flag.FlagSet
+	configFile string
+	collectors stringList
+	s          Settings
+	ports      string
+	monitor    string
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func newFlags() *flagValues {
+	f := &flagValues{fs: flag.NewFlagSet("sflowswitchd", flag.ContinueOnError)}
+	fs := f.fs
+	fs.StringVar(&f.configFile, "config", "", "config `file` (TOML; see sflowswitchd.conf.example); SIGHUP reloads it")
+	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+DefaultCollector+")")
+	fs.Func("sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return fmt.Errorf("sampling rate must be a positive integer")
+		}
+		f.s.Sampling = uint32(n)
+		return nil
+	})
+	fs.Func("sampling-unknown-speed", "sampling rate `N` of ports whose link speed is unknown (default 1000)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return fmt.Errorf("must be a positive integer")
+		}
+		f.s.SamplingUnknownSpeed = uint32(n)
+		return nil
+	})
+	fs.Func("polling", "counter polling interval in `seconds` (default 20, 0 = off)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("polling interval must be a non-negative integer")
+		}
+		f.s.Polling = n
+		return nil
+	})
+	fs.Func("header-bytes", "bytes of each sampled frame to export, 20..256 (default 128)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("must be an integer")
+		}
+		f.s.HeaderBytes = n
+		return nil
+	})
+	fs.StringVar(&f.ports, "ports", "", "comma-separated port `names or globs` to sample (default: every up non-loopback port)")
+	fs.StringVar(&f.monitor, "monitor-ports", "", "comma-separated `ports` carrying mirrored traffic, sampled through AF_XDP")
+	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
+	fs.StringVar(&f.s.AgentInterface, "agent-interface", "", "take the agent address from this `interface`")
+	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
+	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116)")
+	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
+	return f
+}
+
+// load builds the effective settings: defaults, then the config file, then
+// the flags given on the command line.
+func (f *flagValues) load() (Settings, error) {
+	s := defaultSettings()
+	if f.configFile != "" {
+		if err := readConfigFile(f.configFile, &s); err != nil {
+			return Settings{}, err
+		}
+	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if set["collector"] {
+		s.Collectors = nil
+		for _, c := range f.collectors {
+			s.Collectors = append(s.Collectors, Collector{Address: c})
+		}
+	}
+	if set["sampling"] {
+		s.Sampling = f.s.Sampling
+	}
+	if set["sampling-unknown-speed"] {
+		s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed
+	}
+	if set["polling"] {
+		s.Polling = f.s.Polling
+	}
+	if set["header-bytes"] {
+		s.HeaderBytes = f.s.HeaderBytes
+	}
+	if set["ports"] {
+		s.Ports = splitList(f.ports)
+	}
+	if set["monitor-ports"] {
+		s.MonitorPorts = splitList(f.monitor)
+	}
+	if set["agent-address"] {
+		s.AgentAddress = f.s.AgentAddress
+	}
+	if set["agent-interface"] {
+		s.AgentInterface = f.s.AgentInterface
+	}
+	if set["workers"] {
+		s.Workers = f.s.Workers
+	}
+	if set["metrics"] {
+		s.Metrics = f.s.Metrics
+	}
+	if set["log-level"] {
+		s.LogLevel = f.s.LogLevel
+	}
+	if len(s.Collectors) == 0 {
+		s.Collectors = []Collector{{Address: DefaultCollector}}
+	}
+	if s.Workers == 0 {
+		s.Workers = runtime.NumCPU()
+	}
+	return s, s.validate()
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readConfigFile parses a TOML config file into s, refusing unknown keys
+// so that a typo is an error rather than a silently ignored setting.
+func readConfigFile(name string, s *Settings) error {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	md, err := toml.Decode(string(data), s)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown setting(s) %s", name, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// validate checks every value, so that an invalid file is refused whole
+// before anything changes.
+func (s *Settings) validate() error {
+	var errs []error
+	for i, c := range s.Collectors {
+		if _, err := resolveCollector(c.Address); err != nil {
+			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
+		}
+		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
+			errs = append(errs, fmt.Errorf("collector %d: max_datagram_size %d outside 200..65507", i+1, c.MaxDatagramSize))
+		}
+	}
+	if s.SamplingUnknownSpeed == 0 {
+		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
+	}
+	if s.Polling < 0 {
+		errs = append(errs, errors.New("polling must not be negative"))
+	}
+	if s.HeaderBytes < 20 || s.HeaderBytes > 256 {
+		errs = append(errs, fmt.Errorf("header_bytes %d outside 20..256", s.HeaderBytes))
+	}
+	for _, p := range append(append([]string(nil), s.Ports...), s.MonitorPorts...) {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("port pattern %q: %w", p, err))
+		}
+	}
+	if s.AgentAddress != "" {
+		if _, err := netip.ParseAddr(s.AgentAddress); err != nil {
+			errs = append(errs, fmt.Errorf("agent_address: %w", err))
+		}
+	}
+	if s.Workers < 1 || s.Workers > 256 {
+		errs = append(errs, fmt.Errorf("workers %d outside 1..256", s.Workers))
+	}
+	switch s.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
+	}
+	return errors.Join(errs...)
+}
+
+// resolveCollector parses host:port (port default 6343), resolving a host
+// name once.
+func resolveCollector(addr string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		host, port = addr, "6343"
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return netip.AddrPort{}, fmt.Errorf("bad port in %q", addr)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		ips, lerr := net.LookupIP(host)
+		if lerr != nil || len(ips) == 0 {
+			return netip.AddrPort{}, fmt.Errorf("cannot resolve %q: %v", host, lerr)
+		}
+		ip, _ = netip.AddrFromSlice(ips[0])
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
+}
+
+// samplingRate is the default rate of a port: one sample per Mb/s of link
+// speed (1 in 1000 at 1G, 1 in 10000 at 10G), at least MinSampling; the
+// configured rate wins when set.
+func (s *Settings) samplingRate(speedMbps uint64) uint32 {
+	if s.Sampling != 0 {
+		return s.Sampling
+	}
+	if speedMbps == 0 {
+		return s.SamplingUnknownSpeed
+	}
+	if speedMbps > 1<<31 {
+		speedMbps = 1 << 31
+	}
+	return max(uint32(speedMbps), MinSampling)
+}
+
+// pollInterval returns the polling interval as a duration.
+func (s *Settings) pollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }
