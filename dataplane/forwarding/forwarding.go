@@ -1,0 +1,296 @@
+// Package forwarding tells the egress port of a sampled frame, for the
+// flow_sample output field (sflow_version_5.txt, "interface"): the bridge
+// forwarding database (FDB) for bridged frames, the FIB for routed ones.
+//
+// The tables are read from the kernel over netlink into an immutable
+// snapshot, rebuilt when netlink reports a change (neighbours, links,
+// addresses, routes). Workers look frames up in the current snapshot
+// without locks, system calls or allocation.
+package forwarding
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+)
+
+// Table answers output-port lookups from a snapshot of the kernel's
+// forwarding state.
+type Table struct {
+	ns   netns.NsHandle
+	log  *slog.Logger
+	snap atomic.Pointer[snapshot]
+}
+
+// fdbKey is a learned MAC on a bridge.
+type fdbKey struct {
+	bridge uint32
+	mac    [6]byte
+}
+
+// route is a FIB entry.
+type route struct {
+	prefix netip.Prefix
+	// ifindex is the output port; 0 for a multipath route, whose nexthop
+	// count is in paths.
+	ifindex uint32
+	paths   uint32
+}
+
+type snapshot struct {
+	fdb        map[fdbKey]uint32   // learned MAC -> bridge port
+	bridgeOf   map[uint32]uint32   // bridge port -> bridge
+	ownMACs    map[[6]byte]bool    // MACs of this host's interfaces
+	ownAddrs   map[netip.Addr]bool // IP addresses of this host
+	routes     []route             // longest prefix first
+	floodPorts map[uint32]uint32   // bridge -> number of its ports
+}
+
+// New returns a table for network namespace ns (netns.None() for the
+// current one). Lookups report unknown until Run has read the kernel.
+func New(ns netns.NsHandle, log *slog.Logger) *Table {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	t := &Table{ns: ns, log: log}
+	t.snap.Store(&snapshot{})
+	return t
+}
+
+// Output returns the egress of a frame that arrived on port in, whose
+// first bytes are header:
+//   - multicast / broadcast destination: format 2 (several ports), the
+//     number of other ports of the bridge when in is bridged, else 0
+//     (unknown number);
+//   - a unicast MAC learned on the bridge of port in: that port;
+//   - a unicast MAC not learned: flooded, as for broadcast;
+//   - a frame addressed to this host's own MAC: routed, the FIB's output
+//     port for its destination IP, or 0x3FFFFFFF when the IP is this host's
+//     (the packet terminates in the device);
+//   - otherwise 0 (unknown).
+func (t *Table) Output(in uint32, header []byte) sflow.Interface {
+	if len(header) < 14 {
+		return sflow.Interface{}
+	}
+	s := t.snap.Load()
+	dst := [6]byte(header[0:6])
+	bridge := s.bridgeOf[in]
+	if dst[0]&1 != 0 { // group address
+		return s.flood(bridge)
+	}
+	if s.ownMACs[dst] {
+		return s.routed(header)
+	}
+	if bridge == 0 {
+		return sflow.Interface{}
+	}
+	if port, ok := s.fdb[fdbKey{bridge, dst}]; ok {
+		return sflow.IfIndex(port)
+	}
+	return s.flood(bridge)
+}
+
+func (s *snapshot) flood(bridge uint32) sflow.Interface {
+	var n uint32
+	if c := s.floodPorts[bridge]; c > 1 {
+		n = c - 1 // every other up port of the bridge
+	}
+	return sflow.Interface{Format: sflow.InterfaceMultiple, Value: n}
+}
+
+// routed looks up the destination IP of a frame addressed to this host.
+func (s *snapshot) routed(h []byte) sflow.Interface {
+	off := 12
+	etype := binary.BigEndian.Uint16(h[off:])
+	for (etype == 0x8100 || etype == 0x88a8) && len(h) >= off+6 {
+		off += 4
+		etype = binary.BigEndian.Uint16(h[off:])
+	}
+	off += 2
+	var dst netip.Addr
+	switch {
+	case etype == 0x0800 && len(h) >= off+20:
+		dst = netip.AddrFrom4([4]byte(h[off+16 : off+20]))
+	case etype == 0x86dd && len(h) >= off+40:
+		dst = netip.AddrFrom16([16]byte(h[off+24 : off+40]))
+	default:
+		return sflow.Interface{}
+	}
+	if s.ownAddrs[dst] {
+		return sflow.IfIndex(sflow.IfIndexInternal)
+	}
+	for i := range s.routes {
+		r := &s.routes[i]
+		if r.prefix.Contains(dst) {
+			if r.ifindex == 0 {
+				return sflow.Interface{Format: sflow.InterfaceMultiple, Value: r.paths}
+			}
+			return sflow.IfIndex(r.ifindex)
+		}
+	}
+	return sflow.Interface{}
+}
+
+// Run keeps the snapshot current until ctx ends: it reads the kernel's
+// tables, then rebuilds them (at most every 100 ms) whenever netlink
+// reports a change of neighbours, links, addresses or routes.
+func (t *Table) Run(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	dirty := make(chan struct{}, 1)
+	mark := func() {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}
+	onErr := func(err error) {
+		t.log.Warn("forwarding table subscription", "err", err)
+		mark()
+	}
+	ns := t.ns
+	neighCh := make(chan netlink.NeighUpdate, 256)
+	linkCh := make(chan netlink.LinkUpdate, 64)
+	addrCh := make(chan netlink.AddrUpdate, 64)
+	routeCh := make(chan netlink.RouteUpdate, 256)
+	if err := netlink.NeighSubscribeWithOptions(neighCh, done, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("forwarding: neighbour subscription: %w", err)
+	}
+	if err := netlink.LinkSubscribeWithOptions(linkCh, done, netlink.LinkSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("forwarding: link subscription: %w", err)
+	}
+	if err := netlink.AddrSubscribeWithOptions(addrCh, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("forwarding: address subscription: %w", err)
+	}
+	if err := netlink.RouteSubscribeWithOptions(routeCh, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
+		return fmt.Errorf("forwarding: route subscription: %w", err)
+	}
+	if err := t.Refresh(); err != nil {
+		t.log.Warn("reading forwarding tables", "err", err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	pending := false
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-neighCh:
+			pending = true
+		case <-linkCh:
+			pending = true
+		case <-addrCh:
+			pending = true
+		case <-routeCh:
+			pending = true
+		case <-dirty:
+			pending = true
+		case <-tick.C:
+			if !pending {
+				continue
+			}
+			pending = false
+			if err := t.Refresh(); err != nil {
+				t.log.Warn("reading forwarding tables", "err", err)
+			}
+		}
+	}
+}
+
+// Refresh reads the kernel's tables now and installs a new snapshot.
+func (t *Table) Refresh() error {
+	h, err := netlink.NewHandleAt(t.ns)
+	if err != nil {
+		return fmt.Errorf("forwarding: netlink handle: %w", err)
+	}
+	defer h.Close()
+	s := &snapshot{
+		fdb:        map[fdbKey]uint32{},
+		bridgeOf:   map[uint32]uint32{},
+		ownMACs:    map[[6]byte]bool{},
+		ownAddrs:   map[netip.Addr]bool{},
+		floodPorts: map[uint32]uint32{},
+	}
+	links, err := h.LinkList()
+	if err != nil {
+		return fmt.Errorf("forwarding: listing links: %w", err)
+	}
+	bridges := map[int]bool{}
+	for _, l := range links {
+		if _, ok := l.(*netlink.Bridge); ok {
+			bridges[l.Attrs().Index] = true
+		}
+	}
+	for _, l := range links {
+		a := l.Attrs()
+		if len(a.HardwareAddr) == 6 {
+			s.ownMACs[[6]byte(a.HardwareAddr)] = true
+		}
+		if bridges[a.MasterIndex] {
+			s.bridgeOf[uint32(a.Index)] = uint32(a.MasterIndex)
+			if a.Flags&net.FlagUp != 0 {
+				s.floodPorts[uint32(a.MasterIndex)]++
+			}
+		}
+	}
+	neighs, err := h.NeighList(0, unix.AF_BRIDGE)
+	if err != nil {
+		return fmt.Errorf("forwarding: listing bridge FDB: %w", err)
+	}
+	for _, n := range neighs {
+		if len(n.HardwareAddr) != 6 || n.MasterIndex == 0 || n.State&netlink.NUD_PERMANENT != 0 {
+			continue // not learned on a bridge (own MACs are in ownMACs)
+		}
+		s.fdb[fdbKey{uint32(n.MasterIndex), [6]byte(n.HardwareAddr)}] = uint32(n.LinkIndex)
+	}
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return fmt.Errorf("forwarding: listing addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			s.ownAddrs[ip.Unmap()] = true
+		}
+	}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("forwarding: listing routes: %w", err)
+	}
+	for _, r := range routes {
+		var p netip.Prefix
+		if r.Dst == nil {
+			if r.Family == unix.AF_INET6 {
+				p = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			} else {
+				p = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			}
+		} else {
+			ip, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				continue
+			}
+			ones, _ := r.Dst.Mask.Size()
+			p = netip.PrefixFrom(ip.Unmap(), ones).Masked()
+		}
+		rt := route{prefix: p, ifindex: uint32(r.LinkIndex)}
+		if len(r.MultiPath) > 0 {
+			rt.ifindex, rt.paths = 0, uint32(len(r.MultiPath))
+		}
+		s.routes = append(s.routes, rt)
+	}
+	sort.SliceStable(s.routes, func(i, j int) bool { return s.routes[i].prefix.Bits() > s.routes[j].prefix.Bits() })
+	t.snap.Store(s)
+	return nil
+}
