@@ -157,7 +157,10 @@ func (t *Table) Run(ctx context.Context) error {
 		}
 	}
 	onErr := func(err error) {
-		t.log.Warn("forwarding table subscription", "err", err)
+		if ctx.Err() != nil {
+			return // the subscriptions end with ctx
+		}
+		t.log.Warn("forwarding table subscription; re-reading the tables", "err", err)
 		mark()
 	}
 	ns := t.ns
