@@ -26,13 +26,13 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Decoding failures, wrapped in a *DecodeError.
 var (
-	ErrShort       = errors.New("structure truncated")
-	ErrLength      = errors.New("declared length does not match contents")
-	ErrTrailing    = errors.New("trailing bytes after structure")
-	ErrVersion     = errors.New("unsupported datagram version")
-	ErrTooLong     = errors.New("length exceeds the spec's maximum")
-	ErrBadValue    = errors.New("value out of range")
-	ErrBadPadding  = errors.New("non-zero padding")
+	ErrShort      = errors.New("structure truncated")
+	ErrLength     = errors.New("declared length does not match contents")
+	ErrTrailing   = errors.New("trailing bytes after structure")
+	ErrVersion    = errors.New("unsupported datagram version")
+	ErrTooLong    = errors.New("length exceeds the spec's maximum")
+	ErrBadValue   = errors.New("value out of range")
+	ErrBadPadding = errors.New("non-zero padding")
 )
 
 // reader reads XDR from a window of a datagram. It is sticky: after the

@@ -100,9 +100,9 @@ func setLevel(l *slog.LevelVar, s string) {
 
 // daemon ties the dataplane, the agent and port discovery together.
 type daemon struct {
-	log    *slog.Logger
-	dp     *dataplane.Dataplane
-	agent  *agent.Agent
+	log      *slog.Logger
+	dp       *dataplane.Dataplane
+	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
 

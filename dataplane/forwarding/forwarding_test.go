@@ -2,8 +2,8 @@ package forwarding
 
 import (
 	"bytes"
-	"net/netip"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
