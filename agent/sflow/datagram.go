@@ -96,12 +96,11 @@ func Decode(b []byte) (*Datagram, error) {
 		default:
 			name = "unknown(" + f.String() + ")"
 		}
-		path := fmt.Sprintf("datagram.sample[%d].%s", i, name)
 		if int64(length) > int64(r.remaining()) {
-			return nil, &DecodeError{Structure: path, Offset: start,
+			return nil, &DecodeError{Structure: fmt.Sprintf("datagram.sample[%d].%s", i, name), Offset: start,
 				Err: fmt.Errorf("%w: sample length %d, %d bytes remain in datagram", ErrShort, length, r.remaining())}
 		}
-		sub := r.sub(int(length), path)
+		sub := r.sub(int(length), "sample", i, name)
 		var s Sample
 		switch f {
 		case FormatFlowSample, FormatFlowSampleExpanded:

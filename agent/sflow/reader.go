@@ -44,7 +44,21 @@ type reader struct {
 	off  int
 	end  int
 	path string
-	err  error
+	// When kind is set, the structure's name in errors is
+	// path.kind[index].name, composed only when an error is reported so
+	// that decoding does not format a path per record.
+	kind  string
+	index int
+	name  string
+	err   error
+}
+
+// structure returns the dotted name of the structure r reads.
+func (r *reader) structure() string {
+	if r.kind == "" {
+		return r.path
+	}
+	return fmt.Sprintf("%s.%s[%d].%s", r.path, r.kind, r.index, r.name)
 }
 
 // newReader returns a reader over the whole datagram b.
@@ -59,7 +73,7 @@ func (r *reader) fail(err error) {
 
 func (r *reader) failAt(off int, err error) {
 	if r.err == nil {
-		r.err = &DecodeError{Structure: r.path, Offset: off, Err: err}
+		r.err = &DecodeError{Structure: r.structure(), Offset: off, Err: err}
 	}
 }
 
@@ -200,11 +214,11 @@ func (r *reader) address() netip.Addr {
 	}
 }
 
-// sub returns a reader for the next n bytes as the structure named path,
-// and advances past them. The caller reads the sub-window and then calls
-// finish on it.
-func (r *reader) sub(n int, path string) *reader {
-	s := &reader{buf: r.buf, off: r.off, path: path}
+// sub returns a reader for the next n bytes, element index of kind
+// ("sample", "record") named name inside r's structure, and advances past
+// them. The caller reads the sub-window and then calls finish on it.
+func (r *reader) sub(n int, kind string, index int, name string) *reader {
+	s := &reader{buf: r.buf, off: r.off, path: r.structure(), kind: kind, index: index, name: name}
 	if !r.need(n) {
 		s.err = r.err
 		s.end = r.off

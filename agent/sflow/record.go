@@ -117,13 +117,12 @@ func decodeRecords(r *reader, table map[DataFormat]recordType) []Record {
 		if !known {
 			name = "unknown(" + f.String() + ")"
 		}
-		path := fmt.Sprintf("%s.record[%d].%s", r.path, i, name)
 		if int64(length) > int64(r.remaining()) {
-			r.err = &DecodeError{Structure: path, Offset: start,
+			r.err = &DecodeError{Structure: fmt.Sprintf("%s.record[%d].%s", r.structure(), i, name), Offset: start,
 				Err: fmt.Errorf("%w: record length %d, %d bytes remain in sample", ErrShort, length, r.remaining())}
 			return nil
 		}
-		sub := r.sub(int(length), path)
+		sub := r.sub(int(length), "record", i, name)
 		var rec Record
 		if known {
 			rec = rt.decode(sub)
