@@ -100,6 +100,10 @@ func Decode(b []byte) (*Datagram, error) {
 			return nil, &DecodeError{Structure: fmt.Sprintf("datagram.sample[%d].%s", i, name), Offset: start,
 				Err: fmt.Errorf("%w: sample length %d, %d bytes remain in datagram", ErrShort, length, r.remaining())}
 		}
+		if length%4 != 0 {
+			return nil, &DecodeError{Structure: fmt.Sprintf("datagram.sample[%d].%s", i, name), Offset: start,
+				Err: fmt.Errorf("%w: sample length %d is not a multiple of 4 (XDR)", ErrLength, length)}
+		}
 		sub := r.sub(int(length), "sample", i, name)
 		var s Sample
 		switch f {

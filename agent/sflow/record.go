@@ -122,6 +122,11 @@ func decodeRecords(r *reader, table map[DataFormat]recordType) []Record {
 				Err: fmt.Errorf("%w: record length %d, %d bytes remain in sample", ErrShort, length, r.remaining())}
 			return nil
 		}
+		if length%4 != 0 {
+			r.err = &DecodeError{Structure: fmt.Sprintf("%s.record[%d].%s", r.structure(), i, name), Offset: start,
+				Err: fmt.Errorf("%w: record length %d is not a multiple of 4 (XDR)", ErrLength, length)}
+			return nil
+		}
 		sub := r.sub(int(length), "record", i, name)
 		var rec Record
 		if known {
