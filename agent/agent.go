@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -42,7 +43,11 @@ type Options struct {
 	Counters  CounterSource
 	// Output finds egress ports; nil reports every output as unknown.
 	Output OutputLookup
-	Logger *slog.Logger
+	// PinCPUs binds worker i's thread to CPU i (modulo the CPUs the
+	// process may use), so that each sub-agent keeps its caches and never
+	// competes with another worker for a core.
+	PinCPUs bool
+	Logger  *slog.Logger
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -106,6 +111,15 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if a.opts.PinCPUs {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				if cpu, err := pinThread(w.id); err != nil {
+					w.log.Warn("cannot pin worker to a CPU", "err", err)
+				} else {
+					w.log.Debug("worker pinned", "cpu", cpu)
+				}
+			}
 			w.run(ctx, src)
 		}()
 	}

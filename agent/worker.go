@@ -267,9 +267,13 @@ func (w *worker) poll(p *poller) {
 	recs, err := w.counters.AppendCounters(w.crecs[:0], p.cfg.Source)
 	w.crecs = recs[:0]
 	if err != nil {
+		// A source that read part of its counters returns the records it
+		// could fill (unknown values where it could not): send those.
 		w.stats.PollErrors.Add(1)
 		w.log.Warn("reading counters", "source", p.cfg.Source.String(), "err", err)
-		return
+		if len(recs) == 0 {
+			return
+		}
 	}
 	p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
