@@ -96,7 +96,7 @@ func (c *counterSource) forget(keep map[uint32]bool) {
 
 // ifCounters maps Linux link statistics to if_counters
 // (sflow_version_5.txt "struct if_counters"). Linux keeps one multicast
-// counter for received frames (broadcast included) and none for sent
+// counter for received frames (broadcast included; veth keeps none) and none for sent
 // multicast or broadcast, nor unknown protocols: those are sent as the
 // spec's "not available" value. ifOutUcastPkts carries tx_packets, which
 // includes the few multicast and broadcast frames sent, as other Linux
@@ -108,8 +108,8 @@ func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
 		IfSpeed:            lc.SpeedMbps * 1_000_000,
 		IfStatus:           sflow.IfStatusBits(lc.AdminUp, lc.OperUp),
 		IfInOctets:         lc.RxBytes,
-		IfInUcastPkts:      uint32(lc.RxPackets - min(lc.RxMulticast, lc.RxPackets)),
-		IfInMulticastPkts:  uint32(lc.RxMulticast),
+		IfInUcastPkts:      uint32(lc.RxPackets),
+		IfInMulticastPkts:  sflow.CounterUnavailable32,
 		IfInBroadcastPkts:  sflow.CounterUnavailable32,
 		IfInDiscards:       uint32(lc.RxDropped),
 		IfInErrors:         uint32(lc.RxErrors),
@@ -121,6 +121,12 @@ func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
 		IfOutDiscards:      uint32(lc.TxDropped),
 		IfOutErrors:        uint32(lc.TxErrors),
 		IfPromiscuousMode:  2, // TruthValue false
+	}
+	if lc.RxMulticast != dataplane.UnknownCounter {
+		// rx_packets counts every frame; unicast is what is left after the
+		// multicast (broadcast included) frames.
+		c.IfInUcastPkts = uint32(lc.RxPackets - min(lc.RxMulticast, lc.RxPackets))
+		c.IfInMulticastPkts = uint32(lc.RxMulticast)
 	}
 	if lc.Promiscuous {
 		c.IfPromiscuousMode = 1
