@@ -1,0 +1,6 @@
+// Package bpf holds the XDP sampler program (sampler.c) and its generated
+// Go bindings. The object and bindings are committed so that `go build`
+// needs no clang; `go generate ./bpf/` (or `make generate`) rebuilds them.
+package bpf
+
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type port_config -type port_counters Sampler sampler.c

@@ -1,0 +1,275 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// sampler.c: the XDP packet sampler of sflowswitchd (see DESIGN.md "Packet
+// sampling" and sflow_version_5.txt section 4, flow_sample.sample_pool and
+// flow_sample.drops).
+//
+// For every frame received on a configured port the program
+//   1. counts it into the port's sample_pool,
+//   2. takes a random 1-in-2^k decision ((random & mask) == 0),
+//   3. for a sampled frame:
+//      inline mode:  copies metadata + the first header bytes into the
+//                    owning worker's BPF ring buffer and returns XDP_PASS
+//                    (the frame itself is never modified or taken);
+//      monitor mode: redirects the frame into the AF_XDP socket of its RX
+//                    queue; unsampled frames are dropped (the port carries a
+//                    copy of traffic: mirror/SPAN/TAP).
+//   Every sampled frame that cannot be delivered (ring full, no socket)
+//   is counted in the port's drops counter: nothing is lost silently.
+//
+// Ports without configuration (or mode OFF) get XDP_PASS untouched and are
+// not counted.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+// MAX_IFINDEX bounds the per-port config array, which is indexed directly by
+// the ingress ifindex. An ARRAY (not a HASH) is used because the verifier
+// inlines ARRAY lookups into a bounds check plus pointer arithmetic (no
+// helper call, no hashing): the cheapest possible lookup for the per-packet
+// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex are
+// refused by user space (dataplane.AttachPort).
+#define MAX_IFINDEX 65536
+
+// MAX_HEADER_BYTES is the largest header copy (sFlowFsMaximumHeaderSize
+// upper bound we support).
+#define MAX_HEADER_BYTES 256
+
+// Port modes (port_config.mode). Keep in sync with dataplane.Mode.
+#define MODE_OFF 0
+#define MODE_INLINE 1
+#define MODE_MONITOR 2
+
+// port_config: per-port sampling configuration, written by user space.
+struct port_config {
+	__u32 sample_mask;  // rate 2^k -> 2^k-1; rate 1 -> 0 (sample everything)
+	__u32 mode;         // MODE_OFF, MODE_INLINE or MODE_MONITOR
+	__u32 header_bytes; // bytes of the frame copied into a sample, 1..256
+	__u32 worker;       // index of the owning worker's ring in `rings`
+	__u32 slot;         // counter slot of the port in `counters`
+	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
+};
+
+// port_counters: one CPU's counters of one port, padded to a 64-byte cache
+// line so two CPUs never write the same line (no false sharing).
+struct port_counters {
+	__u64 pool;    // frames seen by the sampler (sFlow sample_pool)
+	__u64 samples; // frames selected by the random test
+	__u64 drops;   // selected frames that could not be delivered
+	__u64 rng;     // xorshift64* state of this CPU for this port (0 = unseeded)
+	__u64 _pad[4];
+};
+
+// sample_meta: the fixed part of a ring buffer record; `data` holds
+// header_len bytes of the frame (the record is sized by a size class, so
+// bytes after header_len are undefined).
+struct sample_meta {
+	__u32 ifindex;      // ingress ifindex
+	__u32 frame_len;    // full frame length (all fragments)
+	__u32 rx_queue;     // RX queue index
+	__u32 cpu;          // CPU that took the sample
+	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u32 header_len;   // valid bytes in data
+	__u32 _reserved;
+	__u8 data[];
+};
+
+// cpu_slots is the number of possible CPUs (set by the loader before load;
+// constant to the verifier). Counter index = slot * cpu_slots + cpu.
+volatile const __u32 cpu_slots = 1;
+
+// port_configs: struct port_config keyed by ingress ifindex.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_IFINDEX);
+	__type(key, __u32);
+	__type(value, struct port_config);
+} port_configs SEC(".maps");
+
+// counters: struct port_counters at index slot * cpu_slots + cpu.
+//
+// Why plain (non-atomic) increments are correct: an XDP program runs with
+// migration disabled and XDP processing on one CPU is serialized (NAPI /
+// softirq, or netif_receive_skb for generic XDP), so each element has
+// exactly one writer: the CPU that owns it. No cross-CPU atomics, no shared
+// cache lines. BPF_F_MMAPABLE lets user space map the array and read the
+// counters with plain aligned 64-bit loads, without a syscall. max_entries
+// is set by the loader to MaxPorts * cpu_slots.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct port_counters);
+} counters SEC(".maps");
+
+// rings: one BPF ring buffer per worker (inline mode), indexed by
+// port_config.worker. Outer and inner sizes are set by the loader.
+struct ring_template {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct ring_template);
+} rings SEC(".maps");
+
+// xsks: AF_XDP sockets (monitor mode), key = port_config.xsk_base + RX
+// queue. max_entries is set by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} xsks SEC(".maps");
+
+// next_random returns 32 random bits from the xorshift64* generator (Vigna,
+// "An experimental exploration of Marsaglia's xorshift generators", 2016)
+// whose state lives in this CPU's own counter line. It replaces the
+// bpf_get_prandom_u32 helper call on the per-packet path (measured: the call
+// cost ~10 ns/packet, this a few instructions). The state is seeded from the
+// kernel's PRNG on first use (state 0, also after user space zeroes a slot).
+// The high 32 bits of the output take every value (sflow_version_5.txt
+// Appendix B: all numbers in the range must be possible).
+static __always_inline __u32 next_random(struct port_counters *c)
+{
+	__u64 x = c->rng;
+
+	if (!x)
+		x = ((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32() | 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	c->rng = x;
+	return (x * 0x2545F4914F6CDD1DULL) >> 32;
+}
+
+// emit_sample reserves a record of constant size (the verifier requires a
+// constant reservation size, hence the size classes) in ring, fills the
+// metadata and copies min(frame length, header_bytes, cls) bytes.
+static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
+					struct port_counters *c, __u32 ifindex,
+					__u32 cpu, __u32 header_bytes,
+					const __u32 cls)
+{
+	struct sample_meta *m;
+	__u32 frame_len, n;
+
+	m = bpf_ringbuf_reserve(ring, sizeof(*m) + cls, 0);
+	if (!m) {
+		c->drops++; // ring full: counted, never silent
+		return;
+	}
+	frame_len = bpf_xdp_get_buff_len(ctx);
+	n = frame_len < header_bytes ? frame_len : header_bytes;
+	if (n > cls)
+		n = cls;
+	if (n > 0) {
+		// For 1 <= n <= cls (a power of two) this is n itself. The
+		// barrier hides the range from clang, so the mask is kept and the
+		// verifier sees 1 <= len <= cls on the very register passed (the
+		// `if` checks above may be applied by clang to a copy).
+		barrier_var(n);
+		n = ((n - 1) & (cls - 1)) + 1;
+		if (bpf_xdp_load_bytes(ctx, 0, m->data, n) < 0)
+			n = 0;
+	}
+
+	m->ifindex = ifindex;
+	m->frame_len = frame_len;
+	m->rx_queue = ctx->rx_queue_index;
+	m->cpu = cpu;
+	m->timestamp_ns = bpf_ktime_get_ns();
+	m->header_len = n;
+	m->_reserved = 0;
+	bpf_ringbuf_submit(m, 0);
+}
+
+// sample_inline delivers a sampled frame to the owning worker's ring.
+static __always_inline void sample_inline(struct xdp_md *ctx,
+					  struct port_counters *c,
+					  __u32 ifindex, __u32 cpu,
+					  __u32 worker, __u32 header_bytes)
+{
+	void *ring = bpf_map_lookup_elem(&rings, &worker);
+
+	if (!ring) {
+		c->drops++; // no ring for this worker: counted
+		return;
+	}
+	if (header_bytes <= 64)
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, 64);
+	else if (header_bytes <= 128)
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, 128);
+	else
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes,
+			    MAX_HEADER_BYTES);
+}
+
+// sample_monitor redirects a sampled frame into the AF_XDP socket of its RX
+// queue. A failed redirect (no socket at that key) is a counted drop.
+// Frames the kernel accepts here but the socket cannot queue (RX ring full)
+// are counted by the socket (XDP_STATISTICS rx_dropped / rx_ring_full).
+static __always_inline int sample_monitor(struct xdp_md *ctx,
+					  struct port_counters *c,
+					  __u32 xsk_base)
+{
+	__u32 key = xsk_base + ctx->rx_queue_index;
+	long ret = bpf_redirect_map(&xsks, key, XDP_DROP);
+
+	if (ret != XDP_REDIRECT) {
+		c->drops++;
+		return XDP_DROP;
+	}
+	return XDP_REDIRECT;
+}
+
+// xdp_sampler is attached to every sampled port.
+SEC("xdp.frags")
+int xdp_sampler(struct xdp_md *ctx)
+{
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct port_config *cfg;
+	struct port_counters *c;
+	__u32 mode, mask, cpu, idx;
+
+	if (ifindex >= MAX_IFINDEX)
+		return XDP_PASS;
+	cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+	if (!cfg)
+		return XDP_PASS;
+	mode = cfg->mode;
+	if (mode != MODE_INLINE && mode != MODE_MONITOR)
+		return XDP_PASS; // off or unknown: untouched, not counted
+
+	cpu = bpf_get_smp_processor_id();
+	idx = cfg->slot * cpu_slots + cpu;
+	c = bpf_map_lookup_elem(&counters, &idx);
+	if (!c)
+		return XDP_PASS;
+	c->pool++;
+
+	mask = cfg->sample_mask;
+	if (mask && (next_random(c) & mask))
+		return mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+
+	c->samples++;
+	if (mode == MODE_MONITOR)
+		return sample_monitor(ctx, c, cfg->xsk_base);
+	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes);
+	return XDP_PASS;
+}
+
+// xdp_pass does nothing: the baseline for benchmarks.
+SEC("xdp.frags")
+int xdp_pass(struct xdp_md *ctx)
+{
+	return XDP_PASS;
+}

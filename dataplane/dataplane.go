@@ -1,0 +1,475 @@
+// Sampler core: loading the XDP sampler (package bpf), attaching it to
+// ports, run-time port configuration through BPF maps. A Dataplane lives in
+// the network namespace of the goroutine that called Open; every operation
+// that resolves an ifindex runs in that namespace, whatever thread calls
+// it. The package documentation is in doc.go.
+
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netns"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+)
+
+// MaxIfIndex is the exclusive upper bound of the ifindexes the sampler can
+// serve: the BPF port config array is indexed directly by ifindex (see
+// bpf/sampler.c, MAX_IFINDEX).
+const MaxIfIndex = 65536
+
+// MaxHeaderBytes is the largest header copy per sample.
+const MaxHeaderBytes = 256
+
+// Defaults for zero Config fields.
+const (
+	DefaultRingBytes = 1 << 20
+	DefaultMaxPorts  = 256
+	DefaultMaxQueues = 64
+)
+
+// Config configures Open. Zero fields take the defaults.
+type Config struct {
+	// Workers is the number of sample consumers, one ring buffer each.
+	// Default 1.
+	Workers int
+	// RingBytes is the size of each worker's ring buffer: a power of two
+	// and a multiple of the page size. Default DefaultRingBytes.
+	RingBytes int
+	// MaxPorts bounds the number of ports attached at the same time
+	// (counter slots). Default DefaultMaxPorts.
+	MaxPorts int
+	// MaxQueues is the number of RX queues per port reserved in the
+	// XSKMAP for monitor mode. Default DefaultMaxQueues.
+	MaxQueues int
+	// Logger receives operational messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Mode is a port's sample delivery path (values shared with sampler.c).
+type Mode uint32
+
+const (
+	// ModeInline copies sampled headers into the owning worker's ring and
+	// never alters forwarding. The zero Mode in a PortConfig means inline.
+	ModeInline Mode = 1
+	// ModeMonitor redirects sampled frames into AF_XDP sockets and drops
+	// all other frames (for mirror/SPAN/TAP ports carrying a copy).
+	ModeMonitor Mode = 2
+)
+
+// String returns "inline" or "monitor".
+func (m Mode) String() string {
+	switch m {
+	case ModeInline:
+		return "inline"
+	case ModeMonitor:
+		return "monitor"
+	}
+	return fmt.Sprintf("Mode(%d)", uint32(m))
+}
+
+// PortConfig is the sampling configuration of one port.
+type PortConfig struct {
+	// Rate is the kernel sampling rate: a power of two >= 1; a frame is
+	// sampled with probability 1/Rate.
+	Rate uint32
+	// Mode is the delivery path; 0 means ModeInline.
+	Mode Mode
+	// HeaderBytes is how many leading bytes of a sampled frame are copied
+	// (1..MaxHeaderBytes).
+	HeaderBytes int
+	// Worker is the index of the ring the port's samples go to.
+	Worker int
+}
+
+// PortCounters are the summed per-CPU counters of one port.
+type PortCounters struct {
+	Pool    uint64 // frames seen by the sampler (sFlow sample_pool)
+	Samples uint64 // frames selected for sampling
+	Drops   uint64 // selected frames that could not be delivered (sFlow drops)
+}
+
+// ErrNotAttached is returned for operations on a port that is not attached.
+var ErrNotAttached = errors.New("port not attached")
+
+// port is the state of one attached port.
+type port struct {
+	link link.Link
+	mode string // "native" or "generic"
+	slot uint32
+	cfg  PortConfig
+}
+
+// Dataplane is the loaded sampler: programs, maps, attached ports.
+type Dataplane struct {
+	cfg  Config
+	log  *slog.Logger
+	ns   netns.NsHandle
+	objs bpf.SamplerObjects
+
+	cpuSlots int
+	counters *counterPages
+	rings    []*ebpf.Map
+
+	mu        sync.Mutex
+	ports     map[int]*port
+	freeSlots []uint32
+	readers   []*RingReader
+	closed    bool
+}
+
+// Open loads the sampler into the kernel once, in the calling goroutine's
+// network namespace, and removes stale legacy-mode attachments of our
+// programs left there by a crashed earlier run.
+func Open(cfg Config) (*Dataplane, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	ns, err := netns.Get()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: current netns: %w", err)
+	}
+	d := &Dataplane{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		ns:    ns,
+		ports: make(map[int]*port),
+	}
+	if err := d.load(); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	for s := cfg.MaxPorts - 1; s >= 0; s-- {
+		d.freeSlots = append(d.freeSlots, uint32(s))
+	}
+	if err := d.inNetns(d.removeStaleLegacy); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err)
+	}
+	return d, nil
+}
+
+func (c *Config) setDefaults() error {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Workers == 0 {
+		c.Workers = 1
+	}
+	if c.RingBytes == 0 {
+		c.RingBytes = DefaultRingBytes
+	}
+	if c.MaxPorts == 0 {
+		c.MaxPorts = DefaultMaxPorts
+	}
+	if c.MaxQueues == 0 {
+		c.MaxQueues = DefaultMaxQueues
+	}
+	page := os.Getpagesize()
+	switch {
+	case c.Workers < 0:
+		return fmt.Errorf("dataplane: Workers %d < 0", c.Workers)
+	case c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1:
+		return fmt.Errorf("dataplane: RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
+	case c.MaxPorts < 0 || c.MaxPorts > MaxIfIndex:
+		return fmt.Errorf("dataplane: MaxPorts %d out of range", c.MaxPorts)
+	case c.MaxQueues < 0 || c.MaxQueues*c.MaxPorts > 1<<20:
+		return fmt.Errorf("dataplane: MaxQueues %d out of range", c.MaxQueues)
+	}
+	return nil
+}
+
+// load sizes the maps from the config, loads the collection, creates the
+// per-worker ring buffers and maps the counters.
+func (d *Dataplane) load() error {
+	spec, err := bpf.LoadSampler()
+	if err != nil {
+		return fmt.Errorf("dataplane: loading sampler spec: %w", err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("dataplane: possible CPUs: %w", err)
+	}
+	d.cpuSlots = cpus
+	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
+		return fmt.Errorf("dataplane: setting cpu_slots: %w", err)
+	}
+	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(d.cfg.MaxPorts * cpus)
+	rings := spec.Maps[bpf.SamplerMapRings]
+	rings.MaxEntries = uint32(d.cfg.Workers)
+	rings.InnerMap.MaxEntries = uint32(d.cfg.RingBytes)
+	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(d.cfg.MaxPorts * d.cfg.MaxQueues)
+
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return fmt.Errorf("dataplane: loading sampler: %+v", ve)
+		}
+		return fmt.Errorf("dataplane: loading sampler: %w", err)
+	}
+	for w := 0; w < d.cfg.Workers; w++ {
+		m, err := ebpf.NewMap(rings.InnerMap)
+		if err != nil {
+			d.closeObjects()
+			return fmt.Errorf("dataplane: creating ring %d: %w", w, err)
+		}
+		d.rings = append(d.rings, m)
+		if err := d.objs.Rings.Put(uint32(w), m); err != nil {
+			d.closeObjects()
+			return fmt.Errorf("dataplane: installing ring %d: %w", w, err)
+		}
+	}
+	d.readers = make([]*RingReader, d.cfg.Workers)
+	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
+	if err != nil {
+		d.closeObjects()
+		return err
+	}
+	d.counters = cp
+	return nil
+}
+
+func (d *Dataplane) closeObjects() {
+	for _, m := range d.rings {
+		m.Close()
+	}
+	d.rings = nil
+	d.objs.Close()
+}
+
+// Close detaches every port, closes the ring readers and unloads the
+// sampler.
+func (d *Dataplane) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for ifindex, p := range d.ports {
+		if err := p.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
+		}
+		delete(d.ports, ifindex)
+	}
+	readers := d.readers
+	d.readers = nil
+	d.mu.Unlock()
+
+	for _, r := range readers {
+		if r != nil {
+			if err := r.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if d.counters != nil {
+		if err := d.counters.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	d.closeObjects()
+	d.ns.Close()
+	return errors.Join(errs...)
+}
+
+func (pc *PortConfig) validate(workers int) error {
+	if pc.Mode == 0 {
+		pc.Mode = ModeInline
+	}
+	switch {
+	case pc.Rate == 0 || bits.OnesCount32(pc.Rate) != 1:
+		return fmt.Errorf("rate %d is not a power of two", pc.Rate)
+	case pc.Mode != ModeInline && pc.Mode != ModeMonitor:
+		return fmt.Errorf("unknown mode %d", pc.Mode)
+	case pc.HeaderBytes < 1 || pc.HeaderBytes > MaxHeaderBytes:
+		return fmt.Errorf("header bytes %d not in 1..%d", pc.HeaderBytes, MaxHeaderBytes)
+	case pc.Worker < 0 || pc.Worker >= workers:
+		return fmt.Errorf("worker %d not in 0..%d", pc.Worker, workers-1)
+	}
+	return nil
+}
+
+// bpfConfig is the kernel form of a port's config.
+func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig {
+	return bpf.SamplerPortConfig{
+		SampleMask:  pc.Rate - 1,
+		Mode:        uint32(pc.Mode),
+		HeaderBytes: uint32(pc.HeaderBytes),
+		Worker:      uint32(pc.Worker),
+		Slot:        slot,
+		XskBase:     slot * uint32(d.cfg.MaxQueues),
+	}
+}
+
+// AttachPort starts sampling on ifindex: it writes the port's config, then
+// attaches the sampler with a BPF link in native (driver) mode, falling back
+// to generic (skb) mode, which AttachMode reports. Links are owned by this
+// process: if it dies, the kernel detaches the program.
+func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
+	if err := pc.validate(d.cfg.Workers); err != nil {
+		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
+	}
+	if ifindex <= 0 || ifindex >= MaxIfIndex {
+		return fmt.Errorf("dataplane: attach ifindex %d: outside 1..%d", ifindex, MaxIfIndex-1)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, os.ErrClosed)
+	}
+	if _, ok := d.ports[ifindex]; ok {
+		return fmt.Errorf("dataplane: attach ifindex %d: already attached", ifindex)
+	}
+	if len(d.freeSlots) == 0 {
+		return fmt.Errorf("dataplane: attach ifindex %d: all %d port slots in use", ifindex, d.cfg.MaxPorts)
+	}
+	slot := d.freeSlots[len(d.freeSlots)-1]
+
+	// Zero the slot before its config points at it: a previous user's
+	// in-flight increments cannot leak into this port's pool.
+	d.counters.zero(slot)
+	key := uint32(ifindex)
+	bc := d.bpfConfig(pc, slot)
+	if err := d.objs.PortConfigs.Put(key, &bc); err != nil {
+		return fmt.Errorf("dataplane: attach ifindex %d: writing config: %w", ifindex, err)
+	}
+	var (
+		l    link.Link
+		mode string
+	)
+	err := d.inNetns(func() error {
+		var err error
+		l, mode, err = attachXDP(d.objs.XdpSampler, ifindex)
+		return err
+	})
+	if err != nil {
+		d.clearConfig(key)
+		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
+	}
+	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
+	d.ports[ifindex] = &port{link: l, mode: mode, slot: slot, cfg: pc}
+	d.log.Info("xdp sampler attached", "ifindex", ifindex, "mode", mode,
+		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
+	return nil
+}
+
+// UpdatePort changes a port's rate, mode, header size or worker through the
+// config map only; the program stays attached and counters keep running.
+// The 24-byte config is not updated atomically: a frame arriving during the
+// update may see a mix of the old and new config, which is harmless.
+func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
+	if err := pc.validate(d.cfg.Workers); err != nil {
+		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[ifindex]
+	if !ok {
+		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	bc := d.bpfConfig(pc, p.slot)
+	if err := d.objs.PortConfigs.Put(uint32(ifindex), &bc); err != nil {
+		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+	}
+	p.cfg = pc
+	return nil
+}
+
+// DetachPort removes the port's link and config and zeroes its counter
+// slot, which becomes free for reuse.
+func (d *Dataplane) DetachPort(ifindex int) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[ifindex]
+	if !ok {
+		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	var errs []error
+	if err := p.link.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing link: %w", err))
+	}
+	if err := d.clearConfig(uint32(ifindex)); err != nil {
+		errs = append(errs, err)
+	}
+	d.counters.zero(p.slot)
+	delete(d.ports, ifindex)
+	d.freeSlots = append(d.freeSlots, p.slot)
+	d.log.Info("xdp sampler detached", "ifindex", ifindex, "slot", p.slot)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, err)
+	}
+	return nil
+}
+
+func (d *Dataplane) clearConfig(key uint32) error {
+	var zero bpf.SamplerPortConfig
+	if err := d.objs.PortConfigs.Put(key, &zero); err != nil {
+		return fmt.Errorf("clearing config of ifindex %d: %w", key, err)
+	}
+	return nil
+}
+
+// AttachMode reports how the sampler is attached to ifindex: "native",
+// "generic", or "" when not attached.
+func (d *Dataplane) AttachMode(ifindex int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p, ok := d.ports[ifindex]; ok {
+		return p.mode
+	}
+	return ""
+}
+
+// PortCounters sums the port's per-CPU counters through the memory-mapped
+// counter array (no syscall).
+func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock() // also keeps Close from unmapping during the sum
+	p, ok := d.ports[ifindex]
+	if !ok {
+		return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	return d.counters.sum(p.slot), nil
+}
+
+// XSKKey returns the XSKMAP key of RX queue `queue` of an attached port:
+// the key to pass to SetXSK for the AF_XDP socket bound to that queue.
+func (d *Dataplane) XSKKey(ifindex, queue int) (uint32, error) {
+	if queue < 0 || queue >= d.cfg.MaxQueues {
+		return 0, fmt.Errorf("dataplane: queue %d not in 0..%d", queue, d.cfg.MaxQueues-1)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[ifindex]
+	if !ok {
+		return 0, fmt.Errorf("dataplane: xsk key of ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	return p.slot*uint32(d.cfg.MaxQueues) + uint32(queue), nil
+}
+
+// SetXSK puts an AF_XDP socket FD into the XSKMAP at queueKey (see XSKKey);
+// a negative fd removes the entry.
+func (d *Dataplane) SetXSK(queueKey uint32, fd int) error {
+	if fd < 0 {
+		if err := d.objs.Xsks.Delete(queueKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("dataplane: removing xsk %d: %w", queueKey, err)
+		}
+		return nil
+	}
+	if err := d.objs.Xsks.Put(queueKey, uint32(fd)); err != nil {
+		return fmt.Errorf("dataplane: setting xsk %d: %w", queueKey, err)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+package dataplane
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// counterSize is the size of one struct port_counters (bpf/sampler.c): one
+// CPU's pool, samples and drops of one port, padded to a cache line.
+const counterSize = 64
+
+// Offsets of the fields in struct port_counters.
+const (
+	offPool    = 0
+	offSamples = 8
+	offDrops   = 16
+)
+
+// counterPages is the memory-mapped BPF_F_MMAPABLE counter array. Element
+// slot*cpus+cpu is written only by that CPU (see sampler.c); user space
+// reads it with atomic 64-bit loads.
+//
+// The array is mapped here with unix.Mmap on the map's FD rather than
+// through ebpf.Map.Memory, whose ReadAt copies with memmove and so does not
+// promise untorn 64-bit reads; sync/atomic loads do.
+type counterPages struct {
+	mem  []byte
+	cpus int
+}
+
+func mapCounters(m *ebpf.Map, ports, cpus int) (*counterPages, error) {
+	size := ports * cpus * counterSize
+	page := os.Getpagesize()
+	size = (size + page - 1) / page * page
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: mmap counters (%d bytes): %w", size, err)
+	}
+	return &counterPages{mem: mem, cpus: cpus}, nil
+}
+
+// word returns the 64-bit counter at byte offset off. off is always a
+// multiple of 8 inside the page-aligned mapping, so the load is aligned.
+func (c *counterPages) word(off int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&c.mem[off]))
+}
+
+// sum adds up the per-CPU counters of slot. Each counter only grows, so
+// the sum never runs backwards while the slot is in use.
+func (c *counterPages) sum(slot uint32) PortCounters {
+	var pc PortCounters
+	base := int(slot) * c.cpus * counterSize
+	for cpu := 0; cpu < c.cpus; cpu++ {
+		off := base + cpu*counterSize
+		pc.Pool += atomic.LoadUint64(c.word(off + offPool))
+		pc.Samples += atomic.LoadUint64(c.word(off + offSamples))
+		pc.Drops += atomic.LoadUint64(c.word(off + offDrops))
+	}
+	return pc
+}
+
+// zero clears all CPUs' counters of slot (only while no config points at
+// the slot, so no BPF writer races with it except stragglers of a port
+// being detached, which is why AttachPort zeroes a slot again before use).
+func (c *counterPages) zero(slot uint32) {
+	base := int(slot) * c.cpus * counterSize
+	for cpu := 0; cpu < c.cpus; cpu++ {
+		off := base + cpu*counterSize
+		atomic.StoreUint64(c.word(off+offPool), 0)
+		atomic.StoreUint64(c.word(off+offSamples), 0)
+		atomic.StoreUint64(c.word(off+offDrops), 0)
+	}
+}
+
+func (c *counterPages) close() error {
+	if c.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(c.mem)
+	c.mem = nil
+	if err != nil {
+		return fmt.Errorf("dataplane: munmap counters: %w", err)
+	}
+	return nil
+}

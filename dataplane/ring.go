@@ -1,0 +1,134 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Layout of struct sample_meta (bpf/sampler.c), the fixed part of a ring
+// record. The BPF object is little-endian (bpfel).
+const (
+	metaIfIndex   = 0
+	metaFrameLen  = 4
+	metaRxQueue   = 8
+	metaCPU       = 12
+	metaTimestamp = 16
+	metaHeaderLen = 24
+	metaSize      = 32
+)
+
+// RawSample is one kernel sample as read from a worker's ring.
+type RawSample struct {
+	IfIndex   uint32 // ingress ifindex
+	FrameLen  uint32 // full length of the sampled frame
+	RxQueue   uint32 // RX queue the frame arrived on
+	CPU       uint32 // CPU that took the sample
+	Timestamp uint64 // CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns)
+	// Header holds the first bytes of the frame. It aliases the reader's
+	// buffer and is valid only during the callback it is passed to.
+	Header []byte
+}
+
+// RingReader reads the samples of one worker's ring buffer. It is used by
+// one goroutine at a time (the worker); Close may be called from any
+// goroutine and unblocks a pending Read.
+type RingReader struct {
+	rd        *ringbuf.Reader
+	rec       ringbuf.Record
+	s         RawSample
+	malformed uint64
+	closed    atomic.Bool
+}
+
+// Ring returns the reader of worker's ring, creating it on first use (and
+// again after the previous reader was closed).
+func (d *Dataplane) Ring(worker int) (*RingReader, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, fmt.Errorf("dataplane: ring %d: %w", worker, os.ErrClosed)
+	}
+	if worker < 0 || worker >= len(d.rings) {
+		return nil, fmt.Errorf("dataplane: ring %d: worker not in 0..%d", worker, len(d.rings)-1)
+	}
+	if r := d.readers[worker]; r != nil && !r.closed.Load() {
+		return r, nil
+	}
+	rd, err := ringbuf.NewReader(d.rings[worker])
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: ring %d reader: %w", worker, err)
+	}
+	r := &RingReader{rd: rd}
+	d.readers[worker] = r
+	return r, nil
+}
+
+// Read blocks until at least one sample is available, then hands every
+// sample already in the ring to fn, without allocating, and returns how
+// many it delivered. A busy ring costs no syscall; an empty ring one
+// epoll_wait. After Close it returns an error matching os.ErrClosed; when a
+// deadline (SetDeadline) passes with an empty ring, one matching
+// os.ErrDeadlineExceeded.
+func (r *RingReader) Read(fn func(*RawSample)) (int, error) {
+	n := 0
+	for {
+		if err := r.rd.ReadInto(&r.rec); err != nil {
+			if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				return n, nil
+			}
+			return n, fmt.Errorf("dataplane: reading ring: %w", err)
+		}
+		if r.decode(r.rec.RawSample) {
+			fn(&r.s)
+			n++
+		} else {
+			r.malformed++
+		}
+		if r.rec.Remaining == 0 {
+			return n, nil
+		}
+	}
+}
+
+// decode fills r.s from a record; false when the record is malformed.
+func (r *RingReader) decode(b []byte) bool {
+	if len(b) < metaSize {
+		return false
+	}
+	hl := binary.LittleEndian.Uint32(b[metaHeaderLen:])
+	if uint64(hl) > uint64(len(b)-metaSize) {
+		return false
+	}
+	r.s = RawSample{
+		IfIndex:   binary.LittleEndian.Uint32(b[metaIfIndex:]),
+		FrameLen:  binary.LittleEndian.Uint32(b[metaFrameLen:]),
+		RxQueue:   binary.LittleEndian.Uint32(b[metaRxQueue:]),
+		CPU:       binary.LittleEndian.Uint32(b[metaCPU:]),
+		Timestamp: binary.LittleEndian.Uint64(b[metaTimestamp:]),
+		Header:    b[metaSize : metaSize+int(hl)],
+	}
+	return true
+}
+
+// Malformed returns how many records were skipped because they were too
+// short for their header length (never expected; a layout mismatch).
+func (r *RingReader) Malformed() uint64 { return r.malformed }
+
+// SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
+// and the ring is empty; the zero time removes the deadline.
+func (r *RingReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+
+// Close unblocks a pending Read and releases the reader.
+func (r *RingReader) Close() error {
+	r.closed.Store(true)
+	if err := r.rd.Close(); err != nil {
+		return fmt.Errorf("dataplane: closing ring reader: %w", err)
+	}
+	return nil
+}
