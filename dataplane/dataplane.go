@@ -14,6 +14,7 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -120,6 +121,11 @@ type Dataplane struct {
 	cpuSlots int
 	counters *counterPages
 	rings    []*ebpf.Map
+
+	// slotOf maps attached ifindexes to counter slots. It is replaced
+	// (copy on write, under mu) on attach and detach, and read without a
+	// lock by PortCounters, which workers call for every flow sample.
+	slotOf atomic.Pointer[map[int]uint32]
 
 	mu        sync.Mutex
 	ports     map[int]*port
@@ -360,6 +366,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = &port{link: l, mode: mode, slot: slot, cfg: pc}
+	d.publishSlots()
 	d.log.Info("xdp sampler attached", "ifindex", ifindex, "mode", mode,
 		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
@@ -403,8 +410,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
 		errs = append(errs, err)
 	}
-	d.counters.zero(p.slot)
 	delete(d.ports, ifindex)
+	d.publishSlots()
+	d.counters.zero(p.slot)
 	d.freeSlots = append(d.freeSlots, p.slot)
 	d.log.Info("xdp sampler detached", "ifindex", ifindex, "slot", p.slot)
 	if err := errors.Join(errs...); err != nil {
@@ -433,15 +441,29 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 }
 
 // PortCounters sums the port's per-CPU counters through the memory-mapped
-// counter array (no syscall).
+// counter array: no syscall and no lock, so that workers on different CPUs
+// can read pools for every flow sample without contending. It must not be
+// called after Close.
 func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock() // also keeps Close from unmapping during the sum
-	p, ok := d.ports[ifindex]
+	slots := d.slotOf.Load()
+	if slots == nil {
+		return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	slot, ok := (*slots)[ifindex]
 	if !ok {
 		return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
 	}
-	return d.counters.sum(p.slot), nil
+	return d.counters.sum(slot), nil
+}
+
+// publishSlots installs a fresh copy of the ifindex -> slot map for
+// PortCounters. Called with mu held.
+func (d *Dataplane) publishSlots() {
+	m := make(map[int]uint32, len(d.ports))
+	for idx, p := range d.ports {
+		m[idx] = p.slot
+	}
+	d.slotOf.Store(&m)
 }
 
 // XSKKey returns the XSKMAP key of RX queue `queue` of an attached port:
