@@ -85,6 +85,7 @@ func (r *receiverOut) flush() {
 	if r.w.Len() == 0 {
 		return
 	}
+	r.w.SetUptime(r.uptime())
 	r.pending = r.w.Bytes()
 	if err := r.raw.Write(r.sendFn); err != nil {
 		r.sendErr = err

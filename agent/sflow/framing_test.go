@@ -56,13 +56,14 @@ func TestDatagramWriterNeverExceedsMax(t *testing.T) {
 		}
 		added++
 	}
+	w.SetUptime(777)
 	b := w.Bytes()
 	if len(b) > 200 {
 		t.Fatalf("datagram %d bytes > 200", len(b))
 	}
 	d, err := Decode(b)
-	if err != nil || len(d.Samples) != added {
-		t.Fatalf("decode: %d samples (want %d), %v", len(d.Samples), added, err)
+	if err != nil || len(d.Samples) != added || d.Uptime != 777 || d.SequenceNumber != 1 {
+		t.Fatalf("decode: %+v (want %d samples, uptime 777), %v", d, added, err)
 	}
 	big := &CounterSample{Records: []Record{&UnknownRecord{DataFormat: Format(9, 9), Data: make([]byte, 400)}}}
 	if err := w.Add(big); !errors.Is(err, ErrSampleTooLarge) {

@@ -79,6 +79,14 @@ func (w *DatagramWriter) Add(s Sample) error {
 	return nil
 }
 
+// SetUptime sets the datagram's uptime field (ms). The spec asks for the
+// time "as close to datagram transmission time as possible", so senders
+// set it right before Bytes.
+func (w *DatagramWriter) SetUptime(ms uint32) {
+	w.hdr.Uptime = ms
+	binary.BigEndian.PutUint32(w.buf[headerSize(w.hdr.AgentAddress)-8:], ms)
+}
+
 // Bytes returns the datagram built so far, with its sample count filled
 // in. The slice is valid until the next call of Begin or Add.
 func (w *DatagramWriter) Bytes() []byte {
