@@ -29,12 +29,14 @@ bin=${SFLOWSWITCHD:-$root/bin/sflowswitchd}
 [ "$(id -u)" = 0 ] || { echo "demo.sh: must run as root (it creates network namespaces)" >&2; exit 1; }
 [ -x "$bin" ] || { echo "demo.sh: $bin not found; run make build (or make lab)" >&2; exit 1; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
+"$bin" help 2>/dev/null | grep -q '^  top ' ||
+	{ echo "demo.sh: $bin has no 'top' subcommand (rebuild it: make build)" >&2; exit 1; }
 
 # A prefix no existing lab uses: "lab" + 4 hex digits (lab.sh allows 8).
 prefix=""
 for _ in 1 2 3 4 5 6 7 8; do
 	p=$(printf 'lab%04x' $((RANDOM)))
-	if ! ip netns list | grep -Eq "^$p-(sw|col|h[0-9]+)( |\$)"; then
+	if ! compgen -G "/run/netns/$p-*" >/dev/null; then
 		prefix=$p
 		break
 	fi
@@ -66,16 +68,17 @@ stop() {
 cleanup() {
 	local rc=$? left
 	trap - EXIT INT TERM
-	trap '' INT # a second Ctrl-C must not interrupt the cleanup
+	trap '' INT TERM # a second Ctrl-C must not interrupt the cleanup
+	stop "$top_pid" "sflowswitchd top" # prints its final summary
 	echo
 	echo "== stopping (daemon log: $daemon_log)"
-	stop "$top_pid" "sflowswitchd top"
 	stop "$traffic_pid" "traffic.sh"
 	stop "$daemon_pid" "sflowswitchd"
 	if [ -n "$lab_created" ]; then
 		"$here/lab.sh" down "$prefix" || rc=1
 	fi
-	left=$(ip netns list | awk '{print $1}' | grep -E "^$prefix-(sw|col|h[0-9]+)\$" || true)
+	# The namespaces lab.sh names (/run/netns/NAME), not a parse of `ip netns list`.
+	left=$(cd /run/netns 2>/dev/null && ls -d -- "$prefix"-* 2>/dev/null | grep -E "^$prefix-(sw|col|h[0-9]+)\$" || true)
 	if [ -n "$left" ]; then
 		echo "demo.sh: ERROR: namespaces of lab $prefix remain:" $left >&2
 		rc=1
@@ -91,6 +94,9 @@ trap 'exit 143' TERM
 echo "== creating lab $prefix: switch $sw (br0, p1..p4), hosts $prefix-h1..h4, collector $col"
 lab_created=1
 "$here/lab.sh" up "$prefix" 4
+
+# The collector knows ports by ifIndex only: print the map once.
+echo "   ports in $sw:" $(ip -n "$sw" -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); printf "%s=ifIndex %s, ", $2, $1 }' | sed 's/, $//')
 
 echo "== starting sflowswitchd in $sw (log: $daemon_log)"
 nsenter --net="/run/netns/$sw" -- "$bin" -collector 198.19.255.2:6343 -metrics 127.0.0.1:9116 \

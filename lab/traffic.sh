@@ -35,7 +35,7 @@ readonly pps=${TRAFFIC_PPS:-200000} burst=${TRAFFIC_BURST:-5} period=${TRAFFIC_P
 [ "$(id -u)" = 0 ] || { echo "traffic.sh: must run as root" >&2; exit 1; }
 
 # Host indices of the lab, in order.
-mapfile -t hosts < <(ip netns list | sed -n "s/^$prefix-h\([0-9][0-9]*\)\( .*\)\{0,1\}\$/\1/p" | sort -n)
+mapfile -t hosts < <(ip netns list 2>/dev/null | sed -n "s/^$prefix-h\([0-9][0-9]*\)\( .*\)\{0,1\}\$/\1/p" | sort -n)
 [ "${#hosts[@]}" -ge 2 ] || { echo "traffic.sh: lab $prefix has fewer than 2 hosts" >&2; exit 1; }
 nhosts=${#hosts[@]}
 

@@ -18,6 +18,7 @@ type subcommand struct {
 
 var subcommands = []subcommand{
 	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", runDecode},
+	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", runTop},
 }
 
 func main() {
