@@ -18,6 +18,7 @@ type subcommand struct {
 
 var subcommands = []subcommand{
 	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", runDecode},
+	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", runAPM},
 	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", runTop},
 }
 

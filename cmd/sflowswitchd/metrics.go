@@ -25,6 +25,7 @@ type portMetrics struct {
 type metricsHandler struct {
 	agent *agent.Agent
 	ports func() []portMetrics
+	apps  *apps
 }
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -70,6 +71,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(bw, "%s{worker=\"%d\",reason=%q} %d\n", dropped, i, r.reason, r.v)
 		}
 	}
+	h.apps.WriteMetrics(bw)
 	if h.ports == nil {
 		return
 	}

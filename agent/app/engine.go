@@ -1,0 +1,547 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+)
+
+// Host data source the application data sources belong to: the switch
+// itself, entPhysicalEntry.1, the data source of the host counters
+// (sflow_host.txt host_parent: a logical entity names its parent).
+var hostParent = sflow.HostParent{ContainerType: sflow.SourceEntPhysicalEntry, ContainerIndex: 1}
+
+// Defaults of Config.
+const (
+	DefaultQueueLen    = 4096
+	DefaultMaxSources  = 256
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
+	// when full and at least once a second.
+	DefaultFlushInterval = time.Second
+)
+
+// Config configures an Engine. The zero value is usable.
+type Config struct {
+	// QueueLen bounds the samples waiting to be encoded; beyond it
+	// samples are dropped and counted (ReasonQueueFull), never waited
+	// for.
+	QueueLen int
+	// MaxSources bounds the application data sources (service ports).
+	MaxSources int
+	// IdleTimeout closes a data source (its sockets and sequence numbers)
+	// that sent nothing for this long.
+	IdleTimeout time.Duration
+	// FlushInterval is the longest a sample waits in a datagram.
+	FlushInterval time.Duration
+	// APM, when set, receives every flow sample as a transaction weighted
+	// by its sampling rate; the engine also calls its Tick.
+	APM *apm.Engine
+	// Logger gets the (rate-limited) rejection and socket errors.
+	Logger *slog.Logger
+}
+
+// Engine is the application sub-agent: it takes application samples
+// from any producer (the JSON API, the Go library, tests), encodes them
+// with the rules of sflow_application.txt and sflow_http.txt, and sends
+// them to the receivers. Each application data source (service port) is
+// its own sub-agent: sub_agent_id = port, with its own datagram sequence
+// numbers, datagram buffers and UDP sockets.
+//
+// Submitting never blocks: samples go through a bounded queue to the one
+// goroutine that runs Run. Application samples arrive at transaction rate
+// after the application's own 1-in-N sampling, far below packet rates, so
+// a single queue shared by producers is not a hot-path contention point.
+type Engine struct {
+	cfg   Config
+	log   *slog.Logger
+	queue chan item
+	stats Stats
+	rlog  rejectLog
+	start time.Time
+
+	// drops are per data source ([0] server, [1] client) samples lost in
+	// the queue, reported in the flow samples' drops field.
+	drops [2][65536]atomic.Uint32
+
+	mu        sync.Mutex
+	receivers []agent.ReceiverConfig
+	agentAddr netip.Addr
+	gen       atomic.Uint64
+
+	// Owned by the Run goroutine.
+	appliedGen uint64
+	sources    map[uint16]*source
+	recs       []sflow.Record
+	fs         sflow.FlowSample
+	cs         sflow.CounterSample
+	apmApps    map[string]uint32
+}
+
+type item struct {
+	flow     *FlowSample
+	counters *CounterSample
+}
+
+// New returns an engine. Call Run to start it.
+func New(cfg Config) *Engine {
+	if cfg.QueueLen <= 0 {
+		cfg.QueueLen = DefaultQueueLen
+	}
+	if cfg.MaxSources <= 0 {
+		cfg.MaxSources = DefaultMaxSources
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = DefaultFlushInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		queue:   make(chan item, cfg.QueueLen),
+		start:   time.Now(),
+		sources: map[uint16]*source{},
+		apmApps: map[string]uint32{},
+	}
+	e.rlog.log = cfg.Logger
+	return e
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() *Stats { return &e.stats }
+
+// APM returns the APM engine given in Config (nil if none).
+func (e *Engine) APM() *apm.Engine { return e.cfg.APM }
+
+// SetReceivers sets the collectors every application data source sends
+// to. Datagram sequence numbers continue per receiver index.
+func (e *Engine) SetReceivers(rs []agent.ReceiverConfig) {
+	e.mu.Lock()
+	e.receivers = slices.Clone(rs)
+	e.mu.Unlock()
+	e.gen.Add(1)
+}
+
+// SetAgentAddress sets sFlowAgentAddress, carried in every datagram.
+func (e *Engine) SetAgentAddress(a netip.Addr) {
+	e.mu.Lock()
+	e.agentAddr = a
+	e.mu.Unlock()
+	e.gen.Add(1)
+}
+
+// ErrQueueFull is returned by SubmitFlow and SubmitCounters when the
+// engine's queue is full; the sample was dropped and counted.
+var ErrQueueFull = errors.New("app: engine queue full, sample dropped")
+
+// Reject counts a sample refused before it reached the engine (by a
+// parser) and logs it, at most once a second per reason.
+func (e *Engine) Reject(err error) {
+	r := ReasonBadMessage
+	var re *RejectError
+	if errors.As(err, &re) {
+		r = re.Reason
+	}
+	e.stats.rejected[r].Add(1)
+	e.rlog.note(r, err)
+}
+
+// SubmitFlow validates f and queues it for encoding. f belongs to the
+// engine afterwards. It never blocks: it returns a *RejectError or
+// ErrQueueFull (both counted) when the sample is not taken.
+func (e *Engine) SubmitFlow(f *FlowSample) error {
+	if err := f.Validate(); err != nil {
+		e.Reject(err)
+		return err
+	}
+	select {
+	case e.queue <- item{flow: f}:
+		e.stats.Accepted.Add(1)
+		return nil
+	default:
+		side := 0
+		if f.Client {
+			side = 1
+		}
+		e.drops[side][f.ServicePort].Add(1)
+		e.Reject(&RejectError{Reason: ReasonQueueFull, Detail: "flow sample dropped"})
+		return ErrQueueFull
+	}
+}
+
+// SubmitCounters validates c and queues it for encoding; see SubmitFlow.
+func (e *Engine) SubmitCounters(c *CounterSample) error {
+	if err := c.Validate(); err != nil {
+		e.Reject(err)
+		return err
+	}
+	select {
+	case e.queue <- item{counters: c}:
+		e.stats.Accepted.Add(1)
+		return nil
+	default:
+		e.Reject(&RejectError{Reason: ReasonQueueFull, Detail: "counters sample dropped"})
+		return ErrQueueFull
+	}
+}
+
+// Run encodes and sends samples until ctx ends; then it encodes what is
+// queued, sends the last datagrams and closes the sockets.
+func (e *Engine) Run(ctx context.Context) {
+	tick := time.NewTicker(e.cfg.FlushInterval)
+	defer tick.Stop()
+	defer e.closeAll()
+	for {
+		select {
+		case <-ctx.Done():
+			for {
+				select {
+				case it := <-e.queue:
+					e.handle(it, time.Now())
+				default:
+					return
+				}
+			}
+		case it := <-e.queue:
+			e.handle(it, time.Now())
+		case now := <-tick.C:
+			e.applyConfig()
+			for _, s := range e.sources {
+				s.flush()
+			}
+			e.expire(now)
+			if e.cfg.APM != nil {
+				e.cfg.APM.Tick(now)
+			}
+		}
+	}
+}
+
+func (e *Engine) handle(it item, now time.Time) {
+	e.applyConfig()
+	if it.flow != nil {
+		e.encodeFlow(it.flow, now)
+		e.feedAPM(it.flow, now)
+	} else if it.counters != nil {
+		e.encodeCounters(it.counters, now)
+	}
+}
+
+func (e *Engine) uptime() uint32 { return uint32(time.Since(e.start).Milliseconds()) }
+
+// source returns the data source of port, creating it; nil when there are
+// already MaxSources.
+func (e *Engine) source(port uint16, now time.Time) *source {
+	if s := e.sources[port]; s != nil {
+		s.last = now
+		return s
+	}
+	if len(e.sources) >= e.cfg.MaxSources {
+		e.Reject(reject(ReasonTooManySources, "service port %d: already %d application data sources", port, len(e.sources)))
+		return nil
+	}
+	s := &source{e: e, port: port, last: now}
+	e.mu.Lock()
+	rs, addr := e.receivers, e.agentAddr
+	e.mu.Unlock()
+	s.open(rs, addr, nil)
+	e.sources[port] = s
+	e.stats.Sources.Store(int64(len(e.sources)))
+	return s
+}
+
+// applyConfig rebuilds every source's outputs after SetReceivers or
+// SetAgentAddress, continuing each receiver's sequence numbers.
+func (e *Engine) applyConfig() {
+	g := e.gen.Load()
+	if g == e.appliedGen {
+		return
+	}
+	e.appliedGen = g
+	e.mu.Lock()
+	rs, addr := e.receivers, e.agentAddr
+	e.mu.Unlock()
+	for _, s := range e.sources {
+		seqs := map[int]uint32{}
+		for _, o := range s.outs {
+			o.close()
+			seqs[o.cfg.Index] = o.seq
+		}
+		s.open(rs, addr, seqs)
+	}
+}
+
+func (e *Engine) expire(now time.Time) {
+	for port, s := range e.sources {
+		if now.Sub(s.last) >= e.cfg.IdleTimeout {
+			for _, o := range s.outs {
+				o.close()
+			}
+			delete(e.sources, port)
+		}
+	}
+	e.stats.Sources.Store(int64(len(e.sources)))
+}
+
+func (e *Engine) closeAll() {
+	for port, s := range e.sources {
+		for _, o := range s.outs {
+			o.close()
+		}
+		delete(e.sources, port)
+	}
+	e.stats.Sources.Store(0)
+}
+
+// encodeFlow encodes f as a flow sample of its data source, following
+// sflow_application.txt / sflow_http.txt section 3: a server-side
+// transaction has input = the interface the request came in on (0 if
+// unknown) and output = 0x3FFFFFFF (the local server); a client-side one
+// has input = 0x3FFFFFFF and output = the interface it was sent on, on the
+// client data source 200000+port.
+func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
+	s := e.source(f.ServicePort, now)
+	if s == nil {
+		return
+	}
+	side := 0
+	index := uint32(f.ServicePort)
+	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
+	if f.Client {
+		side = 1
+		index += clientIndexBase
+		in, out = out, in
+	}
+	seen := f.Seen
+	if seen == 0 {
+		seen = f.SamplingRate
+	}
+	s.flowSeq[side]++
+	s.pool[side] += seen
+	recs := e.recs[:0]
+	if f.HTTP != nil {
+		recs = append(recs, f.HTTP)
+	}
+	if f.Operation != nil {
+		if f.Operation.Context.Application == "" {
+			f.Operation.Context.Application = f.AppName
+		}
+		recs = append(recs, f.Operation)
+	}
+	if f.ParentContext != nil {
+		recs = append(recs, f.ParentContext)
+	}
+	if f.Initiator != nil {
+		recs = append(recs, f.Initiator)
+	}
+	if f.Target != nil {
+		recs = append(recs, f.Target)
+	}
+	if f.ProxyRequest != nil {
+		recs = append(recs, f.ProxyRequest)
+	}
+	if f.Socket4 != nil {
+		recs = append(recs, f.Socket4)
+	}
+	if f.Socket6 != nil {
+		recs = append(recs, f.Socket6)
+	}
+	e.recs = recs
+	e.fs = sflow.FlowSample{
+		SequenceNumber: s.flowSeq[side],
+		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: index},
+		SamplingRate:   f.SamplingRate,
+		SamplePool:     s.pool[side],
+		Drops:          e.drops[side][f.ServicePort].Load(),
+		Input:          in,
+		Output:         out,
+		Records:        recs,
+	}
+	s.add(&e.fs)
+	e.stats.FlowSamples.Add(1)
+	clear(e.recs[:len(recs)]) // do not keep the sample alive
+}
+
+// encodeCounters encodes c as a counters sample of its server data source,
+// with host_parent naming the switch (sflow_host.txt).
+func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
+	s := e.source(c.ServicePort, now)
+	if s == nil {
+		return
+	}
+	s.cntSeq++
+	recs := e.recs[:0]
+	if c.Operations != nil {
+		if c.Operations.Application == "" {
+			c.Operations.Application = c.AppName
+		}
+		recs = append(recs, c.Operations)
+	}
+	if c.Resources != nil {
+		recs = append(recs, c.Resources)
+	}
+	if c.Workers != nil {
+		recs = append(recs, c.Workers)
+	}
+	if c.HTTP != nil {
+		recs = append(recs, c.HTTP)
+	}
+	recs = append(recs, &hostParent)
+	e.recs = recs
+	e.cs = sflow.CounterSample{
+		SequenceNumber: s.cntSeq,
+		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: uint32(c.ServicePort)},
+		Records:        recs,
+	}
+	s.add(&e.cs)
+	e.stats.CounterSamples.Add(1)
+	clear(e.recs[:len(recs)])
+}
+
+// source is one application data source: a sub-agent with
+// sub_agent_id = service port.
+type source struct {
+	e       *Engine
+	port    uint16
+	outs    []*output
+	flowSeq [2]uint32 // [server, client] flow_sample sequence numbers
+	pool    [2]uint32 // [server, client] sample_pool
+	cntSeq  uint32
+	last    time.Time
+}
+
+// open creates an output per receiver; seqs continues datagram sequence
+// numbers by receiver index.
+func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, seqs map[int]uint32) {
+	s.outs = s.outs[:0]
+	for _, rc := range rs {
+		o, err := newOutput(rc, addr, uint32(s.port), seqs[rc.Index], &s.e.stats, s.e.uptime)
+		if err != nil {
+			s.e.log.Error("application data source: no socket to a receiver", "port", s.port, "receiver", rc.Index, "err", err)
+			continue
+		}
+		s.outs = append(s.outs, o)
+	}
+}
+
+func (s *source) add(smp sflow.Sample) {
+	for _, o := range s.outs {
+		o.add(smp)
+	}
+}
+
+func (s *source) flush() {
+	for _, o := range s.outs {
+		o.flush()
+	}
+}
+
+// output is one data source's datagram stream to one receiver: its own
+// buffer, sequence number and connected UDP socket.
+type output struct {
+	cfg    agent.ReceiverConfig
+	w      *sflow.DatagramWriter
+	seq    uint32
+	conn   *net.UDPConn
+	raw    syscall.RawConn
+	stats  *Stats
+	uptime func() uint32
+
+	pending []byte
+	sendN   int
+	sendErr error
+	sendFn  func(fd uintptr) bool
+}
+
+func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, seq uint32, stats *Stats, uptime func() uint32) (*output, error) {
+	size := rc.MaxDatagramSize
+	if size == 0 {
+		size = sflow.DefaultMaxDatagramSize
+	}
+	w, err := sflow.NewDatagramWriter(addr, subAgent, size)
+	if err != nil {
+		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
+	}
+	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(rc.Address))
+	if err != nil {
+		return nil, fmt.Errorf("receiver %d: socket to %s: %w", rc.Index, rc.Address, err)
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
+	}
+	o := &output{cfg: rc, w: w, seq: seq, conn: conn, raw: raw, stats: stats, uptime: uptime}
+	// One non-blocking send attempt: a full socket buffer or an
+	// unreachable collector costs a counted send error, never a stalled
+	// engine.
+	o.sendFn = func(fd uintptr) bool {
+		o.sendN, o.sendErr = syscall.Write(int(fd), o.pending)
+		return true
+	}
+	o.begin()
+	return o, nil
+}
+
+func (o *output) begin() {
+	o.seq++
+	o.w.Begin(o.seq, o.uptime())
+}
+
+func (o *output) add(s sflow.Sample) {
+	err := o.w.Add(s)
+	if errors.Is(err, sflow.ErrDatagramFull) {
+		o.flush()
+		err = o.w.Add(s)
+	}
+	if err != nil {
+		o.stats.TooLarge.Add(1)
+	}
+}
+
+// flush sends the datagram if it holds a sample and starts the next one.
+func (o *output) flush() {
+	if o.w.Len() == 0 {
+		return
+	}
+	o.pending = o.w.Bytes()
+	o.sendN, o.sendErr = 0, nil
+	if err := o.raw.Write(o.sendFn); err != nil {
+		o.sendErr = err
+	}
+	if o.sendErr != nil || o.sendN != len(o.pending) {
+		o.stats.SendErrors.Add(1)
+		o.stats.SamplesUnsent.Add(uint64(o.w.Len()))
+	} else {
+		o.stats.Datagrams.Add(1)
+		o.stats.Bytes.Add(uint64(len(o.pending)))
+	}
+	o.pending = nil
+	o.begin()
+}
+
+// close sends what is buffered and closes the socket. The sequence number
+// of the unsent empty datagram is given back, so the next output for this
+// receiver continues without a gap.
+func (o *output) close() {
+	o.flush()
+	o.seq--
+	o.conn.Close()
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/agent/app"
+)
+
+// Defaults of the APM reports computed from application transactions.
+const (
+	DefaultAPMInterval = 60 * time.Second
+	DefaultAPMReports  = 60
+)
+
+// appsConfig is the application sub-agent's part of the settings.
+type appsConfig struct {
+	// API is the UDP address of the local JSON API (loopback only, e.g.
+	// app.DefaultAPIAddress); empty = off.
+	API string
+	// APMInterval is the APM report interval (whole seconds;
+	// 0 = DefaultAPMInterval); APMReports the reports kept per report
+	// control (0 = DefaultAPMReports).
+	APMInterval time.Duration
+	APMReports  int
+}
+
+// apps is the running application sub-agent (agent/app): the local JSON
+// API feeding the app engine, which sends to the daemon's receivers and
+// computes the APM reports. A nil *apps (API off) accepts every call and
+// does nothing, so the daemon can call it unconditionally.
+type apps struct {
+	engine *app.Engine
+	apm    *apm.Engine
+	api    netip.AddrPort
+}
+
+// startApps starts the application sub-agent when c.API is set; it stops
+// with ctx. It returns nil, nil when the API is off.
+func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, error) {
+	if c.API == "" {
+		return nil, nil
+	}
+	if c.APMInterval == 0 {
+		c.APMInterval = DefaultAPMInterval
+	}
+	if c.APMReports == 0 {
+		c.APMReports = DefaultAPMReports
+	}
+	if c.APMReports < 0 || c.APMReports > 65535 {
+		return nil, fmt.Errorf("apm reports %d: must be 1..65535", c.APMReports)
+	}
+	ae, err := app.NewAPM(c.APMInterval, uint32(c.APMReports), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := app.ListenJSON(c.API)
+	if err != nil {
+		return nil, err
+	}
+	// Room for a burst of messages while the engine catches up; beyond
+	// it the kernel drops (a flood must not grow our memory).
+	if err := conn.SetReadBuffer(1 << 20); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("app API: receive buffer: %w", err)
+	}
+	a := &apps{
+		engine: app.New(app.Config{APM: ae, Logger: log}),
+		apm:    ae,
+		api:    conn.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort(),
+	}
+	go a.engine.Run(ctx)
+	go func() {
+		if err := a.engine.ServeJSON(ctx, conn); err != nil {
+			log.Error("application API stopped", "err", err)
+		}
+	}()
+	log.Info("application API listening", "addr", a.api.String())
+	return a, nil
+}
+
+// SetReceivers gives the application data sources the daemon's
+// receivers.
+func (a *apps) SetReceivers(rs []agent.ReceiverConfig) {
+	if a != nil {
+		a.engine.SetReceivers(rs)
+	}
+}
+
+// SetAgentAddress sets the agent address of the application datagrams.
+func (a *apps) SetAgentAddress(addr netip.Addr) {
+	if a != nil {
+		a.engine.SetAgentAddress(addr)
+	}
+}
+
+// apmSnapshot is the JSON document of GET /apm (and `sflowswitchd apm`).
+type apmSnapshot struct {
+	Controls     []apm.ControlStatus `json:"controls"`
+	Applications []apm.AppDirEntry   `json:"applications"`
+	// Reports are the kept reports of every control (oldest first per
+	// control), or only the latest one of each with ?last=1.
+	Reports []apm.Report `json:"reports"`
+}
+
+// ServeAPM serves the APM reports as JSON (the /apm path of the metrics
+// listener). Query: control=N restricts to one report control
+// (1 flows, 2 clients, 3 servers, 4 applications); last=1 gives only the
+// latest closed report of each.
+func (a *apps) ServeAPM(w http.ResponseWriter, r *http.Request) {
+	if a == nil {
+		http.Error(w, "the application API is off (-app-api)", http.StatusNotFound)
+		return
+	}
+	var only uint32
+	if s := r.URL.Query().Get("control"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 16)
+		if err != nil {
+			http.Error(w, "control: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		only = uint32(v)
+	}
+	last := r.URL.Query().Get("last") == "1"
+	snap := apmSnapshot{Applications: a.apm.AppDir(), Controls: []apm.ControlStatus{}, Reports: []apm.Report{}}
+	for _, c := range a.apm.Controls() {
+		if only != 0 && c.Index != only {
+			continue
+		}
+		snap.Controls = append(snap.Controls, c)
+		reps, _ := a.apm.Reports(c.Index)
+		if last && len(reps) > 1 {
+			reps = reps[len(reps)-1:]
+		}
+		snap.Reports = append(snap.Reports, reps...)
+	}
+	if snap.Applications == nil {
+		snap.Applications = []apm.AppDirEntry{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(&snap); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// WriteMetrics appends the application sub-agent's counters in the
+// Prometheus text format (for the /metrics handler).
+func (a *apps) WriteMetrics(w io.Writer) {
+	if a == nil {
+		return
+	}
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	st := a.engine.Stats()
+	for _, m := range []struct {
+		name, help, typ string
+		v               uint64
+	}{
+		{"sflowswitchd_app_samples_accepted_total", "Application samples accepted by the application sub-agent.", "counter", st.Accepted.Load()},
+		{"sflowswitchd_app_flow_samples_total", "Application flow samples encoded into datagrams.", "counter", st.FlowSamples.Load()},
+		{"sflowswitchd_app_counter_samples_total", "Application counter samples encoded into datagrams.", "counter", st.CounterSamples.Load()},
+		{"sflowswitchd_app_datagrams_sent_total", "Application datagrams sent to collectors.", "counter", st.Datagrams.Load()},
+		{"sflowswitchd_app_bytes_sent_total", "Bytes of application datagrams sent.", "counter", st.Bytes.Load()},
+		{"sflowswitchd_app_send_errors_total", "Application datagrams the socket refused.", "counter", st.SendErrors.Load()},
+		{"sflowswitchd_app_samples_unsent_total", "Application samples in datagrams the socket refused.", "counter", st.SamplesUnsent.Load()},
+		{"sflowswitchd_app_samples_too_large_total", "Application samples larger than a receiver's maximum datagram size.", "counter", st.TooLarge.Load()},
+		{"sflowswitchd_app_apm_added_total", "Application transactions aggregated into the APM reports.", "counter", st.APMAdded.Load()},
+		{"sflowswitchd_app_apm_skipped_total", "Application transactions the APM reports could not measure (no socket addresses).", "counter", st.APMSkipped.Load()},
+		{"sflowswitchd_app_sources", "Application data sources (service ports).", "gauge", uint64(st.Sources.Load())},
+	} {
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.v)
+	}
+	const rej = "sflowswitchd_app_samples_rejected_total"
+	fmt.Fprintf(bw, "# HELP %s Application samples rejected, by reason.\n# TYPE %s counter\n", rej, rej)
+	for _, r := range app.Reasons() {
+		fmt.Fprintf(bw, "%s{reason=%q} %d\n", rej, r.String(), st.Rejected(r))
+	}
+}
