@@ -313,3 +313,66 @@ func BenchmarkWorkerHandle(b *testing.B) {
 	b.StopTimer()
 	w.closeAll()
 }
+
+func TestVLANTag(t *testing.T) {
+	untagged := testFrame()
+	if _, _, ok := vlanTag(untagged); ok {
+		t.Fatal("untagged frame reported a VLAN")
+	}
+	tagged := append([]byte(nil), untagged[:12]...)
+	tagged = append(tagged, 0x81, 0x00, 0xa0, 0x64, 0x08, 0x00) // priority 5, VLAN 100
+	tagged = append(tagged, untagged[14:]...)
+	vlan, prio, ok := vlanTag(tagged)
+	if !ok || vlan != 100 || prio != 5 {
+		t.Fatalf("got vlan %d prio %d ok %v, want 100 5 true", vlan, prio, ok)
+	}
+	if _, _, ok := vlanTag(tagged[:15]); ok {
+		t.Fatal("short header reported a VLAN")
+	}
+}
+
+// TestExtendedSwitchFromTaggedFrame checks that a sample of an 802.1Q
+// tagged frame carries extended_switch with its VLAN and priority (decoded
+// by goflow2), and an untagged one none.
+func TestExtendedSwitchFromTaggedFrame(t *testing.T) {
+	dp := newFakeDataplane()
+	c := newCollector(t)
+	_ = dp.SetPort(3, PortSampling{KernelRate: 1})
+	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 1)
+	w.apply(workerConfig{
+		agent:     netip.MustParseAddr("198.18.0.1"),
+		receivers: []ReceiverConfig{{Index: 1, Address: c.addr()}},
+		samplers:  []samplerSpec{{cfg: SamplerConfig{IfIndex: 3, Instance: 1, Receiver: 1, Rate: 1, HeaderBytes: 128}, kernelRate: 1}},
+	})
+	f := testFrame()
+	tagged := append(append(append([]byte(nil), f[:12]...), 0x81, 0x00, 0x60, 0xc8, 0x08, 0x00), f[14:]...) // prio 3, VLAN 200
+	w.handle(&PacketSample{IfIndex: 3, FrameLen: uint32(len(tagged)), Header: tagged})
+	w.handle(&PacketSample{IfIndex: 3, FrameLen: uint32(len(f)), Header: f})
+	w.closeAll()
+	deadline := time.Now().Add(2 * time.Second)
+	for len(c.datagrams()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	dgs := c.datagrams()
+	if len(dgs) != 1 {
+		t.Fatalf("got %d datagrams, want 1", len(dgs))
+	}
+	var gp goflow.Packet
+	if err := goflow.DecodeMessageVersion(bytes.NewBuffer(dgs[0]), &gp); err != nil {
+		t.Fatal(err)
+	}
+	if len(gp.Samples) != 2 {
+		t.Fatalf("got %d samples", len(gp.Samples))
+	}
+	first := gp.Samples[0].(goflow.FlowSample)
+	if len(first.Records) != 2 {
+		t.Fatalf("tagged frame: %d records, want sampled_header + extended_switch", len(first.Records))
+	}
+	sw, ok := first.Records[1].Data.(goflow.ExtendedSwitch)
+	if !ok || sw.SrcVlan != 200 || sw.SrcPriority != 3 || sw.DstVlan != 200 || sw.DstPriority != 3 {
+		t.Fatalf("extended_switch %+v", first.Records[1].Data)
+	}
+	if second := gp.Samples[1].(goflow.FlowSample); len(second.Records) != 1 {
+		t.Fatalf("untagged frame: %d records, want only sampled_header", len(second.Records))
+	}
+}

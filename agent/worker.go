@@ -110,7 +110,8 @@ type worker struct {
 	// Scratch reused for every sample: no allocation per sample.
 	fs    sflow.FlowSample
 	hdr   sflow.SampledHeader
-	frecs [1]sflow.Record
+	sw    sflow.ExtendedSwitch
+	frecs [2]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -129,6 +130,7 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 	w.hdr.Protocol = sflow.HeaderProtocolEthernet
 	w.hdr.Stripped = fcsLen
 	w.frecs[0] = &w.hdr
+	w.frecs[1] = &w.sw
 	w.handleFn = w.handle
 	return w
 }
@@ -197,6 +199,7 @@ func (w *worker) handle(ps *PacketSample) {
 	}
 	var pool, drops uint64
 	var output sflow.Interface
+	nrecs := 1
 	looked := false
 	keep := false
 	for i, s := range ss {
@@ -215,6 +218,12 @@ func (w *worker) handle(ps *PacketSample) {
 			if w.output != nil {
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
+			if vlan, prio, ok := vlanTag(ps.Header); ok {
+				// A bridge forwards the tagged frame in its VLAN: the
+				// VLAN is known on both sides (spec "extended_switch").
+				w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
+				nrecs = 2
+			}
 			looked = true
 		}
 		s.seq++
@@ -232,7 +241,7 @@ func (w *worker) handle(ps *PacketSample) {
 			Drops:          uint32(drops),
 			Input:          sflow.IfIndex(ps.IfIndex),
 			Output:         output,
-			Records:        w.frecs[:],
+			Records:        w.frecs[:nrecs],
 		}
 		if s.out.add(&w.fs) {
 			w.stats.FlowSamples.Add(1)
@@ -380,4 +389,18 @@ func (w *worker) closeAll() {
 		r.close()
 	}
 	w.receivers = nil
+}
+
+// vlanTag returns the VLAN ID and priority of an 802.1Q (or 802.1ad outer)
+// tagged Ethernet frame. Untagged frames report ok=false: the agent then
+// omits extended_switch rather than inventing a VLAN.
+func vlanTag(h []byte) (vlan, prio uint32, ok bool) {
+	if len(h) < 16 {
+		return 0, 0, false
+	}
+	if et := uint16(h[12])<<8 | uint16(h[13]); et != 0x8100 && et != 0x88a8 {
+		return 0, 0, false
+	}
+	tci := uint32(h[14])<<8 | uint32(h[15])
+	return tci & 0x0fff, tci >> 13, true
 }
