@@ -309,7 +309,14 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 		var seq uint32
 		if r, ok := old[rc.Index]; ok {
+			// r.seq numbers the datagram r is building. If it holds
+			// samples, r.close below sends it and the new stream goes on
+			// with the next number; if it is empty it is never sent, so
+			// the new stream reuses its number (no gap in the sequence).
 			seq = r.seq
+			if r.w.Len() == 0 {
+				seq--
+			}
 		}
 		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
 		if err != nil {
