@@ -1,0 +1,820 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+)
+
+// metricsAddr is where every test daemon serves metrics, inside its own
+// switch namespace (so labs never collide on it).
+const metricsAddr = "127.0.0.1:9116"
+
+// daemon is a running sflowswitchd in a lab's switch namespace.
+type daemon struct {
+	cmd *exec.Cmd
+	out fmt.Stringer // combined stdout/stderr as captured by netlab.Start
+}
+
+// startDaemon runs the daemon binary with args in the switch namespace;
+// netlab kills it by PID at cleanup. nsenter --net does not fork, so the
+// PID is the daemon's own and signals reach it directly.
+func startDaemon(t *testing.T, lab *netlab.Lab, args ...string) *daemon {
+	t.Helper()
+	args = append([]string{"-metrics", metricsAddr}, args...)
+	cmd := lab.Start(t, lab.Switch, daemonBin, args...)
+	out, ok := cmd.Stdout.(fmt.Stringer)
+	if !ok {
+		t.Fatalf("netlab.Start no longer captures output in a Stringer (%T)", cmd.Stdout)
+	}
+	// Runs before netlab's cleanup kills the daemon (cleanups are LIFO).
+	t.Cleanup(func() {
+		if t.Failed() {
+			logLossDiagnostics(t, lab)
+		}
+	})
+	return &daemon{cmd: cmd, out: out}
+}
+
+// log returns what the daemon printed so far.
+func (d *daemon) log() string { return d.out.String() }
+
+// signal sends sig to the daemon.
+func (d *daemon) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to daemon: %v\n%s", sig, err, d.log())
+	}
+}
+
+// alive reports whether the daemon process still exists (not reaped, not
+// a zombie).
+func (d *daemon) alive() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	// Field 3 (after the parenthesised command) is the state.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// waitExit waits up to timeout for the daemon to exit and returns its
+// exit code (-1 if killed by a signal).
+func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- d.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("waiting for the daemon: %v", err)
+		}
+		return d.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("daemon did not exit within %v\n%s", timeout, d.log())
+		return 0
+	}
+}
+
+// waitReady waits until the daemon has attached XDP to every port in
+// ports and reports them in its metrics, then one more worker tick: a
+// worker picks up a new configuration between ring reads, which wait at
+// most until its next 1 s tick. Frames sent earlier could be counted in the
+// pool but not sampled.
+func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		missing := ""
+		for _, p := range ports {
+			if !xdpAttached(t, lab, p) {
+				missing = p + " (no XDP)"
+				break
+			}
+		}
+		if missing == "" {
+			m, err := fetchMetrics(lab)
+			if err != nil {
+				missing = "metrics: " + err.Error()
+			} else {
+				for _, p := range ports {
+					if _, ok := m.get("sflowswitchd_port_sampling_rate", `port="`+p+`"`); !ok {
+						missing = p + " (not in metrics)"
+						break
+					}
+				}
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if !d.alive() || time.Now().After(deadline) {
+			t.Fatalf("daemon not ready: %s\n%s", missing, d.log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1200 * time.Millisecond)
+}
+
+// inNS runs fn with a netlink handle of namespace ns.
+func inNS(ns string, fn func(h *netlink.Handle) error) error {
+	nh, err := netns.GetFromName(ns)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", ns, err)
+	}
+	defer nh.Close()
+	h, err := netlink.NewHandleAt(nh)
+	if err != nil {
+		return fmt.Errorf("netlink in %s: %w", ns, err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// linkStats reads the kernel's 64-bit statistics of link name in the
+// switch namespace.
+func linkStats(t *testing.T, lab *netlab.Lab, name string) netlink.LinkStatistics {
+	t.Helper()
+	var st netlink.LinkStatistics
+	err := inNS(lab.Switch, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		if l.Attrs().Statistics == nil {
+			return fmt.Errorf("%s has no statistics", name)
+		}
+		st = *l.Attrs().Statistics
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("link stats of %s: %v", name, err)
+	}
+	return st
+}
+
+// xdpAttached reports whether an XDP program is attached to link name in
+// the switch namespace (false if the link is gone).
+func xdpAttached(t *testing.T, lab *netlab.Lab, name string) bool {
+	t.Helper()
+	attached := false
+	err := inNS(lab.Switch, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return nil
+			}
+			return err
+		}
+		x := l.Attrs().Xdp
+		attached = x != nil && (x.Attached || x.ProgId != 0)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("XDP state of %s: %v", name, err)
+	}
+	return attached
+}
+
+// metrics is a parsed Prometheus text exposition.
+type metrics []string
+
+// fetchMetrics GETs /metrics from the daemon inside the switch namespace.
+// The TCP socket is created on the thread netlab.Do switched into the
+// namespace (an http.Client would dial from another goroutine, outside it).
+func fetchMetrics(lab *netlab.Lab) (metrics, error) {
+	var conn net.Conn
+	err := lab.Do(lab.Switch, func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", metricsAddr, 2*time.Second)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial metrics: %w", err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest("GET", "http://"+metricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, fmt.Errorf("send metrics request: %w", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics response: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: HTTP %s", resp.Status)
+	}
+	var m metrics
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+			m = append(m, line)
+		}
+	}
+	return m, sc.Err()
+}
+
+// get returns the value of the first series of metric name whose labels
+// contain label (empty: any).
+func (m metrics) get(name, label string) (uint64, bool) {
+	for _, line := range m {
+		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
+			continue
+		}
+		v, err := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+		if err == nil {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// sum adds every series of metric name.
+func (m metrics) sum(name string) uint64 {
+	var s uint64
+	for _, line := range m {
+		if strings.HasPrefix(line, name+"{") {
+			v, _ := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+			s += v
+		}
+	}
+	return s
+}
+
+// datagram is one received sFlow datagram, decoded by us and by goflow2.
+type datagram struct {
+	at  time.Time
+	raw []byte
+	our *sflow.Datagram
+	gf  goflow.Packet
+}
+
+// collector is a UDP listener in the collector namespace.
+type collector struct {
+	port uint16
+	conn *net.UDPConn
+	done chan struct{}
+
+	mu   sync.Mutex
+	dgs  []datagram
+	errs []error
+}
+
+// listen opens a collector on the lab's collector address and port. Its
+// receive buffer is forced large so that a burst of datagrams is never
+// lost in the test's own socket.
+func listen(t *testing.T, lab *netlab.Lab, port uint16) *collector {
+	t.Helper()
+	c := &collector{port: port, done: make(chan struct{})}
+	err := lab.Do(lab.Collector, func() error {
+		var err error
+		c.conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lab.CollectorAddr, port)))
+		if err != nil {
+			return err
+		}
+		raw, err := c.conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+		}); err != nil {
+			return err
+		}
+		return serr
+	})
+	if err != nil {
+		t.Fatalf("collector on port %d: %v", port, err)
+	}
+	go c.read()
+	t.Cleanup(c.close)
+	return c
+}
+
+func (c *collector) read() {
+	defer close(c.done)
+	buf := make([]byte, 65536)
+	for {
+		n, err := c.conn.Read(buf)
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				c.mu.Lock()
+				c.errs = append(c.errs, fmt.Errorf("collector %d: read: %w", c.port, err))
+				c.mu.Unlock()
+			}
+			return
+		}
+		dg := datagram{at: time.Now(), raw: bytes.Clone(buf[:n])}
+		our, oerr := sflow.Decode(dg.raw)
+		gerr := goflow.DecodeMessageVersion(bytes.NewBuffer(bytes.Clone(dg.raw)), &dg.gf)
+		dg.our = our
+		c.mu.Lock()
+		if oerr != nil {
+			c.errs = append(c.errs, fmt.Errorf("collector %d: our decoder: %w", c.port, oerr))
+		}
+		if gerr != nil {
+			c.errs = append(c.errs, fmt.Errorf("collector %d: goflow2: %w", c.port, gerr))
+		}
+		if oerr == nil {
+			c.dgs = append(c.dgs, dg)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// close stops the listener; its port then answers with ICMP port
+// unreachable.
+func (c *collector) close() {
+	c.conn.Close()
+	<-c.done
+}
+
+// snapshot returns the datagrams received so far and fails the test on
+// any decode error of either decoder.
+func (c *collector) snapshot(t *testing.T) []datagram {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, err := range c.errs {
+		t.Error(err)
+	}
+	c.errs = nil
+	return append([]datagram(nil), c.dgs...)
+}
+
+// waitFor polls the received datagrams until cond holds or timeout.
+func (c *collector) waitFor(t *testing.T, timeout time.Duration, what string, cond func([]datagram) bool) []datagram {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		dgs := c.snapshot(t)
+		if cond(dgs) {
+			return dgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector %d: timed out after %v waiting for %s (%d datagrams)", c.port, timeout, what, len(dgs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitQuiet waits until at least 1.3 s after since (the 1 s flush) and until
+// no new flow sample of ifindex arrived for 1.3 s, then returns everything
+// received.
+func (c *collector) waitQuiet(t *testing.T, since time.Time, ifindex uint32) []datagram {
+	t.Helper()
+	const quiet = 1300 * time.Millisecond
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		dgs := c.snapshot(t)
+		last := since
+		for _, dg := range dgs {
+			if dg.at.After(last) && len(flowSamplesOf([]datagram{dg}, ifindex)) > 0 {
+				last = dg.at
+			}
+		}
+		if time.Since(last) >= quiet {
+			return dgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("collector %d: flow samples of %d keep arriving 15 s after the traffic", c.port, ifindex)
+		}
+	}
+}
+
+// flowRec is one flow sample as our decoder read it.
+type flowRec struct {
+	at       time.Time
+	subAgent uint32
+	seq      uint32
+	source   sflow.DataSource
+	rate     uint32
+	pool     uint32
+	drops    uint32
+	input    uint32
+	header   *sflow.SampledHeader
+}
+
+// flowSamplesOf returns the flow samples of data source 0:ifindex in
+// arrival order (ifindex 0: every flow sample).
+func flowSamplesOf(dgs []datagram, ifindex uint32) []flowRec {
+	var out []flowRec
+	for _, dg := range dgs {
+		for _, s := range dg.our.Samples {
+			fs, ok := s.(*sflow.FlowSample)
+			if !ok || (ifindex != 0 && (fs.Source.Type != sflow.SourceIfIndex || fs.Source.Index != ifindex)) {
+				continue
+			}
+			r := flowRec{at: dg.at, subAgent: dg.our.SubAgentID, seq: fs.SequenceNumber, source: fs.Source,
+				rate: fs.SamplingRate, pool: fs.SamplePool, drops: fs.Drops, input: fs.Input.Value}
+			for _, rec := range fs.Records {
+				if h, ok := rec.(*sflow.SampledHeader); ok {
+					r.header = h
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// counterRec is one counter sample as our decoder read it.
+type counterRec struct {
+	at       time.Time
+	subAgent uint32
+	seq      uint32
+	source   sflow.DataSource
+	records  []sflow.Record
+}
+
+// counterSamplesOf returns the counter samples of data source ds in
+// arrival order.
+func counterSamplesOf(dgs []datagram, ds sflow.DataSource) []counterRec {
+	var out []counterRec
+	for _, dg := range dgs {
+		for _, s := range dg.our.Samples {
+			cs, ok := s.(*sflow.CounterSample)
+			if !ok || cs.Source != ds {
+				continue
+			}
+			out = append(out, counterRec{at: dg.at, subAgent: dg.our.SubAgentID, seq: cs.SequenceNumber, source: cs.Source, records: cs.Records})
+		}
+	}
+	return out
+}
+
+// checkDatagramSequences checks that datagram sequence numbers run from 1
+// without a gap or duplicate for every (agent, sub_agent_id) (spec
+// sample_datagram_v5: the sequence is per sub-agent).
+func checkDatagramSequences(t *testing.T, dgs []datagram) {
+	t.Helper()
+	type key struct {
+		agent netip.Addr
+		sub   uint32
+	}
+	seqs := map[key][]uint32{}
+	for _, dg := range dgs {
+		k := key{dg.our.AgentAddress, dg.our.SubAgentID}
+		seqs[k] = append(seqs[k], dg.our.SequenceNumber)
+	}
+	for k, s := range seqs {
+		if err := contiguousFrom1(s); err != nil {
+			t.Errorf("datagram sequence of agent %s sub-agent %d: %v", k.agent, k.sub, err)
+		}
+	}
+}
+
+// contiguousFrom1 checks that s, in any order, is exactly 1..len(s).
+func contiguousFrom1(s []uint32) error {
+	c := append([]uint32(nil), s...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	for i, v := range c {
+		if v != uint32(i+1) {
+			return fmt.Errorf("%d values, sorted value %d is %d, want %d (gap or duplicate)", len(c), i, v, i+1)
+		}
+	}
+	return nil
+}
+
+// checkSampleSequences checks that flow and counter sample sequence
+// numbers are contiguous from 1 per data source, and that every data
+// source is reported by exactly one sub-agent (spec section 4.1, sub-agents
+// own disjoint data sources).
+func checkSampleSequences(t *testing.T, dgs []datagram) {
+	t.Helper()
+	type key struct {
+		flow bool
+		ds   sflow.DataSource
+	}
+	seqs := map[key][]uint32{}
+	subs := map[sflow.DataSource]map[uint32]bool{}
+	for _, dg := range dgs {
+		for _, s := range dg.our.Samples {
+			var k key
+			var seq uint32
+			switch s := s.(type) {
+			case *sflow.FlowSample:
+				k, seq = key{true, s.Source}, s.SequenceNumber
+			case *sflow.CounterSample:
+				k, seq = key{false, s.Source}, s.SequenceNumber
+			default:
+				continue
+			}
+			seqs[k] = append(seqs[k], seq)
+			if subs[k.ds] == nil {
+				subs[k.ds] = map[uint32]bool{}
+			}
+			subs[k.ds][dg.our.SubAgentID] = true
+		}
+	}
+	for k, s := range seqs {
+		kind := "counter"
+		if k.flow {
+			kind = "flow"
+		}
+		if err := contiguousFrom1(s); err != nil {
+			t.Errorf("%s sample sequence of data source %s: %v", kind, k.ds, err)
+		}
+	}
+	for ds, m := range subs {
+		if len(m) != 1 {
+			t.Errorf("data source %s reported by %d sub-agents %v, want exactly one", ds, len(m), m)
+		}
+	}
+}
+
+// withinSigmas checks that n is within k standard deviations of the mean
+// of a binomial(trials, p) count.
+func withinSigmas(n, trials int, p, k float64) (float64, float64, bool) {
+	mean := float64(trials) * p
+	sd := math.Sqrt(float64(trials) * p * (1 - p))
+	return mean, sd, math.Abs(float64(n)-mean) <= k*sd
+}
+
+// frameTag marks the test frames' payload.
+const frameTag = 0x5346 // "SF"
+
+// testFrames builds count distinct frames from host index src of the lab
+// to host index dst's IPv4 address, numbered first, first+1, ... in their
+// payload (8 bytes number, 8 bytes send time, 2 bytes tag), with varying
+// UDP ports. Each frame is 60 bytes, the Ethernet minimum without FCS.
+//
+// The destination MAC is the sender's own: the bridge learns it on the
+// ingress port from the first frame and then drops every frame there
+// (never forwarded back out of the port it came from). p1 receives and
+// samples every frame, and nothing else moves: no flood into the other
+// hosts' (shared, per-CPU) receive backlogs, no host answering with ICMP.
+func testFrames(lab *netlab.Lab, src, dst int, first uint64, count int) [][]byte {
+	return numberedFrames(lab, src, dst, lab.HostMACs[src], first, count)
+}
+
+// floodFrames are testFrames to a MAC no host owns: the bridge floods
+// them out of every other port.
+func floodFrames(lab *netlab.Lab, src, dst int, first uint64, count int) [][]byte {
+	return numberedFrames(lab, src, dst, net.HardwareAddr{0x02, 0, 0, 0, 0xee, 0xee}, first, count)
+}
+
+func numberedFrames(lab *netlab.Lab, src, dst int, dstMAC net.HardwareAddr, first uint64, count int) [][]byte {
+	frames := make([][]byte, count)
+	payload := make([]byte, 18)
+	now := uint64(time.Now().UnixNano())
+	for i := range frames {
+		n := first + uint64(i)
+		binary.BigEndian.PutUint64(payload[0:], n)
+		binary.BigEndian.PutUint64(payload[8:], now)
+		binary.BigEndian.PutUint16(payload[16:], frameTag)
+		frames[i] = netlab.UDPFrame(lab.HostMACs[src], dstMAC,
+			netip.AddrPortFrom(lab.HostAddrs[src], uint16(10000+n%50000)),
+			netip.AddrPortFrom(lab.HostAddrs[dst], 9), payload)
+	}
+	return frames
+}
+
+// sendNumbered sends count frames from host src numbered first.. in chunks
+// (so a million frames never sit in memory at once).
+func sendNumbered(t *testing.T, lab *netlab.Lab, src, dst int, first uint64, count int) {
+	t.Helper()
+	const chunk = 100000
+	for done := 0; done < count; done += chunk {
+		n := min(chunk, count-done)
+		lab.SendFrames(t, src, testFrames(lab, src, dst, first+uint64(done), n))
+	}
+}
+
+// frameNumber extracts the number of a test frame from a sampled header
+// (Ethernet 14 + IPv4 20 + UDP 8, then the payload).
+func frameNumber(h *sflow.SampledHeader) (uint64, bool) {
+	const off = 14 + 20 + 8
+	if h == nil || len(h.Header) < off+18 || binary.BigEndian.Uint16(h.Header[off+16:]) != frameTag {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(h.Header[off:]), true
+}
+
+// frameSentAt extracts the send time stamped in a test frame's payload.
+func frameSentAt(h *sflow.SampledHeader) time.Time {
+	const off = 14 + 20 + 8 + 8
+	return time.Unix(0, int64(binary.BigEndian.Uint64(h.Header[off:])))
+}
+
+// goflowFlows returns goflow2's view of the flow samples of ifindex: for
+// each, the sequence number, rate and pool.
+func goflowFlows(dgs []datagram, ifindex uint32) (seqs, rates, pools []uint32) {
+	for _, dg := range dgs {
+		for _, s := range dg.gf.Samples {
+			switch fs := s.(type) {
+			case goflow.FlowSample:
+				if fs.Header.SourceIdType == 0 && fs.Header.SourceIdValue == ifindex {
+					seqs, rates, pools = append(seqs, fs.Header.SampleSequenceNumber), append(rates, fs.SamplingRate), append(pools, fs.SamplePool)
+				}
+			case goflow.ExpandedFlowSample:
+				if fs.Header.SourceIdType == 0 && fs.Header.SourceIdValue == ifindex {
+					seqs, rates, pools = append(seqs, fs.Header.SampleSequenceNumber), append(rates, fs.SamplingRate), append(pools, fs.SamplePool)
+				}
+			}
+		}
+	}
+	return seqs, rates, pools
+}
+
+// writePcap writes the datagrams as Ethernet/IPv4/UDP frames from the
+// agent to the collector port into a classic pcap file (the layout of
+// udpPcap in agent/sflow/helpers_test.go, for many packets).
+func writePcap(path string, dgs []datagram, port uint16) error {
+	var p []byte
+	p = binary.LittleEndian.AppendUint32(p, 0xa1b2c3d4)
+	p = binary.LittleEndian.AppendUint16(p, 2)
+	p = binary.LittleEndian.AppendUint16(p, 4)
+	p = binary.LittleEndian.AppendUint32(p, 0)
+	p = binary.LittleEndian.AppendUint32(p, 0)
+	p = binary.LittleEndian.AppendUint32(p, 262144)
+	p = binary.LittleEndian.AppendUint32(p, 1) // LINKTYPE_ETHERNET
+	for _, dg := range dgs {
+		f := netlab.UDPFrame(net.HardwareAddr{2, 0, 0, 0xfe, 0, 1}, net.HardwareAddr{2, 0, 0, 0xfe, 0, 2},
+			netip.MustParseAddrPort("198.19.255.1:50000"), netip.AddrPortFrom(netip.MustParseAddr("198.19.255.2"), port), dg.raw)
+		if f == nil {
+			return fmt.Errorf("datagram of %d bytes does not fit a frame", len(dg.raw))
+		}
+		us := dg.at.UnixMicro()
+		p = binary.LittleEndian.AppendUint32(p, uint32(us/1e6))
+		p = binary.LittleEndian.AppendUint32(p, uint32(us%1e6))
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
+		p = append(p, f...)
+	}
+	return os.WriteFile(path, p, 0o644)
+}
+
+// tsharkFields writes dgs to a pcap, runs tshark on it with the sFlow
+// dissector on port and returns, per packet, the values of each field
+// (every occurrence, in order).
+func tsharkFields(t *testing.T, dgs []datagram, port uint16, fields ...string) []map[string][]string {
+	t.Helper()
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Fatalf("tshark not installed (Debian package tshark): %v", err)
+	}
+	dir := t.TempDir()
+	pcap := filepath.Join(dir, "sflow.pcap")
+	if err := writePcap(pcap, dgs, port); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-n", "-r", pcap, "-d", fmt.Sprintf("udp.port==%d,sflow", port), "-T", "fields",
+		"-E", "occurrence=a", "-E", "separator=/t", "-E", "aggregator=|"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command(tshark, args...)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v: %s", err, stderr.String())
+	}
+	var res []map[string][]string
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		cols := strings.Split(line, "\t")
+		m := map[string][]string{}
+		for i, f := range fields {
+			if i < len(cols) && cols[i] != "" {
+				m[f] = strings.Split(cols[i], "|")
+			}
+		}
+		res = append(res, m)
+	}
+	if len(res) != len(dgs) {
+		t.Fatalf("tshark read %d packets, wrote %d", len(res), len(dgs))
+	}
+	return res
+}
+
+// tsharkFlows returns tshark's view of the flow samples of ifindex
+// (compact or expanded source): sequence numbers, rates and pools.
+func tsharkFlows(t *testing.T, dgs []datagram, port uint16, ifindex uint32) (seqs, rates, pools []uint32) {
+	t.Helper()
+	const (
+		fIndex = "sflow.flow_sample.index"
+		fSeq   = "sflow.flow_sample.sequence_number"
+		fRate  = "sflow.flow_sample.sampling_rate"
+		fPool  = "sflow.flow_sample.sample_pool"
+	)
+	rows := tsharkFields(t, dgs, port, fIndex, fSeq, fRate, fPool)
+	want := strconv.FormatUint(uint64(ifindex), 10)
+	for i, r := range rows {
+		n := len(r[fSeq])
+		if len(r[fIndex]) != n || len(r[fRate]) != n || len(r[fPool]) != n {
+			t.Fatalf("tshark packet %d: %d sequence numbers but %d indexes, %d rates, %d pools", i+1, n, len(r[fIndex]), len(r[fRate]), len(r[fPool]))
+		}
+		for j := 0; j < n; j++ {
+			if r[fIndex][j] != want {
+				continue
+			}
+			seqs = append(seqs, parseU32(t, r[fSeq][j]))
+			rates = append(rates, parseU32(t, r[fRate][j]))
+			pools = append(pools, parseU32(t, r[fPool][j]))
+		}
+	}
+	return seqs, rates, pools
+}
+
+func parseU32(t *testing.T, s string) uint32 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		t.Fatalf("tshark value %q: %v", s, err)
+	}
+	return uint32(v)
+}
+
+// checkIndependentDecoders checks that goflow2 and tshark see exactly the
+// flow samples of ifindex our decoder sees: same count, sequence numbers,
+// rates and pools, in the same order.
+func checkIndependentDecoders(t *testing.T, dgs []datagram, port uint16, ifindex uint32) {
+	t.Helper()
+	ours := flowSamplesOf(dgs, ifindex)
+	seqs, rates, pools := make([]uint32, len(ours)), make([]uint32, len(ours)), make([]uint32, len(ours))
+	for i, f := range ours {
+		seqs[i], rates[i], pools[i] = f.seq, f.rate, f.pool
+	}
+	compare := func(who string, s, r, p []uint32) {
+		if len(s) != len(seqs) {
+			t.Errorf("%s sees %d flow samples of ifindex %d, our decoder %d", who, len(s), ifindex, len(seqs))
+			return
+		}
+		for i := range s {
+			if s[i] != seqs[i] || r[i] != rates[i] || p[i] != pools[i] {
+				t.Errorf("%s flow sample %d of ifindex %d: seq/rate/pool %d/%d/%d, our decoder %d/%d/%d",
+					who, i, ifindex, s[i], r[i], p[i], seqs[i], rates[i], pools[i])
+				return
+			}
+		}
+	}
+	gs, gr, gp := goflowFlows(dgs, ifindex)
+	compare("goflow2", gs, gr, gp)
+	ts, tr, tp := tsharkFlows(t, dgs, port, ifindex)
+	compare("tshark", ts, tr, tp)
+}
+
+// logLossDiagnostics logs where datagrams could have been lost: the
+// daemon's send errors and the drop counters of the management link.
+func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
+	t.Helper()
+	if m, err := fetchMetrics(lab); err == nil {
+		t.Logf("daemon: send errors %d, datagrams sent %d, samples unsent/too large/unknown port %d",
+			m.sum("sflowswitchd_send_errors_total"), m.sum("sflowswitchd_datagrams_sent_total"), m.sum("sflowswitchd_samples_dropped_total"))
+	}
+	mg := linkStats(t, lab, "mgmt0")
+	t.Logf("mgmt0: tx packets %d dropped %d errors %d", mg.TxPackets, mg.TxDropped, mg.TxErrors)
+	err := inNS(lab.Collector, func(h *netlink.Handle) error {
+		l, err := h.LinkByName("eth0")
+		if err == nil && l.Attrs().Statistics != nil {
+			s := l.Attrs().Statistics
+			t.Logf("collector eth0: rx packets %d dropped %d errors %d", s.RxPackets, s.RxDropped, s.RxErrors)
+		}
+		return err
+	})
+	if err != nil {
+		t.Logf("collector eth0 statistics: %v", err)
+	}
+	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
+		t.Logf("softnet_stat (2nd column: backlog drops):\n%s", b)
+	}
+}

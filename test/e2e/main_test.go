@@ -1,0 +1,36 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// daemonBin is the sflowswitchd binary built once for the whole package.
+var daemonBin string
+
+// TestMain builds the daemon once with `go build` into a temporary
+// directory, so every test runs the same real binary.
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "sflowswitchd-e2e-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: temp dir: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	daemonBin = filepath.Join(dir, "sflowswitchd")
+	cmd := exec.Command("go", "build", "-o", daemonBin, "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd")
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building the daemon: %v\n", err)
+		return 1
+	}
+	return m.Run()
+}
