@@ -58,8 +58,11 @@ type Agent struct {
 	log     *slog.Logger
 	start   time.Time
 	workers []*worker
+	// wakers[i] cuts worker i's wait for samples short (nil: not possible).
+	wakers []Waker
 
 	mu       sync.Mutex
+	running  bool
 	cfg      Config
 	ports    map[uint32]PortSampling
 	poolBase map[uint32]uint64 // pool counted by earlier attachments of a port
@@ -103,6 +106,20 @@ func (a *Agent) WorkerOf(ds sflow.DataSource) int {
 // flushed and closed its receivers.
 func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 	var wg sync.WaitGroup
+	a.mu.Lock()
+	a.wakers = make([]Waker, len(a.workers))
+	for i := range a.workers {
+		if i < len(readers) {
+			a.wakers[i], _ = readers[i].(Waker)
+		}
+	}
+	a.running = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.running = false
+		a.mu.Unlock()
+	}()
 	for i, w := range a.workers {
 		var src SampleReader
 		if i < len(readers) {
@@ -147,6 +164,8 @@ func (a *Agent) Apply(cfg Config) error {
 
 	plans := planPorts(&cfg, a.WorkerOf)
 	var errs []error
+	// 1. Ports no longer sampled stop first, so no sample of theirs reaches
+	//    a worker that has forgotten them.
 	for _, idx := range sortedKeys(a.ports) {
 		if _, keep := plans[idx]; keep {
 			continue
@@ -158,23 +177,14 @@ func (a *Agent) Apply(cfg Config) error {
 		a.poolBase[idx] += pool
 		delete(a.ports, idx)
 	}
-	for _, idx := range sortedKeys(plans) {
-		p := plans[idx]
-		if old, ok := a.ports[idx]; ok && old == p {
-			continue
-		}
-		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
-			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
-			delete(plans, idx)
-			continue
-		}
-		a.ports[idx] = p
-	}
 
+	// 2. Workers learn the new samplers and pollers before the kernel
+	//    sends samples of new ports; Apply waits until they run it.
 	per := make([]workerConfig, len(a.workers))
 	for i := range per {
 		per[i].agent = cfg.AgentAddress
 		per[i].receivers = cfg.Receivers
+		per[i].applied = make(chan struct{})
 	}
 	for _, s := range cfg.Samplers {
 		p, ok := plans[s.IfIndex]
@@ -194,6 +204,34 @@ func (a *Agent) Apply(cfg Config) error {
 		default:
 		}
 		w.ctrl <- per[i]
+		if a.running && a.wakers[i] != nil {
+			if err := a.wakers[i].Wake(); err != nil {
+				a.log.Warn("waking worker", "worker", i, "err", err)
+			}
+		}
+	}
+	if a.running {
+		deadline := time.Now().Add(2 * time.Second)
+		for i := range per {
+			select {
+			case <-per[i].applied:
+			case <-time.After(time.Until(deadline)):
+				a.log.Warn("worker slow to take its configuration", "worker", i)
+			}
+		}
+	}
+
+	// 3. The kernel samples new ports and new rates.
+	for _, idx := range sortedKeys(plans) {
+		p := plans[idx]
+		if old, ok := a.ports[idx]; ok && old == p {
+			continue
+		}
+		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
+			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			continue
+		}
+		a.ports[idx] = p
 	}
 	a.cfg = cfg
 	return errors.Join(errs...)

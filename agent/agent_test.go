@@ -376,3 +376,78 @@ func TestExtendedSwitchFromTaggedFrame(t *testing.T) {
 		t.Fatalf("untagged frame: %d records, want only sampled_header", len(second.Records))
 	}
 }
+
+// sleepyReader has no samples: it waits until the deadline unless woken.
+type sleepyReader struct{ wake chan struct{} }
+
+func (r *sleepyReader) ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error) {
+	select {
+	case <-r.wake:
+		return 0, nil
+	case <-time.After(time.Until(deadline)):
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+func (r *sleepyReader) Wake() error {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// TestApplyReachesIdleWorkerAtOnce checks that Apply wakes a worker that is
+// waiting for samples and returns only once the worker runs the new
+// configuration, before the kernel is told to sample a new port.
+func TestApplyReachesIdleWorkerAtOnce(t *testing.T) {
+	dp := newFakeDataplane()
+	c := newCollector(t)
+	a := New(Options{Workers: 1, Dataplane: dp})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &sleepyReader{wake: make(chan struct{}, 1)}
+	go a.Run(ctx, []SampleReader{r})
+	time.Sleep(1100 * time.Millisecond) // the worker is now waiting in its reader
+	cfg := Config{
+		Receivers: []ReceiverConfig{{Index: 1, Address: c.addr()}},
+		Samplers:  []SamplerConfig{{IfIndex: 9, Instance: 1, Receiver: 1, Rate: 100, HeaderBytes: 128}},
+	}
+	start := time.Now()
+	if err := a.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Fatalf("Apply took %v: the idle worker was not woken", took)
+	}
+	if len(a.workers[0].samplers[9]) != 1 {
+		t.Fatal("worker does not know the new sampler when Apply returns")
+	}
+	if _, ok := dp.port(9); !ok {
+		t.Fatal("dataplane not told to sample the new port")
+	}
+}
+
+// TestKernelRateTravelsWithSample checks that a sample taken at a kernel
+// rate other than the configured one is sub-sampled against its own rate.
+func TestKernelRateTravelsWithSample(t *testing.T) {
+	dp := newFakeDataplane()
+	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 7)
+	conn := newCollector(t)
+	w.apply(workerConfig{
+		receivers: []ReceiverConfig{{Index: 1, Address: conn.addr()}},
+		samplers:  []samplerSpec{{cfg: SamplerConfig{IfIndex: 3, Instance: 1, Receiver: 1, Rate: 64, HeaderBytes: 128}, kernelRate: 64}},
+	})
+	defer w.closeAll()
+	// Configured kernel rate 64 would keep everything; samples taken at
+	// rate 1 (before a change reached the kernel) must be kept 1 in 64.
+	const n = 64000
+	for i := 0; i < n; i++ {
+		w.handle(&PacketSample{IfIndex: 3, FrameLen: 60, KernelRate: 1, Header: testFrame()[:60]})
+	}
+	kept := float64(w.stats.FlowSamples.Load())
+	mean, sd := float64(n)/64, math.Sqrt(float64(n)*(1.0/64)*(63.0/64))
+	if math.Abs(kept-mean) > 4*sd {
+		t.Fatalf("kept %v of %d samples taken at rate 1 for sampler rate 64, want %.0f ± %.0f", kept, n, mean, 4*sd)
+	}
+}

@@ -17,9 +17,19 @@ type PacketSample struct {
 	IfIndex uint32
 	// FrameLen is the frame's length as XDP saw it (without FCS).
 	FrameLen uint32
+	// KernelRate is the power-of-two rate the kernel took the sample at;
+	// 0 means the port's configured kernel rate.
+	KernelRate uint32
 	// Header holds the first bytes of the frame; it is valid only until the
 	// next read from the same SampleReader.
 	Header []byte
+}
+
+// Waker is implemented by a SampleReader whose waiting ReadSamples can be
+// cut short, so that a configuration change reaches the worker at once
+// rather than at its next one-second tick.
+type Waker interface {
+	Wake() error
 }
 
 // SampleReader delivers one worker's kernel samples (in the daemon, the
@@ -60,9 +70,10 @@ const fcsLen = 4
 
 // sampler is a flow sampler's state in its worker.
 type sampler struct {
-	cfg       SamplerConfig
-	out       *receiverOut
-	threshold uint64 // sub-sampling threshold (subsampleThreshold)
+	cfg        SamplerConfig
+	out        *receiverOut
+	kernelRate uint32 // kernel rate threshold was computed for
+	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
 	seq       uint32
 	poolBase  uint64 // pool of earlier attachments of the port, so pools never run backwards
 }
@@ -77,6 +88,8 @@ type poller struct {
 
 // workerConfig is the part of the configuration one worker runs.
 type workerConfig struct {
+	// applied, when not nil, is closed once the worker runs the config.
+	applied   chan struct{}
 	agent     netip.Addr
 	receivers []ReceiverConfig
 	samplers  []samplerSpec
@@ -203,10 +216,17 @@ func (w *worker) handle(ps *PacketSample) {
 	looked := false
 	keep := false
 	for i, s := range ss {
-		// Samplers of one port are sorted by threshold; instances with the
+		// The kernel tells the rate each sample was taken at; while a
+		// port's rate changes, samples taken at the old rate are still
+		// sub-sampled against it, so the effective rate stays exact.
+		if ps.KernelRate != 0 && ps.KernelRate != s.kernelRate {
+			s.kernelRate = ps.KernelRate
+			s.threshold = subsampleThreshold(s.kernelRate, s.cfg.Rate)
+		}
+		// Samplers of one port are sorted by rate; instances with the
 		// same rate share one decision, so receivers configured alike get
 		// the same samples (each still at exactly its rate).
-		if i == 0 || s.threshold != ss[i-1].threshold {
+		if i == 0 || s.cfg.Rate != ss[i-1].cfg.Rate {
 			keep = w.rng.keep(s.threshold)
 		}
 		if !keep {
@@ -297,6 +317,9 @@ func (w *worker) poll(p *poller) {
 // receivers, samplers and pollers that remain, and the phase of pollers
 // whose interval is unchanged.
 func (w *worker) apply(cfg workerConfig) {
+	if cfg.applied != nil {
+		defer close(cfg.applied)
+	}
 	// Receivers: keep a stream whose settings are unchanged; a changed one
 	// is reopened and continues its datagram sequence.
 	old := w.receivers
@@ -351,11 +374,12 @@ func (w *worker) apply(cfg workerConfig) {
 			s = &sampler{}
 		}
 		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
+		s.kernelRate = sp.kernelRate
 		s.threshold = subsampleThreshold(sp.kernelRate, sp.cfg.Rate)
 		w.samplers[sp.cfg.IfIndex] = append(w.samplers[sp.cfg.IfIndex], s)
 	}
 	for _, ss := range w.samplers {
-		sort.SliceStable(ss, func(i, j int) bool { return ss[i].threshold < ss[j].threshold })
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].cfg.Rate < ss[j].cfg.Rate })
 	}
 
 	type pkey struct {

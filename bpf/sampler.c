@@ -74,7 +74,7 @@ struct sample_meta {
 	__u32 cpu;          // CPU that took the sample
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u32 header_len;   // valid bytes in data
-	__u32 _reserved;
+	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
 	__u8 data[];
 };
 
@@ -156,7 +156,7 @@ static __always_inline __u32 next_random(struct port_counters *c)
 // metadata and copies min(frame length, header_bytes, cls) bytes.
 static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 					struct port_counters *c, __u32 ifindex,
-					__u32 cpu, __u32 header_bytes,
+					__u32 cpu, __u32 header_bytes, __u32 mask,
 					const __u32 cls)
 {
 	struct sample_meta *m;
@@ -188,7 +188,10 @@ static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 	m->cpu = cpu;
 	m->timestamp_ns = bpf_ktime_get_ns();
 	m->header_len = n;
-	m->_reserved = 0;
+	// The rate travels with the sample: a worker sub-samples each sample
+	// against the rate it was really taken at, even while user space is
+	// changing the port's configuration.
+	m->sample_rate = mask + 1;
 	bpf_ringbuf_submit(m, 0);
 }
 
@@ -196,7 +199,8 @@ static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 static __always_inline void sample_inline(struct xdp_md *ctx,
 					  struct port_counters *c,
 					  __u32 ifindex, __u32 cpu,
-					  __u32 worker, __u32 header_bytes)
+					  __u32 worker, __u32 header_bytes,
+					  __u32 mask)
 {
 	void *ring = bpf_map_lookup_elem(&rings, &worker);
 
@@ -205,11 +209,11 @@ static __always_inline void sample_inline(struct xdp_md *ctx,
 		return;
 	}
 	if (header_bytes <= 64)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, 64);
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask, 64);
 	else if (header_bytes <= 128)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, 128);
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask, 128);
 	else
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes,
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask,
 			    MAX_HEADER_BYTES);
 }
 
@@ -263,7 +267,8 @@ int xdp_sampler(struct xdp_md *ctx)
 	c->samples++;
 	if (mode == MODE_MONITOR)
 		return sample_monitor(ctx, c, cfg->xsk_base);
-	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes);
+	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes,
+		      mask);
 	return XDP_PASS;
 }
 

@@ -260,8 +260,8 @@ func TestAttachAndSampleFields(t *testing.T) {
 		}
 		f := bySeq[seq]
 		matched++
-		if s.IfIndex != uint32(p1) || s.FrameLen != uint32(len(f)) || s.RxQueue != 0 || s.Timestamp == 0 {
-			t.Errorf("seq %d: sample %+v, want ifindex %d frame_len %d queue 0", seq, s, p1, len(f))
+		if s.IfIndex != uint32(p1) || s.FrameLen != uint32(len(f)) || s.RxQueue != 0 || s.Timestamp == 0 || s.Rate != 1 {
+			t.Errorf("seq %d: sample %+v, want ifindex %d frame_len %d queue 0 rate 1", seq, s, p1, len(f))
 		}
 		wantHdr := f[:min(len(f), 100)]
 		if !bytes.Equal(s.Header, wantHdr) {

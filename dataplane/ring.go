@@ -20,6 +20,7 @@ const (
 	metaCPU       = 12
 	metaTimestamp = 16
 	metaHeaderLen = 24
+	metaRate      = 28
 	metaSize      = 32
 )
 
@@ -30,6 +31,9 @@ type RawSample struct {
 	RxQueue   uint32 // RX queue the frame arrived on
 	CPU       uint32 // CPU that took the sample
 	Timestamp uint64 // CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns)
+	// Rate is the power-of-two rate the kernel took this sample at, which
+	// can differ from the port's current configuration while it changes.
+	Rate uint32
 	// Header holds the first bytes of the frame. It aliases the reader's
 	// buffer and is valid only during the callback it is passed to.
 	Header []byte
@@ -79,6 +83,9 @@ func (r *RingReader) Read(fn func(*RawSample)) (int, error) {
 	n := 0
 	for {
 		if err := r.rd.ReadInto(&r.rec); err != nil {
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				return n, nil // woken by Wake
+			}
 			if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 				return n, nil
 			}
@@ -111,6 +118,7 @@ func (r *RingReader) decode(b []byte) bool {
 		RxQueue:   binary.LittleEndian.Uint32(b[metaRxQueue:]),
 		CPU:       binary.LittleEndian.Uint32(b[metaCPU:]),
 		Timestamp: binary.LittleEndian.Uint64(b[metaTimestamp:]),
+		Rate:      binary.LittleEndian.Uint32(b[metaRate:]),
 		Header:    b[metaSize : metaSize+int(hl)],
 	}
 	return true
@@ -123,6 +131,16 @@ func (r *RingReader) Malformed() uint64 { return r.malformed }
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
 // and the ring is empty; the zero time removes the deadline.
 func (r *RingReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+
+// Wake makes a Read that is waiting for samples return at once (with the
+// samples already in the ring, or none), so that the reader's goroutine can
+// attend to something else, such as a configuration change.
+func (r *RingReader) Wake() error {
+	if err := r.rd.Flush(); err != nil {
+		return fmt.Errorf("dataplane: waking ring reader: %w", err)
+	}
+	return nil
+}
 
 // Close unblocks a pending Read and releases the reader.
 func (r *RingReader) Close() error {

@@ -65,11 +65,15 @@ type ringSource struct {
 func newRingSource(r *dataplane.RingReader) *ringSource {
 	s := &ringSource{r: r}
 	s.conv = func(rs *dataplane.RawSample) {
-		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, Header: rs.Header}
+		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate, Header: rs.Header}
 		s.fn(&s.ps)
 	}
 	return s
 }
+
+// Wake implements agent.Waker: a configuration change reaches the worker
+// without waiting for samples or the next tick.
+func (s *ringSource) Wake() error { return s.r.Wake() }
 
 // ReadSamples implements agent.SampleReader.
 func (s *ringSource) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
