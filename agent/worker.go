@@ -74,8 +74,8 @@ type sampler struct {
 	out        *receiverOut
 	kernelRate uint32 // kernel rate threshold was computed for
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
-	seq       uint32
-	poolBase  uint64 // pool of earlier attachments of the port, so pools never run backwards
+	seq        uint32
+	poolBase   uint64 // pool of earlier attachments of the port, so pools never run backwards
 }
 
 // poller is a counter poller's state in its worker.
