@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"syscall"
@@ -23,10 +25,28 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/mib"
+	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
-var hostSource = sflow.DataSource{Type: sflow.SourceEntPhysicalEntry, Index: 1}
+var hostSource = mib.HostSource
+
+// version is the software revision reported in sFlowVersion; release
+// builds set it with -ldflags "-X main.version=1.2.3".
+var version = ""
+
+// revision returns version, or the module version the binary was built
+// from, or "dev".
+func revision() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
 
 // runDaemon runs the agent until SIGINT or SIGTERM; SIGHUP reloads the
 // config file.
@@ -105,6 +125,12 @@ type daemon struct {
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
+	// mib is the sampling configuration model (SFLOW-MIB): the settings
+	// and the ports feed it, SNMP SETs change it, and it applies the
+	// result to the agent (applyConfig).
+	mib *mib.MIB
+	// subagent serves mib to the AgentX master; nil when agentx is off.
+	subagent *snmpd.Subagent
 
 	mu       sync.Mutex
 	settings Settings
@@ -146,8 +172,121 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	// The MIB is sized once: static receivers need a receiver row and an
+	// instance each, so many collectors enlarge it (a configuration
+	// without SNMP behaves as before: instance r reports to collector r).
+	n := len(s.staticCollectors())
+	d.mib, err = mib.New(mib.Config{
+		Receivers: max(s.SNMPReceivers, n),
+		Instances: max(s.SNMPInstances, n),
+		Revision:  revision(),
+		Apply:     d.applyConfig,
+		Logger:    log,
+	})
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	network, addr, err := parseAgentX(s.AgentX)
+	if err != nil {
+		dp.Close()
+		return nil, err
+	}
+	if network != "" {
+		d.subagent, err = snmpd.New(snmpd.Config{
+			Network:     network,
+			Address:     addr,
+			Subtree:     mib.Subtree,
+			Description: "sflowswitchd SFLOW-MIB",
+			Handler:     d.mib,
+			// The subagent logs every reconnect attempt; those go to
+			// debug, watchAgentX reports state changes once.
+			Logger: slog.New(debugOnly{log.Handler()}),
+		})
+		if err != nil {
+			dp.Close()
+			return nil, err
+		}
+	}
 	return d, nil
 }
+
+// applyConfig installs an agent configuration derived by the MIB and
+// records what each port samples, for metrics.
+func (d *daemon) applyConfig(cfg agent.Config) error {
+	err := d.agent.Apply(cfg)
+	rates := map[uint32][]uint32{}
+	keep := map[uint32]bool{}
+	for _, sc := range cfg.Samplers {
+		rates[sc.IfIndex] = append(rates[sc.IfIndex], sc.Rate)
+		keep[sc.IfIndex] = true
+	}
+	for _, pc := range cfg.Pollers {
+		if pc.Source.Type == sflow.SourceIfIndex {
+			keep[pc.Source.Index] = true
+		}
+	}
+	d.mu.Lock()
+	states := make(map[uint32]portState, len(rates))
+	for idx, rs := range rates {
+		states[idx] = portState{name: d.ports[int(idx)].Name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
+	}
+	d.sampled = states
+	d.mu.Unlock()
+	d.counters.forget(keep)
+	return err
+}
+
+func minRate(rs []uint32) uint32 {
+	m := rs[0]
+	for _, r := range rs[1:] {
+		m = min(m, r)
+	}
+	return m
+}
+
+// watchAgentX logs the AgentX session's state changes: once when the
+// master cannot be reached (the subagent keeps retrying quietly), once per
+// registration and once per loss.
+func (d *daemon) watchAgentX(ctx context.Context, address string) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	connected, warned := false, false
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		switch c := d.subagent.Connected(); {
+		case c && !connected:
+			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
+			connected, warned = true, false
+		case !c && connected:
+			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
+			connected, warned = false, true
+		case !c && !warned && time.Since(start) > 2*time.Second:
+			d.log.Warn("AgentX master not reachable; SNMP configuration unavailable until it is, retrying in the background", "agentx", address)
+			warned = true
+		}
+	}
+}
+
+// debugOnly is a slog handler that logs every record at debug level.
+type debugOnly struct{ h slog.Handler }
+
+func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return d.h.Handle(ctx, r)
+}
+
+func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
+func (d debugOnly) WithGroup(g string) slog.Handler       { return debugOnly{d.h.WithGroup(g)} }
 
 // run serves until ctx ends, then detaches everything.
 func (d *daemon) run(ctx context.Context) error {
@@ -182,7 +321,20 @@ func (d *daemon) run(ctx context.Context) error {
 		d.agent.Run(ctx, readers)
 		close(agentDone)
 	}()
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(d.settings.Collectors))
+	go d.mib.Run(ctx)
+	subagentDone := make(chan struct{})
+	if d.subagent != nil {
+		go func() {
+			defer close(subagentDone)
+			if err := d.subagent.Run(ctx); err != nil {
+				d.log.Error("AgentX subagent stopped", "err", err)
+			}
+		}()
+		go d.watchAgentX(ctx, d.settings.AgentX)
+	} else {
+		close(subagentDone)
+	}
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(d.settings.staticCollectors()), "agentx", d.settings.AgentX)
 
 	// Port events are coalesced: a burst of netlink messages (a port
 	// created, renamed, brought up) triggers one reconfiguration.
@@ -191,6 +343,7 @@ func (d *daemon) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			<-agentDone
+			<-subagentDone
 			return nil
 		case err := <-watchErr:
 			if ctx.Err() == nil {
@@ -230,6 +383,10 @@ func (d *daemon) reload(s Settings) {
 		d.log.Warn("a change of the metrics address takes effect at restart")
 		s.Metrics = old.Metrics
 	}
+	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
+		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
+		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances
+	}
 	d.settings = s
 	d.mu.Unlock()
 	d.log.Info("configuration reloaded")
@@ -239,8 +396,9 @@ func (d *daemon) reload(s Settings) {
 	}
 }
 
-// reconfigure derives the agent configuration from the settings and the
-// ports present now, and applies it.
+// reconfigure feeds the settings and the ports present now to the MIB,
+// which applies the resulting configuration. Samplers and pollers set over
+// SNMP on ports that stay are kept.
 func (d *daemon) reconfigure() {
 	d.mu.Lock()
 	s := d.settings
@@ -251,77 +409,70 @@ func (d *daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	cfg, states, err := buildConfig(s, ports, d.log)
+	m, err := buildModel(s, ports, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
 	}
-	if err := d.agent.Apply(cfg); err != nil {
+	if err := d.mib.SetStatic(m.static); err != nil {
+		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
+	}
+	if err := d.mib.SetAgentAddress(m.agentAddr); err != nil {
 		d.log.Warn("configuration applied with errors", "err", err)
 	}
-	d.mu.Lock()
-	d.sampled = states
-	d.mu.Unlock()
-	keep := make(map[uint32]bool, len(states))
-	for idx := range states {
-		keep[idx] = true
+	if err := d.mib.SetPorts(m.ports); err != nil {
+		d.log.Warn("configuration applied with errors", "err", err)
 	}
-	d.counters.forget(keep)
 }
 
-// buildConfig turns settings and the current ports into the agent's
-// configuration: one receiver per collector; for every selected port, one
-// sampler and one poller instance per receiver (instance i reports to
-// receiver i); the host poller on 2:1 for every receiver.
-func buildConfig(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (agent.Config, map[uint32]portState, error) {
-	var cfg agent.Config
+// model is what the settings and the current ports contribute to the MIB.
+type model struct {
+	agentAddr netip.Addr
+	static    mib.Static
+	ports     []mib.Port
+}
+
+// buildModel turns settings and the current ports into the MIB's inputs:
+// one static receiver per collector (instance r of every data source
+// reports to receiver r, at the port's configured rate and the polling
+// interval; the host poller entPhysicalEntry.1 likewise), and every
+// selected port as a data source.
+func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
+	var m model
 	addrs, err := listHostAddrs()
 	if err != nil {
-		return cfg, nil, err
+		return m, err
 	}
-	cfg.AgentAddress, _, err = chooseAgentAddress(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = chooseAgentAddress(s.AgentAddress, s.AgentInterface, addrs)
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
-	for i, c := range s.Collectors {
+	m.static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.pollInterval()}
+	for i, c := range s.staticCollectors() {
 		ap, err := resolveCollector(c.Address)
 		if err != nil {
-			return cfg, nil, fmt.Errorf("collector %d: %w", i+1, err)
+			return m, fmt.Errorf("collector %d: %w", i+1, err)
 		}
-		cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Address: ap, MaxDatagramSize: c.MaxDatagramSize})
+		m.static.Receivers = append(m.static.Receivers, mib.StaticReceiver{Address: ap, MaxDatagramSize: c.MaxDatagramSize})
 	}
 	sel, err := dataplane.SelectPorts(s.Ports)
 	if err != nil {
-		return cfg, nil, err
+		return m, err
 	}
 	var monSel dataplane.PortSelector
 	if len(s.MonitorPorts) > 0 {
 		if monSel, err = dataplane.SelectPorts(s.MonitorPorts); err != nil {
-			return cfg, nil, err
+			return m, err
 		}
 	}
-	cfg.MonitorPorts = map[uint32]bool{}
-	states := map[uint32]portState{}
 	for _, p := range ports {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && !sel(p) {
 			continue
 		}
-		idx := uint32(p.Index)
-		rate := s.samplingRate(p.SpeedMbps)
-		if monitor {
-			cfg.MonitorPorts[idx] = true
-		}
-		for r := range cfg.Receivers {
-			cfg.Samplers = append(cfg.Samplers, agent.SamplerConfig{IfIndex: idx, Instance: r + 1, Receiver: r + 1, Rate: rate, HeaderBytes: s.HeaderBytes})
-			cfg.Pollers = append(cfg.Pollers, agent.PollerConfig{Source: sflow.DataSource{Type: sflow.SourceIfIndex, Index: idx}, Instance: r + 1, Receiver: r + 1, Interval: s.pollInterval()})
-		}
-		states[idx] = portState{name: p.Name, rate: rate, kernelRate: agent.KernelRate(rate)}
+		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.samplingRate(p.SpeedMbps)})
 	}
-	for r := range cfg.Receivers {
-		cfg.Pollers = append(cfg.Pollers, agent.PollerConfig{Source: hostSource, Instance: r + 1, Receiver: r + 1, Interval: s.pollInterval()})
-	}
-	return cfg, states, nil
+	return m, nil
 }
 
 // adapters lists the sampled ports' MACs for host_adapters.

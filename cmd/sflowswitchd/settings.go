@@ -48,6 +48,16 @@ type Settings struct {
 	Metrics string `toml:"metrics"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
+	// AgentX is the AgentX master's socket, "unix:PATH" or
+	// "tcp:HOST:PORT", or "off" (no SNMP). The daemon runs normally while
+	// the master is absent and attaches when it appears.
+	AgentX string `toml:"agentx"`
+	// SNMPReceivers is the number of sFlowRcvrTable rows (static
+	// receivers included).
+	SNMPReceivers int `toml:"snmp_receivers"`
+	// SNMPInstances is the number of sampler and poller instances per
+	// data source (sFlowFsInstance, sFlowCpInstance).
+	SNMPInstances int `toml:"snmp_instances"`
 }
 
 // Collector is one sFlow collector.
@@ -63,6 +73,12 @@ const (
 	DefaultPolling              = 20
 	DefaultHeaderBytes          = 128
 	MinSampling                 = 100
+	DefaultAgentX               = "unix:/var/agentx/master"
+	DefaultSNMPReceivers        = 10
+	DefaultSNMPInstances        = 3
+	// NoCollector as the only collector address means no static receiver:
+	// every receiver is configured over SNMP.
+	NoCollector = "none"
 )
 
 func defaultSettings() Settings {
@@ -71,6 +87,9 @@ func defaultSettings() Settings {
 		Polling:              DefaultPolling,
 		HeaderBytes:          DefaultHeaderBytes,
 		LogLevel:             "info",
+		AgentX:               DefaultAgentX,
+		SNMPReceivers:        DefaultSNMPReceivers,
+		SNMPInstances:        DefaultSNMPInstances,
 	}
 }
 
@@ -94,7 +113,7 @@ func newFlags() *flagValues {
 	f := &flagValues{fs: flag.NewFlagSet("sflowswitchd", flag.ContinueOnError)}
 	fs := f.fs
 	fs.StringVar(&f.configFile, "config", "", "config `file` (TOML; see sflowswitchd.conf.example); SIGHUP reloads it")
-	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+DefaultCollector+")")
+	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+DefaultCollector+"; \"none\": no static receiver, SNMP only)")
 	fs.Func("sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil || n == 0 {
@@ -134,6 +153,9 @@ func newFlags() *flagValues {
 	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
 	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116)")
 	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
+	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
+	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
+	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
 	return f
 }
 
@@ -187,6 +209,15 @@ func (f *flagValues) load() (Settings, error) {
 	if set["log-level"] {
 		s.LogLevel = f.s.LogLevel
 	}
+	if set["agentx"] {
+		s.AgentX = f.s.AgentX
+	}
+	if set["snmp-receivers"] {
+		s.SNMPReceivers = f.s.SNMPReceivers
+	}
+	if set["snmp-instances"] {
+		s.SNMPInstances = f.s.SNMPInstances
+	}
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -232,6 +263,12 @@ func readConfigFile(name string, s *Settings) error {
 func (s *Settings) validate() error {
 	var errs []error
 	for i, c := range s.Collectors {
+		if c.Address == NoCollector {
+			if len(s.Collectors) > 1 {
+				errs = append(errs, fmt.Errorf("collector %q must be the only collector", NoCollector))
+			}
+			continue
+		}
 		if _, err := resolveCollector(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
@@ -266,7 +303,42 @@ func (s *Settings) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
 	}
+	if _, _, err := parseAgentX(s.AgentX); err != nil {
+		errs = append(errs, err)
+	}
+	if s.SNMPReceivers < 1 || s.SNMPReceivers > 65535 {
+		errs = append(errs, fmt.Errorf("snmp_receivers %d outside 1..65535", s.SNMPReceivers))
+	}
+	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
+		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	}
 	return errors.Join(errs...)
+}
+
+// staticCollectors returns the collectors that become static receivers
+// (none for "-collector none").
+func (s *Settings) staticCollectors() []Collector {
+	if len(s.Collectors) == 1 && s.Collectors[0].Address == NoCollector {
+		return nil
+	}
+	return s.Collectors
+}
+
+// parseAgentX splits the agentx setting into a network and an address for
+// snmpd.Config; network "" means off.
+func parseAgentX(v string) (network, addr string, err error) {
+	switch {
+	case v == "off":
+		return "", "", nil
+	case strings.HasPrefix(v, "unix:") && len(v) > len("unix:"):
+		return "unix", strings.TrimPrefix(v, "unix:"), nil
+	case strings.HasPrefix(v, "tcp:"):
+		a := strings.TrimPrefix(v, "tcp:")
+		if _, port, err := net.SplitHostPort(a); err == nil && port != "" {
+			return "tcp", a, nil
+		}
+	}
+	return "", "", fmt.Errorf("agentx %q: want unix:PATH, tcp:HOST:PORT or off", v)
 }
 
 // resolveCollector parses host:port (port default 6343), resolving a host

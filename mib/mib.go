@@ -1,0 +1,474 @@
+package mib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/snmpd"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultReceivers = 10
+	DefaultInstances = 3
+)
+
+// StaticOwner is sFlowRcvrOwner of the receivers from the daemon's
+// configuration.
+const StaticOwner = "sflowswitchd.conf"
+
+// staticTimeout is what sFlowRcvrTimeout reads for a static receiver,
+// which never times out: the largest Integer32, so that a manager that
+// checks "owned and time left" sees it as held.
+const staticTimeout = math.MaxInt32
+
+// Column defaults (SFLOW-MIB DEFVAL clauses).
+const (
+	defMaxDatagramSize = 1400
+	defRcvrPort        = 6343
+	defDatagramVersion = 5
+	defHeaderSize      = 128
+)
+
+// Value limits of the writable columns (see the package doc).
+const (
+	minHeaderSize      = 20
+	maxHeaderSize      = agent.MaxHeaderBytes
+	minDatagramSize    = 200
+	maxDatagramSize    = 65507
+	maxOwnerLength     = 127 // OwnerString SIZE (0..127), RMON-MIB
+	inetAddressTypeV4  = 1   // InetAddressType ipv4(1)
+	inetAddressTypeV6  = 2   // InetAddressType ipv6(2)
+	inetAddressUnknown = 0   // InetAddressType unknown(0)
+)
+
+// Config configures a MIB.
+type Config struct {
+	// Receivers is the number of sFlowRcvrTable rows (default 10).
+	Receivers int
+	// Instances is the number of sampler and poller instances per data
+	// source (default 3).
+	Instances int
+	// Revision is the software revision in sFlowVersion
+	// ("1.3;sflowswitchd;Revision").
+	Revision string
+	// Apply installs an agent configuration (agent.Agent.Apply). The MIB
+	// calls it after every change, holding its own lock, so calls never
+	// overlap and arrive in order. Required.
+	Apply func(agent.Config) error
+	// Now is the clock of the receiver timeouts (default time.Now).
+	Now func() time.Time
+	// Logger receives Apply failures outside a SET; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Port is a sampled port: a data source ifIndex.IfIndex.
+type Port struct {
+	IfIndex uint32
+	// Monitor selects the AF_XDP monitor path (agent.Config.MonitorPorts).
+	Monitor bool
+	// StaticRate is the sampling rate of the static samplers on this port
+	// (0 = off).
+	StaticRate uint32
+}
+
+// Static is the part of the configuration that comes from the daemon's
+// config file and flags.
+type Static struct {
+	// Receivers become receiver rows 1..len(Receivers).
+	Receivers []StaticReceiver
+	// HeaderBytes is sFlowFsMaximumHeaderSize of the static samplers.
+	HeaderBytes int
+	// PollInterval is sFlowCpInterval of the static pollers (ports and
+	// host), rounded down to seconds.
+	PollInterval time.Duration
+}
+
+// StaticReceiver is a collector from the daemon's configuration.
+type StaticReceiver struct {
+	Address netip.AddrPort
+	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize (0 = 1400).
+	MaxDatagramSize int
+}
+
+// HostSource is the data source of the host counters, entPhysicalEntry.1.
+var HostSource = sflow.DataSource{Type: sflow.SourceEntPhysicalEntry, Index: 1}
+
+// receiver is one sFlowRcvrTable row.
+type receiver struct {
+	owner    string
+	deadline time.Time // when an SNMP-owned receiver times out
+	static   bool
+	maxSize  int32
+	addrType int32
+	addr     []byte // 4 or 16 octets; never modified in place
+	port     int32
+	version  int32
+}
+
+func defaultReceiver() receiver {
+	return receiver{maxSize: defMaxDatagramSize, addrType: inetAddressTypeV4,
+		addr: []byte{0, 0, 0, 0}, port: defRcvrPort, version: defDatagramVersion}
+}
+
+// sampler is one sFlowFsTable row.
+type sampler struct{ receiver, rate, header int32 }
+
+func defaultSampler() sampler { return sampler{header: defHeaderSize} }
+
+// poller is one sFlowCpTable row.
+type poller struct{ receiver, interval int32 }
+
+// source is a data source and its sampler and poller rows.
+type source struct {
+	ds    sflow.DataSource
+	index snmpd.OID // the table index: length-prefixed data source OID
+	port  Port
+	fs    []sampler // nil for the host
+	cp    []poller
+}
+
+// state is the whole MIB content. Slices are copied by clone, so a staged
+// state never shares rows with the current one.
+type state struct {
+	rcv []receiver
+	src []source // sorted by index
+}
+
+func (s *state) clone() *state {
+	c := &state{rcv: slices.Clone(s.rcv), src: slices.Clone(s.src)}
+	for i := range c.src {
+		c.src[i].fs = slices.Clone(c.src[i].fs)
+		c.src[i].cp = slices.Clone(c.src[i].cp)
+	}
+	return c
+}
+
+// release returns receiver row r (1-based) to its defaults and frees every
+// sampler and poller bound to it (SFLOW-MIB SFlowReceiver).
+func (s *state) release(r int32) {
+	s.rcv[r-1] = defaultReceiver()
+	for i := range s.src {
+		for j := range s.src[i].fs {
+			if s.src[i].fs[j].receiver == r {
+				s.src[i].fs[j] = defaultSampler()
+			}
+		}
+		for j := range s.src[i].cp {
+			if s.src[i].cp[j].receiver == r {
+				s.src[i].cp[j] = poller{}
+			}
+		}
+	}
+}
+
+// MIB is the SFLOW-MIB model. It implements snmpd.Handler; all methods
+// are safe for concurrent use.
+type MIB struct {
+	cfg     Config
+	version string
+
+	mu        sync.Mutex
+	cur       *state
+	gen       uint64 // incremented on every change of cur
+	keys      []key  // every object instance, sorted; rebuilt when src changes
+	static    Static
+	agentAddr netip.Addr
+	pend      *pending
+}
+
+// New returns a MIB with cfg's rows, no data source but the host, no
+// static receiver, and every row at its defaults. Nothing is applied until
+// the first Set call.
+func New(cfg Config) (*MIB, error) {
+	if cfg.Apply == nil {
+		return nil, errors.New("mib: Config.Apply is nil")
+	}
+	if cfg.Receivers == 0 {
+		cfg.Receivers = DefaultReceivers
+	}
+	if cfg.Instances == 0 {
+		cfg.Instances = DefaultInstances
+	}
+	if cfg.Receivers < 1 || cfg.Receivers > 65535 {
+		return nil, fmt.Errorf("mib: %d receivers, want 1..65535", cfg.Receivers)
+	}
+	if cfg.Instances < 1 || cfg.Instances > 65535 {
+		return nil, fmt.Errorf("mib: %d instances, want 1..65535", cfg.Instances)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &MIB{cfg: cfg, version: "1.3;sflowswitchd;" + cfg.Revision}
+	m.cur = &state{rcv: make([]receiver, cfg.Receivers)}
+	for i := range m.cur.rcv {
+		m.cur.rcv[i] = defaultReceiver()
+	}
+	m.cur.src = []source{m.newSource(HostSource, Port{})}
+	m.keys = buildKeys(m.cur)
+	return m, nil
+}
+
+// newSource returns the rows of a new data source at their defaults, with
+// the static receivers' instances bound.
+func (m *MIB) newSource(ds sflow.DataSource, p Port) source {
+	s := source{ds: ds, index: encodeSource(ds), port: p, cp: make([]poller, m.cfg.Instances)}
+	if ds.Type == sflow.SourceIfIndex {
+		s.fs = make([]sampler, m.cfg.Instances)
+		for i := range s.fs {
+			s.fs[i] = defaultSampler()
+		}
+	}
+	m.bindStatic(&s)
+	return s
+}
+
+// bindStatic binds instance r of s to static receiver r, at the static
+// rate, header size and interval.
+func (m *MIB) bindStatic(s *source) {
+	hdr := int32(min(max(m.static.HeaderBytes, minHeaderSize), maxHeaderSize))
+	if m.static.HeaderBytes == 0 {
+		hdr = defHeaderSize
+	}
+	ival := int32(min(m.static.PollInterval/time.Second, math.MaxInt32))
+	for r := range m.static.Receivers {
+		if s.fs != nil {
+			s.fs[r] = sampler{receiver: int32(r + 1), rate: int32(min(s.port.StaticRate, math.MaxInt32)), header: hdr}
+		}
+		s.cp[r] = poller{receiver: int32(r + 1), interval: ival}
+	}
+}
+
+// SetStatic installs the static receivers (rows 1..len(st.Receivers)) and
+// binds instance r of every data source to receiver r. A receiver row an
+// SNMP manager owned is taken over; rows that were static and are no more
+// return to their defaults.
+func (m *MIB) SetStatic(st Static) error {
+	if len(st.Receivers) > m.cfg.Receivers {
+		return fmt.Errorf("mib: %d static receivers, the MIB has %d receiver rows", len(st.Receivers), m.cfg.Receivers)
+	}
+	if len(st.Receivers) > m.cfg.Instances {
+		return fmt.Errorf("mib: %d static receivers need as many instances per data source, the MIB has %d", len(st.Receivers), m.cfg.Instances)
+	}
+	for i, r := range st.Receivers {
+		if !r.Address.IsValid() || r.Address.Port() == 0 {
+			return fmt.Errorf("mib: static receiver %d: invalid address %s", i+1, r.Address)
+		}
+		if r.MaxDatagramSize != 0 && (r.MaxDatagramSize < minDatagramSize || r.MaxDatagramSize > maxDatagramSize) {
+			return fmt.Errorf("mib: static receiver %d: maximum datagram size %d outside %d..%d", i+1, r.MaxDatagramSize, minDatagramSize, maxDatagramSize)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st.Receivers = slices.Clone(st.Receivers)
+	old := m.static
+	if slices.Equal(old.Receivers, st.Receivers) && old.HeaderBytes == st.HeaderBytes && old.PollInterval == st.PollInterval {
+		return nil
+	}
+	next := m.cur.clone()
+	for i := range next.rcv {
+		if i < len(st.Receivers) || next.rcv[i].static {
+			next.release(int32(i + 1))
+		}
+	}
+	m.static = st
+	for i, r := range st.Receivers {
+		a := r.Address.Addr().Unmap()
+		rc := receiver{owner: StaticOwner, static: true, maxSize: defMaxDatagramSize,
+			addrType: inetAddressTypeV4, addr: a.AsSlice(), port: int32(r.Address.Port()), version: defDatagramVersion}
+		if a.Is6() {
+			rc.addrType = inetAddressTypeV6
+		}
+		if r.MaxDatagramSize != 0 {
+			rc.maxSize = int32(r.MaxDatagramSize)
+		}
+		next.rcv[i] = rc
+	}
+	for i := range next.src {
+		m.bindStatic(&next.src[i])
+	}
+	return m.install(next, false)
+}
+
+// SetPorts makes ports the data sources of the MIB (besides the host).
+// Rows of ports that stay keep their values; rows of new ports start at
+// their defaults with the static instances bound; rows of ports that are
+// gone are dropped.
+func (m *MIB) SetPorts(ports []Port) error {
+	ports = slices.Clone(ports)
+	slices.SortFunc(ports, func(a, b Port) int { return compareUint32(a.IfIndex, b.IfIndex) })
+	for i := 1; i < len(ports); i++ {
+		if ports[i].IfIndex == ports[i-1].IfIndex {
+			return fmt.Errorf("mib: port ifIndex %d given twice", ports[i].IfIndex)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := make(map[uint32]source, len(m.cur.src))
+	var host source
+	for _, s := range m.cur.src {
+		if s.ds.Type == sflow.SourceIfIndex {
+			old[s.ds.Index] = s
+		} else {
+			host = s
+		}
+	}
+	next := &state{rcv: slices.Clone(m.cur.rcv)}
+	same := len(old) == len(ports)
+	for _, p := range ports {
+		s, ok := old[p.IfIndex]
+		if !ok {
+			same = false
+			next.src = append(next.src, m.newSource(sflow.DataSource{Type: sflow.SourceIfIndex, Index: p.IfIndex}, p))
+			continue
+		}
+		s.fs, s.cp = slices.Clone(s.fs), slices.Clone(s.cp)
+		if s.port != p {
+			same = false
+			s.port = p
+			m.bindStatic(&s)
+		}
+		next.src = append(next.src, s)
+	}
+	if same {
+		return nil
+	}
+	// ifIndex.N indexes (length 11) sort before entPhysicalEntry.1
+	// (length 12), and among themselves by ifIndex.
+	host.fs, host.cp = slices.Clone(host.fs), slices.Clone(host.cp)
+	next.src = append(next.src, host)
+	return m.install(next, true)
+}
+
+// SetAgentAddress sets sFlowAgentAddress, also carried in every datagram.
+func (m *MIB) SetAgentAddress(a netip.Addr) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a == m.agentAddr {
+		return nil
+	}
+	m.agentAddr = a
+	return m.install(m.cur, false)
+}
+
+// install makes next the current state (rebuilding the key list when the
+// data sources changed) and applies it.
+func (m *MIB) install(next *state, sourcesChanged bool) error {
+	m.cur = next
+	m.gen++
+	if sourcesChanged {
+		m.keys = buildKeys(next)
+	}
+	if err := m.cfg.Apply(m.agentConfig(next)); err != nil {
+		return fmt.Errorf("mib: applying configuration: %w", err)
+	}
+	return nil
+}
+
+// Tick expires the receivers whose timeout has run out (at the clock's
+// current time) and applies the result. Run calls it periodically.
+func (m *MIB) Tick() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	var next *state
+	for i, r := range m.cur.rcv {
+		if r.owner == "" || r.static || r.deadline.After(now) {
+			continue
+		}
+		if next == nil {
+			next = m.cur.clone()
+		}
+		next.release(int32(i + 1))
+	}
+	if next != nil {
+		if err := m.install(next, false); err != nil {
+			m.cfg.Logger.Warn("sFlow receiver timeout: configuration applied with errors", "err", err)
+		}
+	}
+}
+
+// tickInterval is how often Run checks the timeouts: well below the
+// one-second resolution of sFlowRcvrTimeout, so a receiver is released
+// within a fraction of a second of its timeout reaching 0.
+const tickInterval = 100 * time.Millisecond
+
+// Run calls Tick until ctx ends.
+func (m *MIB) Run(ctx context.Context) {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.Tick()
+		}
+	}
+}
+
+// AgentConfig returns the agent configuration the MIB's current state
+// stands for (what it last applied).
+func (m *MIB) AgentConfig() agent.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.agentConfig(m.cur)
+}
+
+// agentConfig derives the agent configuration from s: every owned
+// receiver with a collector address (0.0.0.0 or :: sends nothing, per
+// sFlowRcvrAddress), and the samplers and pollers bound to those receivers
+// with a non-zero rate or interval.
+func (m *MIB) agentConfig(s *state) agent.Config {
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}}
+	active := make(map[int32]bool)
+	for i, r := range s.rcv {
+		a, ok := netip.AddrFromSlice(r.addr)
+		if r.owner == "" || !ok || a.IsUnspecified() || r.port == 0 {
+			continue
+		}
+		active[int32(i+1)] = true
+		cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
+			Address: netip.AddrPortFrom(a, uint16(r.port)), MaxDatagramSize: int(r.maxSize)})
+	}
+	for _, src := range s.src {
+		if src.port.Monitor {
+			cfg.MonitorPorts[src.ds.Index] = true
+		}
+		for j, f := range src.fs {
+			if active[f.receiver] && f.rate > 0 {
+				cfg.Samplers = append(cfg.Samplers, agent.SamplerConfig{IfIndex: src.ds.Index, Instance: j + 1,
+					Receiver: int(f.receiver), Rate: uint32(f.rate), HeaderBytes: int(f.header)})
+			}
+		}
+		for j, p := range src.cp {
+			if active[p.receiver] && p.interval > 0 {
+				cfg.Pollers = append(cfg.Pollers, agent.PollerConfig{Source: src.ds, Instance: j + 1,
+					Receiver: int(p.receiver), Interval: time.Duration(p.interval) * time.Second})
+			}
+		}
+	}
+	return cfg
+}
+
+func compareUint32(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
