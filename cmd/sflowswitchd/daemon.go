@@ -26,6 +26,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/mib"
+	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
@@ -125,6 +126,13 @@ type daemon struct {
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
+	monitors *monitorPorts
+	// apps is the application sub-agent (nil when -app-api is off), and
+	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
+	// is off).
+	apps        *apps
+	apmSubagent *snmpd.Subagent
+	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
 	// and the ports feed it, SNMP SETs change it, and it applies the
 	// result to the agent (applyConfig).
@@ -158,6 +166,12 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		ports:    map[int]dataplane.PortInfo{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
+		start:    time.Now(),
+	}
+	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
+	if err != nil {
+		dp.Close()
+		return nil, fmt.Errorf("sample readers: %w", err)
 	}
 	d.output = forwarding.New(netns.None(), log)
 	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
@@ -167,7 +181,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: &dataplaneAdapter{dp: dp},
+		Dataplane: &dataplaneAdapter{monitors: d.monitors},
 		Counters:  d.counters,
 		Output:    d.output,
 		Logger:    log,
@@ -215,6 +229,9 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
+	// Application data sources report to the same receivers.
+	d.apps.SetAgentAddress(cfg.AgentAddress)
+	d.apps.SetReceivers(cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -291,17 +308,16 @@ func (d debugOnly) WithGroup(g string) slog.Handler       { return debugOnly{d.h
 // run serves until ctx ends, then detaches everything.
 func (d *daemon) run(ctx context.Context) error {
 	defer func() {
+		if err := d.monitors.Close(); err != nil {
+			d.log.Error("closing monitor sockets", "err", err)
+		}
 		if err := d.dp.Close(); err != nil {
 			d.log.Error("detaching", "err", err)
 		}
 	}()
 	readers := make([]agent.SampleReader, d.agent.Workers())
 	for i := range readers {
-		r, err := d.dp.Ring(i)
-		if err != nil {
-			return err
-		}
-		readers[i] = newRingSource(r)
+		readers[i] = d.monitors.Reader(i)
 	}
 	events := make(chan dataplane.PortEvent, 256)
 	watchErr := make(chan error, 1)
@@ -311,6 +327,9 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
 		}
 	}()
+	if err := d.startApps(ctx); err != nil {
+		return err
+	}
 	if addr := d.settings.Metrics; addr != "" {
 		if err := d.serveMetrics(ctx, addr); err != nil {
 			return err
@@ -382,6 +401,10 @@ func (d *daemon) reload(s Settings) {
 	if s.Metrics != old.Metrics {
 		d.log.Warn("a change of the metrics address takes effect at restart")
 		s.Metrics = old.Metrics
+	}
+	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
+		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
+		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
 	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
@@ -506,7 +529,8 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics})
+	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps})
+	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -537,4 +561,43 @@ func (d *daemon) portMetrics() []portMetrics {
 		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops, rate: st.rate, kernelRate: st.kernelRate})
 	}
 	return out
+}
+
+// startApps starts the application sub-agent when -app-api is set, and its
+// APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
+// session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
+func (d *daemon) startApps(ctx context.Context) error {
+	var err error
+	d.apps, err = startApps(ctx, appsConfig{
+		API:         d.settings.AppAPI,
+		APMInterval: time.Duration(d.settings.APMInterval) * time.Second,
+		APMReports:  d.settings.APMReports,
+	}, d.log)
+	if err != nil || d.apps == nil {
+		return err
+	}
+	cfg := d.agent.Config()
+	d.apps.SetAgentAddress(cfg.AgentAddress)
+	d.apps.SetReceivers(cfg.Receivers)
+	network, addr, err := parseAgentX(d.settings.AgentX)
+	if err != nil || network == "" {
+		return err
+	}
+	d.apmSubagent, err = snmpd.New(snmpd.Config{
+		Network:     network,
+		Address:     addr,
+		Subtree:     apmmib.OID,
+		Description: "sflowswitchd APM-MIB",
+		Handler:     apmmib.New(d.apps.apm, apmmib.Options{Start: d.start}),
+		Logger:      slog.New(debugOnly{d.log.Handler()}),
+	})
+	if err != nil {
+		return fmt.Errorf("APM-MIB subagent: %w", err)
+	}
+	go func() {
+		if err := d.apmSubagent.Run(ctx); err != nil {
+			d.log.Error("APM-MIB AgentX subagent stopped", "err", err)
+		}
+	}()
+	return nil
 }

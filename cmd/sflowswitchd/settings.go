@@ -52,6 +52,14 @@ type Settings struct {
 	// "tcp:HOST:PORT", or "off" (no SNMP). The daemon runs normally while
 	// the master is absent and attaches when it appears.
 	AgentX string `toml:"agentx"`
+	// AppAPI is the UDP address of the local application JSON API
+	// (loopback only, conventionally 127.0.0.1:36343); empty = off.
+	AppAPI string `toml:"app_api"`
+	// APMInterval is the APM report interval in seconds (0 = 60).
+	APMInterval int `toml:"apm_interval"`
+	// APMReports is the number of APM reports kept per report control
+	// (0 = 60).
+	APMReports int `toml:"apm_reports"`
 	// SNMPReceivers is the number of sFlowRcvrTable rows (static
 	// receivers included).
 	SNMPReceivers int `toml:"snmp_receivers"`
@@ -153,6 +161,9 @@ func newFlags() *flagValues {
 	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
 	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116)")
 	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
+	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (loopback only, e.g. 127.0.0.1:36343)")
+	fs.IntVar(&f.s.APMInterval, "apm-interval", 0, "APM report interval in `seconds` (default 60)")
+	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "APM reports kept per report control (default 60)")
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
@@ -205,6 +216,15 @@ func (f *flagValues) load() (Settings, error) {
 	}
 	if set["metrics"] {
 		s.Metrics = f.s.Metrics
+	}
+	if set["app-api"] {
+		s.AppAPI = f.s.AppAPI
+	}
+	if set["apm-interval"] {
+		s.APMInterval = f.s.APMInterval
+	}
+	if set["apm-reports"] {
+		s.APMReports = f.s.APMReports
 	}
 	if set["log-level"] {
 		s.LogLevel = f.s.LogLevel
@@ -302,6 +322,18 @@ func (s *Settings) validate() error {
 	case "", "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
+	}
+	if s.AppAPI != "" {
+		ap, err := netip.ParseAddrPort(s.AppAPI)
+		if err != nil || !ap.Addr().IsLoopback() {
+			errs = append(errs, fmt.Errorf("app_api %q: want a loopback address and port, e.g. 127.0.0.1:36343", s.AppAPI))
+		}
+	}
+	if s.APMInterval < 0 {
+		errs = append(errs, fmt.Errorf("apm_interval %d must not be negative", s.APMInterval))
+	}
+	if s.APMReports < 0 || s.APMReports > 65535 {
+		errs = append(errs, fmt.Errorf("apm_reports %d outside 0..65535", s.APMReports))
 	}
 	if _, _, err := parseAgentX(s.AgentX); err != nil {
 		errs = append(errs, err)

@@ -1,0 +1,284 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+)
+
+// Monitor is the user-space end of a monitor-mode port (DESIGN.md, "Packet
+// sampling", monitor path): one AF_XDP socket per RX queue of the port,
+// each installed in the sampler's XSKMAP at XSKKey(ifindex, queue), so the
+// sampler redirects every sampled frame of that queue into it.
+//
+// Where a sampled frame can end (sflow_version_5.txt section 4,
+// flow_sample.drops: nothing is lost silently):
+//   - received here (Receive);
+//   - the redirect found no socket: counted in PortCounters.Drops by the
+//     sampler;
+//   - the socket could not queue it (RX ring full, fill ring empty, frame
+//     too long): counted by the socket and reported by Drops.
+//
+// Receive, FDs, Drops and Close are for the one goroutine that owns the
+// Monitor (the AF_XDP sockets are not safe for concurrent use). Unbind may
+// be called from any goroutine.
+type Monitor struct {
+	d       *Dataplane
+	port    *port // the attachment the keys belong to (identity, not value)
+	ifindex int
+	header  int
+	socks   []*afxdp.Socket
+	queues  []int
+	keys    []uint32
+	// recv[i] is socket i's frame callback, made once: a closure per
+	// Receive call would allocate.
+	recv []func([]byte)
+	fn   func(*RawSample)
+	s    RawSample
+
+	mu      sync.Mutex // guards unbound and closed against Unbind
+	unbound bool
+	closed  bool
+}
+
+// OpenMonitor opens the AF_XDP sockets of a port attached in ModeMonitor:
+// one per RX queue, bound in the Dataplane's network namespace (copy mode
+// unless opts.ZeroCopy and the driver supports it; veth has no zero-copy),
+// and puts each in the XSKMAP. Receive hands out the first headerBytes
+// bytes of each frame (1..MaxHeaderBytes).
+//
+// The RX queues are counted with netlink (IFLA_NUM_RX_QUEUES). That is the
+// number of queues the device allocated, which can exceed the number in
+// use (veth allocates one per possible CPU): a bind to a queue past the
+// last real one fails with EINVAL, and the queues before it are all there
+// are. A port with more queues than Config.MaxQueues is refused: frames of
+// the queues beyond would be redirected at another port's keys.
+func (d *Dataplane) OpenMonitor(ifindex int, headerBytes int, opts afxdp.Options) (*Monitor, error) {
+	if headerBytes < 1 || headerBytes > MaxHeaderBytes {
+		return nil, fmt.Errorf("dataplane: monitor ifindex %d: header bytes %d not in 1..%d", ifindex, headerBytes, MaxHeaderBytes)
+	}
+	d.mu.Lock()
+	p, ok := d.ports[ifindex]
+	closed := d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, os.ErrClosed)
+	case !ok:
+		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, ErrNotAttached)
+	case p.cfg.Mode != ModeMonitor:
+		return nil, fmt.Errorf("dataplane: monitor ifindex %d: port is in %s mode", ifindex, p.cfg.Mode)
+	}
+	m := &Monitor{d: d, port: p, ifindex: ifindex, header: headerBytes}
+	err := d.inNetns(func() error { return m.openSockets(opts) })
+	if err == nil {
+		err = m.install()
+	}
+	if err != nil {
+		if cerr := m.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, err)
+	}
+	d.log.Info("monitor sockets open", "ifindex", ifindex, "queues", len(m.socks))
+	return m, nil
+}
+
+// openSockets binds one socket per RX queue; it runs in the Dataplane's
+// netns (afxdp.Open resolves the ifindex where the socket is created).
+func (m *Monitor) openSockets(opts afxdp.Options) error {
+	l, err := netlink.LinkByIndex(m.ifindex)
+	if err != nil {
+		return fmt.Errorf("link: %w", err)
+	}
+	n := max(l.Attrs().NumRxQueues, 1)
+	maxq := m.d.cfg.MaxQueues
+	for q := 0; q < n; q++ {
+		if q == maxq {
+			// Does the port really use more queues than we have keys for?
+			s, err := afxdp.Open(m.ifindex, q, opts)
+			if err != nil {
+				break
+			}
+			if err := s.Close(); err != nil {
+				return err
+			}
+			return fmt.Errorf("port has more than %d RX queues (Config.MaxQueues)", maxq)
+		}
+		s, err := afxdp.Open(m.ifindex, q, opts)
+		if q > 0 && errors.Is(err, unix.EINVAL) {
+			break // past the last queue in use
+		}
+		if err != nil {
+			return fmt.Errorf("RX queue %d: %w", q, err)
+		}
+		m.add(s, q)
+	}
+	return nil
+}
+
+// add registers socket s of RX queue q with its frame callback.
+func (m *Monitor) add(s *afxdp.Socket, q int) {
+	queue := uint32(q)
+	m.socks = append(m.socks, s)
+	m.queues = append(m.queues, q)
+	m.recv = append(m.recv, func(f []byte) {
+		h := f
+		if len(h) > m.header {
+			h = h[:m.header]
+		}
+		// AF_XDP copy mode carries no metadata: CPU, Timestamp and Rate
+		// stay 0 (Rate 0: the port's configured rate).
+		m.s = RawSample{IfIndex: uint32(m.ifindex), FrameLen: uint32(len(f)), RxQueue: queue, Header: h}
+		m.fn(&m.s)
+	})
+}
+
+// install puts every socket into the XSKMAP at its queue's key.
+func (m *Monitor) install() error {
+	for i, s := range m.socks {
+		key, err := m.d.XSKKey(m.ifindex, m.queues[i])
+		if err != nil {
+			return err
+		}
+		if err := m.d.SetXSK(key, s.FD()); err != nil {
+			return err
+		}
+		m.keys = append(m.keys, key)
+	}
+	return nil
+}
+
+// IfIndex returns the port's ifindex.
+func (m *Monitor) IfIndex() int { return m.ifindex }
+
+// Queues returns how many RX queues (sockets) the monitor serves.
+func (m *Monitor) Queues() int { return len(m.socks) }
+
+// Receive drains every socket without blocking and hands each frame to fn
+// as a RawSample (IfIndex, FrameLen = the frame's length, RxQueue, Header =
+// its first headerBytes bytes; CPU, Timestamp and Rate are 0: the frame
+// carries no metadata, and Rate 0 stands for the port's configured rate). The sample and its Header are valid only during fn. Receive
+// does not allocate and makes no system call per frame. It returns how
+// many frames it delivered.
+func (m *Monitor) Receive(fn func(*RawSample)) (int, error) {
+	if m.closed {
+		return 0, fmt.Errorf("dataplane: monitor ifindex %d receive: %w", m.ifindex, os.ErrClosed)
+	}
+	m.fn = fn
+	total := 0
+	for i, s := range m.socks {
+		n, err := s.Receive(m.recv[i])
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("dataplane: monitor ifindex %d queue %d: %w", m.ifindex, m.queues[i], err)
+		}
+	}
+	return total, nil
+}
+
+// FDs returns the sockets' file descriptors, to poll for POLLIN (frames
+// waiting) together with other descriptors. The slice is a copy.
+func (m *Monitor) FDs() []int {
+	fds := make([]int, len(m.socks))
+	for i, s := range m.socks {
+		fds[i] = s.FD()
+	}
+	return fds
+}
+
+// Drops returns the sampled frames the sockets lost after the redirect:
+// the sum over the sockets of RxDropped + RxRingFull (XDP_STATISTICS). A
+// fill-ring-empty loss is counted in both RxDropped and
+// RxFillRingEmptyDescs (see package afxdp, Stats), so the latter is not
+// added. It costs one getsockopt per socket.
+func (m *Monitor) Drops() (uint64, error) {
+	if m.closed {
+		return 0, fmt.Errorf("dataplane: monitor ifindex %d drops: %w", m.ifindex, os.ErrClosed)
+	}
+	var sum uint64
+	for i, s := range m.socks {
+		st, err := s.Stats()
+		if err != nil {
+			return 0, fmt.Errorf("dataplane: monitor ifindex %d queue %d: %w", m.ifindex, m.queues[i], err)
+		}
+		// Without the extended struct (Linux < 5.9) RxDropped already
+		// includes the ring-full drops and RxRingFull is 0.
+		sum += st.RxDropped + st.RxRingFull
+	}
+	return sum, nil
+}
+
+// Unbind removes the sockets from the XSKMAP: from then on the sampler
+// counts the port's sampled frames as drops (no socket) instead of
+// redirecting them, and Receive still returns what is queued. It does
+// nothing if the port was detached (or detached and attached again) since
+// OpenMonitor: its keys may belong to another attachment by then, and the
+// kernel removes a socket from every XSKMAP when it is closed anyway.
+// Unbind is safe to call from any goroutine and more than once.
+func (m *Monitor) Unbind() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unbound {
+		return nil
+	}
+	m.unbound = true
+	d := m.d
+	d.mu.Lock() // keeps the attachment (and its keys) ours while deleting
+	defer d.mu.Unlock()
+	if d.closed || d.ports[m.ifindex] != m.port {
+		return nil
+	}
+	var errs []error
+	for _, key := range m.keys {
+		if err := d.objs.Xsks.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("removing xsk %d: %w", key, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dataplane: monitor ifindex %d unbind: %w", m.ifindex, err)
+	}
+	return nil
+}
+
+// Close unbinds the sockets (Unbind) and closes them; frames still queued
+// are discarded. It is safe to call more than once.
+func (m *Monitor) Close() error {
+	errs := []error{m.Unbind()}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	for _, s := range m.socks {
+		errs = append(errs, s.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dataplane: monitor ifindex %d close: %w", m.ifindex, err)
+	}
+	return nil
+}
+
+// RingFD returns the file descriptor of worker's ring buffer map. It polls
+// readable (POLLIN) while samples are waiting, so a consumer can wait on
+// the ring and on AF_XDP sockets (Monitor.FDs) in one poll. The descriptor
+// belongs to the Dataplane: do not close it.
+func (d *Dataplane) RingFD(worker int) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return -1, fmt.Errorf("dataplane: ring %d fd: %w", worker, os.ErrClosed)
+	}
+	if worker < 0 || worker >= len(d.rings) {
+		return -1, fmt.Errorf("dataplane: ring %d fd: worker not in 0..%d", worker, len(d.rings)-1)
+	}
+	return d.rings[worker].FD(), nil
+}
