@@ -63,6 +63,12 @@ type OutputLookup interface {
 	Output(in uint32, header []byte) sflow.Interface
 }
 
+// DefaultPollInterval is how long a worker waits for samples in one read
+// before it looks again. The dataplane wakes readers only when their ring
+// fills up, so this bounds the delay of a sample at low rates, and the
+// number of wake-ups per second of an idle worker.
+const DefaultPollInterval = 20 * time.Millisecond
+
 // fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
 // frame_length counts it and stripped reports it removed (spec "struct
 // sampled_header").
@@ -112,6 +118,7 @@ type worker struct {
 	counters CounterSource
 	output   OutputLookup
 	start    time.Time
+	readWait time.Duration // longest wait for samples in one read
 	stats    WorkerStats
 	rng      rng
 
@@ -137,6 +144,7 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
 		pools: pools, counters: counters, output: output, start: start,
 		rng:       newRNG(seed),
+		readWait:  DefaultPollInterval,
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
 	}
@@ -179,10 +187,15 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			case <-time.After(time.Until(nextTick)):
 			}
 		} else {
-			// One batch: everything the ring holds, or a wait until the
-			// next tick. Configuration and ticks are handled between
-			// batches.
-			_, err := src.ReadSamples(nextTick, w.handleFn)
+			// One batch: everything the ring holds, or a wait of at most
+			// the poll interval (the kernel does not wake the reader for
+			// every sample: DESIGN "per-batch"). Configuration and ticks
+			// are handled between batches.
+			deadline := time.Now().Add(w.readWait)
+			if nextTick.Before(deadline) {
+				deadline = nextTick
+			}
+			_, err := src.ReadSamples(deadline, w.handleFn)
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.stats.ReadErrors.Add(1)
 				if ctx.Err() == nil {

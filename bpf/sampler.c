@@ -82,6 +82,14 @@ struct sample_meta {
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
 volatile const __u32 cpu_slots = 1;
 
+// wakeup_bytes: a sample is submitted without waking the reader
+// (BPF_RB_NO_WAKEUP) until the ring holds this many bytes; the reader polls
+// the ring on a short timer meanwhile. At low sample rates this saves a
+// reader wake-up (several context switches) per sample; at high rates the
+// reader is woken in batches. 0 wakes the reader for every sample. Set by
+// the loader.
+volatile const __u64 wakeup_bytes = 0;
+
 // port_configs: struct port_config keyed by ingress ifindex.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -192,7 +200,11 @@ static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 	// against the rate it was really taken at, even while user space is
 	// changing the port's configuration.
 	m->sample_rate = mask + 1;
-	bpf_ringbuf_submit(m, 0);
+	if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + sizeof(*m) + cls >=
+	    wakeup_bytes)
+		bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
+	else
+		bpf_ringbuf_submit(m, BPF_RB_NO_WAKEUP);
 }
 
 // sample_inline delivers a sampled frame to the owning worker's ring.

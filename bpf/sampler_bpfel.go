@@ -43,6 +43,7 @@ const (
 	SamplerProgXdpPass    = "xdp_pass"
 	SamplerProgXdpSampler = "xdp_sampler"
 	SamplerVarCpuSlots    = "cpu_slots"
+	SamplerVarWakeupBytes = "wakeup_bytes"
 )
 
 // LoadSampler returns the embedded CollectionSpec for Sampler.
@@ -105,7 +106,8 @@ type SamplerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerVariableSpecs struct {
-	CpuSlots *ebpf.VariableSpec `ebpf:"cpu_slots"`
+	CpuSlots    *ebpf.VariableSpec `ebpf:"cpu_slots"`
+	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SamplerObjects contains all objects after they have been loaded into the kernel.
@@ -147,7 +149,8 @@ func (m *SamplerMaps) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerVariables struct {
-	CpuSlots *ebpf.Variable `ebpf:"cpu_slots"`
+	CpuSlots    *ebpf.Variable `ebpf:"cpu_slots"`
+	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SamplerPrograms contains all programs after they have been loaded into the kernel.

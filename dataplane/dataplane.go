@@ -15,6 +15,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -34,6 +35,9 @@ const MaxHeaderBytes = 256
 // Defaults for zero Config fields.
 const (
 	DefaultRingBytes = 1 << 20
+	// DefaultRingPoll bounds the delay of a sample that did not wake its
+	// reader (see Config.WakeupBytes).
+	DefaultRingPoll  = 20 * time.Millisecond
 	DefaultMaxPorts  = 256
 	DefaultMaxQueues = 64
 )
@@ -49,6 +53,14 @@ type Config struct {
 	// MaxPorts bounds the number of ports attached at the same time
 	// (counter slots). Default DefaultMaxPorts.
 	MaxPorts int
+	// WakeupBytes is how full a worker's ring must be before the program
+	// wakes its reader; below it the reader polls every RingPoll. This
+	// spares a wake-up per sample at low sample rates. Default
+	// RingBytes/4; negative: wake the reader for every sample.
+	WakeupBytes int
+	// RingPoll is how often a reader looks at its ring when not woken.
+	// Default DefaultRingPoll.
+	RingPoll time.Duration
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
 	MaxQueues int
@@ -178,6 +190,15 @@ func (c *Config) setDefaults() error {
 	if c.MaxPorts == 0 {
 		c.MaxPorts = DefaultMaxPorts
 	}
+	if c.WakeupBytes == 0 {
+		c.WakeupBytes = c.RingBytes / 4
+	}
+	if c.WakeupBytes < 0 {
+		c.WakeupBytes = 0
+	}
+	if c.RingPoll <= 0 {
+		c.RingPoll = DefaultRingPoll
+	}
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
 	}
@@ -209,6 +230,9 @@ func (d *Dataplane) load() error {
 	d.cpuSlots = cpus
 	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
 		return fmt.Errorf("dataplane: setting cpu_slots: %w", err)
+	}
+	if err := spec.Variables[bpf.SamplerVarWakeupBytes].Set(uint64(d.cfg.WakeupBytes)); err != nil {
+		return fmt.Errorf("dataplane: setting wakeup_bytes: %w", err)
 	}
 	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(d.cfg.MaxPorts * cpus)
 	rings := spec.Maps[bpf.SamplerMapRings]

@@ -43,7 +43,12 @@ type RawSample struct {
 // one goroutine at a time (the worker); Close may be called from any
 // goroutine and unblocks a pending Read.
 type RingReader struct {
-	rd        *ringbuf.Reader
+	rd *ringbuf.Reader
+	// deadline is the caller's (SetDeadline); poll bounds each wait, because
+	// the program submits without waking the reader until the ring fills
+	// up (sampler.c wakeup_bytes).
+	deadline  time.Time
+	poll      time.Duration
 	rec       ringbuf.Record
 	s         RawSample
 	malformed uint64
@@ -68,7 +73,7 @@ func (d *Dataplane) Ring(worker int) (*RingReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: ring %d reader: %w", worker, err)
 	}
-	r := &RingReader{rd: rd}
+	r := &RingReader{rd: rd, poll: d.cfg.RingPoll}
 	d.readers[worker] = r
 	return r, nil
 }
@@ -79,15 +84,29 @@ func (d *Dataplane) Ring(worker int) (*RingReader, error) {
 // epoll_wait. After Close it returns an error matching os.ErrClosed; when a
 // deadline (SetDeadline) passes with an empty ring, one matching
 // os.ErrDeadlineExceeded.
+//
+// The wait is cut into slices of at most the ring poll interval
+// (Config.RingPoll): the program wakes the reader only once the ring holds
+// Config.WakeupBytes, so below that, samples are picked up by the timer.
 func (r *RingReader) Read(fn func(*RawSample)) (int, error) {
 	n := 0
 	for {
+		wait := time.Now().Add(r.poll)
+		if !r.deadline.IsZero() && r.deadline.Before(wait) {
+			wait = r.deadline
+		}
+		r.rd.SetDeadline(wait)
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			if errors.Is(err, ringbuf.ErrFlushed) {
 				return n, nil // woken by Wake
 			}
-			if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
-				return n, nil
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if n > 0 {
+					return n, nil
+				}
+				if r.deadline.IsZero() || time.Now().Before(r.deadline) {
+					continue // only a poll slice ended
+				}
 			}
 			return n, fmt.Errorf("dataplane: reading ring: %w", err)
 		}
@@ -130,7 +149,7 @@ func (r *RingReader) Malformed() uint64 { return r.malformed }
 
 // SetDeadline makes Read return os.ErrDeadlineExceeded once t has passed
 // and the ring is empty; the zero time removes the deadline.
-func (r *RingReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+func (r *RingReader) SetDeadline(t time.Time) { r.deadline = t }
 
 // Wake makes a Read that is waiting for samples return at once (with the
 // samples already in the ring, or none), so that the reader's goroutine can
