@@ -12,7 +12,7 @@ import (
 
 func BenchmarkSnmpdGet(b *testing.B) {
 	s, _, _ := newSnmpdMIB(b, 64)
-	g := s.client(b, "public")
+	g := s.Client(b, "public")
 	oid := "." + fsOID(colFsRate, 3+37*40, 2).String()
 	for b.Loop() {
 		res, err := g.Get([]string{oid})
@@ -24,7 +24,7 @@ func BenchmarkSnmpdGet(b *testing.B) {
 
 func BenchmarkSnmpdGetNext(b *testing.B) {
 	s, _, _ := newSnmpdMIB(b, 64)
-	g := s.client(b, "public")
+	g := s.Client(b, "public")
 	oid := "." + fsOID(colFsRate, 3+37*40, 2).String()
 	for b.Loop() {
 		res, err := g.GetNext([]string{oid})
@@ -38,7 +38,7 @@ func BenchmarkSnmpdGetNext(b *testing.B) {
 // 64 ports) with GETBULK (max-repetitions 50), as snmpbulkwalk does.
 func BenchmarkSnmpdWalk64Ports(b *testing.B) {
 	s, _, _ := newSnmpdMIB(b, 64)
-	g := s.client(b, "public")
+	g := s.Client(b, "public")
 	for b.Loop() {
 		res, err := g.BulkWalkAll(".1.3.6.1.4.1.14706")
 		if err != nil || len(res) != 1039 {
@@ -51,7 +51,7 @@ func BenchmarkSnmpdWalk64Ports(b *testing.B) {
 // object, as snmpwalk does.
 func BenchmarkSnmpdWalk64PortsGetNext(b *testing.B) {
 	s, _, _ := newSnmpdMIB(b, 64)
-	g := s.client(b, "public")
+	g := s.Client(b, "public")
 	for b.Loop() {
 		res, err := g.WalkAll(".1.3.6.1.4.1.14706")
 		if err != nil || len(res) != 1039 {

@@ -231,9 +231,9 @@ func TestDaemonOverAgentX(t *testing.T) {
 	if p1 == 0 {
 		t.Fatal("no p1 in the lab")
 	}
-	lab.Start(t, lab.Switch, daemonBin, "-agentx", "unix:"+s.sock, "-ports", "p1,p2", "-collector", "none",
+	lab.Start(t, lab.Switch, daemonBin, "-agentx", "unix:"+s.SocketPath, "-ports", "p1,p2", "-collector", "none",
 		"-workers", "1", "-agent-address", lab.AgentAddr.String())
-	g := s.client(t, "private")
+	g := s.Client(t, "private")
 	g.Timeout, g.Retries = 500*time.Millisecond, 0
 
 	// Registered, and the ports discovered: p1's sampler rows exist.
@@ -241,23 +241,23 @@ func TestDaemonOverAgentX(t *testing.T) {
 		res, err := g.Get([]string{"." + fsOID(colFsRate, p1, 1).String()})
 		return err == nil && res.Variables[0].Type == gosnmp.Integer
 	}) {
-		t.Fatalf("daemon's MIB not reachable through snmpd within 15 s; snmpd log:\n%s", s.log())
+		t.Fatalf("daemon's MIB not reachable through snmpd within 15 s; snmpd log:\n%s", s.Log())
 	}
 	g.Timeout, g.Retries = 2*time.Second, 1
 
 	// Claim receiver 1 with net-snmp's snmpset and the MIB's names, as
 	// the README shows: owner and timeout in one request.
-	out, err := s.tool("snmpset", "SFLOW-MIB::sFlowRcvrOwner.1", "s", "test-manager", "SFLOW-MIB::sFlowRcvrTimeout.1", "i", "300")
+	out, err := tool(s, "snmpset", "SFLOW-MIB::sFlowRcvrOwner.1", "s", "test-manager", "SFLOW-MIB::sFlowRcvrTimeout.1", "i", "300")
 	if err != nil {
 		t.Fatalf("snmpset claim: %v\n%s", err, out)
 	}
-	out, err = s.tool("snmpset", "SFLOW-MIB::sFlowRcvrAddress.1", "x", "C6 13 FF 02",
+	out, err = tool(s, "snmpset", "SFLOW-MIB::sFlowRcvrAddress.1", "x", "C6 13 FF 02",
 		"SFLOW-MIB::sFlowRcvrPort.1", "i", strconv.Itoa(col.port))
 	if err != nil {
 		t.Fatalf("snmpset collector: %v\n%s", err, out)
 	}
 	// A second manager (its own session) cannot take it.
-	g2 := s.client(t, "private")
+	g2 := s.Client(t, "private")
 	if st, _ := snmpSet(t, g2, octets(rcvrOID(colRcvrOwner, 1), "intruder"), integer(rcvrOID(colRcvrTimeout, 1), 60)); st != snmpd.InconsistentValue {
 		t.Fatalf("second manager's claim: %s, want inconsistentValue", st)
 	}
@@ -274,13 +274,13 @@ func TestDaemonOverAgentX(t *testing.T) {
 	const rate1, interval = 100, 2
 	// With net-snmp's names and the OID index spelled out, as in the README.
 	ds := fmt.Sprintf("11.1.3.6.1.2.1.2.2.1.1.%d.1", p1)
-	out, err = s.tool("snmpset", "SFLOW-MIB::sFlowFsReceiver."+ds, "i", "1",
+	out, err = tool(s, "snmpset", "SFLOW-MIB::sFlowFsReceiver."+ds, "i", "1",
 		"SFLOW-MIB::sFlowFsPacketSamplingRate."+ds, "i", strconv.Itoa(rate1),
 		"SFLOW-MIB::sFlowCpReceiver."+ds, "i", "1", "SFLOW-MIB::sFlowCpInterval."+ds, "i", strconv.Itoa(interval))
 	if err != nil {
 		t.Fatalf("snmpset sampler: %v\n%s", err, out)
 	}
-	out, err = s.tool("snmpget", "-Oqv", "SFLOW-MIB::sFlowFsPacketSamplingRate."+ds)
+	out, err = tool(s, "snmpget", "-Oqv", "SFLOW-MIB::sFlowFsPacketSamplingRate."+ds)
 	if err != nil || strings.TrimSpace(out) != strconv.Itoa(rate1) {
 		t.Fatalf("snmpget rate: %v %q", err, out)
 	}
@@ -318,20 +318,20 @@ func TestDaemonOverAgentX(t *testing.T) {
 	}
 	// snmpd killed and restarted: the subagent registers again within 5 s
 	// and the daemon keeps sampling meanwhile.
-	s.kill()
+	s.Kill()
 	killed := time.Now()
 	for range 15 {
 		lab.SendFrames(t, 0, frames(lab, 1000))
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.start()
+	s.Restart(t)
 	restarted := time.Now()
 	g.Timeout, g.Retries = 300*time.Millisecond, 0
 	if !waitFor(5*time.Second, func() bool {
 		res, err := g.Get([]string{"." + rcvrOID(colRcvrOwner, 1).String()})
 		return err == nil && res.Variables[0].Type == gosnmp.OctetString
 	}) {
-		t.Fatalf("subagent not registered again within 5 s of the snmpd restart; snmpd log:\n%s", s.log())
+		t.Fatalf("subagent not registered again within 5 s of the snmpd restart; snmpd log:\n%s", s.Log())
 	}
 	t.Logf("answering again %v after the snmpd restart", time.Since(restarted))
 	g.Timeout, g.Retries = 2*time.Second, 1

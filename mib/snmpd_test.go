@@ -9,12 +9,13 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // newSnmpdMIB serves a MIB with nports fake ports (ifIndex 3, 40, 77, ...)
 // and one static receiver to a real snmpd through the AgentX subagent.
-func newSnmpdMIB(tb testing.TB, nports int) (*testSnmpd, *MIB, *recorder) {
+func newSnmpdMIB(tb testing.TB, nports int) (*snmptest.Snmpd, *MIB, *recorder) {
 	tb.Helper()
 	s := newTestSnmpd(tb)
 	rec := &recorder{}
@@ -46,7 +47,7 @@ func newSnmpdMIB(tb testing.TB, nports int) (*testSnmpd, *MIB, *recorder) {
 // a 64-port lab would take longer to build than the whole test.
 func TestSnmpdWalk64Ports(t *testing.T) {
 	s, m, _ := newSnmpdMIB(t, 64)
-	g := s.client(t, "public")
+	g := s.Client(t, "public")
 	got := snmpWalk(t, g)
 	want := (&testMIB{MIB: m, t: t}).walk()
 	if len(got) != len(want) {
@@ -65,7 +66,7 @@ func TestSnmpdWalk64Ports(t *testing.T) {
 			t.Fatalf("walk not increasing at %s", p.Name)
 		}
 	}
-	out, err := s.tool("snmpwalk", "-Oq", "SFLOW-MIB::sFlowAgent")
+	out, err := tool(s, "snmpwalk", "-Oq", "SFLOW-MIB::sFlowAgent")
 	if err != nil {
 		t.Fatalf("snmpwalk: %v\n%s", err, out)
 	}
@@ -110,7 +111,7 @@ func TestSnmpdBadSets(t *testing.T) {
 	if err := m.SetPorts([]Port{{IfIndex: 1, StaticRate: 1000}, {IfIndex: 2, StaticRate: 1000}, {IfIndex: 3, StaticRate: 1000}, {IfIndex: 4, StaticRate: 1000}}); err != nil {
 		t.Fatal(err)
 	}
-	g := s.client(t, "private")
+	g := s.Client(t, "private")
 	for _, vbs := range badSetSetup() {
 		mustSNMPSet(t, g, vbs...)
 	}

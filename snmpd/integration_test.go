@@ -1,194 +1,43 @@
 package snmpd
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gosnmp/gosnmp"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 )
 
-const snmpdPath = "/usr/sbin/snmpd"
-
-// testSnmpd is a net-snmp snmpd master agent run as a child process with
-// everything (config, socket, logs, persistent state) in a temp dir.
-type testSnmpd struct {
-	tb     testing.TB
-	dir    string
-	conf   string
-	sock   string
-	port   int
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
-
-// freeUDPPort asks the kernel for a free loopback UDP port.
-func freeUDPPort(tb testing.TB) int {
-	tb.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := c.LocalAddr().(*net.UDPAddr).Port
-	if err := c.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return port
-}
-
-func newTestSnmpd(tb testing.TB) *testSnmpd {
-	tb.Helper()
-	if _, err := os.Stat(snmpdPath); err != nil {
-		tb.Skipf("net-snmp snmpd not installed: %v", err)
-	}
-	dir := tb.TempDir()
-	s := &testSnmpd{tb: tb, dir: dir, conf: filepath.Join(dir, "snmpd.conf"),
-		sock: filepath.Join(dir, "agentx.sock"), port: freeUDPPort(tb)}
-	// The lines the package doc recommends, with test paths.
-	conf := fmt.Sprintf(`master agentx
-agentXSocket unix:%s
-agentXPerms 0600 0700
-agentXTimeout 5
-agentXRetries 1
-rwcommunity private 127.0.0.1
-agentaddress udp:127.0.0.1:%d
-`, s.sock, s.port)
-	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "persist"), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	s.start()
-	tb.Cleanup(s.kill)
-	return s
-}
-
-// env keeps net-snmp (daemon and tools) away from /var/lib/snmp and the
-// system config.
-func (s *testSnmpd) env() []string {
-	return append(os.Environ(),
-		"SNMP_PERSISTENT_DIR="+filepath.Join(s.dir, "persist"),
-		"SNMPCONFPATH="+s.dir,
-		"MIBS=", "MIBDIRS="+s.dir)
-}
-
-// start runs snmpd in the foreground (-f) with only our config (-C -c),
-// logging to a file, and waits for its AgentX socket.
-func (s *testSnmpd) start() {
-	s.tb.Helper()
-	_ = os.Remove(s.sock) // a stale socket would make the wait below pass early
-	cmd := exec.Command(snmpdPath, "-f", "-C", "-c", s.conf,
-		"-Lf", filepath.Join(s.dir, "snmpd.log"), "-p", filepath.Join(s.dir, "snmpd.pid"))
-	cmd.Env = s.env()
-	if err := cmd.Start(); err != nil {
-		s.tb.Fatalf("start snmpd: %v", err)
-	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func(c *exec.Cmd, done chan struct{}) {
-		_ = c.Wait() // exit status of a killed snmpd is expected to be non-zero
-		close(done)
-	}(cmd, s.exited)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if fi, err := os.Stat(s.sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return
-		}
-		select {
-		case <-s.exited:
-			s.tb.Fatalf("snmpd exited at start; log:\n%s", s.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("snmpd socket %s did not appear; log:\n%s", s.sock, s.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *testSnmpd) log() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "snmpd.log"))
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
-}
-
-// kill sends SIGKILL to our snmpd (by PID) and waits for it.
-func (s *testSnmpd) kill() {
-	if s.cmd == nil {
-		return
-	}
-	select {
-	case <-s.exited:
-	default:
-		if err := syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			s.tb.Errorf("kill snmpd pid %d: %v", s.cmd.Process.Pid, err)
-		}
-		<-s.exited
-	}
-	s.cmd = nil
-}
-
-func (s *testSnmpd) client(tb testing.TB) *gosnmp.GoSNMP {
-	tb.Helper()
-	g := &gosnmp.GoSNMP{Target: "127.0.0.1", Port: uint16(s.port), Community: "private",
-		Version: gosnmp.Version2c, Timeout: 2 * time.Second, Retries: 1, MaxRepetitions: 50}
-	if err := g.Connect(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = g.Conn.Close() })
-	return g
-}
-
 // runSubagent runs a Subagent serving h against s until the test ends.
-func runSubagent(tb testing.TB, s *testSnmpd, h Handler) *Subagent {
+func runSubagent(tb testing.TB, s *snmptest.Snmpd, h Handler) *Subagent {
 	tb.Helper()
-	sa, err := New(Config{Address: s.sock, Subtree: MustParseOID("1.3.6.1.4.1.14706"),
+	sa, err := New(Config{Address: s.SocketPath, Subtree: MustParseOID("1.3.6.1.4.1.14706"),
 		Description: "sflowswitchd snmpd test", Handler: h, Timeout: 2 * time.Second,
 		PingInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := sa.Run(ctx); err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-	})
-	tb.Cleanup(func() { cancel(); wg.Wait() })
-	waitConnected(tb, sa, 5*time.Second)
+	s.Serve(tb, sa)
 	return sa
 }
 
-func waitConnected(tb testing.TB, sa *Subagent, d time.Duration) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !sa.Connected() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("subagent not registered within %v", d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// tool runs a net-snmp command line tool against s with numeric OID
+// output.
+func tool(s *snmptest.Snmpd, name string, oids ...string) (string, error) {
+	return s.Tool(name, append([]string{"-v2c", "-c", "private", "-On", "-t", "2", "-r", "1", s.UDPAddr}, oids...)...)
 }
 
 func dot(o OID) string { return "." + o.String() }
 
 func TestIntegrationSnmpd(t *testing.T) {
-	s := newTestSnmpd(t)
+	s := snmptest.Start(t, snmptest.Options{})
 	h := newMemHandler()
 	sa := runSubagent(t, s, h)
-	g := s.client(t)
+	g := s.Client(t, "private")
 
 	t.Run("Get", func(t *testing.T) {
 		res, err := g.Get([]string{dot(oidName), dot(oidCount), dot(oidOctets), dot(oidAddr),
@@ -338,7 +187,7 @@ func TestIntegrationSnmpd(t *testing.T) {
 	})
 
 	t.Run("NetSnmpTools", func(t *testing.T) {
-		out, err := s.tool("snmpget", dot(oidCount), dot(oidName))
+		out, err := tool(s, "snmpget", dot(oidCount), dot(oidName))
 		if err != nil {
 			t.Fatalf("snmpget: %v\n%s", err, out)
 		}
@@ -346,7 +195,7 @@ func TestIntegrationSnmpd(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("snmpget output:\n%s\nwant:\n%s", out, want)
 		}
-		out, err = s.tool("snmpwalk", dot(oidRateCol))
+		out, err = tool(s, "snmpwalk", dot(oidRateCol))
 		if err != nil {
 			t.Fatalf("snmpwalk: %v\n%s", err, out)
 		}
@@ -357,7 +206,7 @@ func TestIntegrationSnmpd(t *testing.T) {
 
 	t.Run("MasterRestart", func(t *testing.T) {
 		before := sa.Reconnects()
-		s.kill()
+		s.Kill()
 		// The subagent notices the loss (EOF) promptly.
 		deadline := time.Now().Add(3 * time.Second)
 		for sa.Connected() {
@@ -367,14 +216,14 @@ func TestIntegrationSnmpd(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		time.Sleep(time.Second) // let the backoff grow a little
-		s.start()
+		s.Restart(t)
 		started := time.Now()
-		waitConnected(t, sa, 5*time.Second)
+		s.WaitConnected(t, sa, 5*time.Second)
 		t.Logf("re-registered %v after snmpd restart", time.Since(started))
 		if sa.Reconnects() != before+1 {
 			t.Errorf("reconnects = %d, want %d", sa.Reconnects(), before+1)
 		}
-		g := s.client(t)
+		g := s.Client(t, "private")
 		res, err := g.Get([]string{dot(oidRateCol.Append(1))})
 		if err != nil || res.Variables[0].Type != gosnmp.Integer || res.Variables[0].Value.(int) != 777 {
 			t.Fatalf("get after restart: %v %+v", err, res)
@@ -382,23 +231,12 @@ func TestIntegrationSnmpd(t *testing.T) {
 	})
 }
 
-// tool runs a net-snmp command line tool against our snmpd with numeric
-// OID output.
-func (s *testSnmpd) tool(name string, oids ...string) (string, error) {
-	args := append([]string{"-v2c", "-c", "private", "-On", "-t", "2", "-r", "1",
-		fmt.Sprintf("127.0.0.1:%d", s.port)}, oids...)
-	cmd := exec.Command(name, args...)
-	cmd.Env = s.env()
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 // BenchmarkGetThroughSnmpd measures one SNMP GET (two scalars) from gosnmp
 // through snmpd and AgentX to the subagent and back.
 func BenchmarkGetThroughSnmpd(b *testing.B) {
-	s := newTestSnmpd(b)
+	s := snmptest.Start(b, snmptest.Options{})
 	runSubagent(b, s, newMemHandler())
-	g := s.client(b)
+	g := s.Client(b, "private")
 	oids := []string{dot(oidCount), dot(oidRateCol.Append(1))}
 	b.ResetTimer()
 	for b.Loop() {
@@ -412,9 +250,9 @@ func BenchmarkGetThroughSnmpd(b *testing.B) {
 // BenchmarkWalkThroughSnmpd measures a GETBULK walk (max-repetitions 50) of
 // the 1000-row test column through snmpd.
 func BenchmarkWalkThroughSnmpd(b *testing.B) {
-	s := newTestSnmpd(b)
+	s := snmptest.Start(b, snmptest.Options{})
 	runSubagent(b, s, newMemHandler())
-	g := s.client(b)
+	g := s.Client(b, "private")
 	b.ResetTimer()
 	for b.Loop() {
 		pdus, err := g.BulkWalkAll(dot(oidBulkCol))

@@ -6,42 +6,18 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/apm/apmtest"
 )
 
-// The worked example of RFC 3729 section 2.1: nine transactions in a
-// 5 minute period, aggregated four ways. Names stand for hosts; we give
-// them addresses. Responsiveness is in seconds in the RFC and in
-// milliseconds (the MIB unit) here.
-
-const (
-	appHTTP  = 10
-	appEmail = 11
-	appSAP   = 12
-)
-
-var (
-	exampleHosts = map[string]netip.Addr{
-		"Jim":     netip.MustParseAddr("198.18.1.1"),
-		"Jane":    netip.MustParseAddr("198.18.1.2"),
-		"Joe":     netip.MustParseAddr("198.18.1.3"),
-		"CallCtr": netip.MustParseAddr("198.18.0.10"),
-		"HR":      netip.MustParseAddr("198.18.0.11"),
-		"Sales":   netip.MustParseAddr("198.18.0.12"),
-		"Pop3":    netip.MustParseAddr("198.18.0.13"),
-		"Finance": netip.MustParseAddr("198.18.0.14"),
-	}
-	exampleApps = map[string]uint32{"HTTP": appHTTP, "Email": appEmail, "SAP/R3": appSAP}
-)
-
-// exampleBoundaries put 3, 5 and 7 s in B1 and 12..19 s in B2, as the
-// RFC's RspB1/RspB2 columns imply.
-var exampleBoundaries = [6]uint32{10000, 20000, 30000, 40000, 50000, 60000}
+// The worked example of RFC 3729 section 2.1 (package apmtest): nine
+// transactions in a 5 minute period, aggregated four ways.
 
 func exampleEngine(t testing.TB, start time.Time) *Engine {
 	t.Helper()
 	e := NewEngine(Config{})
-	for name, idx := range exampleApps {
-		if err := e.SetAppDir(AppDirEntry{App: idx, Type: TransactionOriented, Name: name, On: true, Boundaries: exampleBoundaries}); err != nil {
+	for name, idx := range apmtest.Apps {
+		if err := e.SetAppDir(AppDirEntry{App: idx, Type: TransactionOriented, Name: name, On: true, Boundaries: apmtest.Boundaries}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,32 +33,16 @@ func exampleEngine(t testing.TB, start time.Time) *Engine {
 	return e
 }
 
+// addExampleTransactions adds the RFC transactions one second apart from
+// start, responsiveness in milliseconds (the MIB unit).
 func addExampleTransactions(t *testing.T, e *Engine, start time.Time) {
 	t.Helper()
-	// # App Client Server Successful Responsiveness
-	txs := []struct {
-		app, client, server string
-		ok                  bool
-		sec                 uint32
-	}{
-		// #1 failed: the RFC shows "-". A large value checks that it
-		// does not reach mean, min, max or the buckets.
-		{"HTTP", "Jim", "CallCtr", false, 99},
-		{"HTTP", "Jim", "HR", true, 12},
-		{"HTTP", "Jim", "Sales", true, 7},
-		{"HTTP", "Jim", "CallCtr", true, 5},
-		{"Email", "Jim", "Pop3", true, 12},
-		{"HTTP", "Jane", "CallCtr", true, 3},
-		{"SAP/R3", "Jane", "Finance", true, 19},
-		{"Email", "Jane", "Pop3", true, 16},
-		{"HTTP", "Joe", "HR", true, 18},
-	}
-	for i, tx := range txs {
+	for i, tx := range apmtest.Transactions {
 		err := e.Add(Transaction{
-			App: exampleApps[tx.app], Type: TransactionOriented,
-			Client: exampleHosts[tx.client], Server: exampleHosts[tx.server],
+			App: apmtest.Apps[tx.App], Type: TransactionOriented,
+			Client: apmtest.Hosts[tx.Client], Server: apmtest.Hosts[tx.Server],
 			Start:          start.Add(time.Duration(i) * time.Second),
-			Responsiveness: tx.sec * 1000, Success: tx.ok, Weight: 1,
+			Responsiveness: tx.Seconds * 1000, Success: tx.Successful, Weight: 1,
 		})
 		if err != nil {
 			t.Fatalf("transaction #%d: %v", i+1, err)
@@ -90,70 +50,33 @@ func addExampleTransactions(t *testing.T, e *Engine, start time.Time) {
 	}
 }
 
-// exampleRow is one line of an RFC table: App Client Server Count
-// Successful RspMean RspMin RspMax RspB1 RspB2 (seconds), B3..B7 zero.
-type exampleRow struct {
-	app, client, server               string
-	count, ok, mean, min, max, b1, b2 uint32
-}
-
-func (r exampleRow) key() string { return r.app + "/" + r.client + "/" + r.server }
-
-func (r exampleRow) want() Row {
+// wantRow is the report Row of an RFC table line (seconds to
+// milliseconds).
+func wantRow(r apmtest.Row) Row {
 	w := Row{
-		App: exampleApps[r.app], AppName: r.app, Type: TransactionOriented,
-		TransactionCount: r.count, SuccessfulTransactions: r.ok,
-		ResponsivenessMean: r.mean * 1000, ResponsivenessMin: r.min * 1000, ResponsivenessMax: r.max * 1000,
-		ResponsivenessB: [7]uint32{r.b1, r.b2},
+		App: apmtest.Apps[r.App], AppName: r.App, Type: TransactionOriented,
+		TransactionCount: r.Count, SuccessfulTransactions: r.Successful,
+		ResponsivenessMean: r.Mean * 1000, ResponsivenessMin: r.Min * 1000, ResponsivenessMax: r.Max * 1000,
+		ResponsivenessB: [7]uint32{r.B1, r.B2},
 	}
-	if r.server != "" {
-		w.Server = exampleHosts[r.server]
+	if r.Server != "" {
+		w.Server = apmtest.Hosts[r.Server]
 	}
-	if r.client != "" {
-		w.Client = exampleHosts[r.client]
-		a := w.Client.As4()
-		w.ClientID = uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	if r.Client != "" {
+		w.Client = apmtest.Hosts[r.Client]
+		w.ClientID = apmtest.ClientID(r.Client)
 	}
 	return w
 }
 
-// Tables copied from RFC 3729 section 2.1.
-var exampleTables = map[Aggregation][]exampleRow{
-	Flows: {
-		{"HTTP", "Jim", "CallCtr", 2, 1, 5, 5, 5, 1, 0},
-		{"HTTP", "Jim", "HR", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jim", "Sales", 1, 1, 7, 7, 7, 1, 0},
-		{"Email", "Jim", "Pop3", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jane", "CallCtr", 1, 1, 3, 3, 3, 1, 0},
-		{"SAP/R3", "Jane", "Finance", 1, 1, 19, 19, 19, 0, 1},
-		{"Email", "Jane", "Pop3", 1, 1, 16, 16, 16, 0, 1},
-		{"HTTP", "Joe", "HR", 1, 1, 18, 18, 18, 0, 1},
-	},
-	Clients: {
-		{"HTTP", "Jim", "", 4, 3, 8, 5, 12, 2, 1},
-		{"Email", "Jim", "", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jane", "", 1, 1, 3, 3, 3, 1, 0},
-		{"SAP/R3", "Jane", "", 1, 1, 19, 19, 19, 0, 1},
-		{"Email", "Jane", "", 1, 1, 16, 16, 16, 0, 1},
-		{"HTTP", "Joe", "", 1, 1, 18, 18, 18, 0, 1},
-	},
-	Servers: {
-		{"HTTP", "", "CallCtr", 3, 2, 4, 3, 5, 2, 0},
-		{"HTTP", "", "HR", 2, 2, 15, 12, 18, 0, 2},
-		{"HTTP", "", "Sales", 1, 1, 7, 7, 7, 1, 0},
-		{"Email", "", "Pop3", 2, 2, 14, 12, 16, 0, 2},
-		{"SAP/R3", "", "Finance", 1, 1, 19, 19, 19, 0, 1},
-	},
-	Applications: {
-		{"HTTP", "", "", 6, 5, 9, 3, 18, 3, 2},
-		{"Email", "", "", 2, 2, 14, 12, 16, 0, 2},
-		{"SAP/R3", "", "", 1, 1, 19, 19, 19, 0, 1},
-	},
+// exampleTables are the RFC tables by aggregation type.
+var exampleTables = map[Aggregation][]apmtest.Row{
+	Flows: apmtest.Flows, Clients: apmtest.Clients, Servers: apmtest.Servers, Applications: apmtest.Applications,
 }
 
 func rowKeyString(r Row) string {
 	name := func(a netip.Addr) string {
-		for n, h := range exampleHosts {
+		for n, h := range apmtest.Hosts {
 			if a.IsValid() && h == a {
 				return n
 			}
@@ -198,13 +121,13 @@ func TestRFC3729WorkedExample(t *testing.T) {
 				got[rowKeyString(r)] = r
 			}
 			for _, w := range want {
-				g, ok := got[w.key()]
+				g, ok := got[w.Key()]
 				if !ok {
-					t.Errorf("missing row %s", w.key())
+					t.Errorf("missing row %s", w.Key())
 					continue
 				}
-				if !reflect.DeepEqual(g, w.want()) {
-					t.Errorf("row %s:\n got  %+v\n want %+v", w.key(), g, w.want())
+				if !reflect.DeepEqual(g, wantRow(w)) {
+					t.Errorf("row %s:\n got  %+v\n want %+v", w.Key(), g, wantRow(w))
 				}
 			}
 		})

@@ -11,35 +11,18 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/agent/apm/apmtest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
-// The worked example of RFC 3729 section 2.1 (as in
-// agent/apm/rfc_example_test.go): nine transactions in a 5 minute period,
-// aggregated four ways; responsiveness in milliseconds.
-
-const (
-	appHTTP  = 10
-	appEmail = 11
-	appSAP   = 12
-)
+// The worked example of RFC 3729 section 2.1 (package apmtest): nine
+// transactions in a 5 minute period, aggregated four ways; responsiveness
+// in milliseconds.
 
 var (
-	exampleHosts = map[string]netip.Addr{
-		"Jim":     netip.MustParseAddr("198.18.1.1"),
-		"Jane":    netip.MustParseAddr("198.18.1.2"),
-		"Joe":     netip.MustParseAddr("198.18.1.3"),
-		"CallCtr": netip.MustParseAddr("198.18.0.10"),
-		"HR":      netip.MustParseAddr("198.18.0.11"),
-		"Sales":   netip.MustParseAddr("198.18.0.12"),
-		"Pop3":    netip.MustParseAddr("198.18.0.13"),
-		"Finance": netip.MustParseAddr("198.18.0.14"),
-	}
-	exampleApps       = map[string]uint32{"HTTP": appHTTP, "Email": appEmail, "SAP/R3": appSAP}
-	exampleBoundaries = [6]uint32{10000, 20000, 30000, 40000, 50000, 60000}
-	exampleStart      = time.Date(2026, 3, 30, 12, 0, 0, 0, time.UTC)
-	aggregations      = []apm.Aggregation{apm.Flows, apm.Clients, apm.Servers, apm.Applications}
-	ifIndex7          = []uint32{1, 3, 6, 1, 2, 1, 2, 2, 1, 1, 7}
+	exampleStart = time.Date(2026, 3, 30, 12, 0, 0, 0, time.UTC)
+	aggregations = []apm.Aggregation{apm.Flows, apm.Clients, apm.Servers, apm.Applications}
+	ifIndex7     = []uint32{1, 3, 6, 1, 2, 1, 2, 2, 1, 1, 7}
 )
 
 // exampleEngine returns an engine with the RFC applications and one
@@ -48,8 +31,8 @@ var (
 func exampleEngine(t testing.TB) *apm.Engine {
 	t.Helper()
 	e := apm.NewEngine(apm.Config{})
-	for name, idx := range exampleApps {
-		if err := e.SetAppDir(apm.AppDirEntry{App: idx, Type: apm.TransactionOriented, Name: name, On: true, Boundaries: exampleBoundaries}); err != nil {
+	for name, idx := range apmtest.Apps {
+		if err := e.SetAppDir(apm.AppDirEntry{App: idx, Type: apm.TransactionOriented, Name: name, On: true, Boundaries: apmtest.Boundaries}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,26 +53,11 @@ func exampleEngine(t testing.TB) *apm.Engine {
 
 func addExampleTransactions(t testing.TB, e *apm.Engine) {
 	t.Helper()
-	txs := []struct {
-		app, client, server string
-		ok                  bool
-		sec                 uint32
-	}{
-		{"HTTP", "Jim", "CallCtr", false, 99},
-		{"HTTP", "Jim", "HR", true, 12},
-		{"HTTP", "Jim", "Sales", true, 7},
-		{"HTTP", "Jim", "CallCtr", true, 5},
-		{"Email", "Jim", "Pop3", true, 12},
-		{"HTTP", "Jane", "CallCtr", true, 3},
-		{"SAP/R3", "Jane", "Finance", true, 19},
-		{"Email", "Jane", "Pop3", true, 16},
-		{"HTTP", "Joe", "HR", true, 18},
-	}
-	for i, tx := range txs {
+	for i, tx := range apmtest.Transactions {
 		err := e.Add(apm.Transaction{
-			App: exampleApps[tx.app], Type: apm.TransactionOriented,
-			Client: exampleHosts[tx.client], Server: exampleHosts[tx.server],
-			Responsiveness: tx.sec * 1000, Success: tx.ok, Weight: 1,
+			App: apmtest.Apps[tx.App], Type: apm.TransactionOriented,
+			Client: apmtest.Hosts[tx.Client], Server: apmtest.Hosts[tx.Server],
+			Responsiveness: tx.Seconds * 1000, Success: tx.Successful, Weight: 1,
 		})
 		if err != nil {
 			t.Fatalf("transaction #%d: %v", i+1, err)
@@ -97,63 +65,26 @@ func addExampleTransactions(t testing.TB, e *apm.Engine) {
 	}
 }
 
-// exampleRow is one line of an RFC table: App Client Server Count
-// Successful RspMean RspMin RspMax RspB1 RspB2 (seconds), B3..B7 zero.
-type exampleRow struct {
-	app, client, server               string
-	count, ok, mean, min, max, b1, b2 uint32
-}
-
-// Tables copied from RFC 3729 section 2.1.
-var exampleTables = map[apm.Aggregation][]exampleRow{
-	apm.Flows: {
-		{"HTTP", "Jim", "CallCtr", 2, 1, 5, 5, 5, 1, 0},
-		{"HTTP", "Jim", "HR", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jim", "Sales", 1, 1, 7, 7, 7, 1, 0},
-		{"Email", "Jim", "Pop3", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jane", "CallCtr", 1, 1, 3, 3, 3, 1, 0},
-		{"SAP/R3", "Jane", "Finance", 1, 1, 19, 19, 19, 0, 1},
-		{"Email", "Jane", "Pop3", 1, 1, 16, 16, 16, 0, 1},
-		{"HTTP", "Joe", "HR", 1, 1, 18, 18, 18, 0, 1},
-	},
-	apm.Clients: {
-		{"HTTP", "Jim", "", 4, 3, 8, 5, 12, 2, 1},
-		{"Email", "Jim", "", 1, 1, 12, 12, 12, 0, 1},
-		{"HTTP", "Jane", "", 1, 1, 3, 3, 3, 1, 0},
-		{"SAP/R3", "Jane", "", 1, 1, 19, 19, 19, 0, 1},
-		{"Email", "Jane", "", 1, 1, 16, 16, 16, 0, 1},
-		{"HTTP", "Joe", "", 1, 1, 18, 18, 18, 0, 1},
-	},
-	apm.Servers: {
-		{"HTTP", "", "CallCtr", 3, 2, 4, 3, 5, 2, 0},
-		{"HTTP", "", "HR", 2, 2, 15, 12, 18, 0, 2},
-		{"HTTP", "", "Sales", 1, 1, 7, 7, 7, 1, 0},
-		{"Email", "", "Pop3", 2, 2, 14, 12, 16, 0, 2},
-		{"SAP/R3", "", "Finance", 1, 1, 19, 19, 19, 0, 1},
-	},
-	apm.Applications: {
-		{"HTTP", "", "", 6, 5, 9, 3, 18, 3, 2},
-		{"Email", "", "", 2, 2, 14, 12, 16, 0, 2},
-		{"SAP/R3", "", "", 1, 1, 19, 19, 19, 0, 1},
-	},
+// exampleTables are the RFC tables by aggregation type.
+var exampleTables = map[apm.Aggregation][]apmtest.Row{
+	apm.Flows: apmtest.Flows, apm.Clients: apmtest.Clients, apm.Servers: apmtest.Servers, apm.Applications: apmtest.Applications,
 }
 
 // exampleIndex writes the apmReportEntry instance index of an RFC row by
 // hand from the MIB's INDEX clause (ip is protocolDirLocalIndex 1, the
 // engine default; an IPv4 client's ID is its address as a number).
-func exampleIndex(ctl, report uint32, r exampleRow) []uint32 {
-	idx := []uint32{ctl, report, exampleApps[r.app], 1}
-	if r.server == "" {
+func exampleIndex(ctl, report uint32, r apmtest.Row) []uint32 {
+	idx := []uint32{ctl, report, apmtest.Apps[r.App], 1}
+	if r.Server == "" {
 		idx = append(idx, 0, 0)
 	} else {
-		a := exampleHosts[r.server].As4()
+		a := apmtest.Hosts[r.Server].As4()
 		idx = append(idx, 1, 4, uint32(a[0]), uint32(a[1]), uint32(a[2]), uint32(a[3]))
 	}
-	if r.client == "" {
+	if r.Client == "" {
 		return append(idx, 0)
 	}
-	a := exampleHosts[r.client].As4()
-	return append(idx, uint32(a[0])<<24|uint32(a[1])<<16|uint32(a[2])<<8|uint32(a[3]))
+	return append(idx, apmtest.ClientID(r.Client))
 }
 
 func oid(s string) snmpd.OID { return snmpd.MustParseOID(s) }
@@ -173,7 +104,7 @@ func TestRFC3729ExampleThroughHandler(t *testing.T) {
 			for _, r := range exampleTables[agg] {
 				idx := exampleIndex(ctl, 1, r)
 				want[snmpd.OID(idx).String()] = true
-				cols := []uint32{r.count, r.ok, r.mean * 1000, r.min * 1000, r.max * 1000, r.b1, r.b2, 0, 0, 0, 0, 0}
+				cols := []uint32{r.Count, r.Successful, r.Mean * 1000, r.Min * 1000, r.Max * 1000, r.B1, r.B2, 0, 0, 0, 0, 0}
 				for c, w := range cols {
 					name := oid("1.3.6.1.2.1.16.23.1.10.1").Append(uint32(c + 3)).Append(idx...)
 					v, err := h.Get(name)
@@ -181,7 +112,7 @@ func TestRFC3729ExampleThroughHandler(t *testing.T) {
 						t.Fatal(err)
 					}
 					if v.Type != snmpd.Gauge32 || v.Value != w {
-						t.Errorf("%s/%s/%s column %d (%s) = %v %v, want Gauge32 %d", r.app, r.client, r.server, c+3, name, v.Type, v.Value, w)
+						t.Errorf("%s/%s/%s column %d (%s) = %v %v, want Gauge32 %d", r.App, r.Client, r.Server, c+3, name, v.Type, v.Value, w)
 					}
 				}
 			}
@@ -234,7 +165,7 @@ func populatedEngine(t testing.TB) *apm.Engine {
 		for _, app := range []struct {
 			idx uint32
 			typ apm.ResponsivenessType
-		}{{appHTTP, apm.TransactionOriented}, {20, apm.ThroughputOriented}} {
+		}{{apmtest.AppHTTP, apm.TransactionOriented}, {20, apm.ThroughputOriented}} {
 			err := e.Add(apm.Transaction{App: app.idx, Type: app.typ, Client: netip.MustParseAddr(c),
 				Server: netip.MustParseAddr("2001:db8::80"), Responsiveness: uint32(150 * (i + 1)), Success: i != 1, Weight: uint64(i + 1)})
 			if err != nil {
@@ -542,7 +473,7 @@ func TestNameTableFollowsReports(t *testing.T) {
 		t.Fatalf("%d names, want 3 (Jim, Jane, Joe)", n)
 	}
 	// Joe used only HTTP; Jim and Jane also Email.
-	if err := e.SetAppDir(apm.AppDirEntry{App: appHTTP, Type: apm.TransactionOriented, On: false, Boundaries: exampleBoundaries}); err != nil {
+	if err := e.SetAppDir(apm.AppDirEntry{App: apmtest.AppHTTP, Type: apm.TransactionOriented, On: false, Boundaries: apmtest.Boundaries}); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(); n != 2 {
@@ -567,8 +498,8 @@ func TestWalkWhileEngineChanges(t *testing.T) {
 			default:
 			}
 			for c := range 50 {
-				err := e.Add(apm.Transaction{App: appHTTP, Type: apm.TransactionOriented,
-					Client: netip.AddrFrom4([4]byte{198, 18, 9, byte(c)}), Server: exampleHosts["HR"],
+				err := e.Add(apm.Transaction{App: apmtest.AppHTTP, Type: apm.TransactionOriented,
+					Client: netip.AddrFrom4([4]byte{198, 18, 9, byte(c)}), Server: apmtest.Hosts["HR"],
 					Responsiveness: uint32(c * 1000), Success: true})
 				if err != nil {
 					t.Error(err) // not Fatal: this is not the test goroutine

@@ -1,166 +1,51 @@
 package apmmib
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gosnmp/gosnmp"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/agent/apm/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
-const (
-	snmpdPath = "/usr/sbin/snmpd"
-	mibDir    = "/work/shared/mibs"
-)
+// mibDir holds APM-MIB and its imports for net-snmp's tools.
+const mibDir = "/work/shared/mibs"
 
-// testSnmpd is a net-snmp snmpd master agent run as a child process with
-// everything (config, socket, logs, persistent state) in a temp dir, as in
-// snmpd/integration_test.go.
-type testSnmpd struct {
-	dir, sock string
-	port      int
-	cmd       *exec.Cmd
-	exited    chan struct{}
-}
-
-func freeUDPPort(tb testing.TB) int {
+// startSnmpd starts a real net-snmp snmpd (see internal/snmptest) with
+// communities "public" (read-only) and "private" (read-write) and APM-MIB
+// available to the tools.
+func startSnmpd(tb testing.TB) *snmptest.Snmpd {
 	tb.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := c.LocalAddr().(*net.UDPAddr).Port
-	if err := c.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return port
+	return snmptest.Start(tb, snmptest.Options{ROCommunity: "public", RWCommunity: "private", MIBDirs: mibDir})
 }
 
-func startSnmpd(tb testing.TB) *testSnmpd {
+// client returns a gosnmp session with community "public" and a 5 s
+// timeout (walks of large reports through snmpd are slow on a busy host).
+func client(tb testing.TB, s *snmptest.Snmpd) *gosnmp.GoSNMP {
 	tb.Helper()
-	if _, err := os.Stat(snmpdPath); err != nil {
-		tb.Skipf("net-snmp snmpd not installed: %v", err)
-	}
-	dir := tb.TempDir()
-	s := &testSnmpd{dir: dir, sock: filepath.Join(dir, "agentx.sock"), port: freeUDPPort(tb)}
-	conf := fmt.Sprintf(`master agentx
-agentXSocket unix:%s
-agentXPerms 0600 0700
-agentXTimeout 5
-agentXRetries 1
-rocommunity public 127.0.0.1
-rwcommunity private 127.0.0.1
-agentaddress udp:127.0.0.1:%d
-`, s.sock, s.port)
-	confPath := filepath.Join(dir, "snmpd.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(dir, "persist"), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(snmpdPath, "-f", "-C", "-c", confPath,
-		"-Lf", filepath.Join(dir, "snmpd.log"), "-p", filepath.Join(dir, "snmpd.pid"))
-	cmd.Env = s.env()
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start snmpd: %v", err)
-	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // a killed snmpd exits non-zero, as expected
-		close(s.exited)
-	}()
-	tb.Cleanup(func() {
-		select {
-		case <-s.exited:
-		default:
-			if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
-				tb.Errorf("kill snmpd pid %d: %v", cmd.Process.Pid, err)
-			}
-			<-s.exited
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if fi, err := os.Stat(s.sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			return s
-		}
-		select {
-		case <-s.exited:
-			tb.Fatalf("snmpd exited at start; log:\n%s", s.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("snmpd socket did not appear; log:\n%s", s.log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// env keeps net-snmp (daemon and tools) away from /var/lib/snmp and the
-// system configuration.
-func (s *testSnmpd) env() []string {
-	return append(os.Environ(),
-		"SNMP_PERSISTENT_DIR="+filepath.Join(s.dir, "persist"),
-		"SNMPCONFPATH="+s.dir, "MIBS=", "MIBDIRS="+mibDir)
-}
-
-func (s *testSnmpd) log() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "snmpd.log"))
-	if err != nil {
-		return err.Error()
-	}
-	return string(b)
-}
-
-func (s *testSnmpd) client(tb testing.TB) *gosnmp.GoSNMP {
-	tb.Helper()
-	g := &gosnmp.GoSNMP{Target: "127.0.0.1", Port: uint16(s.port), Community: "public",
-		Version: gosnmp.Version2c, Timeout: 5 * time.Second, Retries: 1, MaxRepetitions: 50}
-	if err := g.Connect(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = g.Conn.Close() })
+	g := s.Client(tb, "public")
+	g.Timeout = 5 * time.Second
 	return g
 }
 
 // runSubagent registers h for subtree on s until the test ends.
-func runSubagent(tb testing.TB, s *testSnmpd, subtree snmpd.OID, h snmpd.Handler) {
+func runSubagent(tb testing.TB, s *snmptest.Snmpd, subtree snmpd.OID, h snmpd.Handler) {
 	tb.Helper()
-	sa, err := snmpd.New(snmpd.Config{Address: s.sock, Subtree: subtree,
+	sa, err := snmpd.New(snmpd.Config{Address: s.SocketPath, Subtree: subtree,
 		Description: "apmmib test " + subtree.String(), Handler: h, Timeout: 5 * time.Second,
 		PingInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := sa.Run(ctx); err != nil {
-			tb.Errorf("Run: %v", err)
-		}
-	})
-	tb.Cleanup(func() { cancel(); wg.Wait() })
-	deadline := time.Now().Add(5 * time.Second)
-	for !sa.Connected() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("subagent for %s not registered; snmpd log:\n%s", subtree, s.log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	s.Serve(tb, sa)
 }
 
 // scalarHandler serves one read-only Integer scalar: a stand-in for the
@@ -229,7 +114,7 @@ func TestIntegrationSnmpd(t *testing.T) {
 	sflow := snmpd.MustParseOID("1.3.6.1.4.1.14706.1.1.1.0")
 	runSubagent(t, s, snmpd.MustParseOID("1.3.6.1.4.1.14706"), scalarHandler{name: sflow})
 	runSubagent(t, s, OID, New(e, Options{Start: start}))
-	g := s.client(t)
+	g := client(t, s)
 	want := expectedObjects(t, e, start)
 
 	t.Run("BulkWalk", func(t *testing.T) {
@@ -266,14 +151,12 @@ func TestIntegrationSnmpd(t *testing.T) {
 	})
 
 	t.Run("Snmpwalk", func(t *testing.T) {
-		cmd := exec.Command("snmpwalk", "-v2c", "-c", "public", "-t", "5", "-r", "1",
-			"-Ob", "-M", mibDir, "-m", "APM-MIB", fmt.Sprintf("127.0.0.1:%d", s.port), "apmReportTable")
-		cmd.Env = s.env()
-		out, err := cmd.CombinedOutput()
+		out, err := s.Tool("snmpwalk", "-v2c", "-c", "public", "-t", "5", "-r", "1",
+			"-Ob", "-M", mibDir, "-m", "APM-MIB", s.UDPAddr, "apmReportTable")
 		if err != nil {
 			t.Fatalf("snmpwalk: %v\n%s", err, out)
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		lines := strings.Split(strings.TrimSpace(out), "\n")
 		if n := len(lines); n != 38*12 {
 			t.Errorf("snmpwalk printed %d lines, want %d:\n%s", n, 38*12, out)
 		}
@@ -285,8 +168,8 @@ func TestIntegrationSnmpd(t *testing.T) {
 			`APM-MIB::apmReportResponsivenessMean.1.1.10.1.1.4.198.18.0.10.3323068673 = Gauge32: 5000`,
 			`APM-MIB::apmReportResponsivenessB1.4.1.10.1.0.0.0 = Gauge32: 3`,
 		} {
-			if !strings.Contains(string(out), l+"\n") {
-				t.Errorf("snmpwalk output lacks %q:\n%s", l, head(string(out), 20))
+			if !strings.Contains(out, l+"\n") {
+				t.Errorf("snmpwalk output lacks %q:\n%s", l, head(out, 20))
 			}
 		}
 	})
@@ -294,17 +177,15 @@ func TestIntegrationSnmpd(t *testing.T) {
 	t.Run("SnmpwalkTypes", func(t *testing.T) {
 		// net-snmp checks every value against the SYNTAX it parsed from
 		// the MIB and prints "Wrong Type" on a mismatch.
-		cmd := exec.Command("snmpwalk", "-v2c", "-c", "public", "-t", "5", "-r", "1",
-			"-M", mibDir, "-m", "APM-MIB", fmt.Sprintf("127.0.0.1:%d", s.port), "apm")
-		cmd.Env = s.env()
-		out, err := cmd.CombinedOutput()
+		out, err := s.Tool("snmpwalk", "-v2c", "-c", "public", "-t", "5", "-r", "1",
+			"-M", mibDir, "-m", "APM-MIB", s.UDPAddr, "apm")
 		if err != nil {
 			t.Fatalf("snmpwalk: %v\n%s", err, out)
 		}
-		if n := strings.Count(string(out), "\n"); n != len(want) {
+		if n := strings.Count(out, "\n"); n != len(want) {
 			t.Errorf("snmpwalk printed %d lines, want %d", n, len(want))
 		}
-		if strings.Contains(string(out), "Wrong Type") || strings.Contains(string(out), "No more variables") {
+		if strings.Contains(out, "Wrong Type") || strings.Contains(out, "No more variables") {
 			t.Errorf("snmpwalk output:\n%s", out)
 		}
 		for _, l := range []string{
@@ -322,17 +203,17 @@ func TestIntegrationSnmpd(t *testing.T) {
 			"APM-MIB::apmReportControlStatus.4 = INTEGER: active(1)",
 			"APM-MIB::apmReportResponsivenessMax.2.1.10.transactionOriented.0.\"\".3323068673 = Gauge32: 12000",
 		} {
-			if !strings.Contains(string(out), l+"\n") {
+			if !strings.Contains(out, l+"\n") {
 				t.Errorf("snmpwalk output lacks %q", l)
 			}
 		}
-		if strings.Count(string(out), "APM-MIB::apmNameMachineName.") != 6 {
+		if strings.Count(out, "APM-MIB::apmNameMachineName.") != 6 {
 			t.Errorf("snmpwalk apmNameTable:\n%s", out)
 		}
 	})
 
 	t.Run("SetRefused", func(t *testing.T) {
-		rw := s.client(t)
+		rw := client(t, s)
 		rw.Community = "private"
 		owner := gosnmp.SnmpPDU{Name: ".1.3.6.1.2.1.16.23.1.9.1.13.1", Type: gosnmp.OctetString, Value: []byte("me")}
 		index := gosnmp.SnmpPDU{Name: ".1.3.6.1.2.1.16.23.1.9.1.1.1", Type: gosnmp.Gauge32, Value: uint(1)}
@@ -368,7 +249,7 @@ func head(s string, n int) string {
 func bigEngine(tb testing.TB, n int) *apm.Engine {
 	tb.Helper()
 	e := apm.NewEngine(apm.Config{})
-	if err := e.SetAppDir(apm.AppDirEntry{App: appHTTP, Type: apm.TransactionOriented, On: true, Boundaries: exampleBoundaries}); err != nil {
+	if err := e.SetAppDir(apm.AppDirEntry{App: apmtest.AppHTTP, Type: apm.TransactionOriented, On: true, Boundaries: apmtest.Boundaries}); err != nil {
 		tb.Fatal(err)
 	}
 	if _, err := e.AddControl(apm.ReportControl{Index: 1, Aggregation: apm.Flows, Interval: time.Minute,
@@ -378,7 +259,7 @@ func bigEngine(tb testing.TB, n int) *apm.Engine {
 	server := netip.MustParseAddr("198.18.0.80")
 	for i := range n {
 		client := netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
-		if err := e.Add(apm.Transaction{App: appHTTP, Type: apm.TransactionOriented, Client: client, Server: server,
+		if err := e.Add(apm.Transaction{App: apmtest.AppHTTP, Type: apm.TransactionOriented, Client: client, Server: server,
 			Responsiveness: uint32(i * 37 % 70000), Success: true, Weight: 1}); err != nil {
 			tb.Fatal(err)
 		}
@@ -395,7 +276,7 @@ func BenchmarkWalkReportThroughSnmpd(b *testing.B) {
 	e := bigEngine(b, rows)
 	s := startSnmpd(b)
 	runSubagent(b, s, OID, New(e, Options{Start: exampleStart}))
-	g := s.client(b)
+	g := client(b, s)
 	table := "." + OID.Append(1, 10).String()
 	b.ResetTimer()
 	for b.Loop() {

@@ -1,0 +1,68 @@
+// Command daemon runs the sflowswitchd daemon benchmarks (issue "The
+// sflowswitchd daemon", Benchmarks). It must run as root: it builds a lab of
+// network namespaces with lab/lab.sh and removes it at the end, also on
+// SIGINT/SIGTERM.
+//
+//	go run ./bench/daemon cpu  [-bin bin/sflowswitchd] [-sampling 1000,10] [-rounds 5] [-window 10s]
+//	    whole-daemon CPU and memory while the lab forwards at trafgen's
+//	    maximum rate (4 ports, h1->h2 and h3->h4, 64-byte UDP).
+//	go run ./bench/daemon live [-duration 10s] [-rounds 3] [-max-datagram 1400] [-source live|trafgen] [-cpuprofile F]
+//	    samples/s end to end (kernel ring -> agent workers -> UDP datagrams
+//	    -> collector) with the XDP sampler at rate 1, in process.
+//	go run ./bench/daemon encode [-duration 5s] [-max-datagram 1400]
+//	    the workers alone, fed from memory, sending to a loopback sink:
+//	    CPU per flow sample.
+//
+// Results are printed as text tables; bench/README.md records them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"syscall"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|encode [flags]  (see go doc ./bench/daemon)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "cpu":
+		err = runCPU(ctx, os.Args[2:])
+	case "live":
+		err = runLive(ctx, os.Args[2:])
+	case liveInNamespace:
+		err = runLiveInSwitch(ctx, os.Args[2:])
+	case "encode":
+		err = runEncode(ctx, os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench/daemon:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,227 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// lab is a namespace lab made by lab/lab.sh (contract: the netlab API):
+// PREFIX-sw with bridge br0 and ports p1, p2; hosts PREFIX-h1, PREFIX-h2.
+type lab struct {
+	script string
+	prefix string
+	sw     string // switch namespace
+	hosts  []string
+}
+
+// newLab runs `lab.sh up prefix nports`. The caller must call down.
+func newLab(script, prefix string, nports int) (*lab, error) {
+	l := &lab{script: script, prefix: prefix, sw: prefix + "-sw"}
+	for i := 1; i <= nports; i++ {
+		l.hosts = append(l.hosts, fmt.Sprintf("%s-h%d", prefix, i))
+	}
+	// A lab left by a killed earlier run with the same prefix goes first.
+	if err := l.down(); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command(script, "up", prefix, fmt.Sprint(nports)).CombinedOutput(); err != nil {
+		_ = l.down()
+		return nil, fmt.Errorf("lab.sh up %s: %w: %s", prefix, err, out)
+	}
+	return l, nil
+}
+
+// down removes the lab (idempotent).
+func (l *lab) down() error {
+	if out, err := exec.Command(l.script, "down", l.prefix).CombinedOutput(); err != nil {
+		return fmt.Errorf("lab.sh down %s: %w: %s", l.prefix, err, out)
+	}
+	return nil
+}
+
+// linkIndex returns the ifindex of link name inside namespace ns.
+func linkIndex(ns, name string) (int, error) {
+	h, err := nlHandle(ns)
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	lk, err := h.LinkByName(name)
+	if err != nil {
+		return 0, fmt.Errorf("link %s in %s: %w", name, ns, err)
+	}
+	return lk.Attrs().Index, nil
+}
+
+// rxPackets returns the 64-bit rx_packets counter of link name in ns.
+func rxPackets(h *netlink.Handle, name string) (uint64, error) {
+	lk, err := h.LinkByName(name)
+	if err != nil {
+		return 0, fmt.Errorf("link %s: %w", name, err)
+	}
+	st := lk.Attrs().Statistics
+	if st == nil {
+		return 0, fmt.Errorf("link %s: no statistics", name)
+	}
+	return st.RxPackets, nil
+}
+
+// nlHandle opens a netlink handle bound to namespace ns.
+func nlHandle(ns string) (*netlink.Handle, error) {
+	nh, err := netns.GetFromName(ns)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer nh.Close()
+	h, err := netlink.NewHandleAt(nh)
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s: %w", ns, err)
+	}
+	return h, nil
+}
+
+// inNS runs fn on a locked OS thread switched into ns and switches back.
+// If switching back fails the thread stays locked and dies with the
+// goroutine, so no goroutine ever runs in the wrong namespace.
+func inNS(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("current netns: %w", err)
+			return
+		}
+		defer orig.Close()
+		if err := enterNS(ns); err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, fmt.Errorf("leaving netns %s: %w", ns, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// enterNS switches the calling (locked) thread into namespace ns.
+func enterNS(ns string) error {
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", ns, err)
+	}
+	defer h.Close()
+	if err := netns.Set(h); err != nil {
+		return fmt.Errorf("enter netns %s: %w", ns, err)
+	}
+	return nil
+}
+
+// pinThread locks the calling goroutine to its OS thread and the thread to
+// cpu. The goroutine must end without unlocking: the runtime then discards
+// the pinned (and possibly namespace-switched) thread.
+func pinThread(cpu int) error {
+	runtime.LockOSThread()
+	var set unix.CPUSet
+	set.Set(cpu % runtime.NumCPU())
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pin thread to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// trafgen is a running trafgen process inside a host namespace.
+type trafgen struct {
+	cmd  *exec.Cmd
+	conf string
+	out  strings.Builder
+}
+
+// startTrafgen sends `frame` as fast as trafgen can, out of eth0 of ns, on
+// CPU cpu, until stop. frame is the Ethernet frame without FCS.
+func startTrafgen(ns string, frame []byte, cpu int) (*trafgen, error) {
+	f, err := os.CreateTemp("", "xdpbench-*.cfg")
+	if err != nil {
+		return nil, fmt.Errorf("trafgen config: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("{ ")
+	for i, c := range frame {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "0x%02x", c)
+	}
+	b.WriteString(" }\n")
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("writing trafgen config: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("writing trafgen config: %w", err)
+	}
+	t := &trafgen{conf: f.Name()}
+	t.cmd = exec.Command("nsenter", "--net=/run/netns/"+ns, "--",
+		"taskset", "-c", fmt.Sprint(cpu),
+		"trafgen", "--dev", "eth0", "--conf", f.Name(), "--cpus", "1",
+		"--no-sock-mem", "--notouch-irq", "--no-cpu-stats")
+	t.cmd.Stdout = &t.out
+	t.cmd.Stderr = &t.out
+	// Own process group, so stop reaches trafgen's forked worker too. No
+	// Pdeathsig: it fires when the forking OS thread exits, and Go may
+	// retire that thread long before the process ends; on SIGINT/SIGTERM
+	// killChildren stops trafgen instead.
+	t.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := t.cmd.Start(); err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("starting trafgen in %s: %w", ns, err)
+	}
+	children.Store(t.cmd.Process.Pid, t.conf)
+	return t, nil
+}
+
+// children maps the PIDs (process group IDs) of running trafgens to their
+// config files, for killChildren.
+var children sync.Map
+
+// killChildren kills every running trafgen process group we started, by
+// PID, and removes its config (used when the benchmark is interrupted).
+func killChildren() {
+	children.Range(func(k, v any) bool {
+		_ = syscall.Kill(-k.(int), syscall.SIGKILL) // best effort: exiting
+		_ = os.Remove(v.(string))
+		return true
+	})
+}
+
+// stop kills trafgen's process group (by the PID we started) and reaps it.
+func (t *trafgen) stop() error {
+	pid := t.cmd.Process.Pid
+	defer children.Delete(pid)
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("killing trafgen %d: %w", pid, err)
+	}
+	_ = t.cmd.Wait() // killed: the exit status is expected to be an error
+	if err := os.Remove(t.conf); err != nil {
+		return fmt.Errorf("removing trafgen config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,317 @@
+// Command xdp benchmarks the XDP sampler's dataplane cost and its sample
+// delivery rate in a namespace lab (lab/lab.sh), and prints the results as
+// Markdown. It must run as root from the repository root (bench/xdp.sh
+// does both); figures are recorded in bench/README.md.
+//
+// Parts (-parts, comma separated):
+//
+//	frames    real frames: trafgen in host 1 sends 64-byte UDP frames to
+//	          host 2 through the switch's bridge as fast as it can. Per
+//	          trial one XDP configuration sits on switch port p1; the
+//	          frames forwarded per second (rx_packets of host 2's eth0)
+//	          and the program's ns/packet from the kernel's BPF run-time
+//	          statistics are recorded. Configurations alternate in
+//	          rotating order, every round.
+//	testrun   the same programs run by BPF_PROG_TEST_RUN with a repeat
+//	          count, on a context whose ingress_ifindex is p1 (so the
+//	          sampler finds p1's config): the kernel's mean duration per
+//	          run, a cross-check of the real-frame figures.
+//	delivery  samples per second reaching user space on one core: the
+//	          ring buffer path (inline, rate 1) and the AF_XDP path
+//	          (monitor, rate 1), sources paced at a ladder of rates plus
+//	          an unpaced run ("max"), drops counted.
+//
+// BPF run-time statistics are switched on with BPF_ENABLE_STATS (a file
+// descriptor the kernel counts as one user of the stats; they stop when
+// the last holder closes it, also when this process dies), so the
+// kernel.bpf_stats_enabled sysctl is never left on by a crash.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+)
+
+// options are the command-line settings.
+type options struct {
+	script     string
+	prefix     string
+	parts      map[string]bool
+	rounds     int
+	trial      time.Duration
+	settle     time.Duration
+	repeat     uint
+	rates      []float64 // 0 = unpaced
+	rateTrial  time.Duration
+	rateRounds int
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "xdp bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (options, error) {
+	var o options
+	var parts, rates string
+	flag.StringVar(&o.script, "lab", "lab/lab.sh", "path of lab.sh")
+	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("xb%06x", os.Getpid()&0xffffff), "lab prefix (<= 8 chars)")
+	flag.StringVar(&parts, "parts", "frames,testrun,delivery", "parts to run")
+	flag.IntVar(&o.rounds, "rounds", 15, "rounds of the frames and testrun parts")
+	flag.DurationVar(&o.trial, "trial", time.Second, "measurement window per frames trial")
+	flag.DurationVar(&o.settle, "settle", 500*time.Millisecond, "wait after attaching before measuring")
+	flag.UintVar(&o.repeat, "repeat", 1<<20, "BPF_PROG_TEST_RUN repeat count per testrun trial")
+	flag.StringVar(&rates, "rates", "50k,100k,200k,300k,500k,750k,1M,2M,max", "paced source rates of the delivery part (frames/s; max = unpaced)")
+	flag.DurationVar(&o.rateTrial, "rate-trial", 2*time.Second, "duration per delivery trial")
+	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "rounds of the delivery part")
+	flag.Parse()
+	o.parts = make(map[string]bool)
+	for _, p := range strings.Split(parts, ",") {
+		switch p {
+		case "frames", "testrun", "delivery":
+			o.parts[p] = true
+		default:
+			return o, fmt.Errorf("unknown part %q", p)
+		}
+	}
+	for _, r := range strings.Split(rates, ",") {
+		v, err := parseRate(r)
+		if err != nil {
+			return o, err
+		}
+		o.rates = append(o.rates, v)
+	}
+	if o.rounds < 1 || o.rateRounds < 1 || o.repeat < 1 || o.repeat > 1<<31 {
+		return o, fmt.Errorf("rounds, rate-rounds and repeat must be >= 1")
+	}
+	return o, nil
+}
+
+// parseRate parses "250k", "2M", "1500" or "max" (0).
+func parseRate(s string) (float64, error) {
+	if s == "max" {
+		return 0, nil
+	}
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1e3, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1e6, strings.TrimSuffix(s, "M")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad rate %q", s)
+	}
+	return v * mult, nil
+}
+
+// bench is the lab and the loaded programs shared by all parts.
+type bench struct {
+	o       options
+	lab     *lab
+	dp      *dataplane.Dataplane
+	p1      int           // ifindex of switch port p1 (in the switch netns)
+	pass    *ebpf.Program // xdp_pass, loaded on its own
+	sampler *ebpf.Program // the Dataplane's xdp_sampler (by program ID)
+	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
+	out     io.Writer
+}
+
+func run() error {
+	o, err := parseFlags()
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("must run as root (namespaces, XDP, BPF)")
+	}
+	if runtime.NumCPU() < 2 {
+		return fmt.Errorf("needs 2 CPUs (source and receiver pinned apart), have %d", runtime.NumCPU())
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return fmt.Errorf("enabling BPF run-time stats: %w", err)
+	}
+	defer stats.Close()
+
+	l, err := newLab(o.script, o.prefix, 2)
+	if err != nil {
+		return err
+	}
+	// Remove the lab on SIGINT/SIGTERM too; XDP links and sockets die with
+	// the namespaces' interfaces and this process.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigc
+		killChildren()
+		if err := l.down(); err != nil {
+			fmt.Fprintln(os.Stderr, "xdp bench:", err)
+		}
+		fmt.Fprintln(os.Stderr, "xdp bench: interrupted by", s)
+		os.Exit(1)
+	}()
+	b := &bench{o: o, lab: l, out: os.Stdout}
+	err = b.runParts()
+	if cerr := b.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if derr := l.down(); derr != nil && err == nil {
+		err = derr
+	}
+	return err
+}
+
+func (b *bench) runParts() error {
+	if err := b.setup(); err != nil {
+		return err
+	}
+	b.header()
+	if b.o.parts["frames"] {
+		if err := b.frames(); err != nil {
+			return fmt.Errorf("frames: %w", err)
+		}
+	}
+	if b.o.parts["testrun"] {
+		if err := b.testRun(); err != nil {
+			return fmt.Errorf("testrun: %w", err)
+		}
+	}
+	if b.o.parts["delivery"] {
+		if err := b.delivery(); err != nil {
+			return fmt.Errorf("delivery: %w", err)
+		}
+	}
+	return nil
+}
+
+// setup opens the Dataplane in the switch namespace, loads xdp_pass and
+// finds the sampler program through a first attachment to p1.
+func (b *bench) setup() error {
+	var err error
+	if b.p1, err = linkIndex(b.lab.sw, "p1"); err != nil {
+		return err
+	}
+	err = inNS(b.lab.sw, func() error {
+		var err error
+		b.dp, err = dataplane.Open(dataplane.Config{Workers: 1})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	spec, err := bpf.LoadSampler()
+	if err != nil {
+		return fmt.Errorf("loading sampler spec: %w", err)
+	}
+	if b.pass, err = ebpf.NewProgram(spec.Programs[bpf.SamplerProgXdpPass]); err != nil {
+		return fmt.Errorf("loading xdp_pass: %w", err)
+	}
+	if err := b.dp.AttachPort(b.p1, dataplane.PortConfig{Rate: 1 << 30, HeaderBytes: 128}); err != nil {
+		return err
+	}
+	if mode := b.dp.AttachMode(b.p1); mode != dataplane.AttachNative {
+		return fmt.Errorf("sampler attached to p1 in %q mode, want native", mode)
+	}
+	id, err := xdpProgID(b.lab.sw, "p1")
+	if err != nil {
+		return err
+	}
+	if b.sampler, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err != nil {
+		return fmt.Errorf("opening sampler program %d: %w", id, err)
+	}
+	if err := b.dp.DetachPort(b.p1); err != nil {
+		return err
+	}
+	b.frame = netlab.UDPFrame(netlab.HostMAC(1), netlab.HostMAC(2),
+		netip.AddrPortFrom(netlab.HostAddr(1), 40001),
+		netip.AddrPortFrom(netlab.HostAddr(2), 7001), make([]byte, 18))
+	if len(b.frame) != 60 {
+		return fmt.Errorf("test frame is %d bytes, want 60", len(b.frame))
+	}
+	return nil
+}
+
+// xdpProgID returns the ID of the XDP program attached to link name in ns.
+func xdpProgID(ns, name string) (uint32, error) {
+	h, err := nlHandle(ns)
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	lk, err := h.LinkByName(name)
+	if err != nil {
+		return 0, fmt.Errorf("link %s in %s: %w", name, ns, err)
+	}
+	x := lk.Attrs().Xdp
+	if x == nil || x.ProgId == 0 {
+		return 0, fmt.Errorf("no XDP program on %s in %s", name, ns)
+	}
+	return x.ProgId, nil
+}
+
+func (b *bench) close() error {
+	var errs []error
+	if b.sampler != nil {
+		errs = append(errs, b.sampler.Close())
+	}
+	if b.pass != nil {
+		errs = append(errs, b.pass.Close())
+	}
+	if b.dp != nil {
+		errs = append(errs, b.dp.Close())
+	}
+	for _, e := range errs {
+		if e != nil {
+			return fmt.Errorf("closing: %w", e)
+		}
+	}
+	return nil
+}
+
+// header prints when and where the run happened.
+func (b *bench) header() {
+	var u unix.Utsname
+	_ = unix.Uname(&u) // cannot fail on Linux
+	load, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		load = []byte("unknown")
+	}
+	fmt.Fprintf(b.out, "# bench/xdp (go run ./bench/xdp) %s\n\n", strings.Join(os.Args[1:], " "))
+	fmt.Fprintf(b.out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(b.out, "- kernel: %s, %d CPUs, load average at start: %s\n",
+		unix.ByteSliceToString(u.Release[:]), runtime.NumCPU(), strings.TrimSpace(string(load)))
+	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP)\n\n", b.o.prefix)
+}
+
+// loadavg returns the first field of /proc/loadavg ("?" if unreadable).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
