@@ -49,7 +49,11 @@ type Middleware struct {
 	cfg  Config
 	next http.Handler
 	port atomic.Uint32
-	// seen counts requests since the last sample (the sample pool).
+	// seen counts the unsampled requests since the last sample (the
+	// sample pool). A sampled request adds itself when it reports
+	// (Swap(0)+1): counting it at its start could let a concurrent
+	// sample's Swap take it, leaving this one Seen 0, which the API reads
+	// as absent (= sampling_rate) and the pool would overcount.
 	seen    atomic.Uint32
 	methods [9]atomic.Uint32 // by sflow.HTTPMethod
 	status  [6]atomic.Uint32 // 1XX..5XX, other
@@ -87,7 +91,9 @@ func New(cfg Config, next http.Handler) (*Middleware, error) {
 // panics are not counted.
 func (m *Middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sampled := m.cfg.SamplingRate == 1 || rand.Uint32N(m.cfg.SamplingRate) == 0
-	m.seen.Add(1)
+	if !sampled {
+		m.seen.Add(1)
+	}
 	rw := m.writers.Get().(*responseWriter)
 	*rw = responseWriter{w: w}
 	var start time.Time
@@ -125,6 +131,7 @@ func (m *Middleware) report(r *http.Request, rw *responseWriter, body *countingB
 	local := localAddr(r)
 	if port == 0 {
 		if !local.IsValid() || local.Port() == 0 {
+			m.seen.Add(1) // seen, not reported: the next sample's pool counts it
 			m.ReportErrors.Add(1)
 			return
 		}
@@ -142,7 +149,7 @@ func (m *Middleware) report(r *http.Request, rw *responseWriter, body *countingB
 		AppName:      m.cfg.AppName,
 		ServicePort:  port,
 		SamplingRate: m.cfg.SamplingRate,
-		Seen:         m.seen.Swap(0),
+		Seen:         m.seen.Swap(0) + 1,
 		HTTP: &sflow.HTTPRequest{
 			Method:     app.MethodFromString(r.Method),
 			Protocol:   uint32(r.ProtoMajor*1000 + r.ProtoMinor),
