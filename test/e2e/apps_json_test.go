@@ -13,6 +13,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 )
 
 // The Python test's parameters: pyK flow samples of application pyApp
@@ -42,7 +43,7 @@ var pyCounters = fmt.Sprintf(`import json,socket;socket.socket(socket.AF_INET,so
 	`"app_operations":{"success":270,"not_found":30},"app_workers":{"workers_active":3,"workers_idle":5,"workers_max":8,"req_delayed":1,"req_dropped":2}}}).encode(),("127.0.0.1",36343))`,
 	pyApp, pyPort)
 
-func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *e2eSnmpd) {
+func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *snmptest.Snmpd) {
 	py := python3(t)
 	if out, err := lab.Run(lab.Switch, py, "-c", pyFlows); err != nil {
 		t.Fatalf("python3 flow samples: %v\n%s", err, out)
@@ -129,7 +130,7 @@ func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *
 	if count != pyRate*pyK || success != uint64(pyRate*ok) {
 		t.Errorf("APM applications report of %s: %d transactions, %d successful; want %d and %d", pyApp, count, success, pyRate*pyK, pyRate*ok)
 	}
-	if g := snmp.apmCountsGoSNMP(t, apmControlApplications)[appIdx]; g != count {
+	if g := apmCountsGoSNMP(t, snmp, apmControlApplications)[appIdx]; g != count {
 		t.Errorf("APM-MIB (gosnmp): apmReportTransactionCount of app %d sums to %d, sflowswitchd apm says %d", appIdx, g, count)
 	}
 	t.Logf("python3: %d flow samples and 1 counters sample arrived as sent; APM %s (app %d): %d transactions, %d successful", len(flows), pyApp, appIdx, count, success)

@@ -19,6 +19,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 )
 
 // TestApplications is the "Applications on the switch" issue end to end:
@@ -43,9 +44,9 @@ func TestApplications(t *testing.T) {
 	col := listen(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
 		"-ports", "p1", "-sampling", "1000", "-app-api", appAPIAddr, "-apm-interval", "2",
-		"-agentx", "unix:"+snmp.sock)
+		"-agentx", "unix:"+snmp.SocketPath)
 	d.waitReady(t, lab, "p1")
-	snmp.waitAPMMIB(t, d)
+	waitAPMMIB(t, snmp, d)
 
 	t.Run("HTTP", func(t *testing.T) { testAppHTTP(t, lab, col, snmp) })
 	t.Run("JSONFromPython", func(t *testing.T) { testAppJSONFromPython(t, lab, col, snmp) })
@@ -139,7 +140,7 @@ func shopHandler(w http.ResponseWriter, r *http.Request) {
 // the handler reads.
 type hiddenLength struct{ io.Reader }
 
-func testAppHTTP(t *testing.T, lab *netlab.Lab, col *collector, snmp *e2eSnmpd) {
+func testAppHTTP(t *testing.T, lab *netlab.Lab, col *collector, snmp *snmptest.Snmpd) {
 	// The server's listening socket and the reporter's UDP socket are
 	// created in the switch namespace; accepted connections stay there.
 	var ln net.Listener
@@ -404,10 +405,10 @@ func testAppHTTP(t *testing.T, lab *netlab.Lab, col *collector, snmp *e2eSnmpd) 
 		}
 	}
 	// The same counts through snmpd: gosnmp and net-snmp's snmpwalk.
-	if g := snmp.apmCountsGoSNMP(t, apmControlApplications)[appIdx]; g != count {
+	if g := apmCountsGoSNMP(t, snmp, apmControlApplications)[appIdx]; g != count {
 		t.Errorf("APM-MIB (gosnmp): apmReportTransactionCount of app %d sums to %d, sflowswitchd apm says %d", appIdx, g, count)
 	}
-	if w := snmp.apmCountsSnmpwalk(t, apmControlApplications)[appIdx]; w != count {
+	if w := apmCountsSnmpwalk(t, snmp, apmControlApplications)[appIdx]; w != count {
 		t.Errorf("APM-MIB (snmpwalk): apmReportTransactionCount of app %d sums to %d, sflowswitchd apm says %d", appIdx, w, count)
 	}
 	t.Logf("APM %s (app %d): %d transactions (%d successful) estimated from %d samples; true %d (%d)", httpAppName, appIdx, count, success, len(flows), httpTotal, trueOK)
