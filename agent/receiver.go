@@ -102,7 +102,7 @@ func (r *receiverOut) flush() {
 }
 
 // close sends what is buffered and closes the socket.
-func (r *receiverOut) close() {
+func (r *receiverOut) close() error {
 	r.flush()
-	r.conn.Close()
+	return r.conn.Close()
 }

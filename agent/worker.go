@@ -20,14 +20,14 @@ type PacketSample struct {
 	// KernelRate is the power-of-two rate the kernel took the sample at;
 	// 0 means the port's configured kernel rate.
 	KernelRate uint32
-	// Header holds the first bytes of the frame; it is valid only until the
-	// next read from the same SampleReader.
+	// Header holds the first bytes of the frame; it is valid only during
+	// the ReadSamples callback that receives it.
 	Header []byte
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
 // cut short, so that a configuration change reaches the worker at once
-// rather than at its next one-second tick.
+// rather than when its current wait (up to DefaultPollInterval) ends.
 type Waker interface {
 	Wake() error
 }
@@ -64,9 +64,10 @@ type OutputLookup interface {
 }
 
 // DefaultPollInterval is how long a worker waits for samples in one read
-// before it looks again. The dataplane wakes readers only when their ring
-// fills up, so this bounds the delay of a sample at low rates, and the
-// number of wake-ups per second of an idle worker.
+// before it looks again. The dataplane wakes a reader only once its ring
+// holds a batch of samples (a quarter of the ring by default), so this
+// bounds the delay of a sample at low rates, and the number of wake-ups per
+// second of an idle worker.
 const DefaultPollInterval = 20 * time.Millisecond
 
 // fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
@@ -118,7 +119,6 @@ type worker struct {
 	counters CounterSource
 	output   OutputLookup
 	start    time.Time
-	readWait time.Duration // longest wait for samples in one read
 	stats    WorkerStats
 	rng      rng
 
@@ -144,7 +144,6 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
 		pools: pools, counters: counters, output: output, start: start,
 		rng:       newRNG(seed),
-		readWait:  DefaultPollInterval,
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
 	}
@@ -191,7 +190,7 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// the poll interval (the kernel does not wake the reader for
 			// every sample: DESIGN "per-batch"). Configuration and ticks
 			// are handled between batches.
-			deadline := time.Now().Add(w.readWait)
+			deadline := time.Now().Add(DefaultPollInterval)
 			if nextTick.Before(deadline) {
 				deadline = nextTick
 			}
@@ -362,7 +361,7 @@ func (w *worker) apply(cfg workerConfig) {
 		w.receivers[rc.Index] = r
 	}
 	for _, r := range old {
-		r.close()
+		w.closeReceiver(r)
 	}
 	w.agent = cfg.agent
 
@@ -430,9 +429,16 @@ func (w *worker) apply(cfg workerConfig) {
 // closeAll flushes and closes every receiver stream.
 func (w *worker) closeAll() {
 	for _, r := range w.receivers {
-		r.close()
+		w.closeReceiver(r)
 	}
 	w.receivers = nil
+}
+
+// closeReceiver flushes and closes one receiver stream.
+func (w *worker) closeReceiver(r *receiverOut) {
+	if err := r.close(); err != nil {
+		w.log.Warn("closing receiver socket", "receiver", r.cfg.Index, "err", err)
+	}
 }
 
 // vlanTag returns the VLAN ID and priority of an 802.1Q (or 802.1ad outer)

@@ -1,6 +1,7 @@
 package apm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -170,9 +171,7 @@ func (e *Engine) AddControl(rc ReportControl, start time.Time) (ReportControl, e
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	old := *e.ctls.Load()
-	i, found := slices.BinarySearchFunc(old, rc.Index, func(c *control, idx uint32) int {
-		return int(c.rc.Index) - int(idx)
-	})
+	i, found := slices.BinarySearchFunc(old, rc.Index, cmpControlIndex)
 	if found {
 		return ReportControl{}, fmt.Errorf("apm: report control %d already exists", rc.Index)
 	}
@@ -249,11 +248,12 @@ func (e *Engine) Controls() []ControlStatus {
 	return out
 }
 
+// cmpControlIndex orders controls by Index, for binary search.
+func cmpControlIndex(c *control, index uint32) int { return cmp.Compare(c.rc.Index, index) }
+
 func (e *Engine) control(index uint32) *control {
 	ctls := *e.ctls.Load()
-	i, found := slices.BinarySearchFunc(ctls, index, func(c *control, idx uint32) int {
-		return int(c.rc.Index) - int(idx)
-	})
+	i, found := slices.BinarySearchFunc(ctls, index, cmpControlIndex)
 	if !found {
 		return nil
 	}

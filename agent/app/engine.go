@@ -163,6 +163,13 @@ func (e *Engine) Reject(err error) {
 	e.rlog.note(r, err)
 }
 
+// The rejections logged for a full queue, preallocated: a flood is exactly
+// when they are frequent.
+var (
+	rejectFlowQueueFull     = &RejectError{Reason: ReasonQueueFull, Detail: "flow sample dropped"}
+	rejectCountersQueueFull = &RejectError{Reason: ReasonQueueFull, Detail: "counters sample dropped"}
+)
+
 // SubmitFlow validates f and queues it for encoding. f belongs to the
 // engine afterwards. It never blocks: it returns a *RejectError or
 // ErrQueueFull (both counted) when the sample is not taken.
@@ -171,6 +178,11 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 		e.Reject(err)
 		return err
 	}
+	return e.queueFlow(f)
+}
+
+// queueFlow queues a validated flow sample.
+func (e *Engine) queueFlow(f *FlowSample) error {
 	select {
 	case e.queue <- item{flow: f}:
 		e.stats.Accepted.Add(1)
@@ -181,7 +193,7 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 			side = 1
 		}
 		e.drops[side][f.ServicePort].Add(1)
-		e.Reject(&RejectError{Reason: ReasonQueueFull, Detail: "flow sample dropped"})
+		e.Reject(rejectFlowQueueFull)
 		return ErrQueueFull
 	}
 }
@@ -192,12 +204,17 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 		e.Reject(err)
 		return err
 	}
+	return e.queueCounters(c)
+}
+
+// queueCounters queues a validated counters sample.
+func (e *Engine) queueCounters(c *CounterSample) error {
 	select {
 	case e.queue <- item{counters: c}:
 		e.stats.Accepted.Add(1)
 		return nil
 	default:
-		e.Reject(&RejectError{Reason: ReasonQueueFull, Detail: "counters sample dropped"})
+		e.Reject(rejectCountersQueueFull)
 		return ErrQueueFull
 	}
 }
@@ -279,9 +296,9 @@ func (e *Engine) applyConfig() {
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
 	for _, s := range e.sources {
+		s.close() // gives back the unsent datagram's sequence number
 		seqs := map[int]uint32{}
 		for _, o := range s.outs {
-			o.close()
 			seqs[o.cfg.Index] = o.seq
 		}
 		s.open(rs, addr, seqs)
@@ -291,9 +308,7 @@ func (e *Engine) applyConfig() {
 func (e *Engine) expire(now time.Time) {
 	for port, s := range e.sources {
 		if now.Sub(s.last) >= e.cfg.IdleTimeout {
-			for _, o := range s.outs {
-				o.close()
-			}
+			s.close()
 			delete(e.sources, port)
 		}
 	}
@@ -302,9 +317,7 @@ func (e *Engine) expire(now time.Time) {
 
 func (e *Engine) closeAll() {
 	for port, s := range e.sources {
-		for _, o := range s.outs {
-			o.close()
-		}
+		s.close()
 		delete(e.sources, port)
 	}
 	e.stats.Sources.Store(0)
@@ -450,6 +463,13 @@ func (s *source) add(smp sflow.Sample) {
 func (s *source) flush() {
 	for _, o := range s.outs {
 		o.flush()
+	}
+}
+
+// close sends what the outputs buffered and closes their sockets.
+func (s *source) close() {
+	for _, o := range s.outs {
+		o.close()
 	}
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 )
@@ -255,30 +256,32 @@ func (f *FlowSample) Validate() error {
 		}
 	}
 	if s := f.Socket4; s != nil {
-		for _, a := range [2]struct {
-			name string
-			ok   bool
-		}{{"local_ip", !s.LocalIP.IsValid() || s.LocalIP.Is4()}, {"remote_ip", !s.RemoteIP.IsValid() || s.RemoteIP.Is4()}} {
-			if !a.ok {
-				return reject(ReasonBadAddress, "extended_socket_ipv4.%s is not an IPv4 address", a.name)
-			}
-		}
-		if s.LocalPort > 65535 || s.RemotePort > 65535 || s.Protocol > 255 {
-			return reject(ReasonOutOfRange, "extended_socket_ipv4: port above 65535 or protocol above 255")
+		if err := checkSocket("extended_socket_ipv4", "IPv4", netip.Addr.Is4, s.LocalIP, s.RemoteIP, s.LocalPort, s.RemotePort, s.Protocol); err != nil {
+			return err
 		}
 	}
 	if s := f.Socket6; s != nil {
-		for _, a := range [2]struct {
-			name string
-			ok   bool
-		}{{"local_ip", !s.LocalIP.IsValid() || s.LocalIP.Is6()}, {"remote_ip", !s.RemoteIP.IsValid() || s.RemoteIP.Is6()}} {
-			if !a.ok {
-				return reject(ReasonBadAddress, "extended_socket_ipv6.%s is not an IPv6 address", a.name)
-			}
+		if err := checkSocket("extended_socket_ipv6", "IPv6", netip.Addr.Is6, s.LocalIP, s.RemoteIP, s.LocalPort, s.RemotePort, s.Protocol); err != nil {
+			return err
 		}
-		if s.LocalPort > 65535 || s.RemotePort > 65535 || s.Protocol > 255 {
-			return reject(ReasonOutOfRange, "extended_socket_ipv6: port above 65535 or protocol above 255")
+	}
+	return nil
+}
+
+// checkSocket checks an extended_socket record: both addresses unknown or
+// of the record's family (inFamily), ports and protocol within their
+// ranges.
+func checkSocket(name, family string, inFamily func(netip.Addr) bool, local, remote netip.Addr, localPort, remotePort, protocol uint32) error {
+	for _, a := range [2]struct {
+		field string
+		addr  netip.Addr
+	}{{"local_ip", local}, {"remote_ip", remote}} {
+		if a.addr.IsValid() && !inFamily(a.addr) {
+			return reject(ReasonBadAddress, "%s.%s is not an %s address", name, a.field, family)
 		}
+	}
+	if localPort > 65535 || remotePort > 65535 || protocol > 255 {
+		return reject(ReasonOutOfRange, "%s: port above 65535 or protocol above 255", name)
 	}
 	return nil
 }

@@ -61,8 +61,9 @@ func (e *Engine) SubmitJSON(b []byte) error {
 		e.Reject(err)
 		return err
 	}
+	// ParseJSON has validated the sample.
 	if m.Flow != nil {
-		return e.SubmitFlow(m.Flow)
+		return e.queueFlow(m.Flow)
 	}
-	return e.SubmitCounters(m.Counters)
+	return e.queueCounters(m.Counters)
 }

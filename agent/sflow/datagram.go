@@ -78,33 +78,14 @@ func Decode(b []byte) (*Datagram, error) {
 	d.Samples = make([]Sample, 0, n)
 	for i := 0; i < n; i++ {
 		f := DataFormat(r.uint32())
-		start := r.off
-		length := r.uint32()
-		if r.err != nil {
-			return nil, r.err
-		}
-		var name string
-		switch f {
-		case FormatFlowSample:
-			name = "flow_sample"
-		case FormatCounterSample:
-			name = "counters_sample"
-		case FormatFlowSampleExpanded:
-			name = "flow_sample_expanded"
-		case FormatCounterSampleExpanded:
-			name = "counters_sample_expanded"
-		default:
+		name := sampleTypeName(f)
+		if name == "unknown" {
 			name = "unknown(" + f.String() + ")"
 		}
-		if int64(length) > int64(r.remaining()) {
-			return nil, &DecodeError{Structure: fmt.Sprintf("datagram.sample[%d].%s", i, name), Offset: start,
-				Err: fmt.Errorf("%w: sample length %d, %d bytes remain in datagram", ErrShort, length, r.remaining())}
+		sub := r.element("sample", i, name, "datagram")
+		if sub == nil {
+			return nil, r.err
 		}
-		if length%4 != 0 {
-			return nil, &DecodeError{Structure: fmt.Sprintf("datagram.sample[%d].%s", i, name), Offset: start,
-				Err: fmt.Errorf("%w: sample length %d is not a multiple of 4 (XDR)", ErrLength, length)}
-		}
-		sub := r.sub(int(length), "sample", i, name)
 		var s Sample
 		switch f {
 		case FormatFlowSample, FormatFlowSampleExpanded:
@@ -112,7 +93,7 @@ func Decode(b []byte) (*Datagram, error) {
 		case FormatCounterSample, FormatCounterSampleExpanded:
 			s = decodeCounterSample(sub, f == FormatCounterSampleExpanded)
 		default:
-			s = &UnknownSample{DataFormat: f, Data: append([]byte(nil), sub.bytes(int(length))...)}
+			s = &UnknownSample{DataFormat: f, Data: append([]byte(nil), sub.bytes(sub.remaining())...)}
 		}
 		if err := sub.finish(); err != nil {
 			return nil, err

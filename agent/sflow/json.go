@@ -60,21 +60,6 @@ func (d *Datagram) MarshalJSON() ([]byte, error) {
 	return e.buf, nil
 }
 
-// sampleTypeName returns the spec's name of a sample_record format.
-func sampleTypeName(f DataFormat) string {
-	switch f {
-	case FormatFlowSample:
-		return "flow_sample"
-	case FormatCounterSample:
-		return "counters_sample"
-	case FormatFlowSampleExpanded:
-		return "flow_sample_expanded"
-	case FormatCounterSampleExpanded:
-		return "counters_sample_expanded"
-	}
-	return "unknown"
-}
-
 // jsonEncoder appends JSON to buf. It is used for display, not on the
 // sampling path, so it favours clarity over allocation counts.
 type jsonEncoder struct {

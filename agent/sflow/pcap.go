@@ -262,22 +262,20 @@ func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 			ifc.tsUnitsPerSecond = tsResolution(res[0])
 		}
 		p.ifaces = append(p.ifaces, ifc)
-	case blockEnhancedPacket:
+	case blockEnhancedPacket, blockPacketObsolete:
+		// Both blocks share the layout after the interface ID, which is 32
+		// bits in the Enhanced Packet Block and 16 (then a drops count) in
+		// the obsolete Packet Block.
 		if len(body) < 20 {
-			return bad("enhanced packet")
-		}
-		id := p.order.Uint32(body[0:])
-		ts := uint64(p.order.Uint32(body[4:]))<<32 | uint64(p.order.Uint32(body[8:]))
-		capLen := p.order.Uint32(body[12:])
-		if uint64(capLen) > uint64(len(body)-20) {
-			return nil, 0, time.Time{}, fmt.Errorf("%w: packet block captured length %d exceeds block", ErrCaptureFormat, capLen)
-		}
-		return p.packet(id, ts, body[20:20+capLen])
-	case blockPacketObsolete:
-		if len(body) < 20 {
+			if typ == blockEnhancedPacket {
+				return bad("enhanced packet")
+			}
 			return bad("packet")
 		}
-		id := uint32(p.order.Uint16(body[0:]))
+		id := p.order.Uint32(body[0:])
+		if typ == blockPacketObsolete {
+			id = uint32(p.order.Uint16(body[0:]))
+		}
 		ts := uint64(p.order.Uint32(body[4:]))<<32 | uint64(p.order.Uint32(body[8:]))
 		capLen := p.order.Uint32(body[12:])
 		if uint64(capLen) > uint64(len(body)-20) {

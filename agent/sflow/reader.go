@@ -229,6 +229,30 @@ func (r *reader) sub(n int, kind string, index int, name string) *reader {
 	return s
 }
 
+// element reads the length word of element index of a kind ("sample",
+// "record") array, named name, and returns a reader over the element's
+// body (see sub), advancing r past it. The length must fit in what remains
+// of r's window (container names that window in the error) and be a
+// multiple of 4 (XDR). On failure it sets r.err and returns nil.
+func (r *reader) element(kind string, index int, name, container string) *reader {
+	start := r.off
+	length := r.uint32()
+	if r.err != nil {
+		return nil
+	}
+	var err error
+	switch {
+	case int64(length) > int64(r.remaining()):
+		err = fmt.Errorf("%w: %s length %d, %d bytes remain in %s", ErrShort, kind, length, r.remaining(), container)
+	case length%4 != 0:
+		err = fmt.Errorf("%w: %s length %d is not a multiple of 4 (XDR)", ErrLength, kind, length)
+	default:
+		return r.sub(int(length), kind, index, name)
+	}
+	r.err = &DecodeError{Structure: fmt.Sprintf("%s.%s[%d].%s", r.structure(), kind, index, name), Offset: start, Err: err}
+	return nil
+}
+
 // finish reports leftover bytes in a sub-window as a length mismatch: a
 // structure whose declared length is longer than its contents.
 func (r *reader) finish() error {

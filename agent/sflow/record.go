@@ -107,32 +107,20 @@ func decodeRecords(r *reader, table map[DataFormat]recordType) []Record {
 	recs := make([]Record, 0, n)
 	for i := 0; i < n; i++ {
 		f := DataFormat(r.uint32())
-		start := r.off
-		length := r.uint32()
-		if r.err != nil {
-			return nil
-		}
 		rt, known := table[f]
 		name := rt.name
 		if !known {
 			name = "unknown(" + f.String() + ")"
 		}
-		if int64(length) > int64(r.remaining()) {
-			r.err = &DecodeError{Structure: fmt.Sprintf("%s.record[%d].%s", r.structure(), i, name), Offset: start,
-				Err: fmt.Errorf("%w: record length %d, %d bytes remain in sample", ErrShort, length, r.remaining())}
+		sub := r.element("record", i, name, "sample")
+		if sub == nil {
 			return nil
 		}
-		if length%4 != 0 {
-			r.err = &DecodeError{Structure: fmt.Sprintf("%s.record[%d].%s", r.structure(), i, name), Offset: start,
-				Err: fmt.Errorf("%w: record length %d is not a multiple of 4 (XDR)", ErrLength, length)}
-			return nil
-		}
-		sub := r.sub(int(length), "record", i, name)
 		var rec Record
 		if known {
 			rec = rt.decode(sub)
 		} else {
-			rec = &UnknownRecord{DataFormat: f, Data: append([]byte(nil), sub.bytes(int(length))...)}
+			rec = &UnknownRecord{DataFormat: f, Data: append([]byte(nil), sub.bytes(sub.remaining())...)}
 		}
 		if err := sub.finish(); err != nil {
 			r.err = err

@@ -12,6 +12,22 @@ var (
 	FormatCounterSampleExpanded = Format(0, 4)
 )
 
+// sampleTypeName returns the spec's name of a sample_record format, or
+// "unknown".
+func sampleTypeName(f DataFormat) string {
+	switch f {
+	case FormatFlowSample:
+		return "flow_sample"
+	case FormatCounterSample:
+		return "counters_sample"
+	case FormatFlowSampleExpanded:
+		return "flow_sample_expanded"
+	case FormatCounterSampleExpanded:
+		return "counters_sample_expanded"
+	}
+	return "unknown"
+}
+
 // Data source types (spec "sFlowDataSource"; sflow_application.txt adds
 // type 3 for entLogicalEntry data sources).
 const (
@@ -32,6 +48,25 @@ type DataSource struct {
 func (d DataSource) fitsCompact() bool { return d.Type <= 0xff && d.Index <= 0xffffff }
 
 func (d DataSource) String() string { return fmt.Sprintf("%d:%d", d.Type, d.Index) }
+
+// appendXDR appends d in the expanded form (type and index words) or the
+// compact one (type in the top 8 bits, index in the low 24).
+func (d DataSource) appendXDR(b []byte, expanded bool) []byte {
+	if expanded {
+		b = appendUint32(b, d.Type)
+		return appendUint32(b, d.Index)
+	}
+	return appendUint32(b, d.Type<<24|d.Index)
+}
+
+// decodeDataSource reads a data source in the expanded or compact form.
+func decodeDataSource(r *reader, expanded bool) DataSource {
+	if expanded {
+		return DataSource{Type: r.uint32(), Index: r.uint32()}
+	}
+	v := r.uint32()
+	return DataSource{Type: v >> 24, Index: v & 0xffffff}
+}
 
 // Interface formats (spec "interface").
 const (
@@ -100,12 +135,7 @@ func (s *FlowSample) SampleFormat() DataFormat {
 func (s *FlowSample) appendBody(b []byte) []byte {
 	b = appendUint32(b, s.SequenceNumber)
 	expanded := s.SampleFormat() == FormatFlowSampleExpanded
-	if expanded {
-		b = appendUint32(b, s.Source.Type)
-		b = appendUint32(b, s.Source.Index)
-	} else {
-		b = appendUint32(b, s.Source.Type<<24|s.Source.Index)
-	}
+	b = s.Source.appendXDR(b, expanded)
 	b = appendUint32(b, s.SamplingRate)
 	b = appendUint32(b, s.SamplePool)
 	b = appendUint32(b, s.Drops)
@@ -141,12 +171,7 @@ func (s *CounterSample) SampleFormat() DataFormat {
 
 func (s *CounterSample) appendBody(b []byte) []byte {
 	b = appendUint32(b, s.SequenceNumber)
-	if s.SampleFormat() == FormatCounterSampleExpanded {
-		b = appendUint32(b, s.Source.Type)
-		b = appendUint32(b, s.Source.Index)
-	} else {
-		b = appendUint32(b, s.Source.Type<<24|s.Source.Index)
-	}
+	b = s.Source.appendXDR(b, s.SampleFormat() == FormatCounterSampleExpanded)
 	return appendRecords(b, s.Records)
 }
 
@@ -175,12 +200,7 @@ func (u *UnknownSample) appendBody(b []byte) []byte { return appendFixedOpaque(b
 func decodeFlowSample(r *reader, expanded bool) *FlowSample {
 	s := &FlowSample{Expanded: expanded}
 	s.SequenceNumber = r.uint32()
-	if expanded {
-		s.Source = DataSource{Type: r.uint32(), Index: r.uint32()}
-	} else {
-		v := r.uint32()
-		s.Source = DataSource{Type: v >> 24, Index: v & 0xffffff}
-	}
+	s.Source = decodeDataSource(r, expanded)
 	s.SamplingRate = r.uint32()
 	s.SamplePool = r.uint32()
 	s.Drops = r.uint32()
@@ -200,12 +220,7 @@ func decodeFlowSample(r *reader, expanded bool) *FlowSample {
 func decodeCounterSample(r *reader, expanded bool) *CounterSample {
 	s := &CounterSample{Expanded: expanded}
 	s.SequenceNumber = r.uint32()
-	if expanded {
-		s.Source = DataSource{Type: r.uint32(), Index: r.uint32()}
-	} else {
-		v := r.uint32()
-		s.Source = DataSource{Type: v >> 24, Index: v & 0xffffff}
-	}
+	s.Source = decodeDataSource(r, expanded)
 	s.Records = decodeRecords(r, counterRecords)
 	return s
 }

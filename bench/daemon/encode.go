@@ -76,8 +76,8 @@ func encodeRound(ctx context.Context, size, header int, d time.Duration, round i
 		return 0, err
 	}
 	defer s.close()
-	frame := netlab.UDPFrame(labMAC(1), labMAC(2), netip.MustParseAddrPort("198.18.0.11:40000"),
-		netip.MustParseAddrPort("198.18.0.12:7000"), make([]byte, 300))
+	frame := netlab.UDPFrame(netlab.HostMAC(1), netlab.HostMAC(2), netip.AddrPortFrom(netlab.HostAddr(1), 40000),
+		netip.AddrPortFrom(netlab.HostAddr(2), 7000), make([]byte, 300))
 	rd := &memoryReader{ps: agent.PacketSample{IfIndex: 3, FrameLen: uint32(len(frame)), Header: frame[:header]}, batch: 64}
 	ag := agent.New(agent.Options{Workers: 1, Dataplane: memoryDataplane{}})
 	cfg := agent.Config{
@@ -95,8 +95,14 @@ func encodeRound(ctx context.Context, size, header int, d time.Duration, round i
 	if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
 		return 0, err
 	}
-	p0, _ := procCPU(os.Getpid())
-	s0, _ := threadCPU(s.tid.Load())
+	p0, err := procCPU(os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	s0, err := threadCPU(s.tid.Load())
+	if err != nil {
+		return 0, err
+	}
 	st := ag.Stats(0)
 	f0, g0, e0 := st.FlowSamples.Load(), st.Datagrams.Load(), st.SendErrors.Load()
 	t0 := time.Now()

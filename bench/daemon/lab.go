@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
 
 // lab is a namespace lab made by lab/lab.sh (contract in
@@ -52,9 +54,7 @@ func (l *lab) down() error {
 func (l *lab) sw() string        { return l.prefix + "-sw" }
 func (l *lab) col() string       { return l.prefix + "-col" }
 func (l *lab) host(i int) string { return fmt.Sprintf("%s-h%d", l.prefix, i) }
-func hostIP(i int) string        { return fmt.Sprintf("198.18.0.%d", 10+i) }
 func nsPath(ns string) string    { return "/run/netns/" + ns }
-func hostMAC(i int) string       { return fmt.Sprintf("02:00:00:00:%02d:%02d", (10+i)/100, (10+i)%100) }
 func portName(i int) string      { return fmt.Sprintf("p%d", i) }
 func (l *lab) ports() []string {
 	var p []string
@@ -80,8 +80,8 @@ func command(ctx context.Context, ns string, name string, args ...string) *exec.
 func inNetns(ns string, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked: if restoring the namespace
-		// fails, the runtime discards the thread with the goroutine.
+		// The thread is unlocked only once back in the original
+		// namespace; otherwise the runtime discards it with the goroutine.
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
@@ -136,7 +136,7 @@ func linkStats(ns, name string) (*netlink.LinkStatistics, error) {
 // host s to host d.
 func trafgenConf(s, d int) string {
 	return fmt.Sprintf("{ eth(da=%s, sa=%s), ipv4(saddr=%s, daddr=%s, ttl=64), udp(sport=40000, dport=7000), fill(0x54, 18) }\n",
-		hostMAC(d), hostMAC(s), hostIP(s), hostIP(d))
+		netlab.HostMAC(d), netlab.HostMAC(s), netlab.HostAddr(s), netlab.HostAddr(d))
 }
 
 // startTrafgen starts trafgen at its maximum rate (one sender process) from

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sync"
@@ -99,7 +100,7 @@ func runLive(ctx context.Context, args []string) error {
 	}()
 	f.prefix = l.prefix
 	if f.cpuprofile != "" {
-		abs, err := absPath(f.cpuprofile)
+		abs, err := filepath.Abs(f.cpuprofile)
 		if err != nil {
 			return err
 		}
@@ -295,8 +296,8 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			if f.frame == "forward" {
 				dst = 3 - src
 			}
-			frames[i] = netlab.UDPFrame(labMAC(src), labMAC(dst),
-				netip.MustParseAddrPort(hostIP(src)+":40000"), netip.MustParseAddrPort(hostIP(3-src)+":7000"), make([]byte, max(f.frameLen-42, 0)))
+			frames[i] = netlab.UDPFrame(netlab.HostMAC(src), netlab.HostMAC(dst),
+				netip.AddrPortFrom(netlab.HostAddr(src), 40000), netip.AddrPortFrom(netlab.HostAddr(3-src), 7000), make([]byte, max(f.frameLen-42, 0)))
 		}
 		genWG.Add(1)
 		go func() {
@@ -482,23 +483,4 @@ func liveFrames(ctx context.Context, prog *ebpf.Program, frames [][]byte, ifinde
 		count.Add(uint64(batch))
 	}
 	return nil
-}
-
-// labMAC is host i's MAC as lab.sh sets it: 02:00:00:00:HH:LL, HHLL the
-// decimal digits of 10+i.
-func labMAC(i int) net.HardwareAddr {
-	v := 10 + i
-	bcd := func(n int) byte { return byte(n/10*16 + n%10) }
-	return net.HardwareAddr{2, 0, 0, 0, bcd(v / 100), bcd(v % 100)}
-}
-
-func absPath(p string) (string, error) {
-	if len(p) > 0 && p[0] == '/' {
-		return p, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	return wd + "/" + p, nil
 }

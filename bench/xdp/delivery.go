@@ -162,7 +162,7 @@ func (b *bench) ringTrial(rate float64) (deliveryRow, error) {
 		if err != nil {
 			return deliveryRow{}, err
 		}
-		return row(c1.Samples-c0.Samples, got, c1.Drops-c0.Drops, el), nil
+		return newDeliveryRow(c1.Samples-c0.Samples, got, c1.Drops-c0.Drops, el), nil
 	}()
 	if derr := detach(); derr != nil && err == nil {
 		err = derr
@@ -170,7 +170,8 @@ func (b *bench) ringTrial(rate float64) (deliveryRow, error) {
 	return row, err
 }
 
-func row(samples, got, drops uint64, el time.Duration) deliveryRow {
+// newDeliveryRow turns a trial's counts over el into rates.
+func newDeliveryRow(samples, got, drops uint64, el time.Duration) deliveryRow {
 	r := deliveryRow{
 		offered:   float64(samples) / el.Seconds(),
 		delivered: float64(got) / el.Seconds(),
@@ -256,5 +257,5 @@ func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 		}
 	}
 	drops := (c1.Drops - c0.Drops) + (st1.RxDropped - st0.RxDropped) + (st1.RxRingFull - st0.RxRingFull)
-	return row(c1.Samples-c0.Samples, n, drops, el), nil
+	return newDeliveryRow(c1.Samples-c0.Samples, n, drops, el), nil
 }

@@ -49,16 +49,25 @@ func (l *lab) down() error {
 	return nil
 }
 
-// linkIndex returns the ifindex of link name inside namespace ns.
-func linkIndex(ns, name string) (int, error) {
+// linkIn returns link name of namespace ns.
+func linkIn(ns, name string) (netlink.Link, error) {
 	h, err := nlHandle(ns)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer h.Close()
 	lk, err := h.LinkByName(name)
 	if err != nil {
-		return 0, fmt.Errorf("link %s in %s: %w", name, ns, err)
+		return nil, fmt.Errorf("link %s in %s: %w", name, ns, err)
+	}
+	return lk, nil
+}
+
+// linkIndex returns the ifindex of link name inside namespace ns.
+func linkIndex(ns, name string) (int, error) {
+	lk, err := linkIn(ns, name)
+	if err != nil {
+		return 0, err
 	}
 	return lk.Attrs().Index, nil
 }

@@ -253,14 +253,9 @@ func (b *bench) setup() error {
 
 // xdpProgID returns the ID of the XDP program attached to link name in ns.
 func xdpProgID(ns, name string) (uint32, error) {
-	h, err := nlHandle(ns)
+	lk, err := linkIn(ns, name)
 	if err != nil {
 		return 0, err
-	}
-	defer h.Close()
-	lk, err := h.LinkByName(name)
-	if err != nil {
-		return 0, fmt.Errorf("link %s in %s: %w", name, ns, err)
 	}
 	x := lk.Attrs().Xdp
 	if x == nil || x.ProgId == 0 {

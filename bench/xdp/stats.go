@@ -31,19 +31,13 @@ func list(f string, xs []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// series collects per-round values under a name, in insertion order.
+// series collects per-round values by name, in round order.
 type series struct {
-	names []string
-	vals  map[string][]float64
+	vals map[string][]float64
 }
 
 func newSeries() *series { return &series{vals: make(map[string][]float64)} }
 
-func (s *series) add(name string, v float64) {
-	if _, ok := s.vals[name]; !ok {
-		s.names = append(s.names, name)
-	}
-	s.vals[name] = append(s.vals[name], v)
-}
+func (s *series) add(name string, v float64) { s.vals[name] = append(s.vals[name], v) }
 
 func (s *series) median(name string) float64 { return median(s.vals[name]) }

@@ -61,8 +61,8 @@ func New(e *apm.Engine, opts Options) *Handler {
 	return h
 }
 
-// rowValue returns the value of column col of a row; ok is false for a
-// column the table does not serve.
+// rowValue returns the type and value of column col of a row; callers
+// pass only the table's accessible columns (table.cols).
 type rowValue func(col uint32) (t snmpd.VarType, v any)
 
 // table is one conceptual table: its entry OID, its columns in order and

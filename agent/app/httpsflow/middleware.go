@@ -166,7 +166,9 @@ func (m *Middleware) report(r *http.Request, rw *responseWriter, body *countingB
 			Status:     int32(status),
 		},
 	}
-	setSocket(f, local, r.RemoteAddr)
+	if remote, err := netip.ParseAddrPort(r.RemoteAddr); err == nil && local.IsValid() {
+		setSocket(f, 6, local, netip.AddrPortFrom(remote.Addr().WithZone(""), remote.Port()))
+	}
 	if err := m.cfg.Reporter.ReportFlow(f); err != nil {
 		m.ReportErrors.Add(1)
 	}
@@ -181,21 +183,17 @@ func localAddr(r *http.Request) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// setSocket fills extended_socket_ipv4 or _ipv6 (TCP) from the local
-// address and the request's RemoteAddr; IPv4-mapped IPv6 addresses are
-// reported as IPv4.
-func setSocket(f *app.FlowSample, local netip.AddrPort, remoteAddr string) {
-	remote, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil || !local.IsValid() {
-		return
-	}
-	ra := remote.Addr().Unmap().WithZone("")
-	la := local.Addr()
+// setSocket fills extended_socket_ipv4 or _ipv6 of IP protocol proto from
+// the connection's end points when both are of the same family;
+// IPv4-mapped IPv6 addresses are reported as IPv4. Otherwise (an end
+// point unknown, mixed families) it sets nothing.
+func setSocket(f *app.FlowSample, proto uint32, local, remote netip.AddrPort) {
+	la, ra := local.Addr().Unmap(), remote.Addr().Unmap()
 	switch {
 	case la.Is4() && ra.Is4():
-		f.Socket4 = &sflow.ExtendedSocketIPv4{Protocol: 6, LocalIP: la, RemoteIP: ra, LocalPort: uint32(local.Port()), RemotePort: uint32(remote.Port())}
+		f.Socket4 = &sflow.ExtendedSocketIPv4{Protocol: proto, LocalIP: la, RemoteIP: ra, LocalPort: uint32(local.Port()), RemotePort: uint32(remote.Port())}
 	case la.Is6() && ra.Is6():
-		f.Socket6 = &sflow.ExtendedSocketIPv6{Protocol: 6, LocalIP: la, RemoteIP: ra, LocalPort: uint32(local.Port()), RemotePort: uint32(remote.Port())}
+		f.Socket6 = &sflow.ExtendedSocketIPv6{Protocol: proto, LocalIP: la, RemoteIP: ra, LocalPort: uint32(local.Port()), RemotePort: uint32(remote.Port())}
 	}
 }
 

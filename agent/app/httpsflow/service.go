@@ -54,8 +54,15 @@ func (s *Service) Sample(client bool) bool {
 	if client {
 		side = 1
 	}
+	if s.rate == 1 || rand.Uint32N(s.rate) == 0 {
+		return true
+	}
+	// Only unsampled operations are counted here: each Report adds its own
+	// operation (Seen = unsampled since the last report + 1), so two
+	// operations sampled at the same time can never leave one of them
+	// reporting Seen 0 (which would mean "use the sampling rate").
 	s.seen[side].Add(1)
-	return s.rate == 1 || rand.Uint32N(s.rate) == 0
+	return false
 }
 
 // Count counts one finished server-side operation by status, sampled or
@@ -98,7 +105,7 @@ func (s *Service) Report(op Operation) error {
 		side = 1
 	}
 	f := &app.FlowSample{
-		AppName: s.name, ServicePort: s.port, Client: op.Client, SamplingRate: s.rate, Seen: s.seen[side].Swap(0),
+		AppName: s.name, ServicePort: s.port, Client: op.Client, SamplingRate: s.rate, Seen: s.seen[side].Swap(0) + 1,
 		Operation: &sflow.AppOperation{
 			Context:     sflow.AppContext{Application: s.name, Operation: op.Name, Attributes: op.Attributes},
 			StatusDescr: op.StatusDescr, ReqBytes: op.ReqBytes, RespBytes: op.RespBytes,
@@ -119,12 +126,7 @@ func (s *Service) Report(op Operation) error {
 		if proto == 0 {
 			proto = 6
 		}
-		la, ra := op.Local.Addr().Unmap(), op.Remote.Addr().Unmap()
-		if la.Is4() && ra.Is4() {
-			f.Socket4 = &sflow.ExtendedSocketIPv4{Protocol: proto, LocalIP: la, RemoteIP: ra, LocalPort: uint32(op.Local.Port()), RemotePort: uint32(op.Remote.Port())}
-		} else if la.Is6() && ra.Is6() {
-			f.Socket6 = &sflow.ExtendedSocketIPv6{Protocol: proto, LocalIP: la, RemoteIP: ra, LocalPort: uint32(op.Local.Port()), RemotePort: uint32(op.Remote.Port())}
-		}
+		setSocket(f, proto, op.Local, op.Remote)
 	}
 	if err := s.r.ReportFlow(f); err != nil {
 		s.ReportErrors.Add(1)

@@ -69,3 +69,54 @@ func TestServiceGenericAPI(t *testing.T) {
 		t.Errorf("counters %+v", counters[0].Records)
 	}
 }
+
+// seenReporter records the Seen of every reported sample.
+type seenReporter struct{ seen []uint32 }
+
+func (r *seenReporter) ReportFlow(f *app.FlowSample) error {
+	r.seen = append(r.seen, f.Seen)
+	return nil
+}
+
+func (r *seenReporter) ReportCounters(*app.CounterSample) error { return nil }
+
+// TestServiceSeenCountsEveryOperationOnce checks the sample_pool input:
+// two operations sampled before either reports (concurrent operations)
+// each report Seen >= 1, and the Seen values plus the operations not yet
+// reported add up to every operation exactly once.
+func TestServiceSeenCountsEveryOperationOnce(t *testing.T) {
+	r := &seenReporter{}
+	svc, err := NewService("svc", 9000, 3, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ops = 3000
+	pending := 0
+	for i := 0; i < ops; i++ {
+		if svc.Sample(false) {
+			pending++
+			if pending == 2 { // two sampled operations in flight
+				for ; pending > 0; pending-- {
+					if err := svc.Report(Operation{Name: "op"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	for ; pending > 0; pending-- {
+		if err := svc.Report(Operation{Name: "op"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := uint64(svc.seen[0].Load())
+	for i, s := range r.seen {
+		if s == 0 {
+			t.Fatalf("report %d has Seen 0", i)
+		}
+		total += uint64(s)
+	}
+	if total != ops {
+		t.Fatalf("Seen values add up to %d, want %d operations", total, ops)
+	}
+}
