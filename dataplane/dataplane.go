@@ -171,8 +171,7 @@ func Open(cfg Config) (*Dataplane, error) {
 		d.freeSlots = append(d.freeSlots, uint32(s))
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
-		d.Close()
-		return nil, fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err)
+		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
 	}
 	return d, nil
 }
@@ -250,31 +249,35 @@ func (d *Dataplane) load() error {
 	for w := 0; w < d.cfg.Workers; w++ {
 		m, err := ebpf.NewMap(rings.InnerMap)
 		if err != nil {
-			d.closeObjects()
-			return fmt.Errorf("dataplane: creating ring %d: %w", w, err)
+			return errors.Join(fmt.Errorf("dataplane: creating ring %d: %w", w, err), d.closeObjects())
 		}
 		d.rings = append(d.rings, m)
 		if err := d.objs.Rings.Put(uint32(w), m); err != nil {
-			d.closeObjects()
-			return fmt.Errorf("dataplane: installing ring %d: %w", w, err)
+			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
 		}
 	}
 	d.readers = make([]*RingReader, d.cfg.Workers)
 	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
-		d.closeObjects()
-		return err
+		return errors.Join(err, d.closeObjects())
 	}
 	d.counters = cp
 	return nil
 }
 
-func (d *Dataplane) closeObjects() {
-	for _, m := range d.rings {
-		m.Close()
+// closeObjects closes the ring maps and the sampler's programs and maps.
+func (d *Dataplane) closeObjects() error {
+	var errs []error
+	for w, m := range d.rings {
+		if err := m.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing ring %d: %w", w, err))
+		}
 	}
 	d.rings = nil
-	d.objs.Close()
+	if err := d.objs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing sampler objects: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // Close detaches every port, closes the ring readers and unloads the
@@ -309,7 +312,9 @@ func (d *Dataplane) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	d.closeObjects()
+	if err := d.closeObjects(); err != nil {
+		errs = append(errs, err)
+	}
 	d.ns.Close()
 	return errors.Join(errs...)
 }
@@ -339,8 +344,14 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		HeaderBytes: uint32(pc.HeaderBytes),
 		Worker:      uint32(pc.Worker),
 		Slot:        slot,
-		XskBase:     slot * uint32(d.cfg.MaxQueues),
+		XskBase:     d.xskBase(slot),
 	}
+}
+
+// xskBase is the XSKMAP key of RX queue 0 of the port in counter slot
+// slot: each slot owns MaxQueues consecutive keys.
+func (d *Dataplane) xskBase(slot uint32) uint32 {
+	return slot * uint32(d.cfg.MaxQueues)
 }
 
 // AttachPort starts sampling on ifindex: it writes the port's config, then
@@ -385,7 +396,9 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return err
 	})
 	if err != nil {
-		d.clearConfig(key)
+		if cerr := d.clearConfig(key); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
@@ -469,15 +482,12 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 // can read pools for every flow sample without contending. It must not be
 // called after Close.
 func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
-	slots := d.slotOf.Load()
-	if slots == nil {
-		return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
+	if slots := d.slotOf.Load(); slots != nil {
+		if slot, ok := (*slots)[ifindex]; ok {
+			return d.counters.sum(slot), nil
+		}
 	}
-	slot, ok := (*slots)[ifindex]
-	if !ok {
-		return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
-	}
-	return d.counters.sum(slot), nil
+	return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
 }
 
 // publishSlots installs a fresh copy of the ifindex -> slot map for
@@ -502,20 +512,29 @@ func (d *Dataplane) XSKKey(ifindex, queue int) (uint32, error) {
 	if !ok {
 		return 0, fmt.Errorf("dataplane: xsk key of ifindex %d: %w", ifindex, ErrNotAttached)
 	}
-	return p.slot*uint32(d.cfg.MaxQueues) + uint32(queue), nil
+	return d.xskBase(p.slot) + uint32(queue), nil
 }
 
 // SetXSK puts an AF_XDP socket FD into the XSKMAP at queueKey (see XSKKey);
 // a negative fd removes the entry.
 func (d *Dataplane) SetXSK(queueKey uint32, fd int) error {
 	if fd < 0 {
-		if err := d.objs.Xsks.Delete(queueKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("dataplane: removing xsk %d: %w", queueKey, err)
+		if err := d.deleteXSK(queueKey); err != nil {
+			return fmt.Errorf("dataplane: %w", err)
 		}
 		return nil
 	}
 	if err := d.objs.Xsks.Put(queueKey, uint32(fd)); err != nil {
 		return fmt.Errorf("dataplane: setting xsk %d: %w", queueKey, err)
+	}
+	return nil
+}
+
+// deleteXSK removes the XSKMAP entry at queueKey; an absent entry is no
+// error.
+func (d *Dataplane) deleteXSK(queueKey uint32) error {
+	if err := d.objs.Xsks.Delete(queueKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("removing xsk %d: %w", queueKey, err)
 	}
 	return nil
 }

@@ -179,22 +179,35 @@ type LinkCounterReader struct {
 // NewLinkCounterReader opens a reader for namespace ns; ns <= 0 means the
 // namespace of the calling thread.
 func NewLinkCounterReader(ns netns.NsHandle) (*LinkCounterReader, error) {
-	r := &LinkCounterReader{current: ns <= 0}
-	var err error
-	if r.current {
-		r.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	h, ethtool, err := openLinkSockets(ns)
+	if err != nil {
+		return nil, fmt.Errorf("linkstats: %w", err)
+	}
+	return &LinkCounterReader{nl: h, ethtool: ethtool, current: ns <= 0}, nil
+}
+
+// openLinkSockets opens a netlink route socket and an ethtool ioctl socket
+// (AF_INET datagram, for SIOCETHTOOL) in namespace ns (ns <= 0: the
+// calling thread's).
+func openLinkSockets(ns netns.NsHandle) (*netlink.Handle, int, error) {
+	var (
+		h   *netlink.Handle
+		err error
+	)
+	if ns <= 0 {
+		h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
 	} else {
-		r.nl, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+		h, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("linkstats: netlink socket: %w", err)
+		return nil, -1, fmt.Errorf("netlink socket: %w", err)
 	}
-	r.ethtool, err = socketInNetns(ns, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	fd, err := socketInNetns(ns, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		r.nl.Close()
-		return nil, fmt.Errorf("linkstats: ethtool socket: %w", err)
+		h.Close()
+		return nil, -1, fmt.Errorf("ethtool socket: %w", err)
 	}
-	return r, nil
+	return h, fd, nil
 }
 
 // Close releases the reader's sockets.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"sync"
 
-	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -165,9 +164,10 @@ func (m *Monitor) Queues() int { return len(m.socks) }
 // Receive drains every socket without blocking and hands each frame to fn
 // as a RawSample (IfIndex, FrameLen = the frame's length, RxQueue, Header =
 // its first headerBytes bytes; CPU, Timestamp and Rate are 0: the frame
-// carries no metadata, and Rate 0 stands for the port's configured rate). The sample and its Header are valid only during fn. Receive
-// does not allocate and makes no system call per frame. It returns how
-// many frames it delivered.
+// carries no metadata, and Rate 0 stands for the port's configured rate).
+// The sample and its Header are valid only during fn. Receive does not
+// allocate and makes no system call per frame. It returns how many frames
+// it delivered.
 func (m *Monitor) Receive(fn func(*RawSample)) (int, error) {
 	if m.closed {
 		return 0, fmt.Errorf("dataplane: monitor ifindex %d receive: %w", m.ifindex, os.ErrClosed)
@@ -238,8 +238,8 @@ func (m *Monitor) Unbind() error {
 	}
 	var errs []error
 	for _, key := range m.keys {
-		if err := d.objs.Xsks.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("removing xsk %d: %w", key, err))
+		if err := d.deleteXSK(key); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -265,20 +265,4 @@ func (m *Monitor) Close() error {
 		return fmt.Errorf("dataplane: monitor ifindex %d close: %w", m.ifindex, err)
 	}
 	return nil
-}
-
-// RingFD returns the file descriptor of worker's ring buffer map. It polls
-// readable (POLLIN) while samples are waiting, so a consumer can wait on
-// the ring and on AF_XDP sockets (Monitor.FDs) in one poll. The descriptor
-// belongs to the Dataplane: do not close it.
-func (d *Dataplane) RingFD(worker int) (int, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return -1, fmt.Errorf("dataplane: ring %d fd: %w", worker, os.ErrClosed)
-	}
-	if worker < 0 || worker >= len(d.rings) {
-		return -1, fmt.Errorf("dataplane: ring %d fd: worker not in 0..%d", worker, len(d.rings)-1)
-	}
-	return d.rings[worker].FD(), nil
 }

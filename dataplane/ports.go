@@ -180,22 +180,11 @@ type portWatcher struct {
 }
 
 func newPortWatcher(ns netns.NsHandle, events chan<- PortEvent) (*portWatcher, error) {
-	w := &portWatcher{ns: ns, events: events, known: map[int]PortInfo{}, rcvbuf: 1 << 20}
-	var err error
-	if ns <= 0 {
-		w.nl, err = netlink.NewHandle(unix.NETLINK_ROUTE)
-	} else {
-		w.nl, err = netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	}
+	h, ethtool, err := openLinkSockets(ns)
 	if err != nil {
-		return nil, fmt.Errorf("ports: netlink socket: %w", err)
+		return nil, fmt.Errorf("ports: %w", err)
 	}
-	w.ethtool, err = socketInNetns(ns, unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		w.nl.Close()
-		return nil, fmt.Errorf("ports: ethtool socket: %w", err)
-	}
-	return w, nil
+	return &portWatcher{ns: ns, nl: h, ethtool: ethtool, events: events, known: map[int]PortInfo{}, rcvbuf: 1 << 20}, nil
 }
 
 func (w *portWatcher) close() {
@@ -245,12 +234,9 @@ func (w *portWatcher) session(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-failed:
-			if errors.Is(err, netlink.ErrDumpInterrupted) {
-				// Our subscription sends no dumps; treat like a loss.
-				return fmt.Errorf("ports: %w", err)
-			}
 			// The library reports a receive failure and closes updates;
-			// other callbacks (bad sender, error messages) leave it
+			// other callbacks (bad sender, error messages, an interrupted
+			// dump, which our subscription never asks for) leave it
 			// running but may hide lost events: resync either way.
 			return fmt.Errorf("ports: link notifications: %w", err)
 		case u, ok := <-updates:

@@ -60,11 +60,8 @@ type RingReader struct {
 func (d *Dataplane) Ring(worker int) (*RingReader, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.closed {
-		return nil, fmt.Errorf("dataplane: ring %d: %w", worker, os.ErrClosed)
-	}
-	if worker < 0 || worker >= len(d.rings) {
-		return nil, fmt.Errorf("dataplane: ring %d: worker not in 0..%d", worker, len(d.rings)-1)
+	if err := d.checkRing(worker); err != nil {
+		return nil, fmt.Errorf("dataplane: ring %d: %w", worker, err)
 	}
 	if r := d.readers[worker]; r != nil && !r.closed.Load() {
 		return r, nil
@@ -76,6 +73,31 @@ func (d *Dataplane) Ring(worker int) (*RingReader, error) {
 	r := &RingReader{rd: rd, poll: d.cfg.RingPoll}
 	d.readers[worker] = r
 	return r, nil
+}
+
+// RingFD returns the file descriptor of worker's ring buffer map. It polls
+// readable (POLLIN) while samples are waiting, so a consumer can wait on
+// the ring and on AF_XDP sockets (Monitor.FDs) in one poll. The descriptor
+// belongs to the Dataplane: do not close it.
+func (d *Dataplane) RingFD(worker int) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkRing(worker); err != nil {
+		return -1, fmt.Errorf("dataplane: ring %d fd: %w", worker, err)
+	}
+	return d.rings[worker].FD(), nil
+}
+
+// checkRing reports whether worker names a ring of the open Dataplane.
+// Called with mu held.
+func (d *Dataplane) checkRing(worker int) error {
+	if d.closed {
+		return os.ErrClosed
+	}
+	if worker < 0 || worker >= len(d.rings) {
+		return fmt.Errorf("worker not in 0..%d", len(d.rings)-1)
+	}
+	return nil
 }
 
 // Read blocks until at least one sample is available, then hands every
@@ -90,12 +112,21 @@ func (d *Dataplane) Ring(worker int) (*RingReader, error) {
 // Config.WakeupBytes, so below that, samples are picked up by the timer.
 func (r *RingReader) Read(fn func(*RawSample)) (int, error) {
 	n := 0
+	armed := false
 	for {
-		wait := time.Now().Add(r.poll)
-		if !r.deadline.IsZero() && r.deadline.Before(wait) {
-			wait = r.deadline
+		// Records already in the ring are read without waiting, so the
+		// deadline is set before the first wait and after each poll slice,
+		// not per record (SetDeadline takes the reader's lock). A wait
+		// later in this call ends at the same deadline: at worst at once,
+		// and Read returns the samples it has.
+		if !armed {
+			wait := time.Now().Add(r.poll)
+			if !r.deadline.IsZero() && r.deadline.Before(wait) {
+				wait = r.deadline
+			}
+			r.rd.SetDeadline(wait)
+			armed = true
 		}
-		r.rd.SetDeadline(wait)
 		if err := r.rd.ReadInto(&r.rec); err != nil {
 			if errors.Is(err, ringbuf.ErrFlushed) {
 				return n, nil // woken by Wake
@@ -105,6 +136,7 @@ func (r *RingReader) Read(fn func(*RawSample)) (int, error) {
 					return n, nil
 				}
 				if r.deadline.IsZero() || time.Now().Before(r.deadline) {
+					armed = false
 					continue // only a poll slice ended
 				}
 			}

@@ -11,6 +11,7 @@ package forwarding
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -145,23 +146,59 @@ func (s *snapshot) routed(h []byte) sflow.Interface {
 
 // Run keeps the snapshot current until ctx ends: it reads the kernel's
 // tables, then rebuilds them (at most every 100 ms) whenever netlink
-// reports a change of neighbours, links, addresses or routes.
+// reports a change of neighbours, links, addresses or routes. When a
+// subscription ends (the library closes its channel after a receive
+// error, such as ENOBUFS after a burst of events), Run subscribes again
+// and re-reads the tables. It returns an error only if the first
+// subscription fails.
 func (t *Table) Run(ctx context.Context) error {
+	for first := true; ; first = false {
+		subscribed, err := t.follow(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if first && !subscribed {
+			return err
+		}
+		t.log.Warn("forwarding table subscription ended; subscribing again", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// errSubscriptionEnded reports that the library closed an update channel.
+var errSubscriptionEnded = errors.New("forwarding: a netlink subscription ended")
+
+// follow subscribes, reads the tables and rebuilds them on changes until
+// ctx ends or a subscription ends. subscribed reports whether all the
+// subscriptions were made.
+func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 	done := make(chan struct{})
-	defer close(done)
+	// The library's receivers close their channels once done has closed
+	// their sockets, but one may be blocked sending an update: drain the
+	// channels of the subscriptions that were made.
+	var drains []func()
+	defer func() {
+		close(done)
+		for _, d := range drains {
+			go d()
+		}
+	}()
 	dirty := make(chan struct{}, 1)
-	mark := func() {
+	onErr := func(err error) {
+		select {
+		case <-done:
+			return // our own close of the sockets
+		default:
+		}
+		t.log.Warn("forwarding table subscription; re-reading the tables", "err", err)
 		select {
 		case dirty <- struct{}{}:
 		default:
 		}
-	}
-	onErr := func(err error) {
-		if ctx.Err() != nil {
-			return // the subscriptions end with ctx
-		}
-		t.log.Warn("forwarding table subscription; re-reading the tables", "err", err)
-		mark()
 	}
 	ns := t.ns
 	neighCh := make(chan netlink.NeighUpdate, 256)
@@ -169,17 +206,21 @@ func (t *Table) Run(ctx context.Context) error {
 	addrCh := make(chan netlink.AddrUpdate, 64)
 	routeCh := make(chan netlink.RouteUpdate, 256)
 	if err := netlink.NeighSubscribeWithOptions(neighCh, done, netlink.NeighSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("forwarding: neighbour subscription: %w", err)
+		return false, fmt.Errorf("forwarding: neighbour subscription: %w", err)
 	}
+	drains = append(drains, func() { drain(neighCh) })
 	if err := netlink.LinkSubscribeWithOptions(linkCh, done, netlink.LinkSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("forwarding: link subscription: %w", err)
+		return false, fmt.Errorf("forwarding: link subscription: %w", err)
 	}
+	drains = append(drains, func() { drain(linkCh) })
 	if err := netlink.AddrSubscribeWithOptions(addrCh, done, netlink.AddrSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("forwarding: address subscription: %w", err)
+		return false, fmt.Errorf("forwarding: address subscription: %w", err)
 	}
+	drains = append(drains, func() { drain(addrCh) })
 	if err := netlink.RouteSubscribeWithOptions(routeCh, done, netlink.RouteSubscribeOptions{Namespace: &ns, ErrorCallback: onErr}); err != nil {
-		return fmt.Errorf("forwarding: route subscription: %w", err)
+		return false, fmt.Errorf("forwarding: route subscription: %w", err)
 	}
+	drains = append(drains, func() { drain(routeCh) })
 	if err := t.Refresh(); err != nil {
 		t.log.Warn("reading forwarding tables", "err", err)
 	}
@@ -187,28 +228,34 @@ func (t *Table) Run(ctx context.Context) error {
 	defer tick.Stop()
 	pending := false
 	for {
+		open := true
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-neighCh:
-			pending = true
-		case <-linkCh:
-			pending = true
-		case <-addrCh:
-			pending = true
-		case <-routeCh:
-			pending = true
+			return true, ctx.Err()
+		case _, open = <-neighCh:
+		case _, open = <-linkCh:
+		case _, open = <-addrCh:
+		case _, open = <-routeCh:
 		case <-dirty:
-			pending = true
 		case <-tick.C:
-			if !pending {
-				continue
+			if pending {
+				pending = false
+				if err := t.Refresh(); err != nil {
+					t.log.Warn("reading forwarding tables", "err", err)
+				}
 			}
-			pending = false
-			if err := t.Refresh(); err != nil {
-				t.log.Warn("reading forwarding tables", "err", err)
-			}
+			continue
 		}
+		if !open {
+			return true, errSubscriptionEnded
+		}
+		pending = true
+	}
+}
+
+// drain discards the updates left in ch until the library closes it.
+func drain[T any](ch <-chan T) {
+	for range ch {
 	}
 }
 

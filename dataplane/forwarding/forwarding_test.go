@@ -2,6 +2,7 @@ package forwarding
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/netip"
 	"testing"
@@ -111,5 +112,53 @@ func BenchmarkOutput(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		tab.Output(4, h)
+	}
+}
+
+// TestRunFollowsChanges runs the table against a lab switch, adds an FDB
+// entry and checks that Run picks it up without an explicit Refresh, then
+// that Run returns once its context ends.
+func TestRunFollowsChanges(t *testing.T) {
+	netlab.RequireRoot(t)
+	l := netlab.New(t, 2)
+	ns, err := netns.GetFromName(l.Switch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	p1, p2 := uint32(l.LinkIndex(l.Switch, "p1")), uint32(l.LinkIndex(l.Switch, "p2"))
+
+	tab := New(ns, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- tab.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+
+	dst := net.HardwareAddr{0x02, 0x5e, 0x00, 0x00, 0x00, 0x42}
+	frame := netlab.UDPFrame(l.HostMACs[0], dst,
+		netip.AddrPortFrom(l.HostAddrs[0], 4000), netip.AddrPortFrom(l.HostAddrs[1], 4000), []byte("x"))
+	if out, err := l.Run(l.Switch, "bridge", "fdb", "add", dst.String(), "dev", "p2", "master", "static"); err != nil {
+		t.Fatalf("bridge fdb add: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for got := tab.Output(p1, frame); got != sflow.IfIndex(p2); got = tab.Output(p1, frame) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after bridge fdb add: output %+v, want ifIndex %d (p2)", got, p2)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	cancel()
+	select {
+	case err := <-ran:
+		ran <- err // for the cleanup
+		if err != nil {
+			t.Errorf("Run after cancel: %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
 	}
 }
