@@ -1,6 +1,7 @@
 package mib
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -308,7 +309,7 @@ func (m *MIB) SetStatic(st Static) error {
 // gone are dropped.
 func (m *MIB) SetPorts(ports []Port) error {
 	ports = slices.Clone(ports)
-	slices.SortFunc(ports, func(a, b Port) int { return compareUint32(a.IfIndex, b.IfIndex) })
+	slices.SortFunc(ports, func(a, b Port) int { return cmp.Compare(a.IfIndex, b.IfIndex) })
 	for i := 1; i < len(ports); i++ {
 		if ports[i].IfIndex == ports[i-1].IfIndex {
 			return fmt.Errorf("mib: port ifIndex %d given twice", ports[i].IfIndex)
@@ -461,14 +462,4 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		}
 	}
 	return cfg
-}
-
-func compareUint32(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

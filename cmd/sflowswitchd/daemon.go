@@ -170,14 +170,16 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	}
 	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
 	if err != nil {
-		dp.Close()
-		return nil, fmt.Errorf("sample readers: %w", err)
+		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
+	}
+	// fail undoes what was opened when a later step fails.
+	fail := func(err error) (*daemon, error) {
+		return nil, errors.Join(err, d.monitors.Close(), dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
 	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
 	if err != nil {
-		dp.Close()
-		return nil, err
+		return fail(err)
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
@@ -198,13 +200,11 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Logger:    log,
 	})
 	if err != nil {
-		dp.Close()
-		return nil, err
+		return fail(err)
 	}
 	network, addr, err := parseAgentX(s.AgentX)
 	if err != nil {
-		dp.Close()
-		return nil, err
+		return fail(err)
 	}
 	if network != "" {
 		d.subagent, err = snmpd.New(snmpd.Config{
@@ -218,8 +218,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 			Logger: slog.New(debugOnly{log.Handler()}),
 		})
 		if err != nil {
-			dp.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	return d, nil
@@ -315,6 +314,11 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("detaching", "err", err)
 		}
 	}()
+	// The settings read here take effect at restart only (reload keeps
+	// them); a copy taken under the lock does not race with a SIGHUP.
+	d.mu.Lock()
+	s := d.settings
+	d.mu.Unlock()
 	readers := make([]agent.SampleReader, d.agent.Workers())
 	for i := range readers {
 		readers[i] = d.monitors.Reader(i)
@@ -327,10 +331,10 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
 		}
 	}()
-	if err := d.startApps(ctx); err != nil {
+	if err := d.startApps(ctx, s); err != nil {
 		return err
 	}
-	if addr := d.settings.Metrics; addr != "" {
+	if addr := s.Metrics; addr != "" {
 		if err := d.serveMetrics(ctx, addr); err != nil {
 			return err
 		}
@@ -349,11 +353,11 @@ func (d *daemon) run(ctx context.Context) error {
 				d.log.Error("AgentX subagent stopped", "err", err)
 			}
 		}()
-		go d.watchAgentX(ctx, d.settings.AgentX)
+		go d.watchAgentX(ctx, s.AgentX)
 	} else {
 		close(subagentDone)
 	}
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(d.settings.staticCollectors()), "agentx", d.settings.AgentX)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
 
 	// Port events are coalesced: a burst of netlink messages (a port
 	// created, renamed, brought up) triggers one reconfiguration.
@@ -558,7 +562,8 @@ func (d *daemon) portMetrics() []portMetrics {
 		if err != nil {
 			continue
 		}
-		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops, rate: st.rate, kernelRate: st.kernelRate})
+		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
+			afxdpDrops: d.monitors.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
 	}
 	return out
 }
@@ -566,12 +571,12 @@ func (d *daemon) portMetrics() []portMetrics {
 // startApps starts the application sub-agent when -app-api is set, and its
 // APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
-func (d *daemon) startApps(ctx context.Context) error {
+func (d *daemon) startApps(ctx context.Context, s Settings) error {
 	var err error
 	d.apps, err = startApps(ctx, appsConfig{
-		API:         d.settings.AppAPI,
-		APMInterval: time.Duration(d.settings.APMInterval) * time.Second,
-		APMReports:  d.settings.APMReports,
+		API:         s.AppAPI,
+		APMInterval: time.Duration(s.APMInterval) * time.Second,
+		APMReports:  s.APMReports,
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
@@ -579,7 +584,7 @@ func (d *daemon) startApps(ctx context.Context) error {
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
-	network, addr, err := parseAgentX(d.settings.AgentX)
+	network, addr, err := parseAgentX(s.AgentX)
 	if err != nil || network == "" {
 		return err
 	}

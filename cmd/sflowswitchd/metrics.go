@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 )
@@ -91,7 +90,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ)
 		for i := range ports {
 			p := &ports[i]
-			fmt.Fprintf(bw, "%s{port=%s,ifindex=\"%s\"} %d\n", m.name, strconv.Quote(p.name), strconv.FormatUint(uint64(p.ifindex), 10), m.get(p))
+			fmt.Fprintf(bw, "%s{port=%q,ifindex=\"%d\"} %d\n", m.name, p.name, p.ifindex, m.get(p))
 		}
 	}
 }

@@ -328,8 +328,6 @@ func (s *sampleSource) close() error {
 type monitorPorts struct {
 	dp      *dataplane.Dataplane
 	log     *slog.Logger
-	opts    afxdp.Options
-	open    func(ifindex int, opts afxdp.Options) (monitorSockets, error)
 	readers []*sampleSource
 
 	mu    sync.Mutex // serialises SetPort, RemovePort, Close
@@ -342,11 +340,6 @@ type monitorPorts struct {
 // each, workers as given to dataplane.Open) with no monitor port yet.
 func newMonitorPorts(dp *dataplane.Dataplane, workers int, log *slog.Logger) (*monitorPorts, error) {
 	m := &monitorPorts{dp: dp, log: log, ports: map[uint32]*monitorPort{}}
-	m.open = func(ifindex int, opts afxdp.Options) (monitorSockets, error) {
-		// The full MaxHeaderBytes: the worker cuts each sample to its
-		// sampler's header size, so a header size change needs no reopen.
-		return dp.OpenMonitor(ifindex, dataplane.MaxHeaderBytes, opts)
-	}
 	m.publish()
 	for w := 0; w < max(workers, 1); w++ {
 		r, err := dp.Ring(w)
@@ -416,7 +409,9 @@ func (m *monitorPorts) SetPort(ifindex int, pc dataplane.PortConfig) error {
 	if pc.Worker < 0 || pc.Worker >= len(m.readers) {
 		return fmt.Errorf("monitor port %d: worker %d has no reader", ifindex, pc.Worker)
 	}
-	socks, err := m.open(ifindex, m.opts)
+	// The full MaxHeaderBytes: the worker cuts each sample to its
+	// sampler's header size, so a header size change needs no reopen.
+	socks, err := m.dp.OpenMonitor(ifindex, dataplane.MaxHeaderBytes, afxdp.Options{})
 	if err != nil {
 		if attached {
 			err = errors.Join(err, m.dp.DetachPort(ifindex))
@@ -467,11 +462,17 @@ func (m *monitorPorts) PortPool(ifindex uint32) (uint64, uint64) {
 	if err != nil {
 		return 0, 0
 	}
-	drops := c.Drops
+	return c.Pool, c.Drops + m.SocketDrops(ifindex)
+}
+
+// SocketDrops returns what a monitor port's AF_XDP sockets lost, as last
+// read by its worker (see dropsRefresh); 0 for an inline port. No lock, no
+// system call.
+func (m *monitorPorts) SocketDrops(ifindex uint32) uint64 {
 	if p := (*m.byIndex.Load())[ifindex]; p != nil {
-		drops += p.drops.Load()
+		return p.drops.Load()
 	}
-	return c.Pool, drops
+	return 0
 }
 
 // Close closes every monitor port's sockets; call it after the workers

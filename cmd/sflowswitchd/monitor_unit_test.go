@@ -423,3 +423,23 @@ func TestSampleSourceNoAlloc(t *testing.T) {
 		t.Errorf("%.1f allocations per batch, %d samples; want 0 and %d", allocs, n, 5*101)
 	}
 }
+
+// TestSocketDrops: a monitor port reports what its worker last read from
+// its sockets' drop counters; an inline or unknown port reports none.
+func TestSocketDrops(t *testing.T) {
+	m := &monitorPorts{ports: map[uint32]*monitorPort{}}
+	m.publish()
+	if got := m.SocketDrops(7); got != 0 {
+		t.Errorf("no monitor port: drops %d, want 0", got)
+	}
+	p := &monitorPort{ifindex: 7}
+	p.drops.Store(42)
+	m.ports[7] = p
+	m.publish()
+	if got := m.SocketDrops(7); got != 42 {
+		t.Errorf("monitor port: drops %d, want 42", got)
+	}
+	if got := m.SocketDrops(8); got != 0 {
+		t.Errorf("other port: drops %d, want 0", got)
+	}
+}

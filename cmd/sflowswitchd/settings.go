@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
 // Settings is the daemon's configuration: built-in defaults, overridden by
@@ -82,8 +84,8 @@ const (
 	DefaultHeaderBytes          = 128
 	MinSampling                 = 100
 	DefaultAgentX               = "unix:/var/agentx/master"
-	DefaultSNMPReceivers        = 10
-	DefaultSNMPInstances        = 3
+	DefaultSNMPReceivers        = mib.DefaultReceivers
+	DefaultSNMPInstances        = mib.DefaultInstances
 	// NoCollector as the only collector address means no static receiver:
 	// every receiver is configured over SNMP.
 	NoCollector = "none"
@@ -179,65 +181,7 @@ func (f *flagValues) load() (Settings, error) {
 			return Settings{}, err
 		}
 	}
-	set := map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	if set["collector"] {
-		s.Collectors = nil
-		for _, c := range f.collectors {
-			s.Collectors = append(s.Collectors, Collector{Address: c})
-		}
-	}
-	if set["sampling"] {
-		s.Sampling = f.s.Sampling
-	}
-	if set["sampling-unknown-speed"] {
-		s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed
-	}
-	if set["polling"] {
-		s.Polling = f.s.Polling
-	}
-	if set["header-bytes"] {
-		s.HeaderBytes = f.s.HeaderBytes
-	}
-	if set["ports"] {
-		s.Ports = splitList(f.ports)
-	}
-	if set["monitor-ports"] {
-		s.MonitorPorts = splitList(f.monitor)
-	}
-	if set["agent-address"] {
-		s.AgentAddress = f.s.AgentAddress
-	}
-	if set["agent-interface"] {
-		s.AgentInterface = f.s.AgentInterface
-	}
-	if set["workers"] {
-		s.Workers = f.s.Workers
-	}
-	if set["metrics"] {
-		s.Metrics = f.s.Metrics
-	}
-	if set["app-api"] {
-		s.AppAPI = f.s.AppAPI
-	}
-	if set["apm-interval"] {
-		s.APMInterval = f.s.APMInterval
-	}
-	if set["apm-reports"] {
-		s.APMReports = f.s.APMReports
-	}
-	if set["log-level"] {
-		s.LogLevel = f.s.LogLevel
-	}
-	if set["agentx"] {
-		s.AgentX = f.s.AgentX
-	}
-	if set["snmp-receivers"] {
-		s.SNMPReceivers = f.s.SNMPReceivers
-	}
-	if set["snmp-instances"] {
-		s.SNMPInstances = f.s.SNMPInstances
-	}
+	f.override(&s)
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -245,6 +189,41 @@ func (f *flagValues) load() (Settings, error) {
 		s.Workers = runtime.NumCPU()
 	}
 	return s, s.validate()
+}
+
+// override copies into s the settings given on the command line, which
+// take precedence over the file.
+func (f *flagValues) override(s *Settings) {
+	given := map[string]func(){
+		"collector": func() {
+			s.Collectors = nil
+			for _, c := range f.collectors {
+				s.Collectors = append(s.Collectors, Collector{Address: c})
+			}
+		},
+		"sampling":               func() { s.Sampling = f.s.Sampling },
+		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
+		"polling":                func() { s.Polling = f.s.Polling },
+		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
+		"ports":                  func() { s.Ports = splitList(f.ports) },
+		"monitor-ports":          func() { s.MonitorPorts = splitList(f.monitor) },
+		"agent-address":          func() { s.AgentAddress = f.s.AgentAddress },
+		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
+		"workers":                func() { s.Workers = f.s.Workers },
+		"metrics":                func() { s.Metrics = f.s.Metrics },
+		"log-level":              func() { s.LogLevel = f.s.LogLevel },
+		"agentx":                 func() { s.AgentX = f.s.AgentX },
+		"app-api":                func() { s.AppAPI = f.s.AppAPI },
+		"apm-interval":           func() { s.APMInterval = f.s.APMInterval },
+		"apm-reports":            func() { s.APMReports = f.s.APMReports },
+		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
+		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+	}
+	f.fs.Visit(func(fl *flag.Flag) {
+		if apply := given[fl.Name]; apply != nil { // -config has none
+			apply()
+		}
+	})
 }
 
 func splitList(v string) []string {

@@ -1,17 +1,28 @@
 package main
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
+	"strconv"
 	"testing"
 )
 
-func TestExampleConfigParses(t *testing.T) {
+// loadArgs parses args as the daemon's command line and loads the
+// settings (defaults, -config file, flags).
+func loadArgs(t *testing.T, args ...string) (Settings, error) {
+	t.Helper()
 	f := newFlags()
-	if err := f.fs.Parse([]string{"-config", "../../deploy/sflowswitchd.conf.example"}); err != nil {
-		t.Fatal(err)
+	if err := f.fs.Parse(args); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
 	}
-	s, err := f.load()
+	return f.load()
+}
+
+func TestExampleConfigParses(t *testing.T) {
+	s, err := loadArgs(t, "-config", "../../deploy/sflowswitchd.conf.example")
 	if err != nil {
 		t.Fatalf("example config refused: %v", err)
 	}
@@ -25,11 +36,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 	if err := os.WriteFile(file, []byte("sampling = 500\npolling = 30\n[[collector]]\naddress = \"198.18.0.9:7000\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := newFlags()
-	if err := f.fs.Parse([]string{"-config", file, "-sampling", "77", "-collector", "198.18.0.5:6343", "-collector", "198.18.0.6"}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := f.load()
+	s, err := loadArgs(t, "-config", file, "-sampling", "77", "-collector", "198.18.0.5:6343", "-collector", "198.18.0.6")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +46,7 @@ func TestFlagsOverrideFile(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	f := newFlags()
-	if err := f.fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := f.load()
+	s, err := loadArgs(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,15 +77,58 @@ func TestInvalidConfigRefused(t *testing.T) {
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f := newFlags()
-		if err := f.fs.Parse([]string{"-config", file}); err != nil {
-			t.Fatal(err)
-		}
-		_, err := f.load()
+		_, err := loadArgs(t, "-config", file)
 		if err == nil {
 			t.Errorf("%s: accepted", name)
 			continue
 		}
 		t.Logf("%s: %v", name, err)
 	}
+}
+
+// TestEveryFlagOverrides checks that each daemon flag, given on the
+// command line, changes the loaded settings (a flag missing from the
+// override table would be parsed and then silently ignored).
+func TestEveryFlagOverrides(t *testing.T) {
+	values := map[string]string{
+		"collector":              "198.18.0.1",
+		"sampling":               "7",
+		"sampling-unknown-speed": "9",
+		"polling":                "5",
+		"header-bytes":           "64",
+		"ports":                  "p1",
+		"monitor-ports":          "p2",
+		"agent-address":          "198.18.0.2",
+		"agent-interface":        "eth9",
+		"workers":                strconv.Itoa(runtime.NumCPU() + 1),
+		"metrics":                "127.0.0.1:9116",
+		"log-level":              "debug",
+		"agentx":                 "off",
+		"app-api":                "127.0.0.1:36343",
+		"apm-interval":           "5",
+		"apm-reports":            "5",
+		"snmp-receivers":         "4",
+		"snmp-instances":         "2",
+	}
+	def, err := loadArgs(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFlags().fs.VisitAll(func(fl *flag.Flag) {
+		if fl.Name == "config" {
+			return
+		}
+		v, ok := values[fl.Name]
+		if !ok {
+			t.Errorf("flag -%s: no test value", fl.Name)
+			return
+		}
+		s, err := loadArgs(t, "-"+fl.Name, v)
+		if err != nil {
+			t.Fatalf("-%s %s: %v", fl.Name, v, err)
+		}
+		if reflect.DeepEqual(s, def) {
+			t.Errorf("-%s %s left the settings at their defaults", fl.Name, v)
+		}
+	})
 }

@@ -7,11 +7,7 @@ import (
 )
 
 func TestSNMPSettings(t *testing.T) {
-	f := newFlags()
-	if err := f.fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err := f.load()
+	s, err := loadArgs(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,11 +19,7 @@ func TestSNMPSettings(t *testing.T) {
 	if err := os.WriteFile(file, []byte("agentx = \"tcp:127.0.0.1:705\"\nsnmp_receivers = 4\nsnmp_instances = 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f = newFlags()
-	if err := f.fs.Parse([]string{"-config", file, "-snmp-instances", "5", "-collector", "none"}); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = f.load(); err != nil {
+	if s, err = loadArgs(t, "-config", file, "-snmp-instances", "5", "-collector", "none"); err != nil {
 		t.Fatal(err)
 	}
 	if s.AgentX != "tcp:127.0.0.1:705" || s.SNMPReceivers != 4 || s.SNMPInstances != 5 || len(s.staticCollectors()) != 0 {
@@ -57,11 +49,7 @@ func TestSNMPSettings(t *testing.T) {
 		{"-snmp-instances", "70000"},
 		{"-agentx", "udp:1.2.3.4:5"},
 	} {
-		f := newFlags()
-		if err := f.fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.load(); err == nil {
+		if _, err := loadArgs(t, args...); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
