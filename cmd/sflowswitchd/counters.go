@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
@@ -13,6 +14,7 @@ import (
 // hostRecords produces the host counter records of data source 2:1.
 type hostRecords interface {
 	AppendRecords(recs []sflow.Record) ([]sflow.Record, error)
+	Close() error
 }
 
 // counterSource reads counters for the pollers: if_counters (and
@@ -80,6 +82,16 @@ func (c *counterSource) appendPort(recs []sflow.Record, ifindex uint32) ([]sflow
 		recs = append(recs, e)
 	}
 	return recs, nil
+}
+
+// Close releases the link counter reader's sockets and the host reader's
+// files. Pollers must have stopped.
+func (c *counterSource) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hostMu.Lock()
+	defer c.hostMu.Unlock()
+	return errors.Join(c.links.Close(), c.host.Close())
 }
 
 // forget drops the cached records of ports no longer present.

@@ -306,7 +306,18 @@ func (d debugOnly) WithGroup(g string) slog.Handler       { return debugOnly{d.h
 
 // run serves until ctx ends, then detaches everything.
 func (d *daemon) run(ctx context.Context) error {
+	// Everything started here stops with ctx, which run cancels on its way
+	// out, whatever the reason; the goroutines that read the dataplane's
+	// memory (workers) and the sockets are waited for before the dataplane
+	// is closed and unmapped.
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
 	defer func() {
+		cancel()
+		running.Wait()
+		if err := d.counters.Close(); err != nil {
+			d.log.Error("closing counter readers", "err", err)
+		}
 		if err := d.monitors.Close(); err != nil {
 			d.log.Error("closing monitor sockets", "err", err)
 		}
@@ -331,7 +342,7 @@ func (d *daemon) run(ctx context.Context) error {
 			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
 		}
 	}()
-	if err := d.startApps(ctx, s); err != nil {
+	if err := d.startApps(ctx, s, &running); err != nil {
 		return err
 	}
 	if addr := s.Metrics; addr != "" {
@@ -339,23 +350,21 @@ func (d *daemon) run(ctx context.Context) error {
 			return err
 		}
 	}
-	agentDone := make(chan struct{})
+	running.Add(1)
 	go func() {
+		defer running.Done()
 		d.agent.Run(ctx, readers)
-		close(agentDone)
 	}()
 	go d.mib.Run(ctx)
-	subagentDone := make(chan struct{})
 	if d.subagent != nil {
+		running.Add(1)
 		go func() {
-			defer close(subagentDone)
+			defer running.Done()
 			if err := d.subagent.Run(ctx); err != nil {
 				d.log.Error("AgentX subagent stopped", "err", err)
 			}
 		}()
 		go d.watchAgentX(ctx, s.AgentX)
-	} else {
-		close(subagentDone)
 	}
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
 
@@ -365,8 +374,6 @@ func (d *daemon) run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			<-agentDone
-			<-subagentDone
 			return nil
 		case err := <-watchErr:
 			if ctx.Err() == nil {
@@ -571,7 +578,7 @@ func (d *daemon) portMetrics() []portMetrics {
 // startApps starts the application sub-agent when -app-api is set, and its
 // APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
-func (d *daemon) startApps(ctx context.Context, s Settings) error {
+func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGroup) error {
 	var err error
 	d.apps, err = startApps(ctx, appsConfig{
 		API:         s.AppAPI,
@@ -599,7 +606,9 @@ func (d *daemon) startApps(ctx context.Context, s Settings) error {
 	if err != nil {
 		return fmt.Errorf("APM-MIB subagent: %w", err)
 	}
+	running.Add(1)
 	go func() {
+		defer running.Done()
 		if err := d.apmSubagent.Run(ctx); err != nil {
 			d.log.Error("APM-MIB AgentX subagent stopped", "err", err)
 		}
