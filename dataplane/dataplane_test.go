@@ -87,15 +87,6 @@ func switchLink(t *testing.T, lab *netlab.Lab, name string) netlink.Link {
 	return l
 }
 
-func rxPackets(t *testing.T, lab *netlab.Lab, name string) uint64 {
-	t.Helper()
-	s := switchLink(t, lab, name).Attrs().Statistics
-	if s == nil {
-		t.Fatalf("no statistics for %s", name)
-	}
-	return s.RxPackets
-}
-
 // noHostMAC is a unicast MAC no lab host owns: the bridge floods such
 // frames and every host drops them at layer 2, so they provoke no replies.
 var noHostMAC = net.HardwareAddr{0x02, 0, 0, 0xff, 0xff, 0x01}

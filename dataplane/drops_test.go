@@ -105,7 +105,7 @@ func TestMonitorAFXDP(t *testing.T) {
 		socks = append(socks, s)
 	}
 	t.Logf("%d AF_XDP sockets on p1", len(socks))
-	capFD := openCapture(t, lab, lab.Hosts[1])
+	capt := lab.Capture(t, lab.Hosts[1], "eth0")
 
 	const k = 4000
 	frames := make([][]byte, 0, k)
@@ -179,13 +179,8 @@ func TestMonitorAFXDP(t *testing.T) {
 		t.Errorf("received %d sampled frames, %d altered", len(got), altered)
 	}
 	// Monitor ports carry a copy of traffic: nothing is forwarded.
-	buf := make([]byte, 2048)
-	for {
-		n, _, err := unix.Recvfrom(capFD, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			break
-		}
-		if _, ok := frameSeq(buf[:n]); ok {
+	for _, f := range capt.Queued(t) {
+		if _, ok := frameSeq(f.Data); ok {
 			t.Errorf("host 2 received a test frame from a monitor port")
 			break
 		}

@@ -2,56 +2,11 @@ package dataplane
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
-
-// htons converts a 16-bit value to network byte order for AF_PACKET.
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
-
-// openCapture opens an AF_PACKET socket on eth0 inside namespace ns that
-// receives every incoming frame, with a large buffer and a read timeout.
-func openCapture(t *testing.T, lab *netlab.Lab, ns string) int {
-	t.Helper()
-	fd := -1
-	err := lab.Do(ns, func() error {
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return fmt.Errorf("eth0: %w", err)
-		}
-		s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			return fmt.Errorf("AF_PACKET socket: %w", err)
-		}
-		if err := unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 64<<20); err != nil {
-			unix.Close(s)
-			return fmt.Errorf("SO_RCVBUFFORCE: %w", err)
-		}
-		tv := unix.NsecToTimeval(int64(500 * time.Millisecond))
-		if err := unix.SetsockoptTimeval(s, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-			unix.Close(s)
-			return fmt.Errorf("SO_RCVTIMEO: %w", err)
-		}
-		if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: l.Attrs().Index}); err != nil {
-			unix.Close(s)
-			return fmt.Errorf("bind: %w", err)
-		}
-		fd = s
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("capture in %s: %v", ns, err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return fd
-}
 
 // TestForwardingUntouched: with rate 1 inline sampling on p1, every frame
 // from host 1 to host 2 arrives byte for byte (XDP never alters or takes
@@ -68,7 +23,7 @@ func TestForwardingUntouched(t *testing.T) {
 	}
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
-	capFD := openCapture(t, lab, lab.Hosts[1])
+	capt := lab.Capture(t, lab.Hosts[1], "eth0")
 
 	const k = 5000
 	frames := make([][]byte, 0, k)
@@ -79,24 +34,15 @@ func TestForwardingUntouched(t *testing.T) {
 	received := make(chan map[uint32][]byte, 1)
 	go func() {
 		got := map[uint32][]byte{}
-		buf := make([]byte, 65536)
-		idle := 0
-		for len(got) < k && idle < 6 { // stop after ~3 s without frames
-			n, from, err := unix.Recvfrom(capFD, buf, 0)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				idle++
-				continue
+		// Stop after 3 s without frames.
+		err := capt.Collect(3*time.Second, func(f netlab.Frame) bool {
+			if seq, ok := frameSeq(f.Data); ok && !f.Outgoing {
+				got[seq] = f.Data
 			}
-			if err != nil {
-				break
-			}
-			idle = 0
-			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue
-			}
-			if seq, ok := frameSeq(buf[:n]); ok {
-				got[seq] = bytes.Clone(buf[:n])
-			}
+			return len(got) < k
+		})
+		if err != nil {
+			t.Errorf("capture on host 2: %v", err)
 		}
 		received <- got
 	}()

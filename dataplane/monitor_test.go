@@ -2,13 +2,11 @@ package dataplane
 
 import (
 	"bytes"
-	"fmt"
 	"math"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -16,27 +14,6 @@ import (
 )
 
 // Integration tests of the monitor (AF_XDP) delivery path: root, netlab.
-
-// hostRx returns rx_packets of eth0 in host namespace lab.Hosts[i].
-func hostRx(t *testing.T, lab *netlab.Lab, i int) uint64 {
-	t.Helper()
-	var rx uint64
-	err := lab.Do(lab.Hosts[i], func() error {
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return err
-		}
-		if l.Attrs().Statistics == nil {
-			return fmt.Errorf("eth0 has no statistics")
-		}
-		rx = l.Attrs().Statistics.RxPackets
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("rx_packets of %s: %v", lab.Hosts[i], err)
-	}
-	return rx
-}
 
 // waitPool waits until the port's pool reaches want (the XDP program has
 // seen every frame), then a little longer so the last redirect batch is
@@ -111,26 +88,21 @@ func drain(t *testing.T, m *Monitor, want int, fn func(*RawSample)) int {
 }
 
 // checkNotForwarded checks that host 2 (lab.Hosts[1]) received no frame
-// from host 1 since capFD (openCapture) was opened and rxBefore read: its
-// rx_packets grew by exactly the frames of other origin it captured. The
-// lab's bridge itself sends a few (IGMP reports from br0 shortly after the
-// lab comes up), which are not the monitor port's doing.
-func checkNotForwarded(t *testing.T, lab *netlab.Lab, capFD int, rxBefore uint64) {
+// from host 1 since capt (a capture on its eth0) was opened and rxBefore
+// read: its rx_packets grew by exactly the frames of other origin it
+// captured. The lab's bridge itself sends a few (IGMP reports from br0
+// shortly after the lab comes up), which are not the monitor port's doing.
+func checkNotForwarded(t *testing.T, lab *netlab.Lab, capt *netlab.Capture, rxBefore uint64) {
 	t.Helper()
-	grew := hostRx(t, lab, 1) - rxBefore
-	buf := make([]byte, 4096)
+	grew := lab.RxPackets(t, lab.Hosts[1], "eth0") - rxBefore
 	fromHost1, other := 0, uint64(0)
-	for {
-		n, _, err := unix.Recvfrom(capFD, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			break
-		}
-		if n >= 12 && bytes.Equal(buf[6:12], lab.HostMACs[0]) {
+	for _, f := range capt.Queued(t) {
+		if len(f.Data) >= 12 && bytes.Equal(f.Data[6:12], lab.HostMACs[0]) {
 			fromHost1++
 			continue
 		}
 		other++
-		t.Logf("host 2 received a frame not from host 1 (lab noise): % x", buf[:min(n, 48)])
+		t.Logf("host 2 received a frame not from host 1 (lab noise): % x", f.Data[:min(len(f.Data), 48)])
 	}
 	if fromHost1 != 0 || grew != other {
 		t.Errorf("host 2: rx_packets grew by %d, captured %d frames from host 1 and %d others; want none from host 1 and rx growth = others",
@@ -162,8 +134,8 @@ func TestMonitorDeliversIntact(t *testing.T) {
 		// port forwarded anything.
 		frames[i] = seqFrames(lab, 0, lab.HostMACs[1], uint32(i), 1, 16+(i*53)%1400)[0]
 	}
-	capFD := openCapture(t, lab, lab.Hosts[1])
-	rxBefore := hostRx(t, lab, 1)
+	capt := lab.Capture(t, lab.Hosts[1], "eth0")
+	rxBefore := lab.RxPackets(t, lab.Hosts[1], "eth0")
 	lab.SendFrames(t, 0, frames)
 	pc := waitPool(t, d, p1, k)
 
@@ -194,7 +166,7 @@ func TestMonitorDeliversIntact(t *testing.T) {
 	if pc.Pool != k || pc.Samples != k || pc.Drops != 0 || drops != 0 {
 		t.Errorf("counters %+v, socket drops %d; want pool = samples = %d, no drops", pc, drops, k)
 	}
-	checkNotForwarded(t, lab, capFD, rxBefore)
+	checkNotForwarded(t, lab, capt, rxBefore)
 }
 
 // TestMonitorNothingLostSilently floods monitor ports without reading and
@@ -284,8 +256,8 @@ func TestMonitorRate16(t *testing.T) {
 	m := openMonitor(t, d, p1, 128, afxdp.Options{})
 
 	const k = 16000
-	capFD := openCapture(t, lab, lab.Hosts[1])
-	rxBefore := hostRx(t, lab, 1)
+	capt := lab.Capture(t, lab.Hosts[1], "eth0")
+	rxBefore := lab.RxPackets(t, lab.Hosts[1], "eth0")
 	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 0, k, 32))
 	pc := waitPool(t, d, p1, k)
 
@@ -324,7 +296,7 @@ func TestMonitorRate16(t *testing.T) {
 	if n == 0 || allocs > 20 {
 		t.Errorf("delivered %d frames with %d allocations", n, allocs)
 	}
-	checkNotForwarded(t, lab, capFD, rxBefore)
+	checkNotForwarded(t, lab, capt, rxBefore)
 }
 
 // TestOpenMonitorRefusesInline: only a port attached in monitor mode gets

@@ -23,9 +23,9 @@ func TestPoolExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			const k = 10000
-			before := rxPackets(t, lab, "p1")
+			before := lab.RxPackets(t, lab.Switch, "p1")
 			lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, k, 32))
-			after := rxPackets(t, lab, "p1")
+			after := lab.RxPackets(t, lab.Switch, "p1")
 			pc, err := d.PortCounters(p1)
 			if err != nil {
 				t.Fatal(err)

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
@@ -160,56 +158,6 @@ func buildDaemon(t *testing.T) string {
 	return bin
 }
 
-// captureHost opens an AF_PACKET socket receiving every frame that eth0 of
-// host namespace lab.Hosts[i] receives; closed at cleanup.
-func captureHost(t *testing.T, lab *netlab.Lab, i int) int {
-	t.Helper()
-	const ethPAll = 0x0300 // htons(ETH_P_ALL)
-	fd := -1
-	err := lab.Do(lab.Hosts[i], func() error {
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return err
-		}
-		s, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, ethPAll)
-		if err != nil {
-			return err
-		}
-		if err := unix.Bind(s, &unix.SockaddrLinklayer{Protocol: ethPAll, Ifindex: l.Attrs().Index}); err != nil {
-			unix.Close(s)
-			return err
-		}
-		fd = s
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("capture in %s: %v", lab.Hosts[i], err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	return fd
-}
-
-// hostRxPackets returns rx_packets of eth0 in host namespace lab.Hosts[i].
-func hostRxPackets(t *testing.T, lab *netlab.Lab, i int) uint64 {
-	t.Helper()
-	var rx uint64
-	err := lab.Do(lab.Hosts[i], func() error {
-		l, err := netlink.LinkByName("eth0")
-		if err != nil {
-			return err
-		}
-		if l.Attrs().Statistics == nil {
-			return errors.New("eth0 has no statistics")
-		}
-		rx = l.Attrs().Statistics.RxPackets
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("rx_packets in %s: %v", lab.Hosts[i], err)
-	}
-	return rx
-}
-
 // TestDaemonMonitorPort runs the daemon with p1 as a monitor port (and p2
 // inline) at rate 1: every frame host 1 sends into p1 arrives at the
 // collector as a flow sample of p1 whose header is the frame's first
@@ -246,8 +194,8 @@ func TestDaemonMonitorPort(t *testing.T) {
 
 	// Probes sent before the port was attached were forwarded; from now
 	// on nothing may be.
-	capFD := captureHost(t, lab, 1)
-	rx2 := hostRxPackets(t, lab, 1)
+	capt := lab.Capture(t, lab.Hosts[1], "eth0")
+	rx2 := lab.RxPackets(t, lab.Hosts[1], "eth0")
 	const k = 300
 	frames := make([][]byte, k)
 	for i := range frames {
@@ -290,15 +238,10 @@ func TestDaemonMonitorPort(t *testing.T) {
 	// Host 2 may receive the lab bridge's own frames (IGMP reports of
 	// br0), but nothing from host 1; its rx_packets grow by exactly what
 	// it captured.
-	grew := hostRxPackets(t, lab, 1) - rx2
-	buf := make([]byte, 4096)
+	grew := lab.RxPackets(t, lab.Hosts[1], "eth0") - rx2
 	fromHost1, other := 0, uint64(0)
-	for {
-		n, _, err := unix.Recvfrom(capFD, buf, unix.MSG_DONTWAIT)
-		if err != nil {
-			break
-		}
-		if n >= 12 && bytes.Equal(buf[6:12], lab.HostMACs[0]) {
+	for _, f := range capt.Queued(t) {
+		if len(f.Data) >= 12 && bytes.Equal(f.Data[6:12], lab.HostMACs[0]) {
 			fromHost1++
 		} else {
 			other++

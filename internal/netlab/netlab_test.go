@@ -17,29 +17,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
-
-// rxPackets reads the 64-bit rx_packets of link name in namespace ns over
-// netlink.
-func rxPackets(t *testing.T, ns, name string) uint64 {
-	t.Helper()
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatalf("open namespace %s: %v", ns, err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatalf("netlink handle in %s: %v", ns, err)
-	}
-	defer nl.Close()
-	link, err := nl.LinkByName(name)
-	if err != nil {
-		t.Fatalf("link %s in %s: %v", name, ns, err)
-	}
-	return link.Attrs().Statistics.RxPackets
-}
 
 // rootLinks lists the link names of the test's own namespace.
 func rootLinks(t *testing.T) map[string]bool {
@@ -132,9 +110,9 @@ func TestLab(t *testing.T) {
 			frames[i] = UDPFrame(l.HostMACs[0], l.HostMACs[1],
 				netip.AddrPortFrom(l.HostAddrs[0], 40000), netip.AddrPortFrom(l.HostAddrs[1], 6343), payload)
 		}
-		rx0 := rxPackets(t, l.Switch, "p1")
+		rx0 := l.RxPackets(t, l.Switch, "p1")
 		l.SendFrames(t, 0, frames)
-		if got := rxPackets(t, l.Switch, "p1") - rx0; got != k {
+		if got := l.RxPackets(t, l.Switch, "p1") - rx0; got != k {
 			t.Errorf("p1 rx_packets rose by %d, want %d", got, k)
 		}
 		buf := make([]byte, 2048)

@@ -36,7 +36,7 @@ func TestCounters(t *testing.T) {
 	col.waitFor(t, 5*time.Second, "two counter samples of p1", func(dgs []datagram) bool {
 		return len(counterSamplesOf(dgs, p1ds)) >= 2
 	})
-	s0 := linkStats(t, lab, "p1")
+	s0 := lab.LinkStats(t, lab.Switch, "p1")
 	dgs := col.snapshot(t)
 	c0 := counterSamplesOf(dgs, p1ds)
 	checkIfCounters(t, "before traffic", c0[len(c0)-1], s0)
@@ -62,7 +62,7 @@ func TestCounters(t *testing.T) {
 		}
 		return n >= 2
 	})
-	s1 := linkStats(t, lab, "p1")
+	s1 := lab.LinkStats(t, lab.Switch, "p1")
 	// A frame the peer's backlog refused counts in tx_dropped, not
 	// tx_packets; the if_counters must match the kernel either way.
 	if s1.RxPackets-s0.RxPackets != f || s1.TxPackets+s1.TxDropped-s0.TxPackets-s0.TxDropped != g {

@@ -158,28 +158,6 @@ func inNS(ns string, fn func(h *netlink.Handle) error) error {
 	return fn(h)
 }
 
-// linkStats reads the kernel's 64-bit statistics of link name in the
-// switch namespace.
-func linkStats(t *testing.T, lab *netlab.Lab, name string) netlink.LinkStatistics {
-	t.Helper()
-	var st netlink.LinkStatistics
-	err := inNS(lab.Switch, func(h *netlink.Handle) error {
-		l, err := h.LinkByName(name)
-		if err != nil {
-			return err
-		}
-		if l.Attrs().Statistics == nil {
-			return fmt.Errorf("%s has no statistics", name)
-		}
-		st = *l.Attrs().Statistics
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("link stats of %s: %v", name, err)
-	}
-	return st
-}
-
 // xdpAttached reports whether an XDP program is attached to link name in
 // the switch namespace (false if the link is gone).
 func xdpAttached(t *testing.T, lab *netlab.Lab, name string) bool {
@@ -801,7 +779,7 @@ func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
 		t.Logf("daemon: send errors %d, datagrams sent %d, samples unsent/too large/unknown port %d",
 			m.sum("sflowswitchd_send_errors_total"), m.sum("sflowswitchd_datagrams_sent_total"), m.sum("sflowswitchd_samples_dropped_total"))
 	}
-	mg := linkStats(t, lab, "mgmt0")
+	mg := lab.LinkStats(t, lab.Switch, "mgmt0")
 	t.Logf("mgmt0: tx packets %d dropped %d errors %d", mg.TxPackets, mg.TxDropped, mg.TxErrors)
 	err := inNS(lab.Collector, func(h *netlink.Handle) error {
 		l, err := h.LinkByName("eth0")

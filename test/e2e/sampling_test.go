@@ -35,11 +35,11 @@ func TestSampling(t *testing.T) {
 func samplingCase(t *testing.T, lab *netlab.Lab, n, k int) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listen(t, lab, collectorPort)
-	before := linkStats(t, lab, "p1").RxPackets
+	before := lab.RxPackets(t, lab.Switch, "p1")
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
 		"-sampling", strconv.Itoa(n), "-ports", "p1,p2", "-polling", "0")
 	d.waitReady(t, lab, "p1", "p2")
-	if rx := linkStats(t, lab, "p1").RxPackets; rx != before {
+	if rx := lab.RxPackets(t, lab.Switch, "p1"); rx != before {
 		t.Fatalf("p1 received %d frames nobody sent while the daemon started", rx-before)
 	}
 
@@ -49,7 +49,7 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int) {
 	dgs := col.waitQuiet(t, sent, p1)
 	t.Logf("N=%d: sent %d frames in %v; %d datagrams", n, k, sent.Sub(start).Round(time.Millisecond), len(dgs))
 
-	rx := linkStats(t, lab, "p1").RxPackets - before
+	rx := lab.RxPackets(t, lab.Switch, "p1") - before
 	if rx != uint64(k) {
 		t.Fatalf("kernel: p1 received %d frames, %d sent (lab not quiet?)", rx, k)
 	}
