@@ -184,12 +184,21 @@ func TestStartKillsProcess(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
-		child, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.Process.Pid))
-		if err != nil {
-			t.Fatal(err)
+		// The process starts as nsenter in the test's namespace and
+		// enters the lab's just before exec: wait for that moment.
+		want := strings.TrimSpace(string(out))
+		var child string
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			child, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if child == want || time.Now().After(deadline) {
+				break
+			}
 		}
-		if strings.TrimSpace(string(out)) != child {
-			t.Errorf("started process in %s, want %s", child, out)
+		if child != want {
+			t.Errorf("started process in %s, want %s", child, want)
 		}
 	})
 	// Cleanup of the subtest killed and reaped it.
