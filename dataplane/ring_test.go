@@ -1,0 +1,194 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+)
+
+// TestRingBatchesInOrderUnderLoad: a reader draining a small ring in
+// batches while the kernel fills it at full speed (rate 1) sees every
+// sampled test frame at most once and in sending order, and every sample
+// is accounted for: delivered or counted as a ring-full drop. The ring is
+// small, so the positions wrap around it many times.
+func TestRingBatchesInOrderUnderLoad(t *testing.T) {
+	lab := netlab.New(t, 1)
+	const ringBytes = 64 << 10
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: ringBytes})
+	p1 := portIndex(t, lab, 0)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Ring(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Reader goroutine state; the totals are read by the test goroutine
+	// while the reader runs.
+	var delivered, batches, multi atomic.Uint64
+	var headerBytes uint64
+	var seqs, others, disorder int
+	var firstBad string
+	last := int64(-1)
+	done := make(chan error, 1)
+	fn := func(s *RawSample) {
+		headerBytes += uint64(len(s.Header))
+		seq, ok := frameSeq(s.Header)
+		if !ok {
+			others++
+			return
+		}
+		seqs++
+		if int64(seq) <= last {
+			disorder++
+			if firstBad == "" {
+				firstBad = fmt.Sprintf("seq %d after %d", seq, last)
+			}
+		}
+		last = int64(seq)
+	}
+	go func() {
+		for {
+			n, err := r.Read(fn)
+			if err != nil {
+				done <- err
+				return
+			}
+			delivered.Add(uint64(n))
+			batches.Add(1)
+			if n > 1 {
+				multi.Add(1)
+			}
+		}
+	}()
+
+	const k, chunk = 100000, 10000
+	for start := 0; start < k; start += chunk {
+		lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, uint32(start), chunk, 32))
+	}
+	// Wait until every sample is delivered or dropped.
+	var pc PortCounters
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if pc, err = d.PortCounters(p1); err != nil {
+			t.Fatal(err)
+		}
+		if delivered.Load()+pc.Drops >= pc.Samples || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrClosed) {
+			t.Fatalf("read loop ended with %v, want os.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock Read")
+	}
+	// The reader goroutine has ended: its state is ours now.
+	t.Logf("samples %d, drops %d, delivered %d (%d test frames, %d other) in %d batches (%d of more than one), %d header bytes",
+		pc.Samples, pc.Drops, delivered.Load(), seqs, others, batches.Load(), multi.Load(), headerBytes)
+	if pc.Samples < k {
+		t.Errorf("samples %d, want >= %d at rate 1", pc.Samples, k)
+	}
+	if delivered.Load()+pc.Drops != pc.Samples {
+		t.Errorf("delivered %d + drops %d != samples %d", delivered.Load(), pc.Drops, pc.Samples)
+	}
+	if uint64(seqs+others) != delivered.Load() {
+		t.Errorf("fn saw %d samples, Read reported %d", seqs+others, delivered.Load())
+	}
+	if disorder > 0 {
+		t.Errorf("%d test frames out of order or repeated, first: %s", disorder, firstBad)
+	}
+	if last >= k {
+		t.Errorf("last sequence %d, sent 0..%d", last, k-1)
+	}
+	// Ring records are 8 (header) + 32 (sample_meta) + a header size class.
+	if consumed := uint64(seqs) * (8 + metaSize + 64); consumed < 4*ringBytes {
+		t.Errorf("only %d bytes went through the %d-byte ring: no wrap-around tested", consumed, ringBytes)
+	}
+	if multi.Load() == 0 {
+		t.Errorf("no Read returned more than one sample: batching not exercised")
+	}
+	if r.Malformed() != 0 {
+		t.Errorf("%d malformed records", r.Malformed())
+	}
+}
+
+// TestRingWakeAndClose: Wake makes a Read waiting on an empty ring (no
+// deadline) return promptly with no samples; a Wake before the Read makes
+// its wait return at once; Close unblocks a waiting Read with
+// os.ErrClosed, and Read and Wake after Close fail.
+func TestRingWakeAndClose(t *testing.T) {
+	lab := netlab.New(t, 1)
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2})
+	r, err := d.Ring(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	read := func() chan result {
+		ch := make(chan result, 1)
+		go func() {
+			n, err := r.Read(func(*RawSample) {})
+			ch <- result{n, err}
+		}()
+		return ch
+	}
+	expect := func(what string, ch chan result, wantErr error) {
+		t.Helper()
+		select {
+		case res := <-ch:
+			if res.n != 0 || !errors.Is(res.err, wantErr) && !(wantErr == nil && res.err == nil) {
+				t.Errorf("%s: Read = %d, %v; want 0, %v", what, res.n, res.err, wantErr)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: Read did not return", what)
+		}
+	}
+
+	ch := read()
+	time.Sleep(100 * time.Millisecond) // several poll slices: Read waits
+	select {
+	case res := <-ch:
+		t.Fatalf("Read on an empty ring returned %d, %v without Wake", res.n, res.err)
+	default:
+	}
+	if err := r.Wake(); err != nil {
+		t.Fatal(err)
+	}
+	expect("after Wake", ch, nil)
+
+	if err := r.Wake(); err != nil {
+		t.Fatal(err)
+	}
+	expect("Wake before Read", read(), nil)
+
+	ch = read()
+	time.Sleep(50 * time.Millisecond)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expect("after Close", ch, os.ErrClosed)
+	if _, err := r.Read(func(*RawSample) {}); !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+	}
+	if err := r.Wake(); err == nil {
+		t.Errorf("Wake after Close succeeded")
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
