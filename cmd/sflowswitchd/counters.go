@@ -7,8 +7,8 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // hostRecords produces the host counter records of data source 2:1.

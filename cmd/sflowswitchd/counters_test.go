@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 func TestIfCountersMapping(t *testing.T) {

@@ -21,12 +21,12 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/hostcounters"
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 

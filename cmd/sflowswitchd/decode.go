@@ -14,7 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 const decodeUsage = `usage: sflowswitchd decode [-listen ADDR | -pcap FILE [-port N]] [-count N]

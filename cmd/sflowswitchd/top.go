@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"golang.org/x/sys/unix"
 )
 

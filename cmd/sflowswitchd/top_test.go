@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // topTestEthernet builds an Ethernet frame: MACs, optional 802.1Q tag
