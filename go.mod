@@ -11,3 +11,5 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 )
+
+require golang.org/x/net v0.48.0 // indirect
