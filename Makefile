@@ -37,7 +37,7 @@ test: deps lint build
 	$(MAKE) fuzz
 
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./agent/sflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./sflow/
 	@if [ -d snmpd ] && grep -q 'func FuzzDecodePDU' snmpd/*_test.go 2>/dev/null; then \
 		$(GO) test -run '^$$' -fuzz '^FuzzDecodePDU$$' -fuzztime $(FUZZTIME) ./snmpd/; fi
 

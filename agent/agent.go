@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // PortSampling is how the dataplane samples one port.

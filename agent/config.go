@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // ReceiverConfig is one collector: a row of sFlowRcvrTable.

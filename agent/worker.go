@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // PacketSample is one packet sampled by the kernel, as a worker receives it.

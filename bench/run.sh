@@ -12,7 +12,7 @@ count=${BENCH_COUNT:-5}
 
 echo "== Go micro-benchmarks (count=$count) -> $out/go.txt"
 go test -run '^$' -bench . -benchmem -count "$count" \
-	./agent/sflow/ ./agent/ ./agent/apm/ ./dataplane/forwarding/ | tee "$out/go.txt"
+	./sflow/ ./agent/ ./internal/apm/ ./dataplane/forwarding/ | tee "$out/go.txt"
 
 for script in bench/*.sh; do
 	[ "$script" = bench/run.sh ] && continue

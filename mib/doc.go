@@ -1,5 +1,5 @@
 // Package mib is the SFLOW-MIB (sFlow.org, version 1.3;
-// /work/shared/mibs/SFLOW-MIB.txt) bound to the running agent: it is the
+// mibs/SFLOW-MIB.txt) bound to the running agent: it is the
 // sampling configuration model of sflowswitchd. It holds the rows of
 // sFlowRcvrTable, sFlowFsTable and sFlowCpTable, serves them to SNMP
 // managers through an AgentX subagent (it implements snmpd.Handler) and,

@@ -4,19 +4,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gosnmp/gosnmp"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
-// mibsDir is the shared MIB directory (SFLOW-MIB and its imports) for
-// net-snmp's tools: ../shared/mibs from the repository root.
-var mibsDir = filepath.Join("..", "..", "shared", "mibs")
+// mibsDir is the repository's MIB directory (SFLOW-MIB and its imports) for
+// net-snmp's tools.
+var mibsDir = testutil.MIBDir()
 
 // newTestSnmpd starts a real net-snmp snmpd (see internal/snmptest) set up
 // as mib/README.md recommends: communities "private" (read-write) and

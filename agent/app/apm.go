@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 )
 
 // APM application indexes. apmAppDirAppLocalIndex values must not reuse

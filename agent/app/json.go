@@ -10,7 +10,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // MaxMessageSize is the largest JSON message the API takes (64 KiB).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 const goodFlowJSON = `{"flow_sample":{"app_name":"payment","service_port":8443,"sampling_rate":10,

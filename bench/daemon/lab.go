@@ -15,8 +15,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
 
-// lab is a namespace lab made by lab/lab.sh (contract in
-// /work/notes/netlab_api.md): switch PREFIX-sw with bridge ports p1..pN,
+// lab is a namespace lab made by lab/lab.sh (see lab.sh's header): switch PREFIX-sw with bridge ports p1..pN,
 // hosts PREFIX-hI, collector PREFIX-col at 198.19.255.2.
 type lab struct {
 	script string

@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 )
 
 // TestCountFlowSamples checks the sink's datagram walk against goflow2's
 // decoding of the shared golden datagrams, and that the malformed ones are
 // flagged.
 func TestCountFlowSamples(t *testing.T) {
-	// The shared vectors live next to the repository, as for agent/sflow.
-	dir := "../../../shared/testdata/sflow"
+	dir := testutil.GoldenDir(t)
 	good := []string{"counters_app", "counters_host", "counters_if", "expanded", "flow_app", "flow_core"}
 	total := 0
 	for _, name := range good {

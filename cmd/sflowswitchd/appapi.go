@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 )
 
 // Defaults of the APM reports computed from application transactions.

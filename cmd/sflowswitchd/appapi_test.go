@@ -21,10 +21,10 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
 	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 func TestStartAppsRefusesNonLoopback(t *testing.T) {

@@ -16,21 +16,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 )
 
 // sharedTestdata is the folder of golden datagrams built by hand from the
 // spec texts.
-func sharedTestdata(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs("../../../shared/testdata/sflow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); err != nil {
-		t.Fatalf("shared test vectors not found: %v", err)
-	}
-	return dir
-}
+func sharedTestdata(t *testing.T) string { return testutil.GoldenDir(t) }
 
 func readShared(t *testing.T, name string) []byte {
 	t.Helper()
@@ -46,7 +38,7 @@ var validDatagrams = []string{"flow_core", "flow_app", "counters_if", "counters_
 
 // malformedDatagrams maps each shared malformed datagram to the structure
 // and offset its error must name (derived by hand in
-// agent/sflow/malformed_test.go).
+// sflow/malformed_test.go).
 var malformedDatagrams = []struct {
 	file      string
 	structure string

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
-	"github.com/sflowswitchd/sflowswitchd/agent/apm/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm/apmtest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 

@@ -10,14 +10,15 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
-	"github.com/sflowswitchd/sflowswitchd/agent/apm/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm/apmtest"
 	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // mibDir holds APM-MIB and its imports for net-snmp's tools.
-const mibDir = "/work/shared/mibs"
+var mibDir = testutil.MIBDir()
 
 // startSnmpd starts a real net-snmp snmpd (see internal/snmptest) with
 // communities "public" (read-only) and "private" (read-write) and APM-MIB

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,11 +11,12 @@ import (
 	"github.com/gosnmp/gosnmp"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 )
 
 // sharedMIBs is the shared MIB directory (APM-MIB and its imports) for
 // net-snmp's tools, relative to this package.
-var sharedMIBs = filepath.Join("..", "..", "..", "shared", "mibs")
+var sharedMIBs = testutil.MIBDir()
 
 // apmReportTransactionCount is the apmReportTransactionCount column of
 // apmReportTable (APM-MIB, rmon 23 = 1.3.6.1.2.1.16.23; table apm.1.10,

@@ -26,8 +26,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // metricsAddr is where every test daemon serves metrics, inside its own
@@ -634,7 +634,7 @@ func goflowFlows(dgs []datagram, ifindex uint32) (seqs, rates, pools []uint32) {
 
 // writePcap writes the datagrams as Ethernet/IPv4/UDP frames from the
 // agent to the collector port into a classic pcap file (the layout of
-// udpPcap in agent/sflow/helpers_test.go, for many packets).
+// udpPcap in sflow/helpers_test.go, for many packets).
 func writePcap(path string, dgs []datagram, port uint16) error {
 	var p []byte
 	p = binary.LittleEndian.AppendUint32(p, 0xa1b2c3d4)

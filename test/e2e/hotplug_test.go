@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // TestHotplug adds a port to the lab while the daemon (ports "p*") runs:

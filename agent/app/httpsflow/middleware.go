@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Defaults of Config.

@@ -18,9 +18,9 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/apm"
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // testHandler answers /r/<i>?status=S&size=N with status S, N body bytes

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/agent/sflow"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Service is the generic API for applications that are not (only) HTTP

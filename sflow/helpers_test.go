@@ -1,0 +1,175 @@
+package sflow
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+)
+
+// sharedTestdata is the folder of golden datagrams built by hand from the
+// spec texts (sflow/testdata).
+func sharedTestdata(t testing.TB) string { return testutil.GoldenDir(t) }
+
+// readTestdata returns the bytes of a shared golden datagram.
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(sharedTestdata(t), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// unhex parses hex digits, ignoring white space and "//" comments to the
+// end of a line, so golden bytes can be written one field per line with
+// the spec's field name beside each.
+func unhex(t testing.TB, s string) []byte {
+	t.Helper()
+	var digits strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if i := strings.Index(line, "//"); i >= 0 {
+			line = line[:i]
+		}
+		for _, r := range line {
+			if r != ' ' && r != '\t' && r != '\r' {
+				digits.WriteRune(r)
+			}
+		}
+	}
+	b, err := hex.DecodeString(digits.String())
+	if err != nil {
+		t.Fatalf("bad golden hex: %v", err)
+	}
+	return b
+}
+
+// checkRecordGolden checks that rec encodes to exactly want (the record
+// body, hand-derived from the spec), and that want decodes back to a
+// record that encodes to the same bytes, in the flow (flow=true) or counter
+// context.
+func checkRecordGolden(t *testing.T, rec Record, want []byte, flow bool) {
+	t.Helper()
+	got := rec.AppendXDR(nil)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s encoding:\n got %x\nwant %x", rec.Name(), got, want)
+	}
+	var s Sample
+	if flow {
+		s = &FlowSample{SequenceNumber: 1, Source: DataSource{0, 3}, SamplingRate: 1, Records: []Record{rec}}
+	} else {
+		s = &CounterSample{SequenceNumber: 1, Source: DataSource{0, 3}, Records: []Record{rec}}
+	}
+	d := &Datagram{SequenceNumber: 1, Samples: []Sample{s}}
+	wire := d.AppendXDR(nil)
+	back, err := Decode(wire)
+	if err != nil {
+		t.Fatalf("decoding %s: %v", rec.Name(), err)
+	}
+	var recs []Record
+	switch bs := back.Samples[0].(type) {
+	case *FlowSample:
+		recs = bs.Records
+	case *CounterSample:
+		recs = bs.Records
+	}
+	if len(recs) != 1 || recs[0].Format() != rec.Format() {
+		t.Fatalf("decoded records %#v, want one %s", recs, rec.Name())
+	}
+	if again := recs[0].AppendXDR(nil); !bytes.Equal(again, want) {
+		t.Fatalf("%s decode+encode:\n got %x\nwant %x", rec.Name(), again, want)
+	}
+}
+
+// goflowDecode decodes a datagram with the goflow2 sFlow decoder, an
+// independent implementation.
+func goflowDecode(t testing.TB, datagram []byte) *goflow.Packet {
+	t.Helper()
+	var p goflow.Packet
+	if err := goflow.DecodeMessageVersion(bytes.NewBuffer(datagram), &p); err != nil {
+		t.Fatalf("goflow2 rejects the datagram: %v", err)
+	}
+	return &p
+}
+
+// tsharkFields runs tshark on the datagram (wrapped in Ethernet/IPv4/UDP
+// to port 6343 in a temporary pcap) and returns, for each requested field
+// (e.g. "sflow_5.sampletype"), every value tshark decoded, in order.
+func tsharkFields(t testing.TB, datagram []byte, fields ...string) map[string][]string {
+	t.Helper()
+	tshark, err := exec.LookPath("tshark")
+	if err != nil {
+		t.Fatalf("tshark is needed for this test (Debian package tshark; `make deps` installs it): %v", err)
+	}
+	pcap := filepath.Join(t.TempDir(), "d.pcap")
+	if err := os.WriteFile(pcap, udpPcap(datagram, 6343), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-n", "-r", pcap, "-d", "udp.port==6343,sflow", "-T", "fields", "-E", "occurrence=a", "-E", "separator=/t", "-E", "aggregator=|"}
+	for _, f := range fields {
+		args = append(args, "-e", f)
+	}
+	cmd := exec.Command(tshark, args...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("tshark: %v: %s", err, stderr.String())
+	}
+	line := strings.TrimRight(string(out), "\n")
+	cols := strings.Split(line, "\t")
+	res := make(map[string][]string, len(fields))
+	for i, f := range fields {
+		if i < len(cols) && cols[i] != "" {
+			res[f] = strings.Split(cols[i], "|")
+		}
+	}
+	return res
+}
+
+// udpPcap returns a classic pcap file holding one Ethernet/IPv4/UDP frame
+// from 198.18.0.1:50000 to 198.18.0.2:port with the given payload.
+func udpPcap(payload []byte, port uint16) []byte {
+	var f []byte
+	f = append(f, 0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00) // Ethernet
+	ip := []byte{0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2}
+	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
+	f = append(f, ip...)
+	udp := make([]byte, 8)
+	binary.BigEndian.PutUint16(udp[0:], 50000)
+	binary.BigEndian.PutUint16(udp[2:], port)
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	f = append(f, udp...)
+	f = append(f, payload...)
+
+	var p []byte
+	p = binary.LittleEndian.AppendUint32(p, 0xa1b2c3d4)
+	p = binary.LittleEndian.AppendUint16(p, 2)
+	p = binary.LittleEndian.AppendUint16(p, 4)
+	p = binary.LittleEndian.AppendUint32(p, 0)
+	p = binary.LittleEndian.AppendUint32(p, 0)
+	p = binary.LittleEndian.AppendUint32(p, 65535)
+	p = binary.LittleEndian.AppendUint32(p, 1) // LINKTYPE_ETHERNET
+	p = binary.LittleEndian.AppendUint32(p, 1700000000)
+	p = binary.LittleEndian.AppendUint32(p, 0)
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
+	return append(p, f...)
+}
