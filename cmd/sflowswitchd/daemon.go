@@ -23,6 +23,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
@@ -249,7 +250,7 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	}
 	d.sampled = states
 	d.mu.Unlock()
-	d.counters.forget(keep)
+	d.counters.Forget(keep)
 	return err
 }
 
@@ -473,11 +474,11 @@ type model struct {
 // selected port as a data source.
 func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
 	var m model
-	addrs, err := listHostAddrs()
+	addrs, err := agentaddr.List()
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = chooseAgentAddress(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
