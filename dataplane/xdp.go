@@ -49,6 +49,19 @@ func (d *Dataplane) inNetns(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		// setns needs CAP_SYS_ADMIN, which the daemon does not have
+		// (it runs with CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON, CAP_NET_RAW):
+		// a thread already in the namespace (the usual case, the daemon
+		// in its own) stays there.
+		cur, err := netns.Get()
+		if err == nil && cur.Equal(d.ns) {
+			cur.Close()
+			errc <- fn()
+			return
+		}
+		if err == nil {
+			cur.Close()
+		}
 		if err := netns.Set(d.ns); err != nil {
 			errc <- fmt.Errorf("entering netns: %w", err)
 			return
