@@ -23,10 +23,10 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -145,14 +145,9 @@ func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
 
 // inNS runs fn with a netlink handle of namespace ns.
 func inNS(ns string, fn func(h *netlink.Handle) error) error {
-	nh, err := netns.GetFromName(ns)
+	h, err := netnsutil.Netlink(ns)
 	if err != nil {
-		return fmt.Errorf("open namespace %s: %w", ns, err)
-	}
-	defer nh.Close()
-	h, err := netlink.NewHandleAt(nh)
-	if err != nil {
-		return fmt.Errorf("netlink in %s: %w", ns, err)
+		return err
 	}
 	defer h.Close()
 	return fn(h)
