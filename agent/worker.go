@@ -189,7 +189,7 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		} else {
 			// One batch: everything the ring holds, or a wait of at most
 			// the poll interval (the kernel does not wake the reader for
-			// every sample: DESIGN "per-batch"). Configuration and ticks
+			// every sample: docs/ARCHITECTURE.md "Packet sampling"). Configuration and ticks
 			// are handled between batches.
 			deadline := time.Now().Add(DefaultPollInterval)
 			if nextTick.Before(deadline) {

@@ -27,7 +27,7 @@ type config struct {
 // Sampler configurations. Rate 1<<30: the random test almost never
 // selects (1 frame in 2^30), so the unsampled path is what runs. Rate
 // 1024: what the agent programs for a configured 1-in-1000 (the largest
-// power of two <= N, DESIGN.md "Packet sampling").
+// power of two <= N, docs/ARCHITECTURE.md "Packet sampling").
 var (
 	cfgUnsampled = dataplane.PortConfig{Rate: 1 << 30, Mode: dataplane.ModeInline, HeaderBytes: 128}
 	cfgN1000     = dataplane.PortConfig{Rate: 1024, Mode: dataplane.ModeInline, HeaderBytes: 128}

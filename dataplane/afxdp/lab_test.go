@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
@@ -25,16 +27,7 @@ import (
 // created in the root namespace.
 
 // requireRoot skips without root, except under CI where that is a failure.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("test needs root (network namespaces, XDP, AF_XDP) and CI is set")
-	}
-	t.Skip("test needs root (network namespaces, XDP, AF_XDP)")
-}
+func requireRoot(t testing.TB) { netlab.RequireRoot(t) }
 
 var pairSeq atomic.Uint32
 
