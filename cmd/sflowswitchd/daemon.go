@@ -24,6 +24,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -540,7 +541,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps})
+	mux.Handle("/metrics", metrics.Handler(d.newMetrics(), d.log))
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -554,25 +555,6 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
-}
-
-func (d *daemon) portMetrics() []portMetrics {
-	d.mu.Lock()
-	states := make(map[uint32]portState, len(d.sampled))
-	for k, v := range d.sampled {
-		states[k] = v
-	}
-	d.mu.Unlock()
-	out := make([]portMetrics, 0, len(states))
-	for idx, st := range states {
-		c, err := d.dp.PortCounters(int(idx))
-		if err != nil {
-			continue
-		}
-		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
-			afxdpDrops: d.monitors.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
-	}
-	return out
 }
 
 // startApps starts the application sub-agent when -app-api is set, and its
