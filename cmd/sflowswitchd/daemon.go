@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -140,6 +141,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// metrics is the Prometheus registry every part registers on.
+	metrics *prometheus.Registry
 
 	mu       sync.Mutex
 	settings Settings
@@ -189,6 +192,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	d.metrics = d.newMetrics()
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -541,7 +545,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(d.newMetrics(), d.log))
+	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -570,6 +574,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	if err != nil || d.apps == nil {
 		return err
 	}
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

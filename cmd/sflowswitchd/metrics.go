@@ -7,16 +7,14 @@ import (
 )
 
 // newMetrics returns the daemon's Prometheus registry: Go runtime and
-// process metrics, the agent's counters per worker and per collector, the
-// sampled ports' kernel counters and, with -app-api, the application
-// sub-agent's. Other parts of the daemon register their own collectors on
-// d.metrics (see internal/metrics).
+// process metrics, the agent's counters per worker and per collector and
+// the sampled ports' kernel counters. The other parts of the daemon
+// register their own collectors on d.metrics when they start (the
+// application sub-agent in startApps; see internal/metrics); /metrics
+// serves it when -metrics is set.
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics))
-	if d.apps != nil {
-		reg.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
-	}
 	return reg
 }
 
