@@ -355,11 +355,7 @@ func TestAppAPIPython(t *testing.T) {
 	for lab.apps.engine.Stats().Rejected(app.ReasonNotJSON) != 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	reg := metrics.NewRegistry()
-	reg.MustRegister(metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
-	rec := httptest.NewRecorder()
-	metrics.Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	m := rec.Body.String()
+	m := scrape(t, metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
 	for _, want := range []string{
 		`sflowswitchd_app_samples_rejected_total{reason="not_json"} 1`,
 		"\nsflowswitchd_app_api_socket_drops_total 0\n",

@@ -14,7 +14,8 @@ import (
 // serves it when -metrics is set.
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
-	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics))
+	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
+		featureCollector{d.dp.Features()})
 	return reg
 }
 
