@@ -31,8 +31,9 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 // the ingress ifindex. An ARRAY (not a HASH) is used because the verifier
 // inlines ARRAY lookups into a bounds check plus pointer arithmetic (no
 // helper call, no hashing): the cheapest possible lookup for the per-packet
-// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex are
-// refused by user space (dataplane.AttachPort).
+// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex (the
+// kernel's ifindex is any positive 32-bit value) are configured in the hash
+// map port_configs_high instead: only their frames pay for hashing.
 #define MAX_IFINDEX 65536
 
 // MAX_HEADER_BYTES is the largest header copy (sFlowFsMaximumHeaderSize
@@ -97,6 +98,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct port_config);
 } port_configs SEC(".maps");
+
+// port_configs_high: struct port_config keyed by ingress ifindex, for ports
+// whose ifindex is >= MAX_IFINDEX. max_entries is set by the loader (the
+// number of port slots).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct port_config);
+} port_configs_high SEC(".maps");
 
 // counters: struct port_counters at index slot * cpu_slots + cpu.
 //
@@ -256,9 +267,10 @@ int xdp_sampler(struct xdp_md *ctx)
 	struct port_counters *c;
 	__u32 mode, mask, cpu, idx;
 
-	if (ifindex >= MAX_IFINDEX)
-		return XDP_PASS;
-	cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+	if (ifindex < MAX_IFINDEX)
+		cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+	else
+		cfg = bpf_map_lookup_elem(&port_configs_high, &ifindex);
 	if (!cfg)
 		return XDP_PASS;
 	mode = cfg->mode;
