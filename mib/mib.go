@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -185,6 +186,10 @@ type MIB struct {
 	static    Static
 	agentAddr netip.Addr
 	pend      *pending
+	// failed are the ports the last Apply could not make the kernel
+	// sample (agent.PortError): their sFlowFsPacketSamplingRate reads 0,
+	// the truth, until an Apply succeeds for them.
+	failed map[uint32]error
 }
 
 // New returns a MIB with cfg's rows, no data source but the host, no
@@ -372,10 +377,32 @@ func (m *MIB) install(next *state, sourcesChanged bool) error {
 	if sourcesChanged {
 		m.keys = buildKeys(next)
 	}
-	if err := m.cfg.Apply(m.agentConfig(next)); err != nil {
+	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
+	// A port the kernel cannot sample affects only that port: the rest is
+	// applied and the SET (or change) stands; the port reads rate 0.
+	m.failed = failed
+	if err != nil {
 		return fmt.Errorf("mib: applying configuration: %w", err)
 	}
 	return nil
+}
+
+// Reapply applies the current state again: ports that failed are retried
+// (a port slot was freed, a driver recovered). It returns the ports that
+// still fail.
+func (m *MIB) Reapply() (map[uint32]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.install(m.cur, false)
+	return maps.Clone(m.failed), err
+}
+
+// FailedPorts returns the ports the kernel does not sample although the
+// configuration asks it to, with the reason.
+func (m *MIB) FailedPorts() map[uint32]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.failed)
 }
 
 // Tick expires the receivers whose timeout has run out (at the clock's

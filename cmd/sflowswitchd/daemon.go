@@ -145,6 +145,7 @@ type daemon struct {
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
+	portFail *portFailures
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -155,7 +156,7 @@ type portState struct {
 }
 
 func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, Logger: log})
+	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
@@ -167,6 +168,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
+		portFail: newPortFailures(),
 	}
 	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
 	if err != nil {
@@ -228,6 +230,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
+	d.notePortFailures(err)
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
@@ -356,6 +359,7 @@ func (d *daemon) run(ctx context.Context) error {
 		d.agent.Run(ctx, readers)
 	}()
 	go d.mib.Run(ctx)
+	go d.retryFailedPorts(ctx)
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -416,6 +420,10 @@ func (d *daemon) reload(s Settings) {
 	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
 		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
 		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
+	}
+	if s.MaxPorts != old.MaxPorts {
+		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
+		s.MaxPorts = old.MaxPorts
 	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
@@ -540,7 +548,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps})
+	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, extra: d.writeConfigMetrics})
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 
@@ -25,6 +26,8 @@ type metricsHandler struct {
 	agent *agent.Agent
 	ports func() []portMetrics
 	apps  *apps
+	// extra writes the configuration plane's metrics (configplane.go).
+	extra func(io.Writer)
 }
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +74,9 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.apps.WriteMetrics(bw)
+	if h.extra != nil {
+		h.extra(bw)
+	}
 	if h.ports == nil {
 		return
 	}

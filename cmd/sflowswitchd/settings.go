@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -68,6 +69,10 @@ type Settings struct {
 	// SNMPInstances is the number of sampler and poller instances per
 	// data source (sFlowFsInstance, sFlowCpInstance).
 	SNMPInstances int `toml:"snmp_instances"`
+	// MaxPorts is how many ports can be sampled at the same time (the
+	// dataplane's port slots, reserved at start-up). Ports beyond it are
+	// reported (log, metric, rate 0 in the MIB) and not sampled.
+	MaxPorts int `toml:"max_ports"`
 }
 
 // Collector is one sFlow collector.
@@ -86,6 +91,10 @@ const (
 	DefaultAgentX               = "unix:/var/agentx/master"
 	DefaultSNMPReceivers        = mib.DefaultReceivers
 	DefaultSNMPInstances        = mib.DefaultInstances
+	// DefaultMaxPorts is the default number of port slots: about 64 bytes
+	// per possible CPU plus 0.5 KiB of locked kernel memory each
+	// (dataplane.Config.MaxPorts).
+	DefaultMaxPorts = 4096
 	// NoCollector as the only collector address means no static receiver:
 	// every receiver is configured over SNMP.
 	NoCollector = "none"
@@ -100,6 +109,7 @@ func defaultSettings() Settings {
 		AgentX:               DefaultAgentX,
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
+		MaxPorts:             DefaultMaxPorts,
 	}
 }
 
@@ -169,6 +179,7 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
+	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", DefaultMaxPorts, dataplane.MaxPortsLimit))
 	return f
 }
 
@@ -218,6 +229,7 @@ func (f *flagValues) override(s *Settings) {
 		"apm-reports":            func() { s.APMReports = f.s.APMReports },
 		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
@@ -322,6 +334,9 @@ func (s *Settings) validate() error {
 	}
 	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
 		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	}
+	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
+		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
 	}
 	return errors.Join(errs...)
 }

@@ -109,6 +109,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"max-ports":              "300",
 	}
 	def, err := loadArgs(t)
 	if err != nil {
