@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
@@ -251,7 +253,7 @@ func splitList(v string) []string {
 // readConfigFile parses a TOML config file into s, refusing unknown keys
 // so that a typo is an error rather than a silently ignored setting.
 func readConfigFile(name string, s *Settings) error {
-	data, err := os.ReadFile(name)
+	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
@@ -267,6 +269,35 @@ func readConfigFile(name string, s *Settings) error {
 		return fmt.Errorf("config %s: unknown setting(s) %s", name, strings.Join(keys, ", "))
 	}
 	return nil
+}
+
+// MaxConfigBytes bounds the config file: a real one is a few KiB.
+const MaxConfigBytes = 1 << 20
+
+// readLimited reads a regular file of at most limit bytes. It never blocks
+// on a FIFO (opened non-blocking, refused as not a regular file) and never
+// reads an endless file (/dev/zero) to exhaustion.
+func readLimited(name string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, nil
 }
 
 // validate checks every value, so that an invalid file is refused whole
