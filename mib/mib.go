@@ -97,7 +97,13 @@ type Static struct {
 
 // StaticReceiver is a collector from the daemon's configuration.
 type StaticReceiver struct {
+	// Address is the collector's address and port. For a host name not
+	// resolved yet (Name set) the address is invalid and only the port
+	// counts: the row reads sFlowRcvrAddressType unknown(0) and an empty
+	// sFlowRcvrAddress, and the agent counts its samples as lost.
 	Address netip.AddrPort
+	// Name is the collector's host name when it was given as one.
+	Name string
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize (0 = 1400).
 	MaxDatagramSize int
 }
@@ -112,8 +118,11 @@ type receiver struct {
 	static   bool
 	maxSize  int32
 	addrType int32
-	addr     []byte // 4 or 16 octets; never modified in place
+	addr     []byte // 4 or 16 octets (0 while unresolved); never modified in place
 	port     int32
+	// unresolved is a static receiver's host name that has not resolved
+	// yet (addrType unknown, addr empty).
+	unresolved string
 	version  int32
 }
 
@@ -269,7 +278,7 @@ func (m *MIB) SetStatic(st Static) error {
 		return fmt.Errorf("mib: %d static receivers need as many instances per data source, the MIB has %d", len(st.Receivers), m.cfg.Instances)
 	}
 	for i, r := range st.Receivers {
-		if !r.Address.IsValid() || r.Address.Port() == 0 {
+		if r.Address.Port() == 0 || (!r.Address.Addr().IsValid() && r.Name == "") {
 			return fmt.Errorf("mib: static receiver %d: invalid address %s", i+1, r.Address)
 		}
 		if r.MaxDatagramSize != 0 && (r.MaxDatagramSize < minDatagramSize || r.MaxDatagramSize > maxDatagramSize) {
@@ -294,7 +303,10 @@ func (m *MIB) SetStatic(st Static) error {
 		a := r.Address.Addr().Unmap()
 		rc := receiver{owner: StaticOwner, static: true, maxSize: defMaxDatagramSize,
 			addrType: inetAddressTypeV4, addr: a.AsSlice(), port: int32(r.Address.Port()), version: defDatagramVersion}
-		if a.Is6() {
+		switch {
+		case !a.IsValid():
+			rc.addrType, rc.addr, rc.unresolved = inetAddressUnknown, []byte{}, r.Name
+		case a.Is6():
 			rc.addrType = inetAddressTypeV6
 		}
 		if r.MaxDatagramSize != 0 {
@@ -463,6 +475,14 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
+		if r.static && r.unresolved != "" {
+			// Samplers and pollers keep running; the agent counts what
+			// they would send as lost until the name resolves.
+			active[int32(i+1)] = true
+			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Unresolved: r.unresolved,
+				MaxDatagramSize: int(r.maxSize)})
+			continue
+		}
 		a, ok := netip.AddrFromSlice(r.addr)
 		if r.owner == "" || !ok || a.IsUnspecified() || r.port == 0 {
 			continue

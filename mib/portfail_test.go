@@ -74,3 +74,30 @@ func TestPortFailureStaysLocal(t *testing.T) {
 		t.Errorf("recovered port 3 reads %d/%d, want 1000/50", a, b)
 	}
 }
+
+// TestSetRefusesNonUnicastCollector (issue 10, defect 7): an SNMP manager
+// cannot point a receiver at a broadcast or multicast address, nor at this
+// host's SNMP or AgentX port; 0.0.0.0 (send nothing) stays allowed.
+func TestSetRefusesNonUnicastCollector(t *testing.T) {
+	m := newTestMIB(t, 1, 0)
+	m.claim(1, "mgr", 6343)
+	for _, c := range []struct {
+		name string
+		addr string
+		port int32
+	}{
+		{"limited broadcast", "\xff\xff\xff\xff", 6343},
+		{"multicast", "\xe0\x00\x00\x01", 6343},
+		{"loopback SNMP port", "\x7f\x00\x00\x01", 161},
+		{"loopback AgentX port", "\x7f\x00\x00\x01", 705},
+	} {
+		if st, _ := m.set(octets(rcvrOID(colRcvrAddress, 1), c.addr), integer(rcvrOID(colRcvrPort, 1), c.port)); st != snmpd.InconsistentValue {
+			t.Errorf("%s: %s, want inconsistentValue", c.name, st)
+		}
+	}
+	if got := m.rec.last(t).Receivers[0].Address.String(); got != "198.19.255.2:6343" {
+		t.Errorf("receiver changed to %s by refused SETs", got)
+	}
+	m.mustSet(octets(rcvrOID(colRcvrAddress, 1), "\x00\x00\x00\x00"))
+	m.mustSet(octets(rcvrOID(colRcvrAddress, 1), "\x7f\x00\x00\x01"), integer(rcvrOID(colRcvrPort, 1), 6343))
+}

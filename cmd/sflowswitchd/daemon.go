@@ -146,6 +146,8 @@ type daemon struct {
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
 	portFail *portFailures
+	// resolver resolves collector host names in the background.
+	resolver *resolver
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -170,6 +172,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		start:    time.Now(),
 		portFail: newPortFailures(),
 	}
+	d.resolver = newResolver(log, d.poke)
 	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
@@ -360,6 +363,7 @@ func (d *daemon) run(ctx context.Context) error {
 	}()
 	go d.mib.Run(ctx)
 	go d.retryFailedPorts(ctx)
+	go d.resolver.run(ctx)
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -432,6 +436,11 @@ func (d *daemon) reload(s Settings) {
 	d.settings = s
 	d.mu.Unlock()
 	d.log.Info("configuration reloaded")
+	d.poke()
+}
+
+// poke asks the run loop to reconfigure.
+func (d *daemon) poke() {
 	select {
 	case d.changed <- struct{}{}:
 	default:
@@ -451,7 +460,7 @@ func (d *daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	m, err := buildModel(s, ports, d.log)
+	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
@@ -479,7 +488,7 @@ type model struct {
 // reports to receiver r, at the port's configured rate and the polling
 // interval; the host poller entPhysicalEntry.1 likewise), and every
 // selected port as a data source.
-func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
+func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog.Logger) (model, error) {
 	var m model
 	addrs, err := listHostAddrs()
 	if err != nil {
@@ -490,13 +499,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model
 		log.Warn("agent address unknown", "err", err)
 	}
 	m.static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.pollInterval()}
-	for i, c := range s.staticCollectors() {
-		ap, err := resolveCollector(c.Address)
-		if err != nil {
-			return m, fmt.Errorf("collector %d: %w", i+1, err)
-		}
-		m.static.Receivers = append(m.static.Receivers, mib.StaticReceiver{Address: ap, MaxDatagramSize: c.MaxDatagramSize})
-	}
+	m.static.Receivers = staticReceivers(s, res)
 	sel, err := dataplane.SelectPorts(s.Ports)
 	if err != nil {
 		return m, err

@@ -311,7 +311,7 @@ func (s *Settings) validate() error {
 			}
 			continue
 		}
-		if _, err := resolveCollector(c.Address); err != nil {
+		if _, err := parseCollector(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
 		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
@@ -396,28 +396,6 @@ func parseAgentX(v string) (network, addr string, err error) {
 		}
 	}
 	return "", "", fmt.Errorf("agentx %q: want unix:PATH, tcp:HOST:PORT or off", v)
-}
-
-// resolveCollector parses host:port (port default 6343), resolving a host
-// name once.
-func resolveCollector(addr string) (netip.AddrPort, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		host, port = addr, "6343"
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return netip.AddrPort{}, fmt.Errorf("bad port in %q", addr)
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		ips, lerr := net.LookupIP(host)
-		if lerr != nil || len(ips) == 0 {
-			return netip.AddrPort{}, fmt.Errorf("cannot resolve %q: %v", host, lerr)
-		}
-		ip, _ = netip.AddrFromSlice(ips[0])
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
 }
 
 // samplingRate is the default rate of a port: one sample per Mb/s of link
