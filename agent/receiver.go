@@ -21,6 +21,7 @@ type receiverOut struct {
 	conn   *net.UDPConn
 	raw    syscall.RawConn
 	stats  *WorkerStats
+	coll   *CollectorStats // this worker's counters of the collector
 	uptime func() uint32
 
 	// pending and sendErr carry the datagram through sendFn, which is built
@@ -48,7 +49,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent uint32, seq u
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
 	}
-	r := &receiverOut{cfg: cfg, w: w, seq: seq, stats: stats, uptime: uptime}
+	r := &receiverOut{cfg: cfg, w: w, seq: seq, stats: stats, coll: &CollectorStats{}, uptime: uptime}
 	// A collector that cannot be reached now (no route yet, host name not
 	// resolved) keeps its stream: its datagrams are counted as send errors
 	// and the socket is retried with backoff (connect).
@@ -78,6 +79,9 @@ func (r *receiverOut) add(s sflow.Sample) bool {
 		r.flush()
 		err = r.w.Add(s)
 	}
+	if err != nil {
+		r.coll.TooLarge.Add(1)
+	}
 	return err == nil
 }
 
@@ -97,9 +101,13 @@ func (r *receiverOut) flush() {
 	if r.sendErr != nil || r.sendN != len(r.pending) {
 		r.stats.SendErrors.Add(1)
 		r.stats.SamplesUnsent.Add(uint64(r.w.Len()))
+		r.coll.SendErrors.Add(1)
+		r.coll.SamplesUnsent.Add(uint64(r.w.Len()))
 	} else {
 		r.stats.Datagrams.Add(1)
 		r.stats.Bytes.Add(uint64(len(r.pending)))
+		r.coll.Datagrams.Add(1)
+		r.coll.Bytes.Add(uint64(len(r.pending)))
 	}
 	r.pending = nil
 	r.begin()

@@ -123,7 +123,7 @@ type receiver struct {
 	// unresolved is a static receiver's host name that has not resolved
 	// yet (addrType unknown, addr empty).
 	unresolved string
-	version  int32
+	version    int32
 }
 
 func defaultReceiver() receiver {

@@ -1,18 +1,41 @@
 package main
 
 import (
-	"io"
 	"net/netip"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
-// writeConfigMetrics writes the metrics of the configuration plane: ports
-// that cannot be sampled, collectors that cannot be resolved, selections
-// that match nothing.
-func (d *daemon) writeConfigMetrics(w io.Writer) {
-	d.writePortFailureMetrics(w)
-	d.resolver.writeMetrics(w)
+// configCollector exports the configuration plane's state: ports that
+// cannot be sampled, collectors whose names do not resolve.
+type configCollector struct{ d *daemon }
+
+var (
+	descPortFailed = prometheus.NewDesc("sflowswitchd_port_sampling_failed",
+		"Ports configured for sampling that the kernel does not sample (see the log for why; retried with backoff).", []string{"port", "ifindex"}, nil)
+	descResolveFailures = prometheus.NewDesc("sflowswitchd_collector_resolve_failures_total",
+		"Failed lookups of the collector's host name.", []string{"collector"}, nil)
+	descResolved = prometheus.NewDesc("sflowswitchd_collector_resolved",
+		"1 if the collector's host name resolved at its last lookup.", []string{"collector"}, nil)
+)
+
+func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPortFailed
+	ch <- descResolveFailures
+	ch <- descResolved
+}
+
+func (c configCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.d.failedPorts() {
+		ch <- prometheus.MustNewConstMetric(descPortFailed, prometheus.GaugeValue, 1, p.name, strconv.FormatUint(uint64(p.ifindex), 10))
+	}
+	for _, n := range c.d.resolver.stats() {
+		ch <- prometheus.MustNewConstMetric(descResolveFailures, prometheus.CounterValue, float64(n.failures), n.host)
+		ch <- prometheus.MustNewConstMetric(descResolved, prometheus.GaugeValue, float64(n.resolved), n.host)
+	}
 }
 
 // staticReceivers turns the configured collectors into the MIB's static

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"sort"
 	"sync"
 	"time"
@@ -105,9 +103,14 @@ func (d *daemon) retryFailedPorts(ctx context.Context) {
 	}
 }
 
-// writePortFailureMetrics writes sflowswitchd_port_sampling_failed: 1 for
-// every port the configuration samples but the kernel does not.
-func (d *daemon) writePortFailureMetrics(w io.Writer) {
+// failedPort is a port the kernel does not sample although configured to.
+type failedPort struct {
+	name    string
+	ifindex uint32
+}
+
+// failedPorts lists the failing ports by ifindex.
+func (d *daemon) failedPorts() []failedPort {
 	f := d.portFail
 	f.mu.Lock()
 	idxs := make([]uint32, 0, len(f.failed))
@@ -116,9 +119,9 @@ func (d *daemon) writePortFailureMetrics(w io.Writer) {
 	}
 	f.mu.Unlock()
 	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	const name = "sflowswitchd_port_sampling_failed"
-	fmt.Fprintf(w, "# HELP %s Ports configured for sampling that the kernel does not sample (see the log for why; retried with backoff).\n# TYPE %s gauge\n", name, name)
-	for _, idx := range idxs {
-		fmt.Fprintf(w, "%s{port=%q,ifindex=\"%d\"} 1\n", name, d.portName(idx), idx)
+	out := make([]failedPort, len(idxs))
+	for i, idx := range idxs {
+		out[i] = failedPort{name: d.portName(idx), ifindex: idx}
 	}
+	return out
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -261,27 +260,25 @@ func (r *resolver) run(ctx context.Context) {
 	}
 }
 
-// writeMetrics writes sflowswitchd_collector_resolve_failures_total and
-// sflowswitchd_collector_resolved per collector host name.
-func (r *resolver) writeMetrics(w io.Writer) {
+// nameStats is one collector name's resolution figures.
+type nameStats struct {
+	host     string
+	failures uint64
+	resolved int // 1 if the last lookup succeeded
+}
+
+// stats returns the figures of every wanted name, sorted by name.
+func (r *resolver) stats() []nameStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	hosts := make([]string, 0, len(r.names))
-	for h := range r.names {
-		hosts = append(hosts, h)
-	}
-	sort.Strings(hosts)
-	const fail, ok = "sflowswitchd_collector_resolve_failures_total", "sflowswitchd_collector_resolved"
-	fmt.Fprintf(w, "# HELP %s Failed lookups of the collector's host name.\n# TYPE %s counter\n", fail, fail)
-	for _, h := range hosts {
-		fmt.Fprintf(w, "%s{collector=%q} %d\n", fail, h, r.names[h].failures)
-	}
-	fmt.Fprintf(w, "# HELP %s 1 if the collector's host name resolved at its last lookup.\n# TYPE %s gauge\n", ok, ok)
-	for _, h := range hosts {
-		v := 0
-		if st := r.names[h]; st.addr.IsValid() && st.lastErr == nil {
-			v = 1
+	out := make([]nameStats, 0, len(r.names))
+	for h, st := range r.names {
+		n := nameStats{host: h, failures: st.failures}
+		if st.addr.IsValid() && st.lastErr == nil {
+			n.resolved = 1
 		}
-		fmt.Fprintf(w, "%s{collector=%q} %d\n", ok, h, v)
+		out = append(out, n)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].host < out[j].host })
+	return out
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,15 +72,8 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	if len(m.ports) != 2 || m.static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
 		t.Fatalf("model while the name fails: ports %+v receivers %+v", m.ports, m.static.Receivers)
 	}
-	var b strings.Builder
-	res.writeMetrics(&b)
-	for _, want := range []string{
-		`sflowswitchd_collector_resolve_failures_total{collector="collector.test"} 2`,
-		`sflowswitchd_collector_resolved{collector="collector.test"} 0`,
-	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, b.String())
-		}
+	if st := res.stats(); len(st) != 1 || st[0] != (nameStats{host: "collector.test", failures: 2, resolved: 0}) {
+		t.Errorf("resolver stats %+v, want 2 failures of collector.test, not resolved", st)
 	}
 	// Retries back off: the next lookup is due 2 s after the second failure.
 	res.mu.Lock()
