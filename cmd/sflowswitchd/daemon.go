@@ -153,6 +153,11 @@ type daemon struct {
 	portFail *portFailures
 	// resolver resolves collector host names in the background.
 	resolver *resolver
+	// unmatchedPats are the port patterns matching no port (under mu);
+	// selectionEmpty is set while the port selection matches nothing
+	// (reconfigure's goroutine only).
+	unmatchedPats  map[string]bool
+	selectionEmpty bool
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -419,6 +424,10 @@ func (d *daemon) run(ctx context.Context) error {
 
 // reload installs new settings (SIGHUP).
 func (d *daemon) reload(s Settings) {
+	if err := d.checkReload(s); err != nil {
+		d.log.Error("config reload refused; previous settings stay in force", "err", err)
+		return
+	}
 	d.mu.Lock()
 	old := d.settings
 	if s.Workers != old.Workers {
@@ -473,6 +482,7 @@ func (d *daemon) reconfigure() {
 		d.log.Error("configuration refused", "err", err)
 		return
 	}
+	d.noteSelection(s, ports)
 	if err := d.mib.SetStatic(m.static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
