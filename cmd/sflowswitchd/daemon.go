@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -78,6 +79,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logCapabilities(log)
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -285,6 +287,9 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		switch c := d.subagent.Connected(); {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
+			if path, ok := strings.CutPrefix(address, "unix:"); ok {
+				checkAgentXSocket(d.log, path)
+			}
 			connected, warned = true, false
 		case !c && connected:
 			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
