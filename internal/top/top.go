@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"golang.org/x/sys/unix"
 )
@@ -494,17 +495,13 @@ func parseEthernet(h []byte) (flowKey, bool) {
 	}
 	copy(k.dstMAC[:], h[0:6])
 	copy(k.srcMAC[:], h[6:12])
-	et := binary.BigEndian.Uint16(h[12:14])
-	off := 14
-	for (et == 0x8100 || et == 0x88a8 || et == 0x9100) && len(h) >= off+4 {
-		if k.vlan < 0 {
-			k.vlan = int(binary.BigEndian.Uint16(h[off:]) & 0x0fff)
-		}
-		et = binary.BigEndian.Uint16(h[off+2:])
-		off += 4
+	eh, _ := ethernet.Parse(h) // a header cut inside a tag keeps the tags before it
+	if eh.Tags > 0 {
+		k.vlan = int(eh.Outer.VID())
 	}
+	et := eh.EtherType
 	k.etherType = et
-	l3 := h[off:]
+	l3 := h[eh.Len:]
 	switch et {
 	case 0x0800:
 		if len(l3) < 20 || l3[0]>>4 != 4 {
