@@ -233,7 +233,12 @@ func (d *Drops) Close() error {
 	return errors.Join(errs...)
 }
 
-// SetDeadline bounds the next Read (zero: no deadline).
+// Wake makes a blocked Read return (nil error) once it has delivered
+// what is in the ring.
+func (d *Drops) Wake() error { return d.rd.Flush() }
+
+// SetDeadline bounds the next Read (zero: no deadline). It must not be
+// called while a Read is blocked (use Wake).
 func (d *Drops) SetDeadline(t time.Time) { d.rd.SetDeadline(t) }
 
 // Drop record layout (struct drop_event in drops.c, little endian).
@@ -244,8 +249,8 @@ const (
 
 // Read waits for notifications and calls fn for each one ready, without
 // waiting again once at least one was delivered. It returns the number
-// delivered; os.ErrDeadlineExceeded after SetDeadline's time, and
-// os.ErrClosed after Close. ev is reused between calls: fn must not keep
+// delivered; os.ErrDeadlineExceeded after SetDeadline's time,
+// os.ErrClosed after Close, and nil (possibly with 0) after Wake. ev is reused between calls: fn must not keep
 // it or its Header.
 func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	n := 0
@@ -256,6 +261,9 @@ func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 		if err := d.rd.ReadInto(&d.rec); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) {
 				return n, os.ErrClosed
+			}
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				return n, nil // Wake
 			}
 			return n, err
 		}

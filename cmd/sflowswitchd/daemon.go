@@ -140,6 +140,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// drops runs dropped-packet notifications (drops.go).
+	drops *drops
 
 	mu       sync.Mutex
 	settings Settings
@@ -190,6 +192,8 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	// Drop notifications are a sub-agent after the workers (0..Workers-1).
+	d.drops = newDrops(uint32(s.Workers), log)
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -233,6 +237,8 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
+	// Drop notifications go to every receiver.
+	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -316,6 +322,9 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
+		if err := d.drops.stop(); err != nil {
+			d.log.Error("stopping drop notifications", "err", err)
+		}
 		running.Wait()
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
@@ -351,6 +360,9 @@ func (d *daemon) run(ctx context.Context) error {
 		if err := d.serveMetrics(ctx, addr); err != nil {
 			return err
 		}
+	}
+	if err := d.drops.start(ctx, s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
 	go func() {
@@ -425,6 +437,9 @@ func (d *daemon) reload(s Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
+	if err := d.drops.apply(s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
 	d.log.Info("configuration reloaded")
 	select {
 	case d.changed <- struct{}{}:
@@ -542,7 +557,8 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, features: d.dp.Features()})
+	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, features: d.dp.Features(),
+		drops: d.drops, portName: d.portName})
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -556,6 +572,13 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *daemon) portName(ifindex uint32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
 }
 
 func (d *daemon) portMetrics() []portMetrics {

@@ -28,6 +28,10 @@ type metricsHandler struct {
 	apps  *apps
 	// features of the kernel, probed at start (features.go).
 	features *dataplane.Features
+	// drops are the drop notifications (drops.go); portName names an
+	// ifindex for their per-port metric.
+	drops    *drops
+	portName func(uint32) string
 }
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -75,6 +79,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.apps.WriteMetrics(bw)
 	writeFeatureMetrics(bw, h.features)
+	h.drops.writeMetrics(bw, h.portName)
 	if h.ports == nil {
 		return
 	}

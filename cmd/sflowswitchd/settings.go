@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -68,6 +69,14 @@ type Settings struct {
 	// SNMPInstances is the number of sampler and poller instances per
 	// data source (sFlowFsInstance, sFlowCpInstance).
 	SNMPInstances int `toml:"snmp_instances"`
+	// Drops turns dropped-packet notifications on or off ("on", "off").
+	Drops string `toml:"drops"`
+	// DropsLimit is the drop notifications per second (0: count drops,
+	// notify none).
+	DropsLimit int `toml:"drops_limit"`
+	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
+	// packet exported, 0..256.
+	DropsHeaderBytes int `toml:"drops_header_bytes"`
 }
 
 // Collector is one sFlow collector.
@@ -100,6 +109,9 @@ func defaultSettings() Settings {
 		AgentX:               DefaultAgentX,
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
+		Drops:                "on",
+		DropsLimit:           dataplane.DefaultDropLimit,
+		DropsHeaderBytes:     dataplane.DefaultDropHeaderBytes,
 	}
 }
 
@@ -169,6 +181,15 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
+	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
+		if v != "on" && v != "off" {
+			return fmt.Errorf("want on or off")
+		}
+		f.s.Drops = v
+		return nil
+	})
+	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
+	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
 	return f
 }
 
@@ -218,6 +239,9 @@ func (f *flagValues) override(s *Settings) {
 		"apm-reports":            func() { s.APMReports = f.s.APMReports },
 		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+		"drops":                  func() { s.Drops = f.s.Drops },
+		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
@@ -322,6 +346,15 @@ func (s *Settings) validate() error {
 	}
 	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
 		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	}
+	if s.Drops != "on" && s.Drops != "off" {
+		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
+	}
+	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
+		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
 	}
 	return errors.Join(errs...)
 }

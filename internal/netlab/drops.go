@@ -1,12 +1,14 @@
 package netlab
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // DropLab makes a lab's switch drop packets for three known reasons, each
@@ -177,7 +179,7 @@ func (d *DropLab) QdiscDropped(t testing.TB) uint64 {
 
 // runStdin runs name with args in namespace ns with stdin as its input.
 func (l *Lab) runStdin(ns, stdin, name string, args ...string) ([]byte, error) {
-	cmd := exec.Command("nsenter", nsenterArgs(ns, name, args)...)
+	cmd := netnsutil.Command(context.Background(), ns, name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
