@@ -121,7 +121,9 @@ type worker struct {
 	output   OutputLookup
 	start    time.Time
 	stats    WorkerStats
-	rng      rng
+	// collectors counts per collector what stats counts per worker.
+	collectors collectorSet
+	rng        rng
 
 	agent     netip.Addr
 	receivers map[int]*receiverOut
@@ -355,6 +357,9 @@ func (w *worker) apply(cfg workerConfig) {
 			}
 		}
 		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
+		if err == nil {
+			r.coll = w.collectors.get(CollectorKey{rc.Index, rc.Address})
+		}
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
@@ -364,6 +369,11 @@ func (w *worker) apply(cfg workerConfig) {
 	for _, r := range old {
 		w.closeReceiver(r)
 	}
+	keep := make(map[CollectorKey]bool, len(cfg.receivers))
+	for _, rc := range cfg.receivers {
+		keep[CollectorKey{rc.Index, rc.Address}] = true
+	}
+	w.collectors.keep(keep)
 	w.agent = cfg.agent
 
 	type skey struct {

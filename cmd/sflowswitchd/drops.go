@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
+	"strconv"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
@@ -136,70 +137,66 @@ func (d *drops) stopLocked() error {
 	return nil
 }
 
-// writeMetrics writes the drop metrics: exact drops per kernel reason and
-// per port, and what became of the notifications.
-func (d *drops) writeMetrics(bw *bufio.Writer, portName func(uint32) string) {
-	if d == nil {
-		return
-	}
-	st := d.reporter.Stats()
-	counter := func(name, help string) {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
-	}
-	counter("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).")
-	fmt.Fprintf(bw, "sflowswitchd_drop_notifications_sent_total %d\n", st.Notifications.Load())
-	counter("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).")
-	fmt.Fprintf(bw, "sflowswitchd_drop_notifications_unsent_total %d\n", st.Unsent.Load())
-	counter("sflowswitchd_drop_datagrams_sent_total", "Datagrams of the drop sub-agent sent to collectors.")
-	fmt.Fprintf(bw, "sflowswitchd_drop_datagrams_sent_total %d\n", st.Sender.Datagrams.Load())
-	counter("sflowswitchd_drop_send_errors_total", "Datagrams of the drop sub-agent the socket refused.")
-	fmt.Fprintf(bw, "sflowswitchd_drop_send_errors_total %d\n", st.Sender.SendErrors.Load())
+// Drop metrics (issue 12): exact drops per kernel reason and per port,
+// and what became of the notifications.
+var (
+	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
+	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
+	dropDatagrams   = prometheus.NewDesc("sflowswitchd_drop_datagrams_sent_total", "Datagrams of the drop sub-agent sent to collectors.", nil, nil)
+	dropSendErrors  = prometheus.NewDesc("sflowswitchd_drop_send_errors_total", "Datagrams of the drop sub-agent the socket refused.", nil, nil)
+	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
+	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
+	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
+	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
+)
 
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dp == nil {
-		return
-	}
-	ks, err := d.dp.Stats()
-	if err != nil {
-		d.log.Warn("reading drop counters", "err", err)
-		return
-	}
-	counter("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.")
-	fmt.Fprintf(bw, "sflowswitchd_drops_counted_total %d\n", ks.Drops)
-	counter("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel, by outcome.")
-	for _, o := range []struct {
-		name string
-		v    uint64
-	}{{"notified", ks.Notified}, {"suppressed", ks.Suppressed}, {"ring_full", ks.RingFull}} {
-		fmt.Fprintf(bw, "sflowswitchd_drop_notifications_total{outcome=%q} %d\n", o.name, o.v)
-	}
-	counter("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).")
-	fmt.Fprintf(bw, "sflowswitchd_drops_uncounted_total %d\n", ks.Uncounted)
+// dropCollector exports the drop metrics. The kernel's counters restart
+// from 0 when notifications are turned off and on again (SIGHUP).
+type dropCollector struct {
+	d        *drops
+	portName func(uint32) string
+}
 
-	reasons, err1 := d.dp.ReasonCounts()
-	ports, err2 := d.dp.PortCounts()
-	if err := errors.Join(err1, err2); err != nil {
-		d.log.Warn("reading drop counters", "err", err)
+func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropDatagrams, dropSendErrors, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
+		ch <- d
+	}
+}
+
+func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
+	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	st := c.d.reporter.Stats()
+	cnt(dropNotifSent, st.Notifications.Load())
+	cnt(dropNotifUnsent, st.Unsent.Load())
+	cnt(dropDatagrams, st.Sender.Datagrams.Load())
+	cnt(dropSendErrors, st.Sender.SendErrors.Load())
+
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	dp := c.d.dp
+	if dp == nil {
 		return
 	}
-	counter("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason, exact.")
-	codes := make([]uint32, 0, len(reasons))
-	for c := range reasons {
-		codes = append(codes, c)
+	ks, err := dp.Stats()
+	reasons, err1 := dp.ReasonCounts()
+	ports, err2 := dp.PortCounts()
+	if err := errors.Join(err, err1, err2); err != nil {
+		c.d.log.Warn("reading drop counters", "err", err)
+		return
 	}
-	sort.Slice(codes, func(i, j int) bool { return codes[i] < codes[j] })
-	for _, c := range codes {
-		name := d.dp.ReasonName(c)
-		fmt.Fprintf(bw, "sflowswitchd_drops_total{reason=%q,sflow_reason=%q} %d\n", name, agent.DropReasonCode(name).String(), reasons[c])
+	cnt(dropsCounted, ks.Drops)
+	cnt(dropNotif, ks.Notified, "notified")
+	cnt(dropNotif, ks.Suppressed, "suppressed")
+	cnt(dropNotif, ks.RingFull, "ring_full")
+	cnt(dropsUncounted, ks.Uncounted)
+	for code, v := range reasons {
+		name := dp.ReasonName(code)
+		cnt(dropsByReason, v, name, agent.DropReasonCode(name).String())
 	}
-	counter("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.")
-	idx := make([]uint32, 0, len(ports))
-	for i := range ports {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-	for _, i := range idx {
-		fmt.Fprintf(bw, "sflowswitchd_port_drops_total{port=%q,ifindex=\"%d\"} %d\n", portName(i), i, ports[i])
+	for idx, v := range ports {
+		cnt(dropsByPort, v, c.portName(idx), strconv.FormatUint(uint64(idx), 10))
 	}
 }
