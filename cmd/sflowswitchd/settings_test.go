@@ -109,6 +109,9 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"drops":                  "off",
+		"drops-limit":            "7",
+		"drops-header-bytes":     "64",
 	}
 	def, err := loadArgs(t)
 	if err != nil {
