@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -78,6 +79,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logCapabilities(log)
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -291,6 +293,9 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		switch c := d.subagent.Connected(); {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
+			if path, ok := strings.CutPrefix(address, "unix:"); ok {
+				checkAgentXSocket(d.log, path)
+			}
 			connected, warned = true, false
 		case !c && connected:
 			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
@@ -428,9 +433,13 @@ func (d *daemon) reload(s Settings) {
 		d.log.Warn("a change of workers takes effect at restart", "running", old.Workers, "configured", s.Workers)
 		s.Workers = old.Workers
 	}
-	if s.Metrics != old.Metrics {
+	if s.Metrics != old.Metrics || s.MetricsAllowRemote != old.MetricsAllowRemote {
 		d.log.Warn("a change of the metrics address takes effect at restart")
-		s.Metrics = old.Metrics
+		s.Metrics, s.MetricsAllowRemote = old.Metrics, old.MetricsAllowRemote
+	}
+	if s.AppAPIAllowRemote != old.AppAPIAllowRemote {
+		s.AppAPIAllowRemote = old.AppAPIAllowRemote
+		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
 	}
 	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
 		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
@@ -561,6 +570,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
+	warnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
@@ -592,6 +602,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	var err error
 	d.apps, err = startApps(ctx, appsConfig{
 		API:         s.AppAPI,
+		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
 	}, d.log)

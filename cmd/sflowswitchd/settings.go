@@ -47,8 +47,11 @@ type Settings struct {
 	AgentInterface string `toml:"agent_interface"`
 	// Workers is the number of sub-agents; 0 = one per CPU.
 	Workers int `toml:"workers"`
-	// Metrics is the listen address of the Prometheus endpoint; empty = off.
+	// Metrics is the listen address of the Prometheus endpoint; empty =
+	// off; loopback only unless MetricsAllowRemote (listen.go).
 	Metrics string `toml:"metrics"`
+	// MetricsAllowRemote lets Metrics be a non-loopback address.
+	MetricsAllowRemote bool `toml:"metrics_allow_remote"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// AgentX is the AgentX master's socket, "unix:PATH" or
@@ -58,6 +61,8 @@ type Settings struct {
 	// AppAPI is the UDP address of the local application JSON API
 	// (loopback only, conventionally 127.0.0.1:36343); empty = off.
 	AppAPI string `toml:"app_api"`
+	// AppAPIAllowRemote lets AppAPI be a non-loopback address.
+	AppAPIAllowRemote bool `toml:"app_api_allow_remote"`
 	// APMInterval is the APM report interval in seconds (0 = 60).
 	APMInterval int `toml:"apm_interval"`
 	// APMReports is the number of APM reports kept per report control
@@ -173,9 +178,11 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
 	fs.StringVar(&f.s.AgentInterface, "agent-interface", "", "take the agent address from this `interface`")
 	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
-	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116)")
+	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116; loopback only unless -metrics-allow-remote)")
+	fs.BoolVar(&f.s.MetricsAllowRemote, "metrics-allow-remote", false, "let -metrics listen on a non-loopback address (no authentication: warned at start)")
+	fs.BoolVar(&f.s.AppAPIAllowRemote, "app-api-allow-remote", false, "let -app-api listen on a non-loopback address (no authentication: warned at start)")
 	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
-	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (loopback only, e.g. 127.0.0.1:36343)")
+	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (e.g. 127.0.0.1:36343; loopback only unless -app-api-allow-remote)")
 	fs.IntVar(&f.s.APMInterval, "apm-interval", 0, "APM report interval in `seconds` (default 60)")
 	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "APM reports kept per report control (default 60)")
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
@@ -232,6 +239,8 @@ func (f *flagValues) override(s *Settings) {
 		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
 		"workers":                func() { s.Workers = f.s.Workers },
 		"metrics":                func() { s.Metrics = f.s.Metrics },
+		"metrics-allow-remote":   func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
+		"app-api-allow-remote":   func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
 		"log-level":              func() { s.LogLevel = f.s.LogLevel },
 		"agentx":                 func() { s.AgentX = f.s.AgentX },
 		"app-api":                func() { s.AppAPI = f.s.AppAPI },
@@ -326,11 +335,19 @@ func (s *Settings) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
 	}
-	if s.AppAPI != "" {
-		ap, err := netip.ParseAddrPort(s.AppAPI)
-		if err != nil || !ap.Addr().IsLoopback() {
-			errs = append(errs, fmt.Errorf("app_api %q: want a loopback address and port, e.g. 127.0.0.1:36343", s.AppAPI))
-		}
+	// Listeners: loopback unless allowed (listen.go); normalized here
+	// (":9116" listens on 127.0.0.1:9116).
+	if a, err := listenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Metrics = a
+	}
+	if a, err := listenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else if _, perr := netip.ParseAddrPort(a); a != "" && perr != nil {
+		errs = append(errs, fmt.Errorf("app_api %q: want IP:PORT (a UDP socket), e.g. 127.0.0.1:36343", s.AppAPI))
+	} else {
+		s.AppAPI = a
 	}
 	if s.APMInterval < 0 {
 		errs = append(errs, fmt.Errorf("apm_interval %d must not be negative", s.APMInterval))

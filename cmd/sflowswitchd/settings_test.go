@@ -102,6 +102,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"agent-interface":        "eth9",
 		"workers":                strconv.Itoa(runtime.NumCPU() + 1),
 		"metrics":                "127.0.0.1:9116",
+		"metrics-allow-remote":   "true",
+		"app-api-allow-remote":   "true",
 		"log-level":              "debug",
 		"agentx":                 "off",
 		"app-api":                "127.0.0.1:36343",
