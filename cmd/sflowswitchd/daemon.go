@@ -144,6 +144,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// drops runs dropped-packet notifications (drops.go).
+	drops *drops
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
 
@@ -206,6 +208,8 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	// Drop notifications are a sub-agent after the workers (0..Workers-1).
+	d.drops = newDrops(uint32(s.Workers), log)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
@@ -252,6 +256,8 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
+	// Drop notifications go to every receiver.
+	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -338,6 +344,9 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
+		if err := d.drops.stop(); err != nil {
+			d.log.Error("stopping drop notifications", "err", err)
+		}
 		running.Wait()
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
@@ -373,6 +382,9 @@ func (d *daemon) run(ctx context.Context) error {
 		if err := d.serveMetrics(ctx, addr); err != nil {
 			return err
 		}
+	}
+	if err := d.drops.start(ctx, s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
 	go func() {
@@ -461,6 +473,9 @@ func (d *daemon) reload(s Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
+	if err := d.drops.apply(s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
 	d.log.Info("configuration reloaded")
 	d.poke()
 }
@@ -593,6 +608,13 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *daemon) portName(ifindex uint32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
 }
 
 // startApps starts the application sub-agent when -app-api is set, and its

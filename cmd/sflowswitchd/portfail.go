@@ -59,14 +59,6 @@ func (d *daemon) notePortFailures(err error) {
 	}
 }
 
-// portName is the name of port ifindex, or "" if unknown. It takes d.mu,
-// which applyConfig does not hold.
-func (d *daemon) portName(idx uint32) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.ports[int(idx)].Name
-}
-
 // Backoff of the retries of failing ports.
 const (
 	portRetryMin = time.Second

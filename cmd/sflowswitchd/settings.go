@@ -80,6 +80,14 @@ type Settings struct {
 	// dataplane's port slots, reserved at start-up). Ports beyond it are
 	// reported (log, metric, rate 0 in the MIB) and not sampled.
 	MaxPorts int `toml:"max_ports"`
+	// Drops turns dropped-packet notifications on or off ("on", "off").
+	Drops string `toml:"drops"`
+	// DropsLimit is the drop notifications per second (0: count drops,
+	// notify none).
+	DropsLimit int `toml:"drops_limit"`
+	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
+	// packet exported, 0..256.
+	DropsHeaderBytes int `toml:"drops_header_bytes"`
 }
 
 // Collector is one sFlow collector.
@@ -117,6 +125,9 @@ func defaultSettings() Settings {
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
 		MaxPorts:             DefaultMaxPorts,
+		Drops:                "on",
+		DropsLimit:           dataplane.DefaultDropLimit,
+		DropsHeaderBytes:     dataplane.DefaultDropHeaderBytes,
 	}
 }
 
@@ -189,6 +200,15 @@ func newFlags() *flagValues {
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
 	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", DefaultMaxPorts, dataplane.MaxPortsLimit))
+	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
+		if v != "on" && v != "off" {
+			return fmt.Errorf("want on or off")
+		}
+		f.s.Drops = v
+		return nil
+	})
+	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
+	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
 	return f
 }
 
@@ -241,6 +261,9 @@ func (f *flagValues) override(s *Settings) {
 		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
+		"drops":                  func() { s.Drops = f.s.Drops },
+		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
@@ -385,6 +408,15 @@ func (s *Settings) validate() error {
 	}
 	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
 		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if s.Drops != "on" && s.Drops != "off" {
+		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
+	}
+	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
+		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
 	}
 	return errors.Join(errs...)
 }

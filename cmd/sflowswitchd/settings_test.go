@@ -112,6 +112,9 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
 		"max-ports":              "300",
+		"drops":                  "off",
+		"drops-limit":            "7",
+		"drops-header-bytes":     "64",
 	}
 	def, err := loadArgs(t)
 	if err != nil {
