@@ -135,6 +135,8 @@ func (e *jsonEncoder) sample(s Sample) error {
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
+	case *RTMetricSample, *RTFlowSample:
+		e.rtSample(s)
 	case *UnknownSample:
 		e.buf = append(e.buf, `,"format":`...)
 		e.str(s.DataFormat.String())
