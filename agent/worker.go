@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -188,7 +189,7 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		} else {
 			// One batch: everything the ring holds, or a wait of at most
 			// the poll interval (the kernel does not wake the reader for
-			// every sample: DESIGN "per-batch"). Configuration and ticks
+			// every sample: docs/ARCHITECTURE.md "Packet sampling"). Configuration and ticks
 			// are handled between batches.
 			deadline := time.Now().Add(DefaultPollInterval)
 			if nextTick.Before(deadline) {
@@ -441,16 +442,14 @@ func (w *worker) closeReceiver(r *receiverOut) {
 	}
 }
 
-// vlanTag returns the VLAN ID and priority of an 802.1Q (or 802.1ad outer)
-// tagged Ethernet frame. Untagged frames report ok=false: the agent then
+// vlanTag returns the VLAN ID and priority of the outermost tag of a
+// tagged Ethernet frame (802.1Q, 802.1ad or 0x9100; the tag a switch port
+// classifies the frame by). Untagged frames report ok=false: the agent then
 // omits extended_switch rather than inventing a VLAN.
 func vlanTag(h []byte) (vlan, prio uint32, ok bool) {
-	if len(h) < 16 {
+	eh, _ := ethernet.Parse(h)
+	if eh.Tags == 0 {
 		return 0, 0, false
 	}
-	if et := uint16(h[12])<<8 | uint16(h[13]); et != 0x8100 && et != 0x88a8 {
-		return 0, 0, false
-	}
-	tci := uint32(h[14])<<8 | uint32(h[15])
-	return tci & 0x0fff, tci >> 13, true
+	return uint32(eh.Outer.VID()), uint32(eh.Outer.PCP()), true
 }

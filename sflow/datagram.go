@@ -96,6 +96,8 @@ func Decode(b []byte) (*Datagram, error) {
 			s = decodeRTMetricSample(sub)
 		case FormatRTFlow:
 			s = decodeRTFlowSample(sub)
+		case FormatDiscardedPacket:
+			s = decodeDiscardedPacket(sub)
 		default:
 			s = &UnknownSample{DataFormat: f, Data: append([]byte(nil), sub.bytes(sub.remaining())...)}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
@@ -159,6 +160,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
+	logKernelFeatures(log, dp.Features())
 	d := &daemon{
 		log:      log,
 		dp:       dp,
@@ -249,7 +251,7 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	}
 	d.sampled = states
 	d.mu.Unlock()
-	d.counters.forget(keep)
+	d.counters.Forget(keep)
 	return err
 }
 
@@ -473,11 +475,11 @@ type model struct {
 // selected port as a data source.
 func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
 	var m model
-	addrs, err := listHostAddrs()
+	addrs, err := agentaddr.List()
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = chooseAgentAddress(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -540,7 +542,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps})
+	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, features: d.dp.Features()})
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

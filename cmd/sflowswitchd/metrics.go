@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
 // portMetrics are a sampled port's kernel counters.
@@ -25,6 +26,8 @@ type metricsHandler struct {
 	agent *agent.Agent
 	ports func() []portMetrics
 	apps  *apps
+	// features of the kernel, probed at start (features.go).
+	features *dataplane.Features
 }
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +74,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.apps.WriteMetrics(bw)
+	writeFeatureMetrics(bw, h.features)
 	if h.ports == nil {
 		return
 	}
