@@ -147,3 +147,13 @@ func TestRTGoldenFile(t *testing.T) {
 		t.Fatal("testdata/rt.bin differs from rtGolden")
 	}
 }
+
+// TestPortNameGolden: port_name (0:1005) written by hand from the
+// structure (string name<255>).
+func TestPortNameGolden(t *testing.T) {
+	checkRecordGolden(t, &PortName{PortName: "swp12"}, unhex(t, `
+		00000005   // name length 5
+		7377703132 // "swp12"
+		000000     // padding`), false)
+	checkRecordGolden(t, &PortName{PortName: ""}, unhex(t, `00000000 // empty name`), false)
+}
