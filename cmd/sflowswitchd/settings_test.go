@@ -109,6 +109,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"state-dir":              "/var/lib/elsewhere",
+		"hsflowd-conf":           representativeHsflowd,
 	}
 	def, err := loadArgs(t)
 	if err != nil {
