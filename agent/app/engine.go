@@ -241,7 +241,7 @@ func (e *Engine) resolveCounters(c *CounterSample) error {
 func (e *Engine) queueFlow(f *FlowSample) error {
 	select {
 	case e.queue <- item{flow: f}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		side := 0
@@ -292,7 +292,7 @@ func (e *Engine) SubmitRT(s sflow.Sample) error {
 func (e *Engine) queueCounters(c *CounterSample) error {
 	select {
 	case e.queue <- item{counters: c}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		e.Reject(rejectCountersQueueFull)
@@ -421,6 +421,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	side := 0
 	index := f.index
 	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
@@ -488,6 +489,7 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	s.cntSeq++
 	recs := e.recs[:0]
 	if c.Operations != nil {

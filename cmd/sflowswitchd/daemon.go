@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -25,6 +26,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -140,6 +142,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// metrics is the Prometheus registry every part registers on.
+	metrics *prometheus.Registry
 
 	mu       sync.Mutex
 	settings Settings
@@ -190,6 +194,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	d.metrics = d.newMetrics()
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -542,7 +547,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, features: d.dp.Features()})
+	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -556,25 +561,6 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
-}
-
-func (d *daemon) portMetrics() []portMetrics {
-	d.mu.Lock()
-	states := make(map[uint32]portState, len(d.sampled))
-	for k, v := range d.sampled {
-		states[k] = v
-	}
-	d.mu.Unlock()
-	out := make([]portMetrics, 0, len(states))
-	for idx, st := range states {
-		c, err := d.dp.PortCounters(int(idx))
-		if err != nil {
-			continue
-		}
-		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
-			afxdpDrops: d.monitors.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
-	}
-	return out
 }
 
 // startApps starts the application sub-agent when -app-api is set, and its
@@ -591,6 +577,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	if err != nil || d.apps == nil {
 		return err
 	}
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
