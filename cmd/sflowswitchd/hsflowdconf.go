@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -35,6 +34,7 @@ import (
 //	agent.cidr                 AgentCIDR (in file order)
 //	pcap { dev sampling }      Ports, PortSampling[dev]
 //	json { udpport }           AppAPI 127.0.0.1:udpport (0 = off)
+//	dropmon { limit }          Drops on, DropsLimit
 //
 // Everything else hsflowd knows is reported once as ignored, with why.
 
@@ -53,7 +53,7 @@ var reportedIgnored sync.Map
 // applyHsflowdConf reads the hsflowd configuration file path into s and
 // prints, once per process, each setting it ignores and why to notes.
 func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading hsflowd config: %w", err)
 	}
@@ -154,8 +154,8 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 		}
 	}
 	if v := c.DropmonLimit; v != nil {
-		ignored = append(ignored, hsflowdconf.Ignored{Setting: "dropmon", Pos: v.Pos,
-			Reason: "drop notifications are not in this build of sflowswitchd"})
+		// hsflowd's dropmon: notifications on, at most limit a second.
+		s.Drops, s.DropsLimit = "on", int(v.V)
 	}
 	sort.SliceStable(ignored, func(i, j int) bool {
 		a, b := ignored[i].Pos, ignored[j].Pos
@@ -191,7 +191,7 @@ func tomlHsflowdConf(name string) (string, error) {
 	var peek struct {
 		HsflowdConf string `toml:"hsflowd_conf"`
 	}
-	data, err := os.ReadFile(name)
+	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
 		return "", fmt.Errorf("reading config: %w", err)
 	}

@@ -39,7 +39,8 @@ func TestParseRepresentative(t *testing.T) {
 			{Dev: "swp1", Pos: Pos{19, 3}},
 			{Dev: "swp2", Sampling: u(256, 20, 34), Pos: Pos{20, 3}},
 		},
-		JSONPort: u(36344, 21, 20),
+		JSONPort:     u(36344, 21, 20),
+		DropmonLimit: u(50, 27, 21),
 	}
 	ignored := c.Ignored
 	c.Ignored = nil
@@ -53,7 +54,7 @@ func TestParseRepresentative(t *testing.T) {
 		}
 		names = append(names, ig.Setting)
 	}
-	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd SONIC" {
+	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd SONIC start" {
 		t.Fatalf("ignored %q", got)
 	}
 }
