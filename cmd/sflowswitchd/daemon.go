@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
@@ -126,7 +127,6 @@ type daemon struct {
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
-	monitors *monitorPorts
 	// apps is the application sub-agent (nil when -app-api is off), and
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
@@ -168,13 +168,9 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
 	}
-	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
-	}
 	// fail undoes what was opened when a later step fails.
 	fail := func(err error) (*daemon, error) {
-		return nil, errors.Join(err, d.monitors.Close(), dp.Close())
+		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
 	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
@@ -183,7 +179,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: &dataplaneAdapter{monitors: d.monitors},
+		Dataplane: xdp.Dataplane{DP: dp},
 		Counters:  d.counters,
 		Output:    d.output,
 		Logger:    log,
@@ -318,9 +314,6 @@ func (d *daemon) run(ctx context.Context) error {
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
 		}
-		if err := d.monitors.Close(); err != nil {
-			d.log.Error("closing monitor sockets", "err", err)
-		}
 		if err := d.dp.Close(); err != nil {
 			d.log.Error("detaching", "err", err)
 		}
@@ -330,9 +323,9 @@ func (d *daemon) run(ctx context.Context) error {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers := make([]agent.SampleReader, d.agent.Workers())
-	for i := range readers {
-		readers[i] = d.monitors.Reader(i)
+	readers, err := xdp.Readers(d.dp, d.agent.Workers())
+	if err != nil {
+		return fmt.Errorf("sample readers: %w", err)
 	}
 	events := make(chan dataplane.PortEvent, 256)
 	watchErr := make(chan error, 1)
@@ -570,7 +563,7 @@ func (d *daemon) portMetrics() []portMetrics {
 			continue
 		}
 		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
-			afxdpDrops: d.monitors.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
+			afxdpDrops: d.dp.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
 	}
 	return out
 }
