@@ -140,6 +140,9 @@ type daemon struct {
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
 
+	// metricsHook, when set (tests), wraps the /metrics handler.
+	metricsHook func(http.Handler) http.Handler
+
 	mu       sync.Mutex
 	settings Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
@@ -261,7 +264,7 @@ func minRate(rs []uint32) uint32 {
 // master cannot be reached (the subagent keeps retrying quietly), once per
 // registration and once per loss.
 func (d *daemon) watchAgentX(ctx context.Context, address string) {
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
 	defer t.Stop()
 	connected, warned := false, false
 	start := time.Now()
@@ -339,7 +342,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 	if addr := s.Metrics; addr != "" {
-		if err := d.serveMetrics(ctx, addr); err != nil {
+		if err := d.serveMetrics(ctx, addr, &running); err != nil {
 			return err
 		}
 	}
@@ -348,7 +351,13 @@ func (d *daemon) run(ctx context.Context) error {
 		defer running.Done()
 		d.agent.Run(ctx, readers)
 	}()
-	go d.mib.Run(ctx)
+	// The MIB applies receiver timeouts through the agent to the
+	// dataplane: waited for like the workers.
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		d.mib.Run(ctx)
+	}()
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -357,7 +366,11 @@ func (d *daemon) run(ctx context.Context) error {
 				d.log.Error("AgentX subagent stopped", "err", err)
 			}
 		}()
-		go d.watchAgentX(ctx, s.AgentX)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			d.watchAgentX(ctx, s.AgentX)
+		}()
 	}
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
 
@@ -526,21 +539,40 @@ func sortedIndexes(m map[int]dataplane.PortInfo) []int {
 	return keys
 }
 
-// serveMetrics starts the Prometheus listener; it stops with ctx.
-func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
+// serveMetrics starts the Prometheus listener. It stops with ctx: the
+// listener closes, requests in flight (which read the dataplane's mapped
+// counters) complete, and only then is running done, so run closes the
+// dataplane after the last handler.
+func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps})
+	var mh http.Handler = &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps}
+	if d.metricsHook != nil {
+		mh = d.metricsHook(mh)
+	}
+	mux.Handle("/metrics", mh)
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	running.Add(1)
 	go func() {
+		defer running.Done()
 		<-ctx.Done()
-		srv.Close()
+		// Shutdown waits for the handlers in flight; a scrape stuck
+		// longer (a client not reading) is cut by Close.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
+			srv.Close()
+		}
+		<-served
 	}()
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics listener", "err", err)
 		}
