@@ -329,6 +329,14 @@ func TestVLANTag(t *testing.T) {
 	if _, _, ok := vlanTag(tagged[:15]); ok {
 		t.Fatal("short header reported a VLAN")
 	}
+	// Pre-standard Q-in-Q (0x9100) outer tag over an 802.1Q tag: the
+	// outer VLAN is the one reported.
+	qinq := append([]byte(nil), untagged[:12]...)
+	qinq = append(qinq, 0x91, 0x00, 0x20, 0x07, 0x81, 0x00, 0x00, 0x64, 0x08, 0x00)
+	qinq = append(qinq, untagged[14:]...)
+	if vlan, prio, ok := vlanTag(qinq); !ok || vlan != 7 || prio != 1 {
+		t.Fatalf("0x9100 tag: got vlan %d prio %d ok %v, want 7 1 true", vlan, prio, ok)
+	}
 }
 
 // TestExtendedSwitchFromTaggedFrame checks that a sample of an 802.1Q

@@ -63,7 +63,7 @@ type Config struct {
 	Pollers      []PollerConfig
 	// MonitorPorts are ports whose traffic is a mirror copy (SPAN/TAP):
 	// their sampled frames are delivered through AF_XDP and the rest is
-	// dropped (DESIGN.md "Two delivery paths").
+	// dropped (docs/ARCHITECTURE.md "Two delivery paths").
 	MonitorPorts map[uint32]bool
 }
 

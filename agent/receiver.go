@@ -20,6 +20,7 @@ type receiverOut struct {
 	conn   *net.UDPConn
 	raw    syscall.RawConn
 	stats  *WorkerStats
+	coll   *CollectorStats // this worker's counters of the collector
 	uptime func() uint32
 
 	// pending and sendErr carry the datagram through sendFn, which is built
@@ -50,7 +51,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent uint32, seq u
 		conn.Close()
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
 	}
-	r := &receiverOut{cfg: cfg, w: w, seq: seq, conn: conn, raw: raw, stats: stats, uptime: uptime}
+	r := &receiverOut{cfg: cfg, w: w, seq: seq, conn: conn, raw: raw, stats: stats, coll: &CollectorStats{}, uptime: uptime}
 	// One non-blocking send attempt: a collector that cannot keep up, or a
 	// full socket buffer, costs a counted send error, never a stalled
 	// worker (an unreachable collector must not block the others).
@@ -76,6 +77,9 @@ func (r *receiverOut) add(s sflow.Sample) bool {
 		r.flush()
 		err = r.w.Add(s)
 	}
+	if err != nil {
+		r.coll.TooLarge.Add(1)
+	}
 	return err == nil
 }
 
@@ -93,9 +97,13 @@ func (r *receiverOut) flush() {
 	if r.sendErr != nil || r.sendN != len(r.pending) {
 		r.stats.SendErrors.Add(1)
 		r.stats.SamplesUnsent.Add(uint64(r.w.Len()))
+		r.coll.SendErrors.Add(1)
+		r.coll.SamplesUnsent.Add(uint64(r.w.Len()))
 	} else {
 		r.stats.Datagrams.Add(1)
 		r.stats.Bytes.Add(uint64(len(r.pending)))
+		r.coll.Datagrams.Add(1)
+		r.coll.Bytes.Add(uint64(len(r.pending)))
 	}
 	r.pending = nil
 	r.begin()

@@ -4,7 +4,7 @@ import "math/bits"
 
 // KernelRate returns the hardware-style sampling rate for a port whose
 // sampler instances have the given configured rates: the largest power of
-// two not above the smallest rate (DESIGN.md "Packet sampling"). Rates of
+// two not above the smallest rate (docs/ARCHITECTURE.md "Packet sampling"). Rates of
 // 0 (sampling disabled) are ignored; it returns 0 when no rate is set.
 func KernelRate(rates ...uint32) uint32 {
 	var min uint32

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -113,7 +114,9 @@ type worker struct {
 	output   OutputLookup
 	start    time.Time
 	stats    WorkerStats
-	rng      rng
+	// collectors counts per collector what stats counts per worker.
+	collectors collectorSet
+	rng        rng
 
 	agent     netip.Addr
 	receivers map[int]*receiverOut
@@ -185,8 +188,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// below that, samples wait for the tick, which flushes the
 			// datagrams anyway: a sample still leaves within about a
 			// second, and an idle worker wakes once a second (issue 11,
-			// "idle cost near zero"). Configuration (Waker) and ticks are
-			// handled between batches.
+			// "idle cost near zero"; docs/ARCHITECTURE.md "Packet
+			// sampling"). Configuration (Waker) and ticks are handled
+			// between batches.
 			_, err := src.ReadSamples(nextTick, w.handleFn)
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.stats.ReadErrors.Add(1)
@@ -347,6 +351,9 @@ func (w *worker) apply(cfg workerConfig) {
 			}
 		}
 		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
+		if err == nil {
+			r.coll = w.collectors.get(CollectorKey{rc.Index, rc.Address})
+		}
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
@@ -356,6 +363,11 @@ func (w *worker) apply(cfg workerConfig) {
 	for _, r := range old {
 		w.closeReceiver(r)
 	}
+	keep := make(map[CollectorKey]bool, len(cfg.receivers))
+	for _, rc := range cfg.receivers {
+		keep[CollectorKey{rc.Index, rc.Address}] = true
+	}
+	w.collectors.keep(keep)
 	w.agent = cfg.agent
 
 	type skey struct {
@@ -434,16 +446,14 @@ func (w *worker) closeReceiver(r *receiverOut) {
 	}
 }
 
-// vlanTag returns the VLAN ID and priority of an 802.1Q (or 802.1ad outer)
-// tagged Ethernet frame. Untagged frames report ok=false: the agent then
+// vlanTag returns the VLAN ID and priority of the outermost tag of a
+// tagged Ethernet frame (802.1Q, 802.1ad or 0x9100; the tag a switch port
+// classifies the frame by). Untagged frames report ok=false: the agent then
 // omits extended_switch rather than inventing a VLAN.
 func vlanTag(h []byte) (vlan, prio uint32, ok bool) {
-	if len(h) < 16 {
+	eh, _ := ethernet.Parse(h)
+	if eh.Tags == 0 {
 		return 0, 0, false
 	}
-	if et := uint16(h[12])<<8 | uint16(h[13]); et != 0x8100 && et != 0x88a8 {
-		return 0, 0, false
-	}
-	tci := uint32(h[14])<<8 | uint32(h[15])
-	return tci & 0x0fff, tci >> 13, true
+	return uint32(eh.Outer.VID()), uint32(eh.Outer.PCP()), true
 }

@@ -61,6 +61,10 @@ type Config struct {
 	MaxQueues int
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
+	// Features are the running kernel's features; nil probes them in
+	// Open (ProbeFeatures). Tests pass a copy with features switched off
+	// to exercise the degraded paths.
+	Features *Features
 }
 
 // Mode is a port's sample delivery path (values shared with sampler.c).
@@ -124,6 +128,8 @@ type Dataplane struct {
 	log  *slog.Logger
 	ns   netns.NsHandle
 	objs bpf.SamplerObjects
+	// features of the kernel, probed once at Open.
+	features *Features
 
 	cpuSlots int
 	counters *counterPages
@@ -151,15 +157,25 @@ func Open(cfg Config) (*Dataplane, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
+	fs := cfg.Features
+	if fs == nil {
+		fs = ProbeFeatures()
+	}
+	// Refused before anything is loaded, naming every missing feature,
+	// rather than as an opaque verifier or map-creation error.
+	if err := fs.requiredErr(); err != nil {
+		return nil, fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
+	}
 	ns, err := netns.Get()
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: current netns: %w", err)
 	}
 	d := &Dataplane{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		ns:    ns,
-		ports: make(map[int]*port),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		ns:       ns,
+		ports:    make(map[int]*port),
+		features: fs,
 	}
 	if err := d.load(); err != nil {
 		ns.Close()
@@ -233,6 +249,13 @@ func (d *Dataplane) load() error {
 	rings.MaxEntries = uint32(d.cfg.Workers)
 	rings.InnerMap.MaxEntries = uint32(d.cfg.RingBytes)
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(d.cfg.MaxPorts * d.cfg.MaxQueues)
+	if !d.features.Has(FeatureXSKMap) {
+		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
+		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
+		// verifies the same way; monitor mode, its only user, is refused
+		// by AttachPort.
+		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
+	}
 
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -274,6 +297,22 @@ func (d *Dataplane) closeObjects() error {
 	}
 	return errors.Join(errs...)
 }
+
+// modeAvailable refuses monitor mode on a kernel without AF_XDP: a
+// monitor port drops the frames it does not redirect, so without sockets
+// to read them it must not be attached at all.
+func (d *Dataplane) modeAvailable(m Mode) error {
+	if m != ModeMonitor {
+		return nil
+	}
+	if err := d.features.need(FeatureXSKMap, FeatureAFXDP); err != nil {
+		return fmt.Errorf("monitor mode unavailable: %w", err)
+	}
+	return nil
+}
+
+// Features returns the kernel features probed at Open.
+func (d *Dataplane) Features() *Features { return d.features }
 
 // Close detaches every port, closes the sample sources (and the sockets
 // of monitor ports) and unloads the sampler. Call it after the goroutines
@@ -364,6 +403,9 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	if ifindex <= 0 || ifindex >= MaxIfIndex {
 		return fmt.Errorf("dataplane: attach ifindex %d: outside 1..%d", ifindex, MaxIfIndex-1)
 	}
+	if err := d.modeAvailable(pc.Mode); err != nil {
+		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -414,6 +456,9 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 // update may see a mix of the old and new config, which is harmless.
 func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if err := pc.validate(d.cfg.Workers); err != nil {
+		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+	}
+	if err := d.modeAvailable(pc.Mode); err != nil {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 	}
 	d.mu.Lock()

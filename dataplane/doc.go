@@ -10,7 +10,7 @@
 // time through BPF maps; sample_pool, samples and drops are counted per CPU
 // in the kernel and summed without a syscall per read. Samples reach user
 // space through one BPF ring buffer per worker (inline ports) or through
-// AF_XDP sockets (monitor ports). See DESIGN.md, "Packet sampling".
+// AF_XDP sockets (monitor ports). See docs/ARCHITECTURE.md, "Packet sampling".
 //
 // # Ports
 //

@@ -37,6 +37,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // UnknownCounter marks a counter the interface does not provide. Truncated
@@ -328,45 +330,19 @@ func ReadEthernetCounters(ns netns.NsHandle, ifindex int) (c EthernetCounters, o
 
 // socketInNetns opens a socket in namespace ns (ns <= 0: the calling
 // thread's). A socket stays in the namespace it was created in, so only
-// the creation runs on a thread switched into ns.
+// the creation runs in ns.
 func socketInNetns(ns netns.NsHandle, domain, typ, proto int) (int, error) {
-	if ns <= 0 {
-		return unix.Socket(domain, typ, proto)
+	fd := -1
+	err := netnsutil.Do(ns, func() error {
+		var err error
+		fd, err = unix.Socket(domain, typ, proto)
+		return err
+	})
+	if err != nil && fd >= 0 {
+		unix.Close(fd) // opened, but the thread could not leave ns
+		fd = -1
 	}
-	type result struct {
-		fd  int
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{-1, fmt.Errorf("get current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{-1, fmt.Errorf("enter netns: %w", err)}
-			return
-		}
-		fd, serr := unix.Socket(domain, typ, proto)
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine
-			// instead of serving others in the wrong namespace.
-			if serr == nil {
-				unix.Close(fd)
-			}
-			done <- result{-1, fmt.Errorf("restore netns: %w", err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- result{fd, serr}
-	}()
-	res := <-done
-	return res.fd, res.err
+	return fd, err
 }
 
 // hostEndian is the byte order of the kernel's ethtool structures.

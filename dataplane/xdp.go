@@ -3,16 +3,15 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // Attach modes reported by AttachMode.
@@ -42,20 +41,11 @@ func attachXDP(prog *ebpf.Program, ifindex int) (link.Link, string, error) {
 	return nil, "", fmt.Errorf("attaching XDP: native: %w; generic: %w", nerr, gerr)
 }
 
-// inNetns runs fn on a fresh OS thread switched into the Dataplane's
-// network namespace. The thread stays locked and is discarded when the
-// goroutine ends, so no other goroutine ever runs in a foreign netns.
+// inNetns runs fn in the Dataplane's network namespace (netnsutil.Do).
+// When that is the namespace the caller runs in, as in the daemon, fn runs
+// directly: no setns(2), so no CAP_SYS_ADMIN.
 func (d *Dataplane) inNetns(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		if err := netns.Set(d.ns); err != nil {
-			errc <- fmt.Errorf("entering netns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
+	return netnsutil.Do(d.ns, fn)
 }
 
 // removeStaleLegacy removes XDP programs named like ours that are attached

@@ -92,6 +92,8 @@ func Decode(b []byte) (*Datagram, error) {
 			s = decodeFlowSample(sub, f == FormatFlowSampleExpanded)
 		case FormatCounterSample, FormatCounterSampleExpanded:
 			s = decodeCounterSample(sub, f == FormatCounterSampleExpanded)
+		case FormatDiscardedPacket:
+			s = decodeDiscardedPacket(sub)
 		default:
 			s = &UnknownSample{DataFormat: f, Data: append([]byte(nil), sub.bytes(sub.remaining())...)}
 		}

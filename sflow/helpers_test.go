@@ -2,13 +2,12 @@ package sflow
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/hex"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
@@ -105,71 +104,5 @@ func goflowDecode(t testing.TB, datagram []byte) *goflow.Packet {
 // (e.g. "sflow_5.sampletype"), every value tshark decoded, in order.
 func tsharkFields(t testing.TB, datagram []byte, fields ...string) map[string][]string {
 	t.Helper()
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Fatalf("tshark is needed for this test (Debian package tshark; `make deps` installs it): %v", err)
-	}
-	pcap := filepath.Join(t.TempDir(), "d.pcap")
-	if err := os.WriteFile(pcap, udpPcap(datagram, 6343), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-n", "-r", pcap, "-d", "udp.port==6343,sflow", "-T", "fields", "-E", "occurrence=a", "-E", "separator=/t", "-E", "aggregator=|"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command(tshark, args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderr.String())
-	}
-	line := strings.TrimRight(string(out), "\n")
-	cols := strings.Split(line, "\t")
-	res := make(map[string][]string, len(fields))
-	for i, f := range fields {
-		if i < len(cols) && cols[i] != "" {
-			res[f] = strings.Split(cols[i], "|")
-		}
-	}
-	return res
-}
-
-// udpPcap returns a classic pcap file holding one Ethernet/IPv4/UDP frame
-// from 198.18.0.1:50000 to 198.18.0.2:port with the given payload.
-func udpPcap(payload []byte, port uint16) []byte {
-	var f []byte
-	f = append(f, 0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00) // Ethernet
-	ip := []byte{0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2}
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+8+len(payload)))
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(ip[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(sum))
-	f = append(f, ip...)
-	udp := make([]byte, 8)
-	binary.BigEndian.PutUint16(udp[0:], 50000)
-	binary.BigEndian.PutUint16(udp[2:], port)
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
-	f = append(f, udp...)
-	f = append(f, payload...)
-
-	var p []byte
-	p = binary.LittleEndian.AppendUint32(p, 0xa1b2c3d4)
-	p = binary.LittleEndian.AppendUint16(p, 2)
-	p = binary.LittleEndian.AppendUint16(p, 4)
-	p = binary.LittleEndian.AppendUint32(p, 0)
-	p = binary.LittleEndian.AppendUint32(p, 0)
-	p = binary.LittleEndian.AppendUint32(p, 65535)
-	p = binary.LittleEndian.AppendUint32(p, 1) // LINKTYPE_ETHERNET
-	p = binary.LittleEndian.AppendUint32(p, 1700000000)
-	p = binary.LittleEndian.AppendUint32(p, 0)
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
-	return append(p, f...)
+	return testutil.TsharkFields(t, []testutil.PcapFrame{testutil.UDPPcapFrame(time.Unix(1700000000, 0), datagram, 6343)}, 6343, fields...)[0]
 }

@@ -135,6 +135,23 @@ func (e *jsonEncoder) sample(s Sample) error {
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
+	case *DiscardedPacket:
+		e.buf = append(e.buf, `,"sequence_number":`...)
+		e.uint(uint64(s.SequenceNumber))
+		e.buf = append(e.buf, `,"source_id":`...)
+		e.source(s.Source)
+		e.buf = append(e.buf, `,"drops":`...)
+		e.uint(uint64(s.Drops))
+		e.buf = append(e.buf, `,"input":`...)
+		e.uint(uint64(s.Input))
+		e.buf = append(e.buf, `,"output":`...)
+		e.uint(uint64(s.Output))
+		e.buf = append(e.buf, `,"reason":`...)
+		b, _ := s.Reason.MarshalJSON() // cannot fail
+		e.buf = append(e.buf, b...)
+		if err := e.records(s.Records); err != nil {
+			return err
+		}
 	case *UnknownSample:
 		e.buf = append(e.buf, `,"format":`...)
 		e.str(s.DataFormat.String())

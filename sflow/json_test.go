@@ -191,7 +191,7 @@ func compareWithSflowtool(t *testing.T, got, ref map[string]any) {
 	if len(samples) != len(refSamples) {
 		t.Fatalf("%d samples, sflowtool %d", len(samples), len(refSamples))
 	}
-	tags := map[string]string{"flow_sample": "0:1", "counters_sample": "0:2", "flow_sample_expanded": "0:3", "counters_sample_expanded": "0:4"}
+	tags := map[string]string{"flow_sample": "0:1", "counters_sample": "0:2", "flow_sample_expanded": "0:3", "counters_sample_expanded": "0:4", "discarded_packet": "0:5"}
 	for i := range samples {
 		s, rs := samples[i].(map[string]any), refSamples[i].(map[string]any)
 		p := fmt.Sprintf("sample[%d].", i)
@@ -209,6 +209,16 @@ func compareWithSflowtool(t *testing.T, got, ref map[string]any) {
 			out, _ := s["output"].(map[string]any)
 			check(p+"input.value", num(in["value"]), rs["inputPort"])
 			check(p+"output.value", num(out["value"]), rs["outputPort"])
+		}
+		if s["type"] == "discarded_packet" {
+			// sflowtool prefixes the records' keys of a discarded_packet.
+			blockTag = "discarded_flowBlock_tag"
+			reason, _ := s["reason"].(map[string]any)
+			check(p+"drops", num(s["drops"]), rs["dropEvents"])
+			check(p+"input", num(s["input"]), rs["inputPort"])
+			check(p+"output", num(s["output"]), rs["outputPort"])
+			check(p+"reason.code", num(reason["code"]), rs["discardCode"])
+			check(p+"reason.name", reason["name"], rs["discardReason"])
 		}
 		recs, _ := s["records"].([]any)
 		refRecs, _ := rs["elements"].([]any)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 )
 
 // Link-layer header types (https://www.tcpdump.org/linktypes.html) the
@@ -361,15 +363,8 @@ func tsResolution(v byte) uint64 {
 	return r
 }
 
-// EtherTypes and IP protocol numbers the frame parser follows.
-const (
-	etherTypeIPv4  = 0x0800
-	etherTypeIPv6  = 0x86DD
-	etherTypeVLAN  = 0x8100
-	etherTypeQinQ  = 0x88A8
-	etherTypeQinQ2 = 0x9100
-	protoUDP       = 17
-)
+// protoUDP is the IP protocol number of UDP.
+const protoUDP = 17
 
 // udpFromFrame finds a UDP datagram to port in a captured frame.
 func udpFromFrame(b []byte, linkType uint32, port uint16) (*CapturedDatagram, bool) {
@@ -391,30 +386,29 @@ func udpFromFrame(b []byte, linkType uint32, port uint16) (*CapturedDatagram, bo
 		}
 		etherType, b = binary.BigEndian.Uint16(b[0:]), b[20:]
 	case LinkTypeIPv4:
-		etherType = etherTypeIPv4
+		etherType = ethernet.TypeIPv4
 	case LinkTypeIPv6:
-		etherType = etherTypeIPv6
+		etherType = ethernet.TypeIPv6
 	case LinkTypeRaw:
 		if len(b) < 1 {
 			return nil, false
 		}
 		switch b[0] >> 4 {
 		case 4:
-			etherType = etherTypeIPv4
+			etherType = ethernet.TypeIPv4
 		case 6:
-			etherType = etherTypeIPv6
+			etherType = ethernet.TypeIPv6
 		default:
 			return nil, false
 		}
 	default:
 		return nil, false
 	}
-	for etherType == etherTypeVLAN || etherType == etherTypeQinQ || etherType == etherTypeQinQ2 {
-		if len(b) < 4 {
-			return nil, false
-		}
-		etherType, b = binary.BigEndian.Uint16(b[2:]), b[4:]
+	eh, complete := ethernet.SkipTags(etherType, b)
+	if !complete {
+		return nil, false
 	}
+	etherType, b = eh.EtherType, b[eh.Len:]
 	var (
 		src, dst  netip.Addr
 		udp       []byte
@@ -422,9 +416,9 @@ func udpFromFrame(b []byte, linkType uint32, port uint16) (*CapturedDatagram, bo
 		ok        bool
 	)
 	switch etherType {
-	case etherTypeIPv4:
+	case ethernet.TypeIPv4:
 		src, dst, udp, truncated, ok = ipv4Payload(b)
-	case etherTypeIPv6:
+	case ethernet.TypeIPv6:
 		src, dst, udp, truncated, ok = ipv6Payload(b)
 	}
 	if !ok || len(udp) < 8 {

@@ -34,8 +34,8 @@ func TestPcapReaderObsoletePacketBlock(t *testing.T) {
 	head = block(head, 1, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 
 	payload1, payload2 := []byte{0, 0, 0, 5, 1, 2, 3, 4}, []byte{0, 0, 0, 5, 9, 9, 9, 9}
-	frame1 := ethernet(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 50000, 6343, payload1, 0))
-	frame2 := ethernet(0x0800, nil, ipv4UDP("198.18.0.3", "198.18.0.2", 50001, 6343, payload2, 0))
+	frame1 := ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 50000, 6343, payload1, 0))
+	frame2 := ethFrame(0x0800, nil, ipv4UDP("198.18.0.3", "198.18.0.2", 50001, 6343, payload2, 0))
 	const usec1, usec2 = 1_767_323_045_123_456, 1_767_323_046_000_001 // 2026-01-02T03:04:05.123456Z, +0.876545 s
 	packetBody := func(first []byte, usec uint64, frame []byte) []byte {
 		b := append([]byte(nil), first...)

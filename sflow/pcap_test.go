@@ -157,7 +157,7 @@ func ipv6UDP(src, dst string, sport, dport uint16, payload []byte) []byte {
 	return append(append(ip, hbh...), seg...)
 }
 
-func ethernet(etherType uint16, vlans []uint16, l3 []byte) []byte {
+func ethFrame(etherType uint16, vlans []uint16, l3 []byte) []byte {
 	f := []byte{0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1}
 	for _, v := range vlans {
 		f = binary.BigEndian.AppendUint16(f, 0x8100)
@@ -169,6 +169,16 @@ func ethernet(etherType uint16, vlans []uint16, l3 []byte) []byte {
 		f = append(f, 0xee)
 	}
 	return f
+}
+
+// stackTags inserts VLAN tags (pairs of TPID, TCI) after the MACs of an
+// Ethernet frame.
+func stackTags(f []byte, tags ...uint16) []byte {
+	out := append([]byte(nil), f[:12]...)
+	for _, w := range tags {
+		out = binary.BigEndian.AppendUint16(out, w)
+	}
+	return append(out, f[12:]...)
 }
 
 func sll(etherType uint16, l3 []byte) []byte {
@@ -327,26 +337,28 @@ func TestPcapReaderLinkLayers(t *testing.T) {
 		truncated bool
 	}
 	ethFrames := []capturedFrame{
-		{data: ethernet(0x0800, nil, v4(p1))},
-		{data: ethernet(0x0800, []uint16{100}, v4(p3))}, // VLAN tag, Ethernet padding
-		{data: ethernet(0x86DD, []uint16{10, 20}, v6(p2))},
-		{data: ethernet(0x0800, nil, otherPort)},
-		{data: ethernet(0x0800, nil, fragment)},
-		{data: ethernet(0x0800, nil, tcp)},
-		{data: ethernet(0x0800, nil, v4(p2)), snap: 14 + 20 + 8 + 100},
+		{data: ethFrame(0x0800, nil, v4(p1))},
+		{data: ethFrame(0x0800, []uint16{100}, v4(p3))}, // VLAN tag, Ethernet padding
+		{data: ethFrame(0x86DD, []uint16{10, 20}, v6(p2))},
+		{data: ethFrame(0x0800, nil, otherPort)},
+		{data: ethFrame(0x0800, nil, fragment)},
+		{data: ethFrame(0x0800, nil, tcp)},
+		{data: ethFrame(0x0800, nil, v4(p2)), snap: 14 + 20 + 8 + 100},
+		{data: stackTags(ethFrame(0x0800, nil, v4(p3)), 0x88a8, 7, 0x9100, 8, 0x8100, 9)}, // S-tag, 0x9100 tag, C-tag
 	}
 	ethWant := []want{
 		{1, p1, "198.18.0.1:50000", false},
 		{2, p3, "198.18.0.1:50000", false},
 		{3, p2, "[2001:db8::1]:50001", false},
 		{7, p2[:100], "198.18.0.1:50000", true},
+		{8, p3, "198.18.0.1:50000", false},
 	}
 	cookedWant := []want{{1, p1, "198.18.0.1:50000", false}, {2, p2, "[2001:db8::1]:50001", false}, {3, p3, "198.18.0.1:50000", false}}
 	sllFrames := []capturedFrame{{data: sll(0x0800, v4(p1))}, {data: sll(0x86DD, v6(p2))}, {data: sll(0x8100, append([]byte{0, 5, 8, 0}, v4(p3)...))}}
 	sll2Frames := []capturedFrame{{data: sll2(0x0800, v4(p1))}, {data: sll2(0x86DD, v6(p2))}, {data: sll2(0x0800, v4(p3))}}
 	rawFrames := []capturedFrame{{data: v4(p1)}, {data: v6(p2)}, {data: v4(p3)}}
 	// pcapng with two interfaces of different link types and resolutions.
-	mixedFrames := []capturedFrame{{data: sll2(0x0800, v4(p1)), iface: 1}, {data: ethernet(0x86DD, nil, v6(p2))}, {data: sll2(0x0800, v4(p3)), iface: 1}}
+	mixedFrames := []capturedFrame{{data: sll2(0x0800, v4(p1)), iface: 1}, {data: ethFrame(0x86DD, nil, v6(p2))}, {data: sll2(0x0800, v4(p3)), iface: 1}}
 
 	cases := []struct {
 		name  string
@@ -400,8 +412,8 @@ func TestPcapReaderLinkLayers(t *testing.T) {
 }
 
 func TestPcapReaderRejectsCorruptFiles(t *testing.T) {
-	good := classicPcap(binary.LittleEndian, false, LinkTypeEthernet, []capturedFrame{{data: ethernet(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
-	goodNG := pcapngFile(binary.LittleEndian, []uint32{LinkTypeEthernet}, []capturedFrame{{data: ethernet(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
+	good := classicPcap(binary.LittleEndian, false, LinkTypeEthernet, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
+	goodNG := pcapngFile(binary.LittleEndian, []uint32{LinkTypeEthernet}, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
 	hugeLen := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint32(hugeLen[24+8:], 0xfffffff0)
 	badLinkType := append([]byte(nil), good...)
@@ -447,7 +459,7 @@ func TestPcapReaderRejectsCorruptFiles(t *testing.T) {
 // FuzzPcapReader checks that no capture file makes the reader panic or
 // loop.
 func FuzzPcapReader(f *testing.F) {
-	frame := ethernet(0x0800, []uint16{5}, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))
+	frame := ethFrame(0x0800, []uint16{5}, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))
 	f.Add(classicPcap(binary.LittleEndian, false, LinkTypeEthernet, []capturedFrame{{data: frame}}))
 	f.Add(pcapngFile(binary.BigEndian, []uint32{LinkTypeEthernet, LinkTypeLinuxSL2}, []capturedFrame{{data: frame}, {data: sll2(0x86DD, ipv6UDP("2001:db8::1", "2001:db8::2", 1, 6343, []byte{9}))}}))
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -24,6 +24,8 @@ func sampleTypeName(f DataFormat) string {
 		return "flow_sample_expanded"
 	case FormatCounterSampleExpanded:
 		return "counters_sample_expanded"
+	case FormatDiscardedPacket:
+		return "discarded_packet"
 	}
 	return "unknown"
 }
@@ -99,7 +101,8 @@ func interfaceFromCompact(v uint32) Interface {
 	return Interface{Format: v >> 30, Value: v & 0x3FFFFFFF}
 }
 
-// Sample is one sample_record of a datagram: *FlowSample or *CounterSample.
+// Sample is one sample_record of a datagram: *FlowSample, *CounterSample,
+// *DiscardedPacket or *UnknownSample.
 type Sample interface {
 	// SampleFormat is the sample_type the sample is encoded with, which
 	// depends on whether its indexes fit the compact form.

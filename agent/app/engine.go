@@ -185,7 +185,7 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 func (e *Engine) queueFlow(f *FlowSample) error {
 	select {
 	case e.queue <- item{flow: f}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		side := 0
@@ -211,7 +211,7 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 func (e *Engine) queueCounters(c *CounterSample) error {
 	select {
 	case e.queue <- item{counters: c}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		e.Reject(rejectCountersQueueFull)
@@ -334,6 +334,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	side := 0
 	index := uint32(f.ServicePort)
 	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
@@ -399,6 +400,7 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	s.cntSeq++
 	recs := e.recs[:0]
 	if c.Operations != nil {

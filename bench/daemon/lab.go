@@ -6,13 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // lab is a namespace lab made by lab/lab.sh (see lab.sh's header): switch PREFIX-sw with bridge ports p1..pN,
@@ -53,7 +52,7 @@ func (l *lab) down() error {
 func (l *lab) sw() string        { return l.prefix + "-sw" }
 func (l *lab) col() string       { return l.prefix + "-col" }
 func (l *lab) host(i int) string { return fmt.Sprintf("%s-h%d", l.prefix, i) }
-func nsPath(ns string) string    { return "/run/netns/" + ns }
+func nsPath(ns string) string    { return netnsutil.Path(ns) }
 func portName(i int) string      { return fmt.Sprintf("p%d", i) }
 func (l *lab) ports() []string {
 	var p []string
@@ -63,67 +62,25 @@ func (l *lab) ports() []string {
 	return p
 }
 
-// command returns a command that runs name in namespace ns. nsenter (not
-// `ip netns exec`) keeps /sys and pinned BPF objects visible. Setsid puts
-// it in its own process group, so stopping it also stops its forks
-// (trafgen forks one sender per CPU).
+// command returns a command that runs name in namespace ns
+// (netnsutil.Command: nsenter keeps /sys and pinned BPF objects visible).
+// Setsid puts it in its own process group, so stopping it also stops its
+// forks (trafgen forks one sender per CPU).
 func command(ctx context.Context, ns string, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + nsPath(ns), "--", name}, args...)...)
+	cmd := netnsutil.Command(ctx, ns, name, args...)
 	cmd.SysProcAttr = newSession()
 	return cmd
 }
 
-// inNetns runs fn on a locked OS thread switched into namespace ns.
-// Sockets fn creates belong to ns for their whole life, whatever thread
-// uses them later.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// The thread is unlocked only once back in the original
-		// namespace; otherwise the runtime discards it with the goroutine.
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		h, err := netns.GetFromPath(nsPath(ns))
-		if err != nil {
-			errc <- fmt.Errorf("netns %s: %w", ns, err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("leaving netns %s: %w", ns, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+// inNetns runs fn in namespace ns (netnsutil.DoNamed). Sockets fn creates
+// belong to ns for their whole life, whatever thread uses them later.
+func inNetns(ns string, fn func() error) error { return netnsutil.DoNamed(ns, fn) }
 
 // linkStats reads the 64-bit counters of link name in namespace ns.
 func linkStats(ns, name string) (*netlink.LinkStatistics, error) {
-	h, err := netns.GetFromPath(nsPath(ns))
+	lk, err := netnsutil.Link(ns, name)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", ns, err)
-	}
-	defer h.Close()
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", ns, err)
-	}
-	defer nh.Close()
-	lk, err := nh.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("link %s in %s: %w", name, ns, err)
+		return nil, err
 	}
 	if lk.Attrs().Statistics == nil {
 		return nil, fmt.Errorf("link %s in %s: no statistics", name, ns)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // maxBatch bounds the frames of one paced BPF_PROG_TEST_RUN call, so a
@@ -35,7 +36,7 @@ func (b *bench) pacedSource(live bool, rate float64, d time.Duration) (uint64, t
 			done <- result{err: err}
 			return
 		}
-		if err := enterNS(b.lab.sw); err != nil {
+		if err := netnsutil.Enter(b.lab.sw); err != nil {
 			done <- result{err: err}
 			return
 		}
@@ -198,7 +199,7 @@ func (b *bench) xskTrial(rate float64) (deliveryRow, error) {
 
 func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 	var s *afxdp.Socket
-	err := inNS(b.lab.sw, func() error {
+	err := netnsutil.DoNamed(b.lab.sw, func() error {
 		var err error
 		s, err = afxdp.Open(b.p1, 0, afxdp.Options{})
 		return err

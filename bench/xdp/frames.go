@@ -14,6 +14,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // config is one XDP configuration of switch port p1.
@@ -26,7 +27,7 @@ type config struct {
 // Sampler configurations. Rate 1<<30: the random test almost never
 // selects (1 frame in 2^30), so the unsampled path is what runs. Rate
 // 1024: what the agent programs for a configured 1-in-1000 (the largest
-// power of two <= N, DESIGN.md "Packet sampling").
+// power of two <= N, docs/ARCHITECTURE.md "Packet sampling").
 var (
 	cfgUnsampled = dataplane.PortConfig{Rate: 1 << 30, Mode: dataplane.ModeInline, HeaderBytes: 128}
 	cfgN1000     = dataplane.PortConfig{Rate: 1024, Mode: dataplane.ModeInline, HeaderBytes: 128}
@@ -53,7 +54,7 @@ func (b *bench) attach(c config) (func() error, error) {
 		return func() error { return b.dp.DetachPort(b.p1) }, nil
 	case c.prog != nil:
 		var l link.Link
-		err := inNS(b.lab.sw, func() error {
+		err := netnsutil.DoNamed(b.lab.sw, func() error {
 			var err error
 			l, err = link.AttachXDP(link.XDPOptions{Program: c.prog(b), Interface: b.p1, Flags: link.XDPDriverMode})
 			return err
@@ -149,7 +150,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 // configuration of p1 changing between trials.
 func (b *bench) frames() error {
 	confs := []config{confNone, confPass, confUnsampled, confN1000, confEvery}
-	h2, err := nlHandle(b.lab.hosts[1])
+	h2, err := netnsutil.Netlink(b.lab.hosts[1])
 	if err != nil {
 		return err
 	}
@@ -339,7 +340,7 @@ func (b *bench) testRunTrial(c config, dur, statNs, drops *series) error {
 	s0, err := b.snap(c, nil)
 	if err == nil {
 		var d uint32
-		err = inNS(b.lab.sw, func() error {
+		err = netnsutil.DoNamed(b.lab.sw, func() error {
 			var err error
 			d, err = newTestRunner(c.prog(b).FD(), b.frame, b.p1, false).run(uint32(b.o.repeat))
 			return err
@@ -376,7 +377,7 @@ func (b *bench) announceHost2() error {
 	if err != nil {
 		return err
 	}
-	err = inNS(b.lab.hosts[1], func() error {
+	err = netnsutil.DoNamed(b.lab.hosts[1], func() error {
 		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("AF_PACKET socket: %w", err)

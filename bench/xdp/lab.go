@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,8 +12,9 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // lab is a namespace lab made by lab/lab.sh (contract: the netlab API):
@@ -49,23 +51,9 @@ func (l *lab) down() error {
 	return nil
 }
 
-// linkIn returns link name of namespace ns.
-func linkIn(ns, name string) (netlink.Link, error) {
-	h, err := nlHandle(ns)
-	if err != nil {
-		return nil, err
-	}
-	defer h.Close()
-	lk, err := h.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("link %s in %s: %w", name, ns, err)
-	}
-	return lk, nil
-}
-
 // linkIndex returns the ifindex of link name inside namespace ns.
 func linkIndex(ns, name string) (int, error) {
-	lk, err := linkIn(ns, name)
+	lk, err := netnsutil.Link(ns, name)
 	if err != nil {
 		return 0, err
 	}
@@ -83,63 +71,6 @@ func rxPackets(h *netlink.Handle, name string) (uint64, error) {
 		return 0, fmt.Errorf("link %s: no statistics", name)
 	}
 	return st.RxPackets, nil
-}
-
-// nlHandle opens a netlink handle bound to namespace ns.
-func nlHandle(ns string) (*netlink.Handle, error) {
-	nh, err := netns.GetFromName(ns)
-	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", ns, err)
-	}
-	defer nh.Close()
-	h, err := netlink.NewHandleAt(nh)
-	if err != nil {
-		return nil, fmt.Errorf("netlink handle in %s: %w", ns, err)
-	}
-	return h, nil
-}
-
-// inNS runs fn on a locked OS thread switched into ns and switches back.
-// If switching back fails the thread stays locked and dies with the
-// goroutine, so no goroutine ever runs in the wrong namespace.
-func inNS(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		if err := enterNS(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("leaving netns %s: %w", ns, err))
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
-// enterNS switches the calling (locked) thread into namespace ns.
-func enterNS(ns string) error {
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		return fmt.Errorf("open netns %s: %w", ns, err)
-	}
-	defer h.Close()
-	if err := netns.Set(h); err != nil {
-		return fmt.Errorf("enter netns %s: %w", ns, err)
-	}
-	return nil
 }
 
 // pinThread locks the calling goroutine to its OS thread and the thread to
@@ -188,7 +119,7 @@ func startTrafgen(ns string, frame []byte, cpu int) (*trafgen, error) {
 		return nil, fmt.Errorf("writing trafgen config: %w", err)
 	}
 	t := &trafgen{conf: f.Name()}
-	t.cmd = exec.Command("nsenter", "--net=/run/netns/"+ns, "--",
+	t.cmd = netnsutil.Command(context.Background(), ns,
 		"taskset", "-c", fmt.Sprint(cpu),
 		"trafgen", "--dev", "eth0", "--conf", f.Name(), "--cpus", "1",
 		"--no-sock-mem", "--notouch-irq", "--no-cpu-stats")

@@ -46,6 +46,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // options are the command-line settings.
@@ -211,7 +212,7 @@ func (b *bench) setup() error {
 	if b.p1, err = linkIndex(b.lab.sw, "p1"); err != nil {
 		return err
 	}
-	err = inNS(b.lab.sw, func() error {
+	err = netnsutil.DoNamed(b.lab.sw, func() error {
 		var err error
 		b.dp, err = dataplane.Open(dataplane.Config{Workers: 1})
 		return err
@@ -253,7 +254,7 @@ func (b *bench) setup() error {
 
 // xdpProgID returns the ID of the XDP program attached to link name in ns.
 func xdpProgID(ns, name string) (uint32, error) {
-	lk, err := linkIn(ns, name)
+	lk, err := netnsutil.Link(ns, name)
 	if err != nil {
 		return 0, err
 	}

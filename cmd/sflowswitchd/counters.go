@@ -5,46 +5,33 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/vishvananda/netns"
-
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
+	"github.com/sflowswitchd/sflowswitchd/internal/linkcounters"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// hostRecords produces the host counter records of data source 2:1.
-type hostRecords interface {
-	AppendRecords(recs []sflow.Record) ([]sflow.Record, error)
-	Close() error
-}
-
-// counterSource reads counters for the pollers: if_counters (and
-// ethernet_counters where the driver has dot3 counters) for ports, the
-// host structures for entPhysicalEntry.1. Polls are rare (every 20 s per
-// source), so one netlink/ethtool reader behind a mutex serves all
-// workers; the sample path never comes here.
+// counterSource is the agent's agent.CounterSource: port data sources read
+// through internal/linkcounters, the host (entPhysicalEntry.1) through
+// internal/hostcounters.
 type counterSource struct {
-	host hostRecords
-
-	mu     sync.Mutex
-	links  *dataplane.LinkCounterReader
-	ifc    map[uint32]*sflow.IfCounters
-	ethc   map[uint32]*sflow.EthernetCounters
+	*linkcounters.Reader
 	hostMu sync.Mutex
+	host   *hostcounters.Reader
 }
 
-func newCounterSource(host hostRecords) (*counterSource, error) {
-	r, err := dataplane.NewLinkCounterReader(netns.None())
+func newCounterSource(host *hostcounters.Reader) (*counterSource, error) {
+	r, err := linkcounters.New()
 	if err != nil {
 		return nil, err
 	}
-	return &counterSource{host: host, links: r, ifc: map[uint32]*sflow.IfCounters{}, ethc: map[uint32]*sflow.EthernetCounters{}}, nil
+	return &counterSource{Reader: r, host: host}, nil
 }
 
 // AppendCounters implements agent.CounterSource.
 func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error) {
 	switch {
 	case ds.Type == sflow.SourceIfIndex:
-		return c.appendPort(recs, ds.Index)
+		return c.AppendRecords(recs, ds.Index)
 	case ds == hostSource:
 		c.hostMu.Lock()
 		defer c.hostMu.Unlock()
@@ -54,125 +41,9 @@ func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource)
 	}
 }
 
-// appendPort reads one port's counters. The records are owned by the
-// source and reused per port; the worker encodes them before the next poll
-// of the same port (a port belongs to exactly one worker).
-func (c *counterSource) appendPort(recs []sflow.Record, ifindex uint32) ([]sflow.Record, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	lc, err := c.links.Read(int(ifindex))
-	if err != nil {
-		return recs, err
-	}
-	ifc := c.ifc[ifindex]
-	if ifc == nil {
-		ifc = new(sflow.IfCounters)
-		c.ifc[ifindex] = ifc
-	}
-	*ifc = ifCounters(lc)
-	recs = append(recs, ifc)
-	ec, ok, err := c.links.Ethernet(int(ifindex))
-	if err == nil && ok {
-		e := c.ethc[ifindex]
-		if e == nil {
-			e = new(sflow.EthernetCounters)
-			c.ethc[ifindex] = e
-		}
-		*e = ethernetCounters(ec)
-		recs = append(recs, e)
-	}
-	return recs, nil
-}
-
-// Close releases the link counter reader's sockets and the host reader's
-// files. Pollers must have stopped.
+// Close releases the port and host readers. Pollers must have stopped.
 func (c *counterSource) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.hostMu.Lock()
 	defer c.hostMu.Unlock()
-	return errors.Join(c.links.Close(), c.host.Close())
-}
-
-// forget drops the cached records of ports no longer present.
-func (c *counterSource) forget(keep map[uint32]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for idx := range c.ifc {
-		if !keep[idx] {
-			delete(c.ifc, idx)
-			delete(c.ethc, idx)
-		}
-	}
-}
-
-// ifCounters maps Linux link statistics to if_counters
-// (sflow_version_5.txt "struct if_counters"). Linux keeps one multicast
-// counter for received frames (broadcast included; veth keeps none) and none for sent
-// multicast or broadcast, nor unknown protocols: those are sent as the
-// spec's "not available" value. ifOutUcastPkts carries tx_packets, which
-// includes the few multicast and broadcast frames sent, as other Linux
-// agents do.
-func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
-	c := sflow.IfCounters{
-		IfIndex:            uint32(lc.Index),
-		IfType:             6, // ethernetCsmacd (IANAifType-MIB)
-		IfSpeed:            lc.SpeedMbps * 1_000_000,
-		IfStatus:           sflow.IfStatusBits(lc.AdminUp, lc.OperUp),
-		IfInOctets:         lc.RxBytes,
-		IfInUcastPkts:      uint32(lc.RxPackets),
-		IfInMulticastPkts:  sflow.CounterUnavailable32,
-		IfInBroadcastPkts:  sflow.CounterUnavailable32,
-		IfInDiscards:       uint32(lc.RxDropped),
-		IfInErrors:         uint32(lc.RxErrors),
-		IfInUnknownProtos:  sflow.CounterUnavailable32,
-		IfOutOctets:        lc.TxBytes,
-		IfOutUcastPkts:     uint32(lc.TxPackets),
-		IfOutMulticastPkts: sflow.CounterUnavailable32,
-		IfOutBroadcastPkts: sflow.CounterUnavailable32,
-		IfOutDiscards:      uint32(lc.TxDropped),
-		IfOutErrors:        uint32(lc.TxErrors),
-		IfPromiscuousMode:  2, // TruthValue false
-	}
-	if lc.RxMulticast != dataplane.UnknownCounter {
-		// rx_packets counts every frame; unicast is what is left after the
-		// multicast (broadcast included) frames.
-		c.IfInUcastPkts = uint32(lc.RxPackets - min(lc.RxMulticast, lc.RxPackets))
-		c.IfInMulticastPkts = uint32(lc.RxMulticast)
-	}
-	if lc.Promiscuous {
-		c.IfPromiscuousMode = 1
-	}
-	switch lc.Duplex {
-	case dataplane.DuplexFull:
-		c.IfDirection = sflow.IfDirectionFullDuplex
-	case dataplane.DuplexHalf:
-		c.IfDirection = sflow.IfDirectionHalfDuplex
-	}
-	return c
-}
-
-// ethernetCounters maps ethtool dot3 statistics to ethernet_counters.
-func ethernetCounters(e dataplane.EthernetCounters) sflow.EthernetCounters {
-	c32 := func(v uint64) uint32 {
-		if v == dataplane.UnknownCounter {
-			return sflow.CounterUnavailable32
-		}
-		return uint32(v)
-	}
-	return sflow.EthernetCounters{
-		Dot3StatsAlignmentErrors:           c32(e.AlignmentErrors),
-		Dot3StatsFCSErrors:                 c32(e.FCSErrors),
-		Dot3StatsSingleCollisionFrames:     c32(e.SingleCollisionFrames),
-		Dot3StatsMultipleCollisionFrames:   c32(e.MultipleCollisionFrames),
-		Dot3StatsSQETestErrors:             c32(e.SQETestErrors),
-		Dot3StatsDeferredTransmissions:     c32(e.DeferredTransmissions),
-		Dot3StatsLateCollisions:            c32(e.LateCollisions),
-		Dot3StatsExcessiveCollisions:       c32(e.ExcessiveCollisions),
-		Dot3StatsInternalMacTransmitErrors: c32(e.InternalMacTransmitErrors),
-		Dot3StatsCarrierSenseErrors:        c32(e.CarrierSenseErrors),
-		Dot3StatsFrameTooLongs:             c32(e.FrameTooLongs),
-		Dot3StatsInternalMacReceiveErrors:  c32(e.InternalMacReceiveErrors),
-		Dot3StatsSymbolErrors:              c32(e.SymbolErrors),
-	}
+	return errors.Join(c.Reader.Close(), c.host.Close())
 }

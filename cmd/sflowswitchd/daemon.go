@@ -18,13 +18,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -139,6 +142,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// metrics is the Prometheus registry every part registers on.
+	metrics *prometheus.Registry
 
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
@@ -162,6 +167,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
+	logKernelFeatures(log, dp.Features())
 	d := &daemon{
 		log:      log,
 		dp:       dp,
@@ -187,6 +193,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	d.metrics = d.newMetrics()
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -248,7 +255,7 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	}
 	d.sampled = states
 	d.mu.Unlock()
-	d.counters.forget(keep)
+	d.counters.Forget(keep)
 	return err
 }
 
@@ -479,11 +486,11 @@ type model struct {
 // selected port as a data source.
 func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
 	var m model
-	addrs, err := listHostAddrs()
+	addrs, err := agentaddr.List()
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = chooseAgentAddress(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -549,7 +556,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	var mh http.Handler = &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps}
+	var mh http.Handler = metrics.Handler(d.metrics, d.log)
 	if d.metricsHook != nil {
 		mh = d.metricsHook(mh)
 	}
@@ -581,25 +588,6 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	return nil
 }
 
-func (d *daemon) portMetrics() []portMetrics {
-	d.mu.Lock()
-	states := make(map[uint32]portState, len(d.sampled))
-	for k, v := range d.sampled {
-		states[k] = v
-	}
-	d.mu.Unlock()
-	out := make([]portMetrics, 0, len(states))
-	for idx, st := range states {
-		c, err := d.dp.PortCounters(int(idx))
-		if err != nil {
-			continue
-		}
-		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
-			afxdpDrops: d.dp.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
-	}
-	return out
-}
-
 // startApps starts the application sub-agent when -app-api is set, and its
 // APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
@@ -613,6 +601,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	if err != nil || d.apps == nil {
 		return err
 	}
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

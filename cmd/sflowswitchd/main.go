@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/decodetool"
+	"github.com/sflowswitchd/sflowswitchd/internal/top"
 )
 
 // subcommand is a helper command run as `sflowswitchd NAME args...`.
@@ -17,9 +20,9 @@ type subcommand struct {
 }
 
 var subcommands = []subcommand{
-	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", runDecode},
+	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decodetool.Run},
 	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", runAPM},
-	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", runTop},
+	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", top.Run},
 }
 
 func main() {

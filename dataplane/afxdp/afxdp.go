@@ -8,7 +8,7 @@
 // allocating and gives the frames straight back to the fill ring.
 //
 // A Socket is not safe for concurrent use: one goroutine receives on it
-// (one socket per RX queue, as the monitor path of DESIGN.md plans).
+// (one socket per RX queue, as the monitor path of docs/ARCHITECTURE.md describes).
 package afxdp
 
 import (

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // pinThread locks the calling goroutine to its OS thread and that thread
@@ -68,12 +69,7 @@ func BenchmarkReceive(b *testing.B) {
 			// The ingress ifindex in the context is resolved in the
 			// caller's netns: run from this (pinned, never unlocked)
 			// thread switched into nsB.
-			h, err := netns.GetFromName(p.nsB)
-			if err != nil {
-				return err
-			}
-			defer h.Close()
-			if err := netns.Set(h); err != nil {
+			if err := netnsutil.Enter(p.nsB); err != nil {
 				return err
 			}
 			frame := testFrameLen(1, 60)

@@ -7,17 +7,19 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // Test lab: two namespaces joined by one veth pair, both ends inside them
@@ -25,16 +27,7 @@ import (
 // created in the root namespace.
 
 // requireRoot skips without root, except under CI where that is a failure.
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("test needs root (network namespaces, XDP, AF_XDP) and CI is set")
-	}
-	t.Skip("test needs root (network namespaces, XDP, AF_XDP)")
-}
+func requireRoot(t testing.TB) { netlab.RequireRoot(t) }
 
 var pairSeq atomic.Uint32
 
@@ -69,7 +62,7 @@ func newVethPair(t testing.TB, mtu int) *vethPair {
 				t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
 			}
 		})
-		run(t, "nsenter", "--net=/run/netns/"+ns, "sysctl", "-q", "-w",
+		run(t, "nsenter", "--net="+netnsutil.Path(ns), "sysctl", "-q", "-w",
 			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1")
 	}
 	run(t, "ip", "-n", p.nsA, "link", "add", p.devA, "type", "veth", "peer", "name", p.devB, "netns", p.nsB)
@@ -84,44 +77,10 @@ func newVethPair(t testing.TB, mtu int) *vethPair {
 	return p
 }
 
-// inNS runs fn on a locked OS thread switched into the named namespace
-// and switches back afterwards. If switching back fails the thread stays
-// locked, so the runtime discards it instead of reusing it.
-func inNS(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer orig.Close()
-		target, err := netns.GetFromName(ns)
-		if err != nil {
-			errc <- fmt.Errorf("open netns %s: %w", ns, err)
-			return
-		}
-		defer target.Close()
-		if err := netns.Set(target); err != nil {
-			errc <- fmt.Errorf("enter netns %s: %w", ns, err)
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, fmt.Errorf("restore netns: %w", err))
-			return // thread stays locked and is thrown away
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
-
 func ifindexIn(t testing.TB, ns, dev string) int {
 	t.Helper()
 	var idx int
-	if err := inNS(ns, func() error {
+	if err := netnsutil.DoNamed(ns, func() error {
 		ifi, err := net.InterfaceByName(dev)
 		if err != nil {
 			return err
@@ -191,7 +150,7 @@ func attachRedirect(t testing.TB, p *vethPair) *xdpRedirect {
 	t.Cleanup(func() { prog.Close() })
 
 	var l link.Link
-	if err := inNS(p.nsB, func() error {
+	if err := netnsutil.DoNamed(p.nsB, func() error {
 		var err error
 		l, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: p.ifB, Flags: link.XDPDriverMode})
 		return err
@@ -211,7 +170,7 @@ func attachRedirect(t testing.TB, p *vethPair) *xdpRedirect {
 func openSocket(t testing.TB, p *vethPair, x *xdpRedirect, opts Options) *Socket {
 	t.Helper()
 	var s *Socket
-	if err := inNS(p.nsB, func() error {
+	if err := netnsutil.DoNamed(p.nsB, func() error {
 		var err error
 		s, err = Open(p.ifB, 0, opts)
 		return err
@@ -251,7 +210,7 @@ type packetSender struct{ fd int }
 func newPacketSender(t testing.TB, p *vethPair) *packetSender {
 	t.Helper()
 	var fd int
-	if err := inNS(p.nsA, func() error {
+	if err := netnsutil.DoNamed(p.nsA, func() error {
 		var err error
 		// Protocol 0: a send-only socket that never receives.
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)

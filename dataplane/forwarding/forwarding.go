@@ -10,7 +10,6 @@ package forwarding
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -113,18 +113,16 @@ func (s *snapshot) flood(bridge uint32) sflow.Interface {
 
 // routed looks up the destination IP of a frame addressed to this host.
 func (s *snapshot) routed(h []byte) sflow.Interface {
-	off := 12
-	etype := binary.BigEndian.Uint16(h[off:])
-	for (etype == 0x8100 || etype == 0x88a8) && len(h) >= off+6 {
-		off += 4
-		etype = binary.BigEndian.Uint16(h[off:])
+	eh, ok := ethernet.Parse(h)
+	if !ok {
+		return sflow.Interface{}
 	}
-	off += 2
+	off := eh.Len
 	var dst netip.Addr
 	switch {
-	case etype == 0x0800 && len(h) >= off+20:
+	case eh.EtherType == ethernet.TypeIPv4 && len(h) >= off+20:
 		dst = netip.AddrFrom4([4]byte(h[off+16 : off+20]))
-	case etype == 0x86dd && len(h) >= off+40:
+	case eh.EtherType == ethernet.TypeIPv6 && len(h) >= off+40:
 		dst = netip.AddrFrom16([16]byte(h[off+24 : off+40]))
 	default:
 		return sflow.Interface{}

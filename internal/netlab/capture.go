@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // LinkStats returns the kernel's 64-bit statistics of link ifname in
@@ -32,19 +33,9 @@ func (l *Lab) RxPackets(t testing.TB, ns, ifname string) uint64 {
 }
 
 func linkStats(ns, ifname string) (netlink.LinkStatistics, error) {
-	h, err := netns.GetFromName(ns)
+	link, err := netnsutil.Link(ns, ifname)
 	if err != nil {
-		return netlink.LinkStatistics{}, fmt.Errorf("open namespace: %w", err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return netlink.LinkStatistics{}, fmt.Errorf("netlink handle: %w", err)
-	}
-	defer nl.Close()
-	link, err := nl.LinkByName(ifname)
-	if err != nil {
-		return netlink.LinkStatistics{}, fmt.Errorf("find link: %w", err)
+		return netlink.LinkStatistics{}, err
 	}
 	if link.Attrs().Statistics == nil {
 		return netlink.LinkStatistics{}, errors.New("link has no statistics")

@@ -11,6 +11,7 @@ package netlab
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -29,8 +30,9 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // Lab is one running lab. Slices are indexed by host index: Hosts[i] is the
@@ -229,76 +231,27 @@ func PortMAC(i int) net.HardwareAddr {
 // same digits in hex.
 func bcd(n int) byte { return byte(n/10)<<4 | byte(n%10) }
 
-// Run runs name with args in namespace ns (nsenter --net=/run/netns/NS,
-// which keeps /sys and pinned BPF objects visible) and returns the combined
-// output.
+// Run runs name with args in namespace ns (netnsutil.Command: nsenter
+// --net, which keeps /sys and pinned BPF objects visible) and returns the
+// combined output.
 func (l *Lab) Run(ns string, name string, args ...string) ([]byte, error) {
-	out, err := exec.Command("nsenter", nsenterArgs(ns, name, args)...).CombinedOutput()
+	out, err := netnsutil.Command(context.Background(), ns, name, args...).CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("netlab: run %s in %s: %w", name, ns, err)
 	}
 	return out, nil
 }
 
-func nsenterArgs(ns, name string, args []string) []string {
-	return append([]string{"--net=/run/netns/" + ns, "--", name}, args...)
-}
-
 // Do runs fn on a locked OS thread switched into namespace ns and switches
-// the thread back afterwards. Sockets fn opens stay in ns after Do returns.
-// Goroutines started by fn do NOT run in ns. fn runs on its own goroutine,
-// so it must not call t.Fatal; a panic in fn is re-raised in the caller.
-// If the thread cannot be switched back, it is left locked so the Go
-// runtime discards it instead of reusing it in the wrong namespace.
+// the thread back afterwards (netnsutil.DoNamed). Sockets fn opens stay in
+// ns after Do returns. Goroutines started by fn do NOT run in ns. fn runs
+// on its own goroutine, so it must not call t.Fatal; a panic in fn is
+// re-raised in the caller.
 func (l *Lab) Do(ns string, fn func() error) error {
-	target, err := netns.GetFromName(ns)
-	if err != nil {
-		return fmt.Errorf("netlab: open namespace %s: %w", ns, err)
+	if err := netnsutil.DoNamed(ns, fn); err != nil {
+		return fmt.Errorf("netlab: %w", err)
 	}
-	defer target.Close()
-
-	type result struct {
-		err      error
-		panicked bool
-		value    any
-	}
-	done := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("netlab: open current namespace: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			runtime.UnlockOSThread()
-			done <- result{err: fmt.Errorf("netlab: enter namespace %s: %w", ns, err)}
-			return
-		}
-		var res result
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					res = result{panicked: true, value: v}
-				}
-			}()
-			res.err = fn()
-		}()
-		if err := netns.Set(orig); err != nil {
-			// Thread stays locked: it exits with this goroutine.
-			done <- result{err: errors.Join(res.err, fmt.Errorf("netlab: leave namespace %s: %w", ns, err))}
-			return
-		}
-		runtime.UnlockOSThread()
-		done <- res
-	}()
-	res := <-done
-	if res.panicked {
-		panic(res.value)
-	}
-	return res.err
+	return nil
 }
 
 // Start starts name with args in the background in namespace ns and kills
@@ -307,7 +260,7 @@ func (l *Lab) Do(ns string, fn func() error) error {
 // failed. Callers may Wait on the returned command themselves.
 func (l *Lab) Start(t testing.TB, ns string, name string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("nsenter", nsenterArgs(ns, name, args)...)
+	cmd := netnsutil.Command(context.Background(), ns, name, args...)
 	out := &syncBuffer{}
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -384,17 +337,7 @@ func (l *Lab) DelPort(t testing.TB, i int) {
 // LinkIndex returns the ifindex of link name inside namespace ns, or 0
 // (never a valid ifindex) if the namespace or link does not exist.
 func (l *Lab) LinkIndex(ns, name string) int {
-	h, err := netns.GetFromName(ns)
-	if err != nil {
-		return 0
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		return 0
-	}
-	defer nl.Close()
-	link, err := nl.LinkByName(name)
+	link, err := netnsutil.Link(ns, name)
 	if err != nil {
 		return 0
 	}

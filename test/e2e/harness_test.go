@@ -12,7 +12,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,12 +20,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -145,14 +146,9 @@ func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
 
 // inNS runs fn with a netlink handle of namespace ns.
 func inNS(ns string, fn func(h *netlink.Handle) error) error {
-	nh, err := netns.GetFromName(ns)
+	h, err := netnsutil.Netlink(ns)
 	if err != nil {
-		return fmt.Errorf("open namespace %s: %w", ns, err)
-	}
-	defer nh.Close()
-	h, err := netlink.NewHandleAt(nh)
-	if err != nil {
-		return fmt.Errorf("netlink in %s: %w", ns, err)
+		return err
 	}
 	defer h.Close()
 	return fn(h)
@@ -234,7 +230,7 @@ func (m metrics) get(name, label string) (uint64, bool) {
 		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
 			continue
 		}
-		v, err := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+		v, err := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
 		if err == nil {
 			return v, true
 		}
@@ -242,12 +238,35 @@ func (m metrics) get(name, label string) (uint64, bool) {
 	return 0, false
 }
 
+// metricValue parses a sample value of the text exposition: client_golang
+// writes floats, large counters in exponent form (1.2345678e+07).
+func metricValue(s string) (uint64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("metric value %q: not a count", s)
+	}
+	return uint64(v), nil
+}
+
+// sumWith adds the series of metric name whose labels contain both l1
+// and l2.
+func (m metrics) sumWith(name, l1, l2 string) uint64 {
+	var s uint64
+	for _, line := range m {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, l1) && strings.Contains(line, l2) {
+			v, _ := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
+			s += v
+		}
+	}
+	return s
+}
+
 // sum adds every series of metric name.
 func (m metrics) sum(name string) uint64 {
 	var s uint64
 	for _, line := range m {
 		if strings.HasPrefix(line, name+"{") {
-			v, _ := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+			v, _ := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
 			s += v
 		}
 	}
@@ -632,76 +651,19 @@ func goflowFlows(dgs []datagram, ifindex uint32) (seqs, rates, pools []uint32) {
 	return seqs, rates, pools
 }
 
-// writePcap writes the datagrams as Ethernet/IPv4/UDP frames from the
-// agent to the collector port into a classic pcap file (the layout of
-// udpPcap in sflow/helpers_test.go, for many packets).
-func writePcap(path string, dgs []datagram, port uint16) error {
-	var p []byte
-	p = binary.LittleEndian.AppendUint32(p, 0xa1b2c3d4)
-	p = binary.LittleEndian.AppendUint16(p, 2)
-	p = binary.LittleEndian.AppendUint16(p, 4)
-	p = binary.LittleEndian.AppendUint32(p, 0)
-	p = binary.LittleEndian.AppendUint32(p, 0)
-	p = binary.LittleEndian.AppendUint32(p, 262144)
-	p = binary.LittleEndian.AppendUint32(p, 1) // LINKTYPE_ETHERNET
-	for _, dg := range dgs {
-		f := netlab.UDPFrame(net.HardwareAddr{2, 0, 0, 0xfe, 0, 1}, net.HardwareAddr{2, 0, 0, 0xfe, 0, 2},
-			netip.MustParseAddrPort("198.19.255.1:50000"), netip.AddrPortFrom(netip.MustParseAddr("198.19.255.2"), port), dg.raw)
-		if f == nil {
-			return fmt.Errorf("datagram of %d bytes does not fit a frame", len(dg.raw))
-		}
-		us := dg.at.UnixMicro()
-		p = binary.LittleEndian.AppendUint32(p, uint32(us/1e6))
-		p = binary.LittleEndian.AppendUint32(p, uint32(us%1e6))
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(f)))
-		p = append(p, f...)
-	}
-	return os.WriteFile(path, p, 0o644)
-}
-
 // tsharkFields writes dgs to a pcap, runs tshark on it with the sFlow
 // dissector on port and returns, per packet, the values of each field
 // (every occurrence, in order).
 func tsharkFields(t *testing.T, dgs []datagram, port uint16, fields ...string) []map[string][]string {
 	t.Helper()
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Fatalf("tshark not installed (Debian package tshark): %v", err)
-	}
-	dir := t.TempDir()
-	pcap := filepath.Join(dir, "sflow.pcap")
-	if err := writePcap(pcap, dgs, port); err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-n", "-r", pcap, "-d", fmt.Sprintf("udp.port==%d,sflow", port), "-T", "fields",
-		"-E", "occurrence=a", "-E", "separator=/t", "-E", "aggregator=|"}
-	for _, f := range fields {
-		args = append(args, "-e", f)
-	}
-	cmd := exec.Command(tshark, args...)
-	cmd.Env = append(os.Environ(), "HOME="+dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("tshark: %v: %s", err, stderr.String())
-	}
-	var res []map[string][]string
-	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
-		cols := strings.Split(line, "\t")
-		m := map[string][]string{}
-		for i, f := range fields {
-			if i < len(cols) && cols[i] != "" {
-				m[f] = strings.Split(cols[i], "|")
-			}
+	frames := make([]testutil.PcapFrame, len(dgs))
+	for i, dg := range dgs {
+		frames[i] = testutil.UDPPcapFrame(dg.at, dg.raw, port)
+		if frames[i].Frame == nil {
+			t.Fatalf("datagram of %d bytes does not fit a frame", len(dg.raw))
 		}
-		res = append(res, m)
 	}
-	if len(res) != len(dgs) {
-		t.Fatalf("tshark read %d packets, wrote %d", len(res), len(dgs))
-	}
-	return res
+	return testutil.TsharkFields(t, frames, port, fields...)
 }
 
 // tsharkFlows returns tshark's view of the flow samples of ifindex

@@ -1,4 +1,4 @@
-package main
+package agentaddr
 
 import (
 	"net/netip"
@@ -6,11 +6,11 @@ import (
 )
 
 func TestChooseAgentAddress(t *testing.T) {
-	a := func(i int, name string, up bool, s string) hostAddr {
-		return hostAddr{ifindex: i, ifname: name, up: up, addr: netip.MustParseAddr(s)}
+	a := func(i int, name string, up bool, s string) HostAddr {
+		return HostAddr{IfIndex: i, IfName: name, Up: up, Addr: netip.MustParseAddr(s)}
 	}
-	addrs := []hostAddr{
-		{ifindex: 1, ifname: "lo", up: true, loop: true, addr: netip.MustParseAddr("127.0.0.1")},
+	addrs := []HostAddr{
+		{IfIndex: 1, IfName: "lo", Up: true, Loopback: true, Addr: netip.MustParseAddr("127.0.0.1")},
 		a(5, "eth1", true, "fe80::1"),
 		a(4, "eth0", true, "2001:db8::4"),
 		a(7, "mgmt0", true, "198.19.255.1"),
@@ -28,20 +28,20 @@ func TestChooseAgentAddress(t *testing.T) {
 		// Up first, IPv4 first, global before private, then lowest ifindex.
 		{"", "", "203.0.113.7"},
 	} {
-		got, _, err := chooseAgentAddress(tc.explicit, tc.ifname, addrs)
+		got, _, err := Choose(tc.explicit, tc.ifname, addrs)
 		if err != nil || got != netip.MustParseAddr(tc.want) {
-			t.Errorf("chooseAgentAddress(%q, %q) = %v, %v; want %s", tc.explicit, tc.ifname, got, err, tc.want)
+			t.Errorf("Choose(%q, %q) = %v, %v; want %s", tc.explicit, tc.ifname, got, err, tc.want)
 		}
 		// Stable whatever order the kernel lists addresses in.
-		rev := make([]hostAddr, len(addrs))
+		rev := make([]HostAddr, len(addrs))
 		for i := range addrs {
 			rev[len(addrs)-1-i] = addrs[i]
 		}
-		if again, _, _ := chooseAgentAddress(tc.explicit, tc.ifname, rev); again != got {
+		if again, _, _ := Choose(tc.explicit, tc.ifname, rev); again != got {
 			t.Errorf("order-dependent choice: %v vs %v", again, got)
 		}
 	}
-	if _, _, err := chooseAgentAddress("", "nosuch", addrs); err == nil {
+	if _, _, err := Choose("", "nosuch", addrs); err == nil {
 		t.Error("missing interface accepted")
 	}
 }

@@ -1,4 +1,9 @@
-package main
+// Package top is `sflowswitchd top`: a collector-side live view of the sFlow
+// datagrams received on a UDP address (agents and sub-agents, samples per
+// data source, top flows from the sampled headers, interface and host
+// counters). It is the receiving end of the wire codec in package sflow,
+// used by operators and by `make lab` to check a stream by eye.
+package top
 
 import (
 	"cmp"
@@ -19,11 +24,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"golang.org/x/sys/unix"
 )
 
-const topUsage = `usage: sflowswitchd top [-listen ADDR] [-interval D] [-duration D] [-once] [-count N] [-flows N] [-sort frames|bytes]
+const usage = `usage: sflowswitchd top [-listen ADDR] [-interval D] [-duration D] [-once] [-count N] [-flows N] [-sort frames|bytes]
 
 A collector-side live view of the sFlow datagrams received on the UDP
 address -listen: agents and sub-agents (datagrams, lost datagrams from
@@ -45,13 +51,13 @@ Exit status: 0; 1 on an I/O error; 2 on a usage error.
 flags:
 `
 
-// topMaxFlows bounds the flow table so that a collector fed with many
+// maxFlows bounds the flow table so that a collector fed with many
 // distinct flows (a scan, random addresses) keeps a fixed memory footprint;
 // samples of flows beyond it are counted in the "other flows" line.
-const topMaxFlows = 100000
+const maxFlows = 100000
 
-// topOptions are the settings of `sflowswitchd top`.
-type topOptions struct {
+// options are the settings of `sflowswitchd top`.
+type options struct {
 	interval time.Duration
 	duration time.Duration // 0: until a signal
 	once     bool
@@ -61,12 +67,12 @@ type topOptions struct {
 	terminal bool
 }
 
-// runTop implements `sflowswitchd top`.
-func runTop(args []string, stdout, stderr io.Writer) int {
+// Run implements `sflowswitchd top`.
+func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("top", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":6343", "UDP `address` to receive sFlow datagrams on")
-	var o topOptions
+	var o options
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "redraw the screen every `D`")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after `D` (0: until SIGINT/SIGTERM)")
 	fs.BoolVar(&o.once, "once", false, "print only the final summary")
@@ -74,7 +80,7 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.flows, "flows", 10, "show the top `N` flows")
 	sortBy := fs.String("sort", "frames", "rank flows by estimated `frames` or bytes")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), topUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -104,7 +110,7 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.byBytes = *sortBy == "bytes"
-	o.terminal = topIsTerminal(stdout)
+	o.terminal = isTerminal(stdout)
 	conn, err := net.ListenPacket("udp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "top: listen: %v\n", err)
@@ -112,16 +118,16 @@ func runTop(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := topServe(ctx, conn, o, stdout); err != nil {
+	if err := serve(ctx, conn, o, stdout); err != nil {
 		fmt.Fprintf(stderr, "top: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-// topIsTerminal reports whether w is a terminal (then the screen is cleared
+// isTerminal reports whether w is a terminal (then the screen is cleared
 // between frames).
-func topIsTerminal(w io.Writer) bool {
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -130,11 +136,11 @@ func topIsTerminal(w io.Writer) bool {
 	return err == nil
 }
 
-// topServe receives datagrams on conn until ctx is done, the duration
+// serve receives datagrams on conn until ctx is done, the duration
 // passed or the count was reached, drawing frames to out, then closes conn
 // and writes the final summary.
-func topServe(ctx context.Context, conn net.PacketConn, o topOptions, out io.Writer) error {
-	st := newTopState(conn.LocalAddr().String(), time.Now())
+func serve(ctx context.Context, conn net.PacketConn, o options, out io.Writer) error {
+	st := newState(conn.LocalAddr().String(), time.Now())
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
@@ -146,7 +152,7 @@ func topServe(ctx context.Context, conn net.PacketConn, o topOptions, out io.Wri
 	}
 	countReached := make(chan struct{})
 	readErr := make(chan error, 1)
-	go func() { readErr <- topReceive(conn, st, o.count, countReached) }()
+	go func() { readErr <- receive(conn, st, o.count, countReached) }()
 
 	ticker := time.NewTicker(o.interval)
 	defer ticker.Stop()
@@ -156,7 +162,7 @@ loop:
 		select {
 		case <-ticker.C:
 			if !o.once {
-				if err := topWriteFrame(out, st, o, false); err != nil {
+				if err := writeFrame(out, st, o, false); err != nil {
 					loopErr = err
 					break loop
 				}
@@ -173,7 +179,7 @@ loop:
 	closeErr := conn.Close()
 	err := <-readErr
 	if loopErr == nil {
-		loopErr = topWriteFrame(out, st, o, true)
+		loopErr = writeFrame(out, st, o, true)
 	}
 	switch {
 	case err != nil:
@@ -184,9 +190,9 @@ loop:
 	return loopErr
 }
 
-// topReceive reads datagrams into st until conn is closed (nil) or fails.
+// receive reads datagrams into st until conn is closed (nil) or fails.
 // It closes countReached after count datagrams when count > 0.
-func topReceive(conn net.PacketConn, st *topState, count int, countReached chan<- struct{}) error {
+func receive(conn net.PacketConn, st *state, count int, countReached chan<- struct{}) error {
 	buf := make([]byte, 65536)
 	n := 0
 	for {
@@ -205,8 +211,8 @@ func topReceive(conn net.PacketConn, st *topState, count int, countReached chan<
 	}
 }
 
-// topWriteFrame renders one screen and writes it in a single write.
-func topWriteFrame(out io.Writer, st *topState, o topOptions, final bool) error {
+// writeFrame renders one screen and writes it in a single write.
+func writeFrame(out io.Writer, st *state, o options, final bool) error {
 	var b strings.Builder
 	now := time.Now()
 	switch {
@@ -227,16 +233,16 @@ func topWriteFrame(out io.Writer, st *topState, o topOptions, final bool) error 
 	return nil
 }
 
-// topAgentKey identifies a sub-agent: sequence numbers are per sub-agent
+// agentKey identifies a sub-agent: sequence numbers are per sub-agent
 // (spec "sample_datagram_v5": sequence_number "incremented with each
 // sample datagram generated by a sub-agent within an agent").
-type topAgentKey struct {
+type agentKey struct {
 	addr netip.Addr
 	sub  uint32
 }
 
-// topAgent is what has been seen of one sub-agent.
-type topAgent struct {
+// agentStats is what has been seen of one sub-agent.
+type agentStats struct {
 	from      string // UDP source of the last datagram
 	datagrams uint64
 	lost      uint64 // datagrams missing from sequence number gaps
@@ -245,15 +251,15 @@ type topAgent struct {
 	uptime    uint32
 }
 
-// topSourceKey identifies a data source of one agent (spec: a data source
+// sourceKey identifies a data source of one agent (spec: a data source
 // is reported by exactly one sub-agent, so the agent address suffices).
-type topSourceKey struct {
+type sourceKey struct {
 	agent netip.Addr
 	src   sflow.DataSource
 }
 
-// topSource is what has been seen of one data source's flow samples.
-type topSource struct {
+// sourceStats is what has been seen of one data source's flow samples.
+type sourceStats struct {
 	samples      uint64
 	rate         uint32
 	pool         uint32
@@ -266,8 +272,8 @@ type topSource struct {
 	havePrevious bool
 }
 
-// topFlowKey is a flow as parsed from a sampled Ethernet header.
-type topFlowKey struct {
+// flowKey is a flow as parsed from a sampled Ethernet header.
+type flowKey struct {
 	srcMAC, dstMAC [6]byte
 	vlan           int // outermost 802.1Q VLAN ID, -1 when untagged
 	etherType      uint16
@@ -276,15 +282,15 @@ type topFlowKey struct {
 	sport, dport   int // TCP/UDP/SCTP ports, ICMP type/code; -1 when absent
 }
 
-// topFlow counts one flow's samples.
-type topFlow struct {
+// flowStats counts one flow's samples.
+type flowStats struct {
 	samples   uint64
 	estFrames uint64
 	estBytes  uint64
 }
 
-// topHost holds the latest host counters of one data source.
-type topHost struct {
+// hostStats holds the latest host counters of one data source.
+type hostStats struct {
 	descr   *sflow.HostDescr
 	cpu     *sflow.HostCPU
 	cpuUtil float64 // percent busy between the last two host_cpu records, -1 unknown
@@ -292,10 +298,10 @@ type topHost struct {
 	net     *sflow.HostNetIO
 }
 
-// topState accumulates everything `top` shows. add runs in the receiving
+// state accumulates everything `top` shows. add runs in the receiving
 // goroutine and render in the drawing one, hence the mutex; a collector
 // view is not a hot path.
-type topState struct {
+type state struct {
 	mu sync.Mutex
 
 	listen  string
@@ -310,29 +316,29 @@ type topState struct {
 	lastDatagrams, lastBytes uint64 // at the previous frame, for the per-second rates
 	lastFrame                time.Time
 
-	agents     map[topAgentKey]*topAgent
-	sources    map[topSourceKey]*topSource
-	flows      map[topFlowKey]*topFlow
-	otherFlows topFlow // samples of flows beyond topMaxFlows
-	ifCounters map[topSourceKey]*sflow.IfCounters
-	hosts      map[topSourceKey]*topHost
+	agents     map[agentKey]*agentStats
+	sources    map[sourceKey]*sourceStats
+	flows      map[flowKey]*flowStats
+	otherFlows flowStats // samples of flows beyond maxFlows
+	ifCounters map[sourceKey]*sflow.IfCounters
+	hosts      map[sourceKey]*hostStats
 }
 
-func newTopState(listen string, now time.Time) *topState {
-	return &topState{
+func newState(listen string, now time.Time) *state {
+	return &state{
 		listen:     listen,
 		started:    now,
 		lastFrame:  now,
-		agents:     map[topAgentKey]*topAgent{},
-		sources:    map[topSourceKey]*topSource{},
-		flows:      map[topFlowKey]*topFlow{},
-		ifCounters: map[topSourceKey]*sflow.IfCounters{},
-		hosts:      map[topSourceKey]*topHost{},
+		agents:     map[agentKey]*agentStats{},
+		sources:    map[sourceKey]*sourceStats{},
+		flows:      map[flowKey]*flowStats{},
+		ifCounters: map[sourceKey]*sflow.IfCounters{},
+		hosts:      map[sourceKey]*hostStats{},
 	}
 }
 
 // add decodes one datagram received from `from` and accounts for it.
-func (st *topState) add(b []byte, from net.Addr, now time.Time) {
+func (st *state) add(b []byte, from net.Addr, now time.Time) {
 	d, err := sflow.Decode(b)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -343,10 +349,10 @@ func (st *topState) add(b []byte, from net.Addr, now time.Time) {
 		st.lastMalformed = fmt.Sprintf("%s from %v", err, from)
 		return
 	}
-	ak := topAgentKey{d.AgentAddress, d.SubAgentID}
+	ak := agentKey{d.AgentAddress, d.SubAgentID}
 	a := st.agents[ak]
 	if a == nil {
-		a = &topAgent{}
+		a = &agentStats{}
 		st.agents[ak] = a
 	} else {
 		// uint32 arithmetic: a wrap of the sequence number is a normal step.
@@ -375,11 +381,11 @@ func (st *topState) add(b []byte, from net.Addr, now time.Time) {
 	}
 }
 
-func (st *topState) addFlowSample(agent netip.Addr, s *sflow.FlowSample) {
-	k := topSourceKey{agent, s.Source}
+func (st *state) addFlowSample(agent netip.Addr, s *sflow.FlowSample) {
+	k := sourceKey{agent, s.Source}
 	src := st.sources[k]
 	if src == nil {
-		src = &topSource{}
+		src = &sourceStats{}
 		st.sources[k] = src
 	}
 	if src.havePrevious {
@@ -411,17 +417,17 @@ func (st *topState) addFlowSample(agent netip.Addr, s *sflow.FlowSample) {
 		return
 	}
 	src.estBytes += rate * uint64(hdr.FrameLength)
-	key, ok := topParseEthernet(hdr.Header)
+	key, ok := parseEthernet(hdr.Header)
 	if !ok {
 		st.unparsed++
 		return
 	}
 	f := st.flows[key]
 	if f == nil {
-		if len(st.flows) >= topMaxFlows {
+		if len(st.flows) >= maxFlows {
 			f = &st.otherFlows
 		} else {
-			f = &topFlow{}
+			f = &flowStats{}
 			st.flows[key] = f
 		}
 	}
@@ -430,8 +436,8 @@ func (st *topState) addFlowSample(agent netip.Addr, s *sflow.FlowSample) {
 	f.estBytes += rate * uint64(hdr.FrameLength)
 }
 
-func (st *topState) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
-	k := topSourceKey{agent, s.Source}
+func (st *state) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
+	k := sourceKey{agent, s.Source}
 	for _, r := range s.Records {
 		switch r := r.(type) {
 		case *sflow.IfCounters:
@@ -440,7 +446,7 @@ func (st *topState) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
 			st.host(k).descr = r
 		case *sflow.HostCPU:
 			h := st.host(k)
-			h.cpuUtil = topCPUUtil(h.cpu, r)
+			h.cpuUtil = cpuUtil(h.cpu, r)
 			h.cpu = r
 		case *sflow.HostMemory:
 			st.host(k).mem = r
@@ -450,19 +456,19 @@ func (st *topState) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
 	}
 }
 
-func (st *topState) host(k topSourceKey) *topHost {
+func (st *state) host(k sourceKey) *hostStats {
 	h := st.hosts[k]
 	if h == nil {
-		h = &topHost{cpuUtil: -1}
+		h = &hostStats{cpuUtil: -1}
 		st.hosts[k] = h
 	}
 	return h
 }
 
-// topCPUUtil returns the busy percentage between two host_cpu records from
+// cpuUtil returns the busy percentage between two host_cpu records from
 // the differences of their CPU times, or -1 without a previous record or
 // without elapsed time.
-func topCPUUtil(prev, cur *sflow.HostCPU) float64 {
+func cpuUtil(prev, cur *sflow.HostCPU) float64 {
 	if prev == nil {
 		return -1
 	}
@@ -477,29 +483,25 @@ func topCPUUtil(prev, cur *sflow.HostCPU) float64 {
 	return 100 * float64(total-idle) / float64(total)
 }
 
-// topParseEthernet extracts the flow key from the leading bytes of an
+// parseEthernet extracts the flow key from the leading bytes of an
 // Ethernet frame: MACs, the outermost VLAN tag (802.1Q, 802.1ad and the
 // pre-standard 0x9100 tags are skipped), and for IPv4 and IPv6 the
 // protocol, addresses and ports. It reports false when even the Ethernet
 // header is incomplete; a truncated IP header leaves the IP fields unset.
-func topParseEthernet(h []byte) (topFlowKey, bool) {
-	k := topFlowKey{vlan: -1, proto: -1, sport: -1, dport: -1}
+func parseEthernet(h []byte) (flowKey, bool) {
+	k := flowKey{vlan: -1, proto: -1, sport: -1, dport: -1}
 	if len(h) < 14 {
 		return k, false
 	}
 	copy(k.dstMAC[:], h[0:6])
 	copy(k.srcMAC[:], h[6:12])
-	et := binary.BigEndian.Uint16(h[12:14])
-	off := 14
-	for (et == 0x8100 || et == 0x88a8 || et == 0x9100) && len(h) >= off+4 {
-		if k.vlan < 0 {
-			k.vlan = int(binary.BigEndian.Uint16(h[off:]) & 0x0fff)
-		}
-		et = binary.BigEndian.Uint16(h[off+2:])
-		off += 4
+	eh, _ := ethernet.Parse(h) // a header cut inside a tag keeps the tags before it
+	if eh.Tags > 0 {
+		k.vlan = int(eh.Outer.VID())
 	}
+	et := eh.EtherType
 	k.etherType = et
-	l3 := h[off:]
+	l3 := h[eh.Len:]
 	switch et {
 	case 0x0800:
 		if len(l3) < 20 || l3[0]>>4 != 4 {
@@ -511,7 +513,7 @@ func topParseEthernet(h []byte) (topFlowKey, bool) {
 		k.dst = netip.AddrFrom4([4]byte(l3[16:20]))
 		// Only the first fragment carries the transport header.
 		if binary.BigEndian.Uint16(l3[6:8])&0x1fff == 0 && ihl >= 20 && len(l3) >= ihl {
-			topParsePorts(&k, l3[ihl:])
+			parsePorts(&k, l3[ihl:])
 		}
 	case 0x86dd:
 		if len(l3) < 40 || l3[0]>>4 != 6 {
@@ -553,14 +555,14 @@ func topParseEthernet(h []byte) (topFlowKey, bool) {
 			break
 		}
 		k.proto = next
-		topParsePorts(&k, rest)
+		parsePorts(&k, rest)
 	}
 	return k, true
 }
 
-// topParsePorts sets the ports (TCP, UDP, SCTP) or the ICMP type and code
+// parsePorts sets the ports (TCP, UDP, SCTP) or the ICMP type and code
 // from the transport header t, when it is long enough.
-func topParsePorts(k *topFlowKey, t []byte) {
+func parsePorts(k *flowKey, t []byte) {
 	switch k.proto {
 	case 6, 17, 132:
 		if len(t) >= 4 {
@@ -574,8 +576,8 @@ func topParsePorts(k *topFlowKey, t []byte) {
 	}
 }
 
-// topProtoName names the IP protocols the lab and most networks carry.
-func topProtoName(p int) string {
+// protoName names the IP protocols the lab and most networks carry.
+func protoName(p int) string {
 	switch p {
 	case 1:
 		return "icmp"
@@ -595,7 +597,7 @@ func topProtoName(p int) string {
 
 // describe returns the protocol column and the source and destination
 // endpoints of a flow.
-func (k topFlowKey) describe() (proto, src, dst string) {
+func (k flowKey) describe() (proto, src, dst string) {
 	if k.proto < 0 {
 		switch k.etherType {
 		case 0x0806:
@@ -609,7 +611,7 @@ func (k topFlowKey) describe() (proto, src, dst string) {
 		}
 		return proto, "-", "-"
 	}
-	proto = topProtoName(k.proto)
+	proto = protoName(k.proto)
 	endpoint := func(a netip.Addr, port int) string {
 		if port < 0 {
 			return a.String()
@@ -626,7 +628,7 @@ func (k topFlowKey) describe() (proto, src, dst string) {
 }
 
 // render writes the screen's text for the state at now.
-func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byBytes bool) {
+func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	secs := now.Sub(st.lastFrame).Seconds()
@@ -639,7 +641,7 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 
 	fmt.Fprintf(b, "sflowswitchd top  listening on %s  running %s\n", st.listen, now.Sub(st.started).Round(time.Second))
 	fmt.Fprintf(b, "datagrams %d (%.1f/s, %s/s)  malformed %d  samples: flow %d, counters %d, other %d\n",
-		st.datagrams, dgRate, topBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.otherSamples)
+		st.datagrams, dgRate, fmtBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.otherSamples)
 	if st.malformed > 0 {
 		fmt.Fprintf(b, "last malformed: %s\n", st.lastMalformed)
 	}
@@ -656,20 +658,20 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 	}
 
 	b.WriteString("\nAGENTS\n")
-	t := topTable{header: []string{"agent", "sub-agent", "from", "datagrams", "lost", "restarts", "last seq", "uptime"}}
-	for _, k := range slices.SortedFunc(maps.Keys(st.agents), topCompareAgents) {
+	t := table{header: []string{"agent", "sub-agent", "from", "datagrams", "lost", "restarts", "last seq", "uptime"}}
+	for _, k := range slices.SortedFunc(maps.Keys(st.agents), compareAgents) {
 		a := st.agents[k]
-		t.add(topAddr(k.addr), fmt.Sprint(k.sub), a.from, fmt.Sprint(a.datagrams), fmt.Sprint(a.lost),
+		t.add(addrString(k.addr), fmt.Sprint(k.sub), a.from, fmt.Sprint(a.datagrams), fmt.Sprint(a.lost),
 			fmt.Sprint(a.restarts), fmt.Sprint(a.lastSeq), (time.Duration(a.uptime) * time.Millisecond).Round(time.Second).String())
 	}
 	t.write(b, "(none yet)")
 
 	b.WriteString("\nFLOW SAMPLES per data source (est. frames = samples x sampling rate)\n")
-	t = topTable{header: []string{"agent", "source", "samples", "rate", "sample_pool", "pool frames", "drops", "lost samples", "est. frames", "est. bytes"}}
-	for _, k := range slices.SortedFunc(maps.Keys(st.sources), topCompareSources) {
+	t = table{header: []string{"agent", "source", "samples", "rate", "sample_pool", "pool frames", "drops", "lost samples", "est. frames", "est. bytes"}}
+	for _, k := range slices.SortedFunc(maps.Keys(st.sources), compareSources) {
 		s := st.sources[k]
-		t.add(topAddr(k.agent), topSourceName(k.src), fmt.Sprint(s.samples), fmt.Sprintf("1-in-%d", s.rate), fmt.Sprint(s.pool),
-			fmt.Sprint(s.poolFrames), fmt.Sprint(s.drops), fmt.Sprint(s.seqLost), fmt.Sprint(s.estFrames), topBytes(s.estBytes))
+		t.add(addrString(k.agent), sourceName(k.src), fmt.Sprint(s.samples), fmt.Sprintf("1-in-%d", s.rate), fmt.Sprint(s.pool),
+			fmt.Sprint(s.poolFrames), fmt.Sprint(s.drops), fmt.Sprint(s.seqLost), fmt.Sprint(s.estFrames), fmtBytes(s.estBytes))
 	}
 	t.write(b, "(none yet)")
 
@@ -678,9 +680,9 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 		rank = "bytes"
 	}
 	fmt.Fprintf(b, "\nTOP FLOWS by estimated %s (%d flows, %d flow samples without a parsable Ethernet header)\n", rank, len(st.flows), st.unparsed)
-	t = topTable{header: []string{"src mac", "dst mac", "vlan", "proto", "source", "destination", "samples", "est. frames", "est. bytes"}}
+	t = table{header: []string{"src mac", "dst mac", "vlan", "proto", "source", "destination", "samples", "est. frames", "est. bytes"}}
 	keys := slices.Collect(maps.Keys(st.flows))
-	slices.SortFunc(keys, func(x, y topFlowKey) int {
+	slices.SortFunc(keys, func(x, y flowKey) int {
 		fx, fy := st.flows[x], st.flows[y]
 		first, second := cmp.Compare(fy.estFrames, fx.estFrames), cmp.Compare(fy.estBytes, fx.estBytes)
 		if byBytes {
@@ -692,7 +694,7 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 		if second != 0 {
 			return second
 		}
-		return topCompareFlowKeys(x, y)
+		return compareFlowKeys(x, y)
 	})
 	for i, k := range keys {
 		if i == nflows {
@@ -705,46 +707,46 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 		}
 		proto, src, dst := k.describe()
 		t.add(net.HardwareAddr(k.srcMAC[:]).String(), net.HardwareAddr(k.dstMAC[:]).String(), vlan, proto, src, dst,
-			fmt.Sprint(f.samples), fmt.Sprint(f.estFrames), topBytes(f.estBytes))
+			fmt.Sprint(f.samples), fmt.Sprint(f.estFrames), fmtBytes(f.estBytes))
 	}
 	if st.otherFlows.samples > 0 {
-		t.add("(other flows)", "", "", "", "", "", fmt.Sprint(st.otherFlows.samples), fmt.Sprint(st.otherFlows.estFrames), topBytes(st.otherFlows.estBytes))
+		t.add("(other flows)", "", "", "", "", "", fmt.Sprint(st.otherFlows.samples), fmt.Sprint(st.otherFlows.estFrames), fmtBytes(st.otherFlows.estBytes))
 	}
 	t.write(b, "(none yet)")
 
 	b.WriteString("\nINTERFACE COUNTERS (latest if_counters)\n")
-	t = topTable{header: []string{"agent", "source", "ifIndex", "speed", "admin/oper", "in octets", "in pkts", "out octets", "out pkts", "in disc/err", "out disc/err"}}
-	for _, k := range slices.SortedFunc(maps.Keys(st.ifCounters), topCompareSources) {
+	t = table{header: []string{"agent", "source", "ifIndex", "speed", "admin/oper", "in octets", "in pkts", "out octets", "out pkts", "in disc/err", "out disc/err"}}
+	for _, k := range slices.SortedFunc(maps.Keys(st.ifCounters), compareSources) {
 		c := st.ifCounters[k]
-		t.add(topAddr(k.agent), topSourceName(k.src), fmt.Sprint(c.IfIndex), topSpeed(c.IfSpeed), topStatus(c.IfStatus),
-			topCounter64(c.IfInOctets), topPkts(c.IfInUcastPkts, c.IfInMulticastPkts, c.IfInBroadcastPkts),
-			topCounter64(c.IfOutOctets), topPkts(c.IfOutUcastPkts, c.IfOutMulticastPkts, c.IfOutBroadcastPkts),
-			topCounter32(c.IfInDiscards)+"/"+topCounter32(c.IfInErrors), topCounter32(c.IfOutDiscards)+"/"+topCounter32(c.IfOutErrors))
+		t.add(addrString(k.agent), sourceName(k.src), fmt.Sprint(c.IfIndex), fmtSpeed(c.IfSpeed), fmtStatus(c.IfStatus),
+			fmtCounter64(c.IfInOctets), fmtPkts(c.IfInUcastPkts, c.IfInMulticastPkts, c.IfInBroadcastPkts),
+			fmtCounter64(c.IfOutOctets), fmtPkts(c.IfOutUcastPkts, c.IfOutMulticastPkts, c.IfOutBroadcastPkts),
+			fmtCounter32(c.IfInDiscards)+"/"+fmtCounter32(c.IfInErrors), fmtCounter32(c.IfOutDiscards)+"/"+fmtCounter32(c.IfOutErrors))
 	}
 	t.write(b, "(none yet)")
 
 	b.WriteString("\nHOST COUNTERS (latest)\n")
-	t = topTable{header: []string{"agent", "source", "hostname", "os", "cpus", "load 1/5/15", "cpu busy", "mem total", "mem free", "net in", "net out"}}
-	for _, k := range slices.SortedFunc(maps.Keys(st.hosts), topCompareSources) {
+	t = table{header: []string{"agent", "source", "hostname", "os", "cpus", "load 1/5/15", "cpu busy", "mem total", "mem free", "net in", "net out"}}
+	for _, k := range slices.SortedFunc(maps.Keys(st.hosts), compareSources) {
 		h := st.hosts[k]
-		row := []string{topAddr(k.agent), topSourceName(k.src), "-", "-", "-", "-", "-", "-", "-", "-", "-"}
+		row := []string{addrString(k.agent), sourceName(k.src), "-", "-", "-", "-", "-", "-", "-", "-", "-"}
 		if h.descr != nil {
 			row[2] = h.descr.Hostname
-			row[3] = strings.TrimSpace(topOSName(h.descr.OSName) + " " + h.descr.OSRelease)
+			row[3] = strings.TrimSpace(osName(h.descr.OSName) + " " + h.descr.OSRelease)
 		}
 		if h.cpu != nil {
 			row[4] = fmt.Sprint(h.cpu.CPUNum)
-			row[5] = topLoad(h.cpu.LoadOne) + "/" + topLoad(h.cpu.LoadFive) + "/" + topLoad(h.cpu.LoadFifteen)
+			row[5] = fmtLoad(h.cpu.LoadOne) + "/" + fmtLoad(h.cpu.LoadFive) + "/" + fmtLoad(h.cpu.LoadFifteen)
 			if h.cpuUtil >= 0 {
 				row[6] = fmt.Sprintf("%.1f%%", h.cpuUtil)
 			}
 		}
 		if h.mem != nil {
-			row[7], row[8] = topBytes(h.mem.MemTotal), topBytes(h.mem.MemFree)
+			row[7], row[8] = fmtBytes(h.mem.MemTotal), fmtBytes(h.mem.MemFree)
 		}
 		if h.net != nil {
-			row[9] = fmt.Sprintf("%s %s pkts", topBytes(h.net.BytesIn), topCounter32(h.net.PktsIn))
-			row[10] = fmt.Sprintf("%s %s pkts", topBytes(h.net.BytesOut), topCounter32(h.net.PacketsOut))
+			row[9] = fmt.Sprintf("%s %s pkts", fmtBytes(h.net.BytesIn), fmtCounter32(h.net.PktsIn))
+			row[10] = fmt.Sprintf("%s %s pkts", fmtBytes(h.net.BytesOut), fmtCounter32(h.net.PacketsOut))
 		}
 		t.add(row...)
 	}
@@ -752,14 +754,14 @@ func (st *topState) render(b *strings.Builder, now time.Time, nflows int, byByte
 	b.WriteString("\n")
 }
 
-func topCompareAgents(x, y topAgentKey) int {
+func compareAgents(x, y agentKey) int {
 	if c := x.addr.Compare(y.addr); c != 0 {
 		return c
 	}
 	return cmp.Compare(x.sub, y.sub)
 }
 
-func topCompareSources(x, y topSourceKey) int {
+func compareSources(x, y sourceKey) int {
 	if c := x.agent.Compare(y.agent); c != 0 {
 		return c
 	}
@@ -769,7 +771,7 @@ func topCompareSources(x, y topSourceKey) int {
 	return cmp.Compare(x.src.Index, y.src.Index)
 }
 
-func topCompareFlowKeys(x, y topFlowKey) int {
+func compareFlowKeys(x, y flowKey) int {
 	for _, c := range []int{
 		strings.Compare(string(x.srcMAC[:]), string(y.srcMAC[:])),
 		strings.Compare(string(x.dstMAC[:]), string(y.dstMAC[:])),
@@ -788,16 +790,16 @@ func topCompareFlowKeys(x, y topFlowKey) int {
 	return 0
 }
 
-// topAddr prints an agent address; the zero Addr is the spec's "unknown".
-func topAddr(a netip.Addr) string {
+// addrString prints an agent address; the zero Addr is the spec's "unknown".
+func addrString(a netip.Addr) string {
 	if !a.IsValid() {
 		return "unknown"
 	}
 	return a.String()
 }
 
-// topSourceName names a data source the way sFlow MIBs write it.
-func topSourceName(s sflow.DataSource) string {
+// sourceName names a data source the way sFlow MIBs write it.
+func sourceName(s sflow.DataSource) string {
 	switch s.Type {
 	case sflow.SourceIfIndex:
 		return fmt.Sprintf("ifIndex %d", s.Index)
@@ -811,8 +813,8 @@ func topSourceName(s sflow.DataSource) string {
 	return s.String()
 }
 
-// topBytes formats a byte count with a binary unit.
-func topBytes(n uint64) string {
+// fmtBytes formats a byte count with a binary unit.
+func fmtBytes(n uint64) string {
 	if n == sflow.CounterUnavailable64 {
 		return "-"
 	}
@@ -829,8 +831,8 @@ func topBytes(n uint64) string {
 	return fmt.Sprintf("%.1f%ciB", v, suffix[i])
 }
 
-// topSpeed formats ifSpeed (bits per second, 0 = unknown).
-func topSpeed(bps uint64) string {
+// fmtSpeed formats ifSpeed (bits per second, 0 = unknown).
+func fmtSpeed(bps uint64) string {
 	switch {
 	case bps == 0:
 		return "unknown"
@@ -842,9 +844,9 @@ func topSpeed(bps uint64) string {
 	return fmt.Sprintf("%d", bps)
 }
 
-// topStatus formats the ifStatus bits (spec "if_counters": bit 0 admin,
+// fmtStatus formats the ifStatus bits (spec "if_counters": bit 0 admin,
 // bit 1 oper).
-func topStatus(s uint32) string {
+func fmtStatus(s uint32) string {
 	word := func(up bool) string {
 		if up {
 			return "up"
@@ -854,24 +856,24 @@ func topStatus(s uint32) string {
 	return word(s&sflow.IfStatusAdminUp != 0) + "/" + word(s&sflow.IfStatusOperUp != 0)
 }
 
-func topCounter32(v uint32) string {
+func fmtCounter32(v uint32) string {
 	if v == sflow.CounterUnavailable32 {
 		return "-"
 	}
 	return fmt.Sprint(v)
 }
 
-func topCounter64(v uint64) string {
+func fmtCounter64(v uint64) string {
 	if v == sflow.CounterUnavailable64 {
 		return "-"
 	}
 	return fmt.Sprint(v)
 }
 
-// topPkts sums the unicast, multicast and broadcast packets that are
+// fmtPkts sums the unicast, multicast and broadcast packets that are
 // available (a driver may not count multicast or broadcast separately);
 // "-" when none is.
-func topPkts(counts ...uint32) string {
+func fmtPkts(counts ...uint32) string {
 	var sum uint64
 	have := false
 	for _, c := range counts {
@@ -886,14 +888,14 @@ func topPkts(counts ...uint32) string {
 	return fmt.Sprint(sum)
 }
 
-func topLoad(l float32) string {
+func fmtLoad(l float32) string {
 	if l < 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", l)
 }
 
-func topOSName(o sflow.OSName) string {
+func osName(o sflow.OSName) string {
 	names := map[sflow.OSName]string{
 		sflow.OSNameOther: "other", sflow.OSNameLinux: "linux", sflow.OSNameWindows: "windows",
 		sflow.OSNameDarwin: "darwin", sflow.OSNameHPUX: "hp-ux", sflow.OSNameAIX: "aix",
@@ -906,17 +908,17 @@ func topOSName(o sflow.OSName) string {
 	return "unknown"
 }
 
-// topTable is a plain-text table with left-aligned columns.
-type topTable struct {
+// table is a plain-text table with left-aligned columns.
+type table struct {
 	header []string
 	rows   [][]string
 }
 
-func (t *topTable) add(cells ...string) { t.rows = append(t.rows, cells) }
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
 
 // write appends the table to b, or the header and empty when it has no
 // rows.
-func (t *topTable) write(b *strings.Builder, empty string) {
+func (t *table) write(b *strings.Builder, empty string) {
 	widths := make([]int, len(t.header))
 	for i, h := range t.header {
 		widths[i] = len(h)

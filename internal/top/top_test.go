@@ -1,4 +1,4 @@
-package main
+package top
 
 import (
 	"bytes"
@@ -92,7 +92,7 @@ func TestTopParseEthernet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			k, ok := topParseEthernet(tc.frame)
+			k, ok := parseEthernet(tc.frame)
 			if ok != tc.ok {
 				t.Fatalf("ok = %v, want %v", ok, tc.ok)
 			}
@@ -215,7 +215,7 @@ func TestTopSummaryOverUDP(t *testing.T) {
 	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- topServe(context.Background(), conn, topOptions{interval: time.Hour, once: true, count: len(dgs), flows: 10}, &out)
+		done <- serve(context.Background(), conn, options{interval: time.Hour, once: true, count: len(dgs), flows: 10}, &out)
 	}()
 	topSend(t, conn.LocalAddr(), dgs)
 	select {
@@ -301,8 +301,8 @@ func TestTopFramesUntilDuration(t *testing.T) {
 		topSend(t, conn.LocalAddr(), topTestDatagrams(t))
 		var out bytes.Buffer
 		start := time.Now()
-		o := topOptions{interval: 100 * time.Millisecond, duration: 550 * time.Millisecond, flows: 1, terminal: terminal}
-		if err := topServe(context.Background(), conn, o, &out); err != nil {
+		o := options{interval: 100 * time.Millisecond, duration: 550 * time.Millisecond, flows: 1, terminal: terminal}
+		if err := serve(context.Background(), conn, o, &out); err != nil {
 			t.Fatal(err)
 		}
 		if el := time.Since(start); el < o.duration {
@@ -331,14 +331,14 @@ func TestTopFramesUntilDuration(t *testing.T) {
 func TestTopFlags(t *testing.T) {
 	for _, args := range [][]string{{"-interval", "0"}, {"-duration", "-1s"}, {"-count", "-2"}, {"-flows", "0"}, {"-sort", "pkts"}, {"extra"}, {"-nosuchflag"}} {
 		var stdout, stderr bytes.Buffer
-		if rc := runTop(args, &stdout, &stderr); rc != 2 {
-			t.Errorf("runTop(%q) = %d, want 2 (stderr %q)", args, rc, stderr.String())
+		if rc := Run(args, &stdout, &stderr); rc != 2 {
+			t.Errorf("Run(%q) = %d, want 2 (stderr %q)", args, rc, stderr.String())
 		}
 	}
 	// A full run through the flags: nothing received, a summary at -duration.
 	var stdout, stderr bytes.Buffer
-	if rc := runTop([]string{"-listen", "127.0.0.1:0", "-duration", "200ms", "-once"}, &stdout, &stderr); rc != 0 {
-		t.Fatalf("runTop = %d, stderr %q", rc, stderr.String())
+	if rc := Run([]string{"-listen", "127.0.0.1:0", "-duration", "200ms", "-once"}, &stdout, &stderr); rc != 0 {
+		t.Fatalf("Run = %d, stderr %q", rc, stderr.String())
 	}
 	if s := stdout.String(); !strings.Contains(s, "final summary") || !strings.Contains(s, "datagrams 0 ") || !strings.Contains(s, "(none yet)") {
 		t.Errorf("summary of an idle run:\n%s", s)
@@ -346,7 +346,7 @@ func TestTopFlags(t *testing.T) {
 }
 
 func TestTopSequenceAndPoolWrap(t *testing.T) {
-	st := newTopState("test", time.Now())
+	st := newState("test", time.Now())
 	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	agent := netip.MustParseAddr("198.19.255.1")
 	add := func(seq, flowSeq, pool uint32) {
@@ -358,11 +358,11 @@ func TestTopSequenceAndPoolWrap(t *testing.T) {
 	add(0xffffffff, 0xffffffff, 0xffffff80)
 	add(1, 1, 0x100) // datagram 0 and flow sample 0 missing, pool wrapped
 	add(1, 2, 0x180) // the same datagram sequence number again: a restart
-	a := st.agents[topAgentKey{agent, 0}]
+	a := st.agents[agentKey{agent, 0}]
 	if a.datagrams != 4 || a.lost != 1 || a.restarts != 1 {
 		t.Errorf("agent: datagrams %d lost %d restarts %d, want 4 1 1", a.datagrams, a.lost, a.restarts)
 	}
-	s := st.sources[topSourceKey{agent, sflow.DataSource{Index: 9}}]
+	s := st.sources[sourceKey{agent, sflow.DataSource{Index: 9}}]
 	if s.samples != 4 || s.seqLost != 1 || s.poolFrames != 0x280 || s.estFrames != 400 {
 		t.Errorf("source: samples %d lost %d pool frames %#x est %d, want 4 1 0x280 400", s.samples, s.seqLost, s.poolFrames, s.estFrames)
 	}
@@ -375,19 +375,19 @@ func TestTopSequenceAndPoolWrap(t *testing.T) {
 func TestTopFormatting(t *testing.T) {
 	un := sflow.CounterUnavailable32
 	for _, tc := range []struct{ got, want string }{
-		{topPkts(un, un, un), "-"},
-		{topPkts(1, un, 2), "3"},
-		{topSpeed(0), "unknown"},
-		{topSpeed(10_000_000_000), "10G"},
-		{topSpeed(100_000_000), "100M"},
-		{topSpeed(1_500_000_001), "1500000001"},
-		{topStatus(sflow.IfStatusBits(true, false)), "up/down"},
-		{topBytes(1023), "1023B"},
-		{topBytes(1536), "1.5KiB"},
-		{topBytes(sflow.CounterUnavailable64), "-"},
-		{topLoad(sflow.HostCPULoadUnknown), "-"},
-		{topSourceName(sflow.DataSource{Type: 7, Index: 1}), "7:1"},
-		{topAddr(netip.Addr{}), "unknown"},
+		{fmtPkts(un, un, un), "-"},
+		{fmtPkts(1, un, 2), "3"},
+		{fmtSpeed(0), "unknown"},
+		{fmtSpeed(10_000_000_000), "10G"},
+		{fmtSpeed(100_000_000), "100M"},
+		{fmtSpeed(1_500_000_001), "1500000001"},
+		{fmtStatus(sflow.IfStatusBits(true, false)), "up/down"},
+		{fmtBytes(1023), "1023B"},
+		{fmtBytes(1536), "1.5KiB"},
+		{fmtBytes(sflow.CounterUnavailable64), "-"},
+		{fmtLoad(sflow.HostCPULoadUnknown), "-"},
+		{sourceName(sflow.DataSource{Type: 7, Index: 1}), "7:1"},
+		{addrString(netip.Addr{}), "unknown"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -396,16 +396,16 @@ func TestTopFormatting(t *testing.T) {
 	// CPU busy from counter differences, across a uint32 wrap of cpu_idle.
 	prev := &sflow.HostCPU{CPUUser: 100, CPUIdle: 0xffffff00}
 	cur := &sflow.HostCPU{CPUUser: 300, CPUIdle: 0x100}
-	if got := topCPUUtil(prev, cur); got < 28.08 || got > 28.10 { // 200 busy of 200+512 ms
+	if got := cpuUtil(prev, cur); got < 28.08 || got > 28.10 { // 200 busy of 200+512 ms
 		t.Errorf("cpu busy %.2f%%, want 28.09%%", got)
 	}
-	if got := topCPUUtil(nil, cur); got != -1 {
+	if got := cpuUtil(nil, cur); got != -1 {
 		t.Errorf("cpu busy without a previous record %v, want -1", got)
 	}
 }
 
 func TestTopSortFlows(t *testing.T) {
-	st := newTopState("test", time.Now())
+	st := newState("test", time.Now())
 	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
 	small := topTestEthernet("02:00:00:00:00:11", "02:00:00:00:00:12", -1, 0x0800, topTestIPv4(17, "198.18.0.11", "198.18.0.12", 0, topTestPorts(1, 2)))
 	big := topTestEthernet("02:00:00:00:00:13", "02:00:00:00:00:14", -1, 0x0800, topTestIPv4(6, "198.18.0.13", "198.18.0.14", 0, topTestPorts(3, 4)))

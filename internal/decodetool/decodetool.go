@@ -1,4 +1,8 @@
-package main
+// Package decodetool is `sflowswitchd decode`: it decodes sFlow version 5
+// datagrams received on a UDP address or read from a pcap/pcapng capture
+// with the strict decoder of package sflow, and prints one JSON object per
+// datagram (or one error object naming the structure and offset).
+package decodetool
 
 import (
 	"bufio"
@@ -17,7 +21,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-const decodeUsage = `usage: sflowswitchd decode [-listen ADDR | -pcap FILE [-port N]] [-count N]
+const usage = `usage: sflowswitchd decode [-listen ADDR | -pcap FILE [-port N]] [-count N]
 
 Decodes sFlow version 5 datagrams and prints each as one JSON object per
 line on stdout:
@@ -42,8 +46,8 @@ Exit status: 0; 1 if -pcap held a malformed datagram or on an I/O error;
 flags:
 `
 
-// runDecode implements `sflowswitchd decode`.
-func runDecode(args []string, stdout, stderr io.Writer) int {
+// Run implements `sflowswitchd decode`.
+func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":6343", "UDP `address` to receive datagrams on")
@@ -51,7 +55,7 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 	port := fs.Uint("port", 6343, "with -pcap: the UDP destination `port` of the datagrams")
 	count := fs.Int("count", 0, "stop after `N` datagrams (0: no limit)")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), decodeUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -76,23 +80,23 @@ func runDecode(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "decode: -count %d is negative\n", *count)
 		return 2
 	}
-	out := &decodeOutput{stdout: bufio.NewWriterSize(stdout, 64<<10), stderr: stderr}
+	out := &output{stdout: bufio.NewWriterSize(stdout, 64<<10), stderr: stderr}
 	if *pcapFile != "" {
-		return decodePcap(*pcapFile, uint16(*port), *count, out)
+		return fromPcap(*pcapFile, uint16(*port), *count, out)
 	}
-	return decodeUDP(*listen, *count, out)
+	return fromUDP(*listen, *count, out)
 }
 
-// decodeOutput writes decoded datagrams and decode errors.
-type decodeOutput struct {
+// output writes decoded datagrams and decode errors.
+type output struct {
 	stdout    *bufio.Writer
 	stderr    io.Writer
 	malformed int
 }
 
-// decodeErrorLine is the JSON object written to stderr for a datagram the
+// errorLine is the JSON object written to stderr for a datagram the
 // decoder rejects.
-type decodeErrorLine struct {
+type errorLine struct {
 	Error     string `json:"error"`
 	Structure string `json:"structure,omitempty"`
 	Offset    *int   `json:"offset,omitempty"`
@@ -102,11 +106,11 @@ type decodeErrorLine struct {
 
 // datagram decodes b, received from source (frame: its packet number in a
 // capture, or 0), and prints the result or the error.
-func (o *decodeOutput) datagram(b []byte, source string, frame int, note string) error {
+func (o *output) datagram(b []byte, source string, frame int, note string) error {
 	d, err := sflow.Decode(b)
 	if err != nil {
 		o.malformed++
-		line := decodeErrorLine{Error: err.Error(), Source: source, Frame: frame}
+		line := errorLine{Error: err.Error(), Source: source, Frame: frame}
 		var de *sflow.DecodeError
 		if errors.As(err, &de) {
 			line.Error = de.Err.Error()
@@ -143,8 +147,8 @@ func writeJSONLine(w io.Writer, v any) error {
 	return err
 }
 
-// decodePcap decodes the datagrams to port in a capture file.
-func decodePcap(path string, port uint16, count int, o *decodeOutput) int {
+// fromPcap decodes the datagrams to port in a capture file.
+func fromPcap(path string, port uint16, count int, o *output) int {
 	f, err := os.Open(path)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "decode: %v\n", err)
@@ -186,10 +190,10 @@ func decodePcap(path string, port uint16, count int, o *decodeOutput) int {
 	return status
 }
 
-// decodeUDP receives datagrams on addr until interrupted or count
+// fromUDP receives datagrams on addr until interrupted or count
 // datagrams were received. Malformed datagrams do not change the exit
 // status: a collector keeps listening.
-func decodeUDP(addr string, count int, o *decodeOutput) int {
+func fromUDP(addr string, count int, o *output) int {
 	conn, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "decode: %v\n", err)

@@ -1,4 +1,6 @@
-package main
+// Package agentaddr chooses sFlowAgentAddress from the host's addresses in a
+// documented order that does not depend on how the kernel lists them.
+package agentaddr
 
 import (
 	"fmt"
@@ -9,16 +11,17 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// hostAddr is one address configured on an interface.
-type hostAddr struct {
-	ifindex int
-	ifname  string
-	up      bool
-	loop    bool
-	addr    netip.Addr
+// HostAddr is one address configured on an interface.
+type HostAddr struct {
+	IfIndex  int
+	IfName   string
+	Up       bool // the interface is up
+	Loopback bool // the interface is a loopback device
+	Addr     netip.Addr
 }
 
-// chooseAgentAddress picks sFlowAgentAddress, in this documented and
+// Choose picks sFlowAgentAddress from explicit, the interface ifname or
+// addrs; it also returns how the address was chosen. It picks, in this documented and
 // stable order:
 //
 //  1. the explicit address (-agent-address / agent_address);
@@ -31,7 +34,7 @@ type hostAddr struct {
 //
 // The result depends only on the host's addresses, never on the order in
 // which the kernel lists them, so a restart picks the same address.
-func chooseAgentAddress(explicit, ifname string, addrs []hostAddr) (netip.Addr, string, error) {
+func Choose(explicit, ifname string, addrs []HostAddr) (netip.Addr, string, error) {
 	if explicit != "" {
 		a, err := netip.ParseAddr(explicit)
 		if err != nil {
@@ -39,15 +42,15 @@ func chooseAgentAddress(explicit, ifname string, addrs []hostAddr) (netip.Addr, 
 		}
 		return a.Unmap(), "configured", nil
 	}
-	var cands []hostAddr
+	var cands []HostAddr
 	for _, h := range addrs {
 		if ifname != "" {
-			if h.ifname == ifname {
+			if h.IfName == ifname {
 				cands = append(cands, h)
 			}
 			continue
 		}
-		if !h.loop && !h.addr.IsLoopback() && !h.addr.IsUnspecified() && !h.addr.IsMulticast() {
+		if !h.Loopback && !h.Addr.IsLoopback() && !h.Addr.IsUnspecified() && !h.Addr.IsMulticast() {
 			cands = append(cands, h)
 		}
 	}
@@ -59,25 +62,25 @@ func chooseAgentAddress(explicit, ifname string, addrs []hostAddr) (netip.Addr, 
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
-		if a.up != b.up {
-			return a.up
+		if a.Up != b.Up {
+			return a.Up
 		}
-		if a.addr.Is4() != b.addr.Is4() {
-			return a.addr.Is4()
+		if a.Addr.Is4() != b.Addr.Is4() {
+			return a.Addr.Is4()
 		}
-		if ra, rb := addrScope(a.addr), addrScope(b.addr); ra != rb {
+		if ra, rb := addrScope(a.Addr), addrScope(b.Addr); ra != rb {
 			return ra < rb
 		}
-		if a.ifindex != b.ifindex {
-			return a.ifindex < b.ifindex
+		if a.IfIndex != b.IfIndex {
+			return a.IfIndex < b.IfIndex
 		}
-		return a.addr.Less(b.addr)
+		return a.Addr.Less(b.Addr)
 	})
 	how := "ranked"
 	if ifname != "" {
 		how = "interface " + ifname
 	}
-	return cands[0].addr, how, nil
+	return cands[0].Addr, how, nil
 }
 
 // addrScope ranks an address: 0 global unicast, 1 private or ULA,
@@ -95,14 +98,14 @@ func addrScope(a netip.Addr) int {
 	}
 }
 
-// listHostAddrs lists the addresses of every interface in the current
+// List lists the addresses of every interface in the current
 // network namespace.
-func listHostAddrs() ([]hostAddr, error) {
+func List() ([]HostAddr, error) {
 	links, err := netlink.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
-	var out []hostAddr
+	var out []HostAddr
 	for _, l := range links {
 		attrs := l.Attrs()
 		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
@@ -114,12 +117,12 @@ func listHostAddrs() ([]hostAddr, error) {
 			if !ok {
 				continue
 			}
-			out = append(out, hostAddr{
-				ifindex: attrs.Index,
-				ifname:  attrs.Name,
-				up:      attrs.Flags&net.FlagUp != 0,
-				loop:    attrs.Flags&net.FlagLoopback != 0,
-				addr:    ip.Unmap(),
+			out = append(out, HostAddr{
+				IfIndex:  attrs.Index,
+				IfName:   attrs.Name,
+				Up:       attrs.Flags&net.FlagUp != 0,
+				Loopback: attrs.Flags&net.FlagLoopback != 0,
+				Addr:     ip.Unmap(),
 			})
 		}
 	}
