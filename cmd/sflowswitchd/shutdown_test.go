@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -84,6 +85,7 @@ func shutdownChild(t *testing.T) {
 	var seq atomic.Int64
 	var failedMu sync.Mutex
 	var failed []string // X-Seq of scrapes that got no complete response
+	failErr := map[string]string{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
@@ -95,7 +97,7 @@ func shutdownChild(t *testing.T) {
 	var portLines atomic.Bool
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 8 {
+	for range 3 { // under the handler's limit of concurrent scrapes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -117,6 +119,7 @@ func shutdownChild(t *testing.T) {
 				if err != nil {
 					failedMu.Lock()
 					failed = append(failed, n)
+					failErr[n] = err.Error()
 					failedMu.Unlock()
 					time.Sleep(time.Millisecond)
 					continue // not up yet, or shut down
@@ -126,6 +129,7 @@ func shutdownChild(t *testing.T) {
 				if err != nil || resp.StatusCode != http.StatusOK {
 					failedMu.Lock()
 					failed = append(failed, n)
+					failErr[n] = fmt.Sprintf("status %d, body %q, %v", resp.StatusCode, b, err)
 					failedMu.Unlock()
 				} else {
 					scrapes.Add(1)
@@ -199,7 +203,7 @@ func shutdownChild(t *testing.T) {
 	})
 	for _, n := range failed {
 		if at, ok := started.Load(n); ok && at.(time.Time).Before(stopAt) {
-			t.Errorf("scrape %s, in progress at the stop, got no complete response", n)
+			t.Errorf("scrape %s, in progress at the stop, got no complete response: %s", n, failErr[n])
 		}
 	}
 	t.Logf("%d scrapes started before the stop", inFlight)
