@@ -21,6 +21,9 @@ type SamplerPortConfig struct {
 	Worker      uint32
 	Slot        uint32
 	XskBase     uint32
+	CounterBase uint32
+	Pad         uint32
+	SkipScale   uint64
 }
 
 type SamplerPortCounters struct {
@@ -28,8 +31,10 @@ type SamplerPortCounters struct {
 	Pool    uint64
 	Samples uint64
 	Drops   uint64
-	Rng     uint64
-	Pad     [4]uint64
+	Skip    uint64
+	Rate    uint32
+	Pad0    uint32
+	Pad     [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -40,6 +45,7 @@ const (
 	SamplerMapPortConfigs = "port_configs"
 	SamplerMapRings       = "rings"
 	SamplerMapXsks        = "xsks"
+	SamplerProgXdpFloor   = "xdp_floor"
 	SamplerProgXdpPass    = "xdp_pass"
 	SamplerProgXdpSampler = "xdp_sampler"
 	SamplerVarCpuSlots    = "cpu_slots"
@@ -88,6 +94,7 @@ type SamplerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerProgramSpecs struct {
+	XdpFloor   *ebpf.ProgramSpec `ebpf:"xdp_floor"`
 	XdpPass    *ebpf.ProgramSpec `ebpf:"xdp_pass"`
 	XdpSampler *ebpf.ProgramSpec `ebpf:"xdp_sampler"`
 }
@@ -157,12 +164,14 @@ type SamplerVariables struct {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerPrograms struct {
+	XdpFloor   *ebpf.Program `ebpf:"xdp_floor"`
 	XdpPass    *ebpf.Program `ebpf:"xdp_pass"`
 	XdpSampler *ebpf.Program `ebpf:"xdp_sampler"`
 }
 
 func (p *SamplerPrograms) Close() error {
 	return _SamplerClose(
+		p.XdpFloor,
 		p.XdpPass,
 		p.XdpSampler,
 	)

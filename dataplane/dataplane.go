@@ -383,6 +383,8 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		Worker:      uint32(pc.Worker),
 		Slot:        slot,
 		XskBase:     d.xskBase(slot),
+		CounterBase: slot * uint32(d.cpuSlots),
+		SkipScale:   skipScale(pc.Rate),
 	}
 }
 

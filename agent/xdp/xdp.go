@@ -59,7 +59,8 @@ type Reader struct {
 func NewReader(src *dataplane.Source) *Reader {
 	r := &Reader{src: src}
 	r.conv = func(rs *dataplane.RawSample) {
-		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate, Header: rs.Header}
+		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header}
 		r.fn(&r.ps)
 	}
 	return r
