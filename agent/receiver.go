@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -29,6 +30,12 @@ type receiverOut struct {
 	sendN   int
 	sendErr error
 	sendFn  func(fd uintptr) bool
+
+	// While conn is nil (connecting failed with dialErr), connect tries
+	// again at nextDial, waiting dialWait longer each time.
+	dialErr  error
+	dialWait time.Duration
+	nextDial time.Time
 }
 
 // newReceiverOut opens a worker's socket to receiver cfg, continuing the
@@ -42,16 +49,11 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent uint32, seq u
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(cfg.Address))
-	if err != nil {
-		return nil, fmt.Errorf("receiver %d: socket to %s: %w", cfg.Index, cfg.Address, err)
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
-	}
-	r := &receiverOut{cfg: cfg, w: w, seq: seq, conn: conn, raw: raw, stats: stats, coll: &CollectorStats{}, uptime: uptime}
+	r := &receiverOut{cfg: cfg, w: w, seq: seq, stats: stats, coll: &CollectorStats{}, uptime: uptime}
+	// A collector that cannot be reached now (no route yet, host name not
+	// resolved) keeps its stream: its datagrams are counted as send errors
+	// and the socket is retried with backoff (connect).
+	r.connect()
 	// One non-blocking send attempt: a collector that cannot keep up, or a
 	// full socket buffer, costs a counted send error, never a stalled
 	// worker (an unreachable collector must not block the others).
@@ -91,7 +93,9 @@ func (r *receiverOut) flush() {
 	}
 	r.w.SetUptime(r.uptime())
 	r.pending = r.w.Bytes()
-	if err := r.raw.Write(r.sendFn); err != nil {
+	if !r.connect() {
+		r.sendErr = r.dialErr
+	} else if err := r.raw.Write(r.sendFn); err != nil {
 		r.sendErr = err
 	}
 	if r.sendErr != nil || r.sendN != len(r.pending) {
@@ -112,5 +116,8 @@ func (r *receiverOut) flush() {
 // close sends what is buffered and closes the socket.
 func (r *receiverOut) close() error {
 	r.flush()
+	if r.conn == nil {
+		return nil
+	}
 	return r.conn.Close()
 }

@@ -377,6 +377,10 @@ func (w *worker) apply(cfg workerConfig) {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
 		}
+		if r.conn == nil && w.id == 0 {
+			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
+				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", r.dialErr)
+		}
 		w.receivers[rc.Index] = r
 	}
 	for _, r := range old {

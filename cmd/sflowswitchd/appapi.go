@@ -27,6 +27,8 @@ type appsConfig struct {
 	// API is the UDP address of the local JSON API (loopback only, e.g.
 	// app.DefaultAPIAddress); empty = off.
 	API string
+	// AllowRemote lets API be a non-loopback address (warned).
+	AllowRemote bool
 	// APMInterval is the APM report interval (whole seconds;
 	// 0 = DefaultAPMInterval); APMReports the reports kept per report
 	// control (0 = DefaultAPMReports).
@@ -65,7 +67,12 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	if err != nil {
 		return nil, err
 	}
-	conn, err := app.ListenJSON(c.API)
+	listen := app.ListenJSON
+	if c.AllowRemote {
+		listen = app.ListenJSONExposed
+		warnExposed(log, "app_api", c.API)
+	}
+	conn, err := listen(c.API)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
-		featureCollector{d.dp.Features()})
+		featureCollector{d.dp.Features()}, &dropCollector{d: d.drops, portName: d.portName})
 	return reg
 }
 
