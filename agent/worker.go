@@ -195,7 +195,16 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			if nextTick.Before(deadline) {
 				deadline = nextTick
 			}
-			_, err := src.ReadSamples(deadline, w.handleFn)
+			n, err := src.ReadSamples(deadline, w.handleFn)
+			if n > 0 {
+				// The ring is drained: send the complete datagrams
+				// waiting in each receiver's batch (many per system
+				// call at high rates); the datagrams being filled wait
+				// for more samples or the tick.
+				for _, r := range w.receivers {
+					r.SendQueued()
+				}
+			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.stats.ReadErrors.Add(1)
 				if ctx.Err() == nil {
@@ -276,10 +285,8 @@ func (w *worker) handle(ps *PacketSample) {
 			Output:         output,
 			Records:        w.frecs[:nrecs],
 		}
-		if s.out.add(&w.fs) {
+		if s.out.Add(&w.fs) == nil { // a too-large sample is counted by the sender
 			w.stats.FlowSamples.Add(1)
-		} else {
-			w.stats.TooLarge.Add(1)
 		}
 	}
 }
@@ -300,7 +307,7 @@ func (w *worker) tick() {
 		w.poll(p)
 	}
 	for _, r := range w.receivers {
-		r.flush()
+		r.Flush()
 	}
 }
 
@@ -319,10 +326,8 @@ func (w *worker) poll(p *poller) {
 	}
 	p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
-	if p.out.add(&w.cs) {
+	if p.out.Add(&w.cs) == nil {
 		w.stats.CounterSamples.Add(1)
-	} else {
-		w.stats.TooLarge.Add(1)
 	}
 }
 
@@ -343,18 +348,13 @@ func (w *worker) apply(cfg workerConfig) {
 			delete(old, rc.Index)
 			continue
 		}
-		var seq uint32
+		var lastSeq uint32
 		if r, ok := old[rc.Index]; ok {
-			// r.seq numbers the datagram r is building. If it holds
-			// samples, r.close below sends it and the new stream goes on
-			// with the next number; if it is empty it is never sent, so
-			// the new stream reuses its number (no gap in the sequence).
-			seq = r.seq
-			if r.w.Len() == 0 {
-				seq--
-			}
+			// r still sends what it holds when closed below; the new
+			// stream goes on after r's last datagram (no gap, no repeat).
+			lastSeq = r.LastSeq()
 		}
-		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
+		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq)
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
@@ -437,7 +437,7 @@ func (w *worker) closeAll() {
 
 // closeReceiver flushes and closes one receiver stream.
 func (w *worker) closeReceiver(r *receiverOut) {
-	if err := r.close(); err != nil {
+	if _, err := r.Close(); err != nil {
 		w.log.Warn("closing receiver socket", "receiver", r.cfg.Index, "err", err)
 	}
 }
