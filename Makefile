@@ -9,7 +9,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test test-unit fuzz bench lab clean
+.PHONY: all build generate deps lint test test-unit fuzz bench lab clean deb vagrant-box
 
 all: build
 
@@ -46,6 +46,16 @@ bench: deps build
 
 lab: deps build
 	./lab/demo.sh
+
+# Debian package bin/sflowswitchd_VERSION_ARCH.deb (packaging/deb/).
+deb:
+	./packaging/deb/build.sh
+
+# The lab VM (vagrant/README.md): a Debian 12 box built from Debian's
+# packages, then the package, the lab and the integration tests on its 6.1
+# kernel. Root; not part of `make test`.
+vagrant-box:
+	./vagrant/box/build.sh
 
 clean:
 	rm -rf bin

@@ -154,7 +154,9 @@ func (a *Agent) Config() Config {
 // dataplane is updated port by port (kernel rate, header length, owning
 // worker, mode) and every worker receives its share. An invalid cfg is
 // refused whole and changes nothing. Dataplane failures on single ports
-// (a port that vanished) are returned joined, the rest is applied.
+// (a port that vanished, no free port slot) are returned joined, one
+// *PortError each (see SplitPortErrors), the rest is applied; a port that
+// failed is tried again by the next Apply.
 func (a *Agent) Apply(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
@@ -172,7 +174,7 @@ func (a *Agent) Apply(cfg Config) error {
 		}
 		pool, _ := a.opts.Dataplane.PortPool(idx)
 		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
-			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 		}
 		a.poolBase[idx] += pool
 		delete(a.ports, idx)
@@ -228,7 +230,7 @@ func (a *Agent) Apply(cfg Config) error {
 			continue
 		}
 		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
-			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 			continue
 		}
 		a.ports[idx] = p

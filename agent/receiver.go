@@ -7,33 +7,50 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 )
 
-// receiverOut is one worker's stream of datagrams to one receiver: its own
-// sender (datagram batch, sequence numbers, UDP socket), so workers never
-// share a lock or a buffer when sending. cfg is the configuration it was
-// opened with.
+// receiverOut is one sub-agent's stream of datagrams to one receiver: its
+// own sender (datagram batch, sequence numbers, UDP socket), so workers
+// never share a lock or a buffer when sending. cfg is the configuration it
+// was opened with.
 type receiverOut struct {
 	cfg ReceiverConfig
 	*sender.Sender
 }
 
-// newReceiverOut opens a worker's stream to receiver cfg, continuing the
-// datagram sequence after lastSeq.
-func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32) (*receiverOut, error) {
+// newReceiverOut opens sub-agent subAgent's stream to receiver cfg,
+// continuing the datagram sequence after lastSeq. What it sends is counted
+// in every set of counts.
+func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, uptime func() uint32, counts ...sender.Counters) (*receiverOut, error) {
 	s, err := sender.New(sender.Config{
 		Collector:       cfg.Address,
 		MaxDatagramSize: cfg.MaxDatagramSize,
 		Agent:           agent,
-		SubAgent:        w.subAgentID(),
+		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
-		Uptime:          w.uptime,
-		Counters: sender.Counters{
-			Datagrams: &w.stats.Datagrams, Bytes: &w.stats.Bytes,
-			SendErrors: &w.stats.SendErrors, SamplesUnsent: &w.stats.SamplesUnsent,
-			TooLarge: &w.stats.TooLarge,
-		},
+		Uptime:          uptime,
+		Counters:        counts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
 	}
 	return &receiverOut{cfg: cfg, Sender: s}, nil
+}
+
+// newReceiverOut opens the worker's stream to receiver cfg, counted in the
+// worker's totals and in its counters of the collector.
+func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32) (*receiverOut, error) {
+	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.stats.senderCounters(), sender.Counters{
+		Datagrams: &coll.Datagrams, Bytes: &coll.Bytes,
+		SendErrors: &coll.SendErrors, SamplesUnsent: &coll.SamplesUnsent,
+		TooLarge: &coll.TooLarge,
+	})
+}
+
+// senderCounters points a sender's counts at s.
+func (s *WorkerStats) senderCounters() sender.Counters {
+	return sender.Counters{
+		Datagrams: &s.Datagrams, Bytes: &s.Bytes,
+		SendErrors: &s.SendErrors, SamplesUnsent: &s.SamplesUnsent,
+		TooLarge: &s.TooLarge,
+	}
 }

@@ -21,6 +21,12 @@ type PacketSample struct {
 	// KernelRate is the power-of-two rate the kernel took the sample at;
 	// 0 means the port's configured kernel rate.
 	KernelRate uint32
+	// CPU took the sample, and CPUPool is the port's pool on that CPU at
+	// the sampled frame (the frame included). CPUPool 0 means unknown (a
+	// source that cannot tell): the flow sample then carries the pool read
+	// when it is encoded (PoolReader).
+	CPU     uint32
+	CPUPool uint64
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
@@ -113,19 +119,23 @@ type samplerSpec struct {
 // worker is one sub-agent. All its fields are touched only by its own
 // goroutine, except stats (atomics) and ctrl (the channel).
 type worker struct {
-	id       int
-	log      *slog.Logger
-	ctrl     chan workerConfig
-	pools    PoolReader
-	counters CounterSource
-	output   OutputLookup
-	start    time.Time
-	stats    WorkerStats
-	rng      rng
+	id   int
+	log  *slog.Logger
+	ctrl chan workerConfig
+	// poolReader reads totals (and drops) from the dataplane.
+	poolReader PoolReader
+	counters   CounterSource
+	output     OutputLookup
+	start      time.Time
+	stats      WorkerStats
+	// collectors counts per collector what stats counts per worker.
+	collectors collectorSet
+	rng        rng
 
 	agent     netip.Addr
 	receivers map[int]*receiverOut
 	samplers  map[uint32][]*sampler
+	pools     map[uint32]*portPool // per sampled port: pools at sample time
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
@@ -143,7 +153,7 @@ type worker struct {
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
-		pools: pools, counters: counters, output: output, start: start,
+		poolReader: pools, counters: counters, output: output, start: start,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
@@ -237,6 +247,13 @@ func (w *worker) handle(ps *PacketSample) {
 	nrecs := 1
 	looked := false
 	keep := false
+	// Every kernel sample, kept or not, tells its CPU's pool: the port's
+	// pool at this frame is that plus the other CPUs' latest (pool.go).
+	pp := w.pools[ps.IfIndex]
+	atSample := ps.CPUPool != 0 && pp != nil
+	if atSample {
+		pool = pp.at(ps.CPU, ps.CPUPool)
+	}
 	for i, s := range ss {
 		// The kernel tells the rate each sample was taken at; while a
 		// port's rate changes, samples taken at the old rate are still
@@ -256,7 +273,11 @@ func (w *worker) handle(ps *PacketSample) {
 			continue
 		}
 		if !looked {
-			pool, drops = w.pools.PortPool(ps.IfIndex)
+			var now uint64
+			now, drops = w.poolReader.PortPool(ps.IfIndex)
+			if !atSample {
+				pool = now
+			}
 			if w.output != nil {
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
@@ -279,7 +300,7 @@ func (w *worker) handle(ps *PacketSample) {
 			SequenceNumber: s.seq,
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   s.cfg.Rate,
-			SamplePool:     uint32(s.poolBase + pool),
+			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
 			Input:          sflow.IfIndex(ps.IfIndex),
 			Output:         output,
@@ -359,11 +380,20 @@ func (w *worker) apply(cfg workerConfig) {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
 		}
+		if err := r.DialErr(); err != nil && w.id == 0 {
+			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
+				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", err)
+		}
 		w.receivers[rc.Index] = r
 	}
 	for _, r := range old {
 		w.closeReceiver(r)
 	}
+	keep := make(map[CollectorKey]bool, len(cfg.receivers))
+	for _, rc := range cfg.receivers {
+		keep[CollectorKey{rc.Index, rc.Address}] = true
+	}
+	w.collectors.keep(keep)
 	w.agent = cfg.agent
 
 	type skey struct {
@@ -377,7 +407,19 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 	}
 	w.samplers = make(map[uint32][]*sampler)
+	oldPools := w.pools
+	w.pools = make(map[uint32]*portPool)
 	for _, sp := range cfg.samplers {
+		// A port keeps its CPU pools while it stays attached; a new
+		// attachment (its counters restart from 0 over a new base) starts
+		// afresh.
+		if _, ok := w.pools[sp.cfg.IfIndex]; !ok {
+			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
+				w.pools[sp.cfg.IfIndex] = pp
+			} else {
+				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase)
+			}
+		}
 		out := w.receivers[sp.cfg.Receiver]
 		if out == nil || sp.cfg.Rate == 0 {
 			continue

@@ -24,7 +24,8 @@ const (
 	metaTimestamp = 16
 	metaHeaderLen = 24
 	metaRate      = 28
-	metaSize      = 32
+	metaPool      = 32
+	metaSize      = 40
 )
 
 // RawSample is one kernel sample as read from a worker's ring.
@@ -37,6 +38,9 @@ type RawSample struct {
 	// Rate is the power-of-two rate the kernel took this sample at, which
 	// can differ from the port's current configuration while it changes.
 	Rate uint32
+	// CPUPool is the port's pool on CPU as it was when this frame was
+	// sampled, this frame included (0 when unknown: monitor mode).
+	CPUPool uint64
 	// Header holds the first bytes of the frame. It aliases the reader's
 	// memory (for a ring: the ring itself, reused by the kernel once Read
 	// returns) and is valid only during the callback it is passed to.
@@ -380,6 +384,7 @@ func (r *RingReader) decode(b []byte) bool {
 		CPU:       binary.LittleEndian.Uint32(b[metaCPU:]),
 		Timestamp: binary.LittleEndian.Uint64(b[metaTimestamp:]),
 		Rate:      binary.LittleEndian.Uint32(b[metaRate:]),
+		CPUPool:   binary.LittleEndian.Uint64(b[metaPool:]),
 		Header:    b[metaSize : metaSize+int(hl)],
 	}
 	return true

@@ -106,9 +106,3 @@ func tsharkFields(t testing.TB, datagram []byte, fields ...string) map[string][]
 	t.Helper()
 	return testutil.TsharkFields(t, []testutil.PcapFrame{testutil.UDPPcapFrame(time.Unix(1700000000, 0), datagram, 6343)}, 6343, fields...)[0]
 }
-
-// udpPcap returns a classic pcap file holding one Ethernet/IPv4/UDP frame
-// to the collector's port with the given payload.
-func udpPcap(payload []byte, port uint16) []byte {
-	return testutil.Pcap([]testutil.PcapFrame{testutil.UDPPcapFrame(time.Unix(1700000000, 0), payload, port)})
-}

@@ -187,7 +187,7 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 func (e *Engine) queueFlow(f *FlowSample) error {
 	select {
 	case e.queue <- item{flow: f}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		side := 0
@@ -213,7 +213,7 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 func (e *Engine) queueCounters(c *CounterSample) error {
 	select {
 	case e.queue <- item{counters: c}:
-		e.stats.Accepted.Add(1)
+		e.stats.Queued.Add(1)
 		return nil
 	default:
 		e.Reject(rejectCountersQueueFull)
@@ -342,6 +342,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	side := 0
 	index := uint32(f.ServicePort)
 	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
@@ -407,6 +408,7 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	if s == nil {
 		return
 	}
+	e.stats.Accepted.Add(1)
 	s.cntSeq++
 	recs := e.recs[:0]
 	if c.Operations != nil {
@@ -520,11 +522,11 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
 		Uptime:          uptime,
-		Counters: sender.Counters{
+		Counters: []sender.Counters{{
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
 			TooLarge: &stats.TooLarge,
-		},
+		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)

@@ -227,11 +227,15 @@ func TestQueueFullCountsDrops(t *testing.T) {
 			full++
 		}
 	}
-	if full != 6 || e.Stats().Rejected(ReasonQueueFull) != 6 || e.Stats().Accepted.Load() != 4 {
-		t.Fatalf("queue full %d, rejected %d, accepted %d", full, e.Stats().Rejected(ReasonQueueFull), e.Stats().Accepted.Load())
+	if full != 6 || e.Stats().Rejected(ReasonQueueFull) != 6 || e.Stats().Queued.Load() != 4 || e.Stats().Accepted.Load() != 0 {
+		t.Fatalf("queue full %d, rejected %d, queued %d, accepted %d (before the engine runs)",
+			full, e.Stats().Rejected(ReasonQueueFull), e.Stats().Queued.Load(), e.Stats().Accepted.Load())
 	}
 	stop := startEngine(t, e)
 	stop()
+	if a := e.Stats().Accepted.Load(); a != 4 {
+		t.Errorf("accepted %d after the engine ran, want 4", a)
+	}
 	ds := decodeAll(t, col.read(t, 200*time.Millisecond))
 	if len(ds) != 1 || len(ds[0].Samples) != 4 {
 		t.Fatalf("datagrams %+v", ds)

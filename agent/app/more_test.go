@@ -103,4 +103,9 @@ func TestTooManySources(t *testing.T) {
 	if n != 3 || e.Stats().Rejected(ReasonTooManySources) != 1 {
 		t.Errorf("%d samples sent, %d refused", n, e.Stats().Rejected(ReasonTooManySources))
 	}
+	// The refused sample was queued but is not counted accepted: accepted
+	// plus rejected is what was submitted (issue 10, defect 9).
+	if q, a := e.Stats().Queued.Load(), e.Stats().Accepted.Load(); q != 4 || a != 3 {
+		t.Errorf("queued %d accepted %d, want 4 and 3", q, a)
+	}
 }

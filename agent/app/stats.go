@@ -10,7 +10,11 @@ import (
 // (API readers, library callers), the engine goroutine and metrics readers
 // use them concurrently.
 type Stats struct {
-	// Accepted are samples that passed validation and entered the queue.
+	// Queued are samples that passed validation and entered the queue.
+	Queued atomic.Uint64
+	// Accepted are queued samples the engine took on: they got a data
+	// source and were handed to its receivers. A queued sample refused
+	// later (too many sources) is counted in Rejected, never here.
 	Accepted atomic.Uint64
 	// FlowSamples and CounterSamples are samples encoded into datagrams.
 	FlowSamples    atomic.Uint64

@@ -37,6 +37,7 @@ var (
 var (
 	confNone      = config{name: "no program"}
 	confPass      = config{name: "xdp_pass", prog: func(b *bench) *ebpf.Program { return b.pass }}
+	confFloor     = config{name: "xdp_floor (pool + skip countdown only)", prog: func(b *bench) *ebpf.Program { return b.floor }}
 	confUnsampled = config{name: "sampler unsampled (rate 2^30)", prog: samplerProg, port: &cfgUnsampled}
 	confN1000     = config{name: "sampler 1-in-1024 (N=1000)", prog: samplerProg, port: &cfgN1000}
 	confEvery     = config{name: "sampler sampled (rate 1, hdr 128)", prog: samplerProg, port: &cfgEvery}
@@ -150,7 +151,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 // forwarding rate): one trafgen stream for the whole part, the XDP
 // configuration of p1 changing between trials.
 func (b *bench) frames() error {
-	confs := []config{confNone, confPass, confUnsampled, confN1000, confEvery}
+	confs := []config{confNone, confPass, confFloor, confUnsampled, confN1000, confEvery}
 	h2, err := netnsutil.Netlink(b.lab.hosts[1])
 	if err != nil {
 		return err
@@ -286,7 +287,7 @@ func diffs(a, b []float64) []float64 {
 // each program runs `repeat` times on the 60-byte frame with
 // ingress_ifindex = p1, alternating, every round.
 func (b *bench) testRun() error {
-	confs := []config{confPass, confUnsampled, confEvery}
+	confs := []config{confPass, confFloor, confUnsampled, confEvery}
 	rc, err := b.startRingCounter()
 	if err != nil {
 		return err

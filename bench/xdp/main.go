@@ -132,6 +132,7 @@ type bench struct {
 	dp      *dataplane.Dataplane
 	p1      int           // ifindex of switch port p1 (in the switch netns)
 	pass    *ebpf.Program // xdp_pass, loaded on its own
+	floor   *ebpf.Program // xdp_floor, loaded on its own with its own counters
 	sampler *ebpf.Program // the Dataplane's xdp_sampler (by program ID)
 	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
 	out     io.Writer
@@ -227,6 +228,19 @@ func (b *bench) setup() error {
 	if b.pass, err = ebpf.NewProgram(spec.Programs[bpf.SamplerProgXdpPass]); err != nil {
 		return fmt.Errorf("loading xdp_pass: %w", err)
 	}
+	// xdp_floor indexes its own counters array by CPU number.
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("possible CPUs: %w", err)
+	}
+	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(cpus)
+	var fl struct {
+		Prog *ebpf.Program `ebpf:"xdp_floor"`
+	}
+	if err := spec.LoadAndAssign(&fl, nil); err != nil {
+		return fmt.Errorf("loading xdp_floor: %w", err)
+	}
+	b.floor = fl.Prog
 	if err := b.dp.AttachPort(b.p1, dataplane.PortConfig{Rate: 1 << 30, HeaderBytes: 128}); err != nil {
 		return err
 	}
@@ -272,6 +286,9 @@ func (b *bench) close() error {
 	}
 	if b.pass != nil {
 		errs = append(errs, b.pass.Close())
+	}
+	if b.floor != nil {
+		errs = append(errs, b.floor.Close())
 	}
 	if b.dp != nil {
 		errs = append(errs, b.dp.Close())

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -28,6 +27,8 @@ type appsConfig struct {
 	// API is the UDP address of the local JSON API (loopback only, e.g.
 	// app.DefaultAPIAddress); empty = off.
 	API string
+	// AllowRemote lets API be a non-loopback address (warned).
+	AllowRemote bool
 	// APMInterval is the APM report interval (whole seconds;
 	// 0 = DefaultAPMInterval); APMReports the reports kept per report
 	// control (0 = DefaultAPMReports).
@@ -43,6 +44,8 @@ type apps struct {
 	engine *app.Engine
 	apm    *apm.Engine
 	api    netip.AddrPort
+	// conn is the API socket, for its kernel drop counter.
+	conn *net.UDPConn
 }
 
 // startApps starts the application sub-agent when c.API is set; it stops
@@ -64,7 +67,12 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	if err != nil {
 		return nil, err
 	}
-	conn, err := app.ListenJSON(c.API)
+	listen := app.ListenJSON
+	if c.AllowRemote {
+		listen = app.ListenJSONExposed
+		warnExposed(log, "app_api", c.API)
+	}
+	conn, err := listen(c.API)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +85,7 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	a := &apps{
 		engine: app.New(app.Config{APM: ae, Logger: log}),
 		apm:    ae,
+		conn:   conn,
 		api:    conn.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort(),
 	}
 	go a.engine.Run(ctx)
@@ -150,39 +159,5 @@ func (a *apps) ServeAPM(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(&snap); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
-	}
-}
-
-// WriteMetrics appends the application sub-agent's counters in the
-// Prometheus text format (for the /metrics handler).
-func (a *apps) WriteMetrics(w io.Writer) {
-	if a == nil {
-		return
-	}
-	bw := bufio.NewWriter(w)
-	defer bw.Flush()
-	st := a.engine.Stats()
-	for _, m := range []struct {
-		name, help, typ string
-		v               uint64
-	}{
-		{"sflowswitchd_app_samples_accepted_total", "Application samples accepted by the application sub-agent.", "counter", st.Accepted.Load()},
-		{"sflowswitchd_app_flow_samples_total", "Application flow samples encoded into datagrams.", "counter", st.FlowSamples.Load()},
-		{"sflowswitchd_app_counter_samples_total", "Application counter samples encoded into datagrams.", "counter", st.CounterSamples.Load()},
-		{"sflowswitchd_app_datagrams_sent_total", "Application datagrams sent to collectors.", "counter", st.Datagrams.Load()},
-		{"sflowswitchd_app_bytes_sent_total", "Bytes of application datagrams sent.", "counter", st.Bytes.Load()},
-		{"sflowswitchd_app_send_errors_total", "Application datagrams the socket refused.", "counter", st.SendErrors.Load()},
-		{"sflowswitchd_app_samples_unsent_total", "Application samples in datagrams the socket refused.", "counter", st.SamplesUnsent.Load()},
-		{"sflowswitchd_app_samples_too_large_total", "Application samples larger than a receiver's maximum datagram size.", "counter", st.TooLarge.Load()},
-		{"sflowswitchd_app_apm_added_total", "Application transactions aggregated into the APM reports.", "counter", st.APMAdded.Load()},
-		{"sflowswitchd_app_apm_skipped_total", "Application transactions the APM reports could not measure (no socket addresses).", "counter", st.APMSkipped.Load()},
-		{"sflowswitchd_app_sources", "Application data sources (service ports).", "gauge", uint64(st.Sources.Load())},
-	} {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %d\n", m.name, m.help, m.name, m.typ, m.name, m.v)
-	}
-	const rej = "sflowswitchd_app_samples_rejected_total"
-	fmt.Fprintf(bw, "# HELP %s Application samples rejected, by reason.\n# TYPE %s counter\n", rej, rej)
-	for _, r := range app.Reasons() {
-		fmt.Fprintf(bw, "%s{reason=%q} %d\n", rej, r.String(), st.Rejected(r))
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
 	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -52,7 +53,6 @@ func TestStartAppsRefusesNonLoopback(t *testing.T) {
 	var off *apps // the daemon calls these unconditionally
 	off.SetReceivers(nil)
 	off.SetAgentAddress(netip.Addr{})
-	off.WriteMetrics(io.Discard)
 	rec := httptest.NewRecorder()
 	off.ServeAPM(rec, httptest.NewRequest(http.MethodGet, "/apm", nil))
 	if rec.Code != http.StatusNotFound {
@@ -355,9 +355,15 @@ func TestAppAPIPython(t *testing.T) {
 	for lab.apps.engine.Stats().Rejected(app.ReasonNotJSON) != 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	var m bytes.Buffer
-	lab.apps.WriteMetrics(&m)
-	if !strings.Contains(m.String(), `sflowswitchd_app_samples_rejected_total{reason="not_json"} 1`) {
-		t.Errorf("metrics:\n%s", m.String())
+	m := scrape(t, metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
+	for _, want := range []string{
+		`sflowswitchd_app_samples_rejected_total{reason="not_json"} 1`,
+		"\nsflowswitchd_app_api_socket_drops_total 0\n",
+		"\ngo_goroutines ",
+		"\nprocess_resident_memory_bytes ",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
 	}
 }

@@ -14,10 +14,12 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -25,6 +27,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -76,6 +79,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logCapabilities(log)
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -140,12 +144,24 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// drops runs dropped-packet notifications (drops.go).
+	drops *drops
+	// metrics is the Prometheus registry every part registers on.
+	metrics *prometheus.Registry
 
 	mu       sync.Mutex
 	settings Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
+	portFail *portFailures
+	// resolver resolves collector host names in the background.
+	resolver *resolver
+	// unmatchedPats are the port patterns matching no port (under mu);
+	// selectionEmpty is set while the port selection matches nothing
+	// (reconfigure's goroutine only).
+	unmatchedPats  map[string]bool
+	selectionEmpty bool
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -156,7 +172,7 @@ type portState struct {
 }
 
 func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, Logger: log})
+	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
@@ -169,7 +185,9 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
+		portFail: newPortFailures(),
 	}
+	d.resolver = newResolver(log, d.poke)
 	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
@@ -190,6 +208,10 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Output:    d.output,
 		Logger:    log,
 	})
+	// Drop notifications are a sub-agent after the workers (0..Workers-1).
+	d.drops = newDrops(uint32(s.Workers), log)
+	d.metrics = d.newMetrics()
+	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -230,9 +252,12 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
+	d.notePortFailures(err)
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
+	// Drop notifications go to every receiver.
+	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -280,6 +305,9 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		switch c := d.subagent.Connected(); {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
+			if path, ok := strings.CutPrefix(address, "unix:"); ok {
+				checkAgentXSocket(d.log, path)
+			}
 			connected, warned = true, false
 		case !c && connected:
 			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
@@ -316,6 +344,9 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
+		if err := d.drops.stop(); err != nil {
+			d.log.Error("stopping drop notifications", "err", err)
+		}
 		running.Wait()
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
@@ -352,12 +383,17 @@ func (d *daemon) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := d.drops.start(ctx, s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
 	running.Add(1)
 	go func() {
 		defer running.Done()
 		d.agent.Run(ctx, readers)
 	}()
 	go d.mib.Run(ctx)
+	go d.retryFailedPorts(ctx)
+	go d.resolver.run(ctx)
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -405,19 +441,31 @@ func (d *daemon) run(ctx context.Context) error {
 
 // reload installs new settings (SIGHUP).
 func (d *daemon) reload(s Settings) {
+	if err := d.checkReload(s); err != nil {
+		d.log.Error("config reload refused; previous settings stay in force", "err", err)
+		return
+	}
 	d.mu.Lock()
 	old := d.settings
 	if s.Workers != old.Workers {
 		d.log.Warn("a change of workers takes effect at restart", "running", old.Workers, "configured", s.Workers)
 		s.Workers = old.Workers
 	}
-	if s.Metrics != old.Metrics {
+	if s.Metrics != old.Metrics || s.MetricsAllowRemote != old.MetricsAllowRemote {
 		d.log.Warn("a change of the metrics address takes effect at restart")
-		s.Metrics = old.Metrics
+		s.Metrics, s.MetricsAllowRemote = old.Metrics, old.MetricsAllowRemote
+	}
+	if s.AppAPIAllowRemote != old.AppAPIAllowRemote {
+		s.AppAPIAllowRemote = old.AppAPIAllowRemote
+		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
 	}
 	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
 		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
 		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
+	}
+	if s.MaxPorts != old.MaxPorts {
+		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
+		s.MaxPorts = old.MaxPorts
 	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
@@ -425,7 +473,15 @@ func (d *daemon) reload(s Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
+	if err := d.drops.apply(s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
 	d.log.Info("configuration reloaded")
+	d.poke()
+}
+
+// poke asks the run loop to reconfigure.
+func (d *daemon) poke() {
 	select {
 	case d.changed <- struct{}{}:
 	default:
@@ -445,11 +501,12 @@ func (d *daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	m, err := buildModel(s, ports, d.log)
+	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
 	}
+	d.noteSelection(s, ports)
 	if err := d.mib.SetStatic(m.static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
@@ -473,7 +530,7 @@ type model struct {
 // reports to receiver r, at the port's configured rate and the polling
 // interval; the host poller entPhysicalEntry.1 likewise), and every
 // selected port as a data source.
-func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
+func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog.Logger) (model, error) {
 	var m model
 	addrs, err := agentaddr.List()
 	if err != nil {
@@ -484,13 +541,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model
 		log.Warn("agent address unknown", "err", err)
 	}
 	m.static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.pollInterval()}
-	for i, c := range s.staticCollectors() {
-		ap, err := resolveCollector(c.Address)
-		if err != nil {
-			return m, fmt.Errorf("collector %d: %w", i+1, err)
-		}
-		m.static.Receivers = append(m.static.Receivers, mib.StaticReceiver{Address: ap, MaxDatagramSize: c.MaxDatagramSize})
-	}
+	m.static.Receivers = staticReceivers(s, res)
 	sel, err := dataplane.SelectPorts(s.Ports)
 	if err != nil {
 		return m, err
@@ -541,8 +592,9 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
+	warnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", &metricsHandler{agent: d.agent, ports: d.portMetrics, apps: d.apps, features: d.dp.Features()})
+	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -558,23 +610,11 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
 	return nil
 }
 
-func (d *daemon) portMetrics() []portMetrics {
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *daemon) portName(ifindex uint32) string {
 	d.mu.Lock()
-	states := make(map[uint32]portState, len(d.sampled))
-	for k, v := range d.sampled {
-		states[k] = v
-	}
-	d.mu.Unlock()
-	out := make([]portMetrics, 0, len(states))
-	for idx, st := range states {
-		c, err := d.dp.PortCounters(int(idx))
-		if err != nil {
-			continue
-		}
-		out = append(out, portMetrics{name: st.name, ifindex: idx, pool: c.Pool, samples: c.Samples, drops: c.Drops,
-			afxdpDrops: d.monitors.SocketDrops(idx), rate: st.rate, kernelRate: st.kernelRate})
-	}
-	return out
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
 }
 
 // startApps starts the application sub-agent when -app-api is set, and its
@@ -584,12 +624,14 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	var err error
 	d.apps, err = startApps(ctx, appsConfig{
 		API:         s.AppAPI,
+		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

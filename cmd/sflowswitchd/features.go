@@ -1,9 +1,10 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"log/slog"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
@@ -24,19 +25,26 @@ func logKernelFeatures(log *slog.Logger, fs *dataplane.Features) {
 	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing))
 }
 
-// writeFeatureMetrics writes sflowswitchd_kernel_feature: 1 per feature
-// the kernel has, 0 per feature it lacks (see the log for the effect).
-func writeFeatureMetrics(w io.Writer, fs *dataplane.Features) {
-	if fs == nil {
+// featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel
+// has, 0 per feature it lacks (see the log for the effect).
+var featureDesc = prometheus.NewDesc("sflowswitchd_kernel_feature",
+	"Kernel features the agent uses: 1 available, 0 unavailable (docs/KERNELS.md says what the daemon does without each).",
+	[]string{"feature", "since", "required", "kernel"}, nil)
+
+// featureCollector exports the features probed at start.
+type featureCollector struct{ fs *dataplane.Features }
+
+func (c featureCollector) Describe(ch chan<- *prometheus.Desc) { ch <- featureDesc }
+
+func (c featureCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.fs == nil {
 		return
 	}
-	const name = "sflowswitchd_kernel_feature"
-	fmt.Fprintf(w, "# HELP %s Kernel features the agent uses: 1 available, 0 unavailable (docs/KERNELS.md says what the daemon does without each).\n# TYPE %s gauge\n", name, name)
-	for _, f := range fs.List {
-		v := 0
+	for _, f := range c.fs.List {
+		v := 0.0
 		if f.Available() {
 			v = 1
 		}
-		fmt.Fprintf(w, "%s{feature=%q,since=%q,required=\"%t\",kernel=%q} %d\n", name, f.Name, f.Since, f.Required, fs.Release, v)
+		ch <- prometheus.MustNewConstMetric(featureDesc, prometheus.GaugeValue, v, f.Name, f.Since, strconv.FormatBool(f.Required), c.fs.Release)
 	}
 }

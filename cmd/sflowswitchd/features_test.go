@@ -33,17 +33,15 @@ func TestKernelFeatureReport(t *testing.T) {
 		t.Errorf("want exactly one unavailable feature logged:\n%s", logs)
 	}
 
-	var m bytes.Buffer
-	writeFeatureMetrics(&m, fs)
-	metrics := m.String()
+	metrics := scrape(t, featureCollector{fs})
 	if !strings.Contains(metrics, "# TYPE sflowswitchd_kernel_feature gauge") {
 		t.Errorf("no TYPE line:\n%s", metrics)
 	}
 	if got := strings.Count(metrics, "\nsflowswitchd_kernel_feature{"); got != len(fs.List) {
 		t.Errorf("%d series, want %d:\n%s", got, len(fs.List), metrics)
 	}
-	off := `sflowswitchd_kernel_feature{feature="af_xdp_need_wakeup",since="5.4",required="false",kernel="` + fs.Release + `"} 0`
-	on := `sflowswitchd_kernel_feature{feature="xdp_frags",since="5.18",required="true",kernel="` + fs.Release + `"} 1`
+	off := `sflowswitchd_kernel_feature{feature="af_xdp_need_wakeup",kernel="` + fs.Release + `",required="false",since="5.4"} 0`
+	on := `sflowswitchd_kernel_feature{feature="xdp_frags",kernel="` + fs.Release + `",required="true",since="5.18"} 1`
 	for _, want := range []string{off, on} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s:\n%s", want, metrics)

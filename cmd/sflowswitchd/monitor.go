@@ -129,7 +129,8 @@ func newSampleSource(ring ringSampler, ringFD int, log *slog.Logger) (*sampleSou
 	s := &sampleSource{ring: ring, ringFD: ringFD, wakeFD: wfd, log: log}
 	s.set.Store(emptySet)
 	s.conv = func(rs *dataplane.RawSample) {
-		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate, Header: rs.Header}
+		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header}
 		s.fn(&s.ps)
 	}
 	return s, nil

@@ -36,7 +36,8 @@ address -listen: agents and sub-agents (datagrams, lost datagrams from
 sequence number gaps), flow samples per data source (sampling rate,
 sample_pool, drops, estimated frames = samples x sampling rate), the top
 flows parsed from the sampled packet headers, the latest interface
-counters per port and the host counters.
+counters per port and the host counters, and dropped-packet notifications
+(discarded_packet samples) by reason and by port.
 
 Every -interval the screen is redrawn: cleared with ANSI escapes when stdout
 is a terminal, otherwise appended as a new frame after a separator line (for
@@ -322,6 +323,7 @@ type state struct {
 	otherFlows flowStats // samples of flows beyond maxFlows
 	ifCounters map[sourceKey]*sflow.IfCounters
 	hosts      map[sourceKey]*hostStats
+	drops      dropView // discarded_packet samples (drops.go)
 }
 
 func newState(listen string, now time.Time) *state {
@@ -375,6 +377,8 @@ func (st *state) add(b []byte, from net.Addr, now time.Time) {
 		case *sflow.CounterSample:
 			st.ctrSamples++
 			st.addCounterSample(d.AgentAddress, s)
+		case *sflow.DiscardedPacket:
+			st.drops.add(d.AgentAddress, s)
 		default:
 			st.otherSamples++
 		}
@@ -640,8 +644,8 @@ func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes b
 	st.lastDatagrams, st.lastBytes, st.lastFrame = st.datagrams, st.bytes, now
 
 	fmt.Fprintf(b, "sflowswitchd top  listening on %s  running %s\n", st.listen, now.Sub(st.started).Round(time.Second))
-	fmt.Fprintf(b, "datagrams %d (%.1f/s, %s/s)  malformed %d  samples: flow %d, counters %d, other %d\n",
-		st.datagrams, dgRate, fmtBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.otherSamples)
+	fmt.Fprintf(b, "datagrams %d (%.1f/s, %s/s)  malformed %d  samples: flow %d, counters %d, drops %d, other %d\n",
+		st.datagrams, dgRate, fmtBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.drops.notifications, st.otherSamples)
 	if st.malformed > 0 {
 		fmt.Fprintf(b, "last malformed: %s\n", st.lastMalformed)
 	}
@@ -713,6 +717,8 @@ func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes b
 		t.add("(other flows)", "", "", "", "", "", fmt.Sprint(st.otherFlows.samples), fmt.Sprint(st.otherFlows.estFrames), fmtBytes(st.otherFlows.estBytes))
 	}
 	t.write(b, "(none yet)")
+
+	st.drops.render(b)
 
 	b.WriteString("\nINTERFACE COUNTERS (latest if_counters)\n")
 	t = table{header: []string{"agent", "source", "ifIndex", "speed", "admin/oper", "in octets", "in pkts", "out octets", "out pkts", "in disc/err", "out disc/err"}}

@@ -235,7 +235,7 @@ func TestTopSummaryOverUDP(t *testing.T) {
 	if strings.Contains(screen, "frame at") {
 		t.Error("-once printed a periodic frame")
 	}
-	for _, want := range []string{"datagrams 6 ", "malformed 1 ", "samples: flow 7, counters 3, other 0",
+	for _, want := range []string{"datagrams 6 ", "malformed 1 ", "samples: flow 7, counters 3, drops 0, other 0",
 		"sampling rates in use by the agents: 1-in-1000\n", "last malformed: "} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("screen lacks %q", want)

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,7 +119,7 @@ func waitAPMClosed(t *testing.T, lab *netlab.Lab, control uint32, after time.Tim
 func (m metrics) value(name string) (uint64, bool) {
 	for _, line := range m {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
+			n, err := metricValue(v)
 			return n, err == nil
 		}
 	}
@@ -151,7 +150,7 @@ func (m metrics) rejectedByReason() map[string]uint64 {
 		if !ok {
 			continue
 		}
-		if v, err := strconv.ParseUint(val, 10, 64); err == nil {
+		if v, err := metricValue(val); err == nil {
 			out[reason] = v
 		}
 	}

@@ -80,6 +80,20 @@ func TestTwoCollectors(t *testing.T) {
 	if errs == 0 {
 		t.Errorf("metrics show no send error after collector 6343 went away")
 	}
+	// Per collector (issue 10, defect 9): the errors and the lost samples
+	// are the gone collector's only; the live one counts at least the
+	// datagrams it received.
+	a, b := fmt.Sprintf(`collector="%s:6343"`, lab.CollectorAddr), fmt.Sprintf(`collector="%s:6344"`, lab.CollectorAddr)
+	errA, _ := m.get("sflowswitchd_collector_send_errors_total", a)
+	errB, okB := m.get("sflowswitchd_collector_send_errors_total", b)
+	lostA := m.sumWith("sflowswitchd_collector_samples_lost_total", a, `reason="send_error"`)
+	lostB := m.sumWith("sflowswitchd_collector_samples_lost_total", b, "")
+	sentB, _ := m.get("sflowswitchd_collector_datagrams_sent_total", b)
+	t.Logf("per collector: 6343 send errors %d, samples lost %d; 6344 send errors %d, samples lost %d, datagrams %d (received %d)",
+		errA, lostA, errB, lostB, sentB, len(dgsB))
+	if errA != errs || lostA == 0 || !okB || errB != 0 || lostB != 0 || sentB < uint64(len(dgsB)) {
+		t.Errorf("per-collector metrics wrong (want every send error and lost sample on 6343, 6344 clean)")
+	}
 	if !d.alive() {
 		t.Fatalf("daemon died\n%s", d.log())
 	}

@@ -230,7 +230,7 @@ func (m metrics) get(name, label string) (uint64, bool) {
 		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
 			continue
 		}
-		v, err := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+		v, err := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
 		if err == nil {
 			return v, true
 		}
@@ -238,12 +238,35 @@ func (m metrics) get(name, label string) (uint64, bool) {
 	return 0, false
 }
 
+// metricValue parses a sample value of the text exposition: client_golang
+// writes floats, large counters in exponent form (1.2345678e+07).
+func metricValue(s string) (uint64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("metric value %q: not a count", s)
+	}
+	return uint64(v), nil
+}
+
+// sumWith adds the series of metric name whose labels contain both l1
+// and l2.
+func (m metrics) sumWith(name, l1, l2 string) uint64 {
+	var s uint64
+	for _, line := range m {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, l1) && strings.Contains(line, l2) {
+			v, _ := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
+			s += v
+		}
+	}
+	return s
+}
+
 // sum adds every series of metric name.
 func (m metrics) sum(name string) uint64 {
 	var s uint64
 	for _, line := range m {
 		if strings.HasPrefix(line, name+"{") {
-			v, _ := strconv.ParseUint(line[strings.LastIndexByte(line, ' ')+1:], 10, 64)
+			v, _ := metricValue(line[strings.LastIndexByte(line, ' ')+1:])
 			s += v
 		}
 	}

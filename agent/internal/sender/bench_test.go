@@ -35,7 +35,7 @@ func BenchmarkSend(b *testing.B) {
 				Agent:     netip.MustParseAddr("198.18.0.1"),
 				Batch:     batch,
 				Uptime:    func() uint32 { return 1 },
-				Counters:  st.counters(),
+				Counters:  []Counters{st.counters()},
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -20,9 +20,14 @@
 //     tick; at most Flush's interval passes between a datagram's completion
 //     and its send;
 //   - counted losses: every datagram the socket refuses is counted with its
-//     samples (SendErrors, SamplesUnsent), per sender and in the owner's
-//     totals; a full socket buffer or an unreachable collector costs counted
-//     datagrams, never a blocked sender.
+//     samples (SendErrors, SamplesUnsent) in each set of Counters (the
+//     owner's totals, the collector's); a full socket buffer or an
+//     unreachable collector costs counted datagrams, never a blocked sender;
+//   - a socket that cannot be opened (no route yet, a host name not
+//     resolved yet) is tried again with backoff, its datagrams counted as
+//     refused meanwhile; sockets never have SO_BROADCAST, so a broadcast
+//     collector address is refused by the kernel instead of flooding a
+//     subnet.
 //
 // A Sender is used by one goroutine. Steady-state use allocates nothing.
 package sender
@@ -34,6 +39,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,8 +55,8 @@ import (
 const DefaultBatch = 32
 
 // Counters are where a sender counts what it did. Each field may be nil
-// (not counted); the owner points them at its own statistics, shared by
-// all its senders.
+// (not counted); the owner points them at its own statistics (its totals,
+// shared by all its senders; its counters of the collector).
 type Counters struct {
 	// Datagrams and Bytes count datagrams the socket took.
 	Datagrams, Bytes *atomic.Uint64
@@ -85,9 +91,20 @@ type Config struct {
 	Batch int
 	// Uptime returns the agent's uptime in ms, read at send time.
 	Uptime func() uint32
-	// Counters receive the owner's totals.
-	Counters Counters
+	// Counters are the sets of counters that each receive every count.
+	Counters []Counters
 }
+
+// Backoff of the reconnection of a socket that could not be connected (no
+// route yet, host name not resolved).
+const (
+	RedialMin = time.Second
+	RedialMax = time.Minute
+)
+
+// ErrUnresolved is the send error of a collector whose host name has not
+// been resolved yet (Config.Collector is not valid).
+var ErrUnresolved = errors.New("collector host name not resolved yet")
 
 // mmsghdr is struct mmsghdr of sendmmsg(2): Go pads it like C (to 64
 // bytes on 64-bit systems).
@@ -108,8 +125,12 @@ type Sender struct {
 	n     int
 	seq   uint32
 
-	// Own counts of this stream (per collector).
-	sent, errs atomic.Uint64
+	// While conn is nil (connecting failed with dialErr), connect tries
+	// again at nextDial, waiting dialWait longer each time.
+	dialErr  error
+	dialWait time.Duration
+	nextDial time.Time
+
 	// calls counts send system calls (for tests and benchmarks).
 	calls uint64
 
@@ -123,7 +144,9 @@ type Sender struct {
 	sendFn  func(fd uintptr) bool
 }
 
-// New opens a sender: a UDP socket connected to cfg.Collector.
+// New returns a sender with a UDP socket connected to cfg.Collector. A
+// socket that cannot be opened now is not an error: the sender counts its
+// datagrams as refused and tries again with backoff (DialErr tells why).
 func New(cfg Config) (*Sender, error) {
 	if cfg.MaxDatagramSize == 0 {
 		cfg.MaxDatagramSize = sflow.DefaultMaxDatagramSize
@@ -148,16 +171,7 @@ func New(cfg Config) (*Sender, error) {
 		}
 		s.slots[i] = w
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(cfg.Collector))
-	if err != nil {
-		return nil, fmt.Errorf("sender: socket to %s: %w", cfg.Collector, err)
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sender to %s: %w", cfg.Collector, err)
-	}
-	s.conn, s.raw = conn, raw
+	s.connect()
 	for i := range s.msgs {
 		s.msgs[i].hdr.Iov = &s.iovs[i]
 		s.msgs[i].hdr.SetIovlen(1)
@@ -206,7 +220,9 @@ func (s *Sender) Add(smp sflow.Sample) error {
 		err = s.slots[s.n].Add(smp)
 	}
 	if err != nil {
-		add(s.cfg.Counters.TooLarge, 1)
+		for i := range s.cfg.Counters {
+			add(s.cfg.Counters[i].TooLarge, 1)
+		}
 		return err
 	}
 	return nil
@@ -258,15 +274,17 @@ func (s *Sender) LastSeq() uint32 {
 	return s.seq - 1
 }
 
-// Stats returns this stream's own counts: datagrams the socket took and
-// datagrams it refused.
-func (s *Sender) Stats() (sent, sendErrors uint64) { return s.sent.Load(), s.errs.Load() }
+// DialErr returns why the sender has no socket now, nil when it has one.
+func (s *Sender) DialErr() error { return s.dialErr }
 
 // Close sends what is buffered, closes the socket and returns the sequence
 // number of the last datagram sent: the next stream to this collector
 // continues with the number after it, without a gap.
 func (s *Sender) Close() (lastSeq uint32, err error) {
 	s.Flush()
+	if s.conn == nil {
+		return s.seq - 1, nil
+	}
 	if err := s.conn.Close(); err != nil {
 		return s.seq - 1, fmt.Errorf("sender to %s: closing socket: %w", s.cfg.Collector, err)
 	}
@@ -285,6 +303,10 @@ func (s *Sender) send(k int) {
 		s.iovs[i].SetLen(len(b))
 		s.msgs[i].len = 0
 	}
+	if !s.connect() {
+		s.refused(0, k)
+		return
+	}
 	for i := 0; i < k; {
 		s.lo, s.hi = i, k
 		if err := s.raw.Write(s.sendFn); err != nil {
@@ -292,9 +314,11 @@ func (s *Sender) send(k int) {
 		}
 		for j := i; j < i+s.done; j++ {
 			if n := int(s.msgs[j].len); n == len(s.slots[j].Bytes()) {
-				s.sent.Add(1)
-				add(s.cfg.Counters.Datagrams, 1)
-				add(s.cfg.Counters.Bytes, uint64(n))
+				for i := range s.cfg.Counters {
+					c := &s.cfg.Counters[i]
+					add(c.Datagrams, 1)
+					add(c.Bytes, uint64(n))
+				}
 			} else {
 				s.refused(j, j+1)
 			}
@@ -329,8 +353,62 @@ func isFatal(err error) bool {
 // refused counts slots[lo:hi] as refused by the socket.
 func (s *Sender) refused(lo, hi int) {
 	for j := lo; j < hi; j++ {
-		s.errs.Add(1)
-		add(s.cfg.Counters.SendErrors, 1)
-		add(s.cfg.Counters.SamplesUnsent, uint64(s.slots[j].Len()))
+		for i := range s.cfg.Counters {
+			c := &s.cfg.Counters[i]
+			add(c.SendErrors, 1)
+			add(c.SamplesUnsent, uint64(s.slots[j].Len()))
+		}
 	}
+}
+
+// connect makes sure s has a socket, trying again at most every
+// RedialMin..RedialMax (doubling) while connecting fails. It reports
+// whether s can send now.
+func (s *Sender) connect() bool {
+	if s.conn != nil {
+		return true
+	}
+	now := time.Now()
+	if now.Before(s.nextDial) {
+		return false
+	}
+	conn, raw, err := dial(s.cfg.Collector)
+	if err != nil {
+		s.dialWait = min(max(2*s.dialWait, RedialMin), RedialMax)
+		s.nextDial = now.Add(s.dialWait)
+		s.dialErr = err
+		return false
+	}
+	s.conn, s.raw, s.dialWait, s.dialErr = conn, raw, 0, nil
+	return true
+}
+
+// dial opens a connected UDP socket to ap with SO_BROADCAST off (Go turns
+// it on for every IPv4 UDP socket): connecting to a broadcast address,
+// limited or subnet-directed, then fails with EACCES instead of flooding a
+// subnet.
+func dial(ap netip.AddrPort) (*net.UDPConn, syscall.RawConn, error) {
+	if !ap.IsValid() {
+		return nil, nil, ErrUnresolved
+	}
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 0)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	c, err := d.Dial("udp", ap.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket to %s: %w", ap, err)
+	}
+	conn := c.(*net.UDPConn)
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("socket to %s: %w", ap, err)
+	}
+	return conn, raw, nil
 }

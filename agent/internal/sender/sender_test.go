@@ -170,7 +170,7 @@ func TestSendErrorThenSuccess(t *testing.T) {
 
 	var st stats
 	var clk clock
-	s := newSender(t, Config{Collector: addr, Uptime: clk.uptime, Counters: st.counters()})
+	s := newSender(t, Config{Collector: addr, Uptime: clk.uptime, Counters: []Counters{st.counters()}})
 	defer s.Close()
 	s.Add(counterSample(1))
 	s.Flush() // sent, then refused by the host
@@ -197,9 +197,6 @@ func TestSendErrorThenSuccess(t *testing.T) {
 	}
 	if d := col.read(); d.SequenceNumber != 3 {
 		t.Fatalf("datagram after the refused one has sequence %d, want 3 (the refused one used 2)", d.SequenceNumber)
-	}
-	if sent, errs := s.Stats(); sent != 2 || errs != 1 {
-		t.Fatalf("sender's own stats: %d sent, %d errors; want 2, 1", sent, errs)
 	}
 }
 
@@ -247,7 +244,7 @@ func TestBatching(t *testing.T) {
 	var st stats
 	var clk clock
 	const batch = 4
-	s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 200, Batch: batch, Uptime: clk.uptime, Counters: st.counters()})
+	s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 200, Batch: batch, Uptime: clk.uptime, Counters: []Counters{st.counters()}})
 	defer s.Close()
 	per := samplesPerDatagram(t, 200)
 	for i := 0; i < per*batch; i++ { // fills 3 datagrams and the 4th slot
@@ -280,7 +277,7 @@ func TestTooLarge(t *testing.T) {
 	col := newCollector(t)
 	var st stats
 	var clk clock
-	s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 100, Uptime: clk.uptime, Counters: st.counters()})
+	s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 100, Uptime: clk.uptime, Counters: []Counters{st.counters()}})
 	defer s.Close()
 	big := &sflow.FlowSample{Records: []sflow.Record{&sflow.SampledHeader{Header: make([]byte, 200)}}}
 	if err := s.Add(big); !errors.Is(err, sflow.ErrSampleTooLarge) || st.tooLarge.Load() != 1 {

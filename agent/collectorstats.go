@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+)
+
+// CollectorStats counts what one worker sent to one collector (a receiver
+// row and its address). Each worker owns its own CollectorStats, so the
+// hot path's atomic adds never contend across CPUs; Agent.CollectorStats
+// sums them for readers.
+type CollectorStats struct {
+	// Datagrams and Bytes are datagrams sent successfully.
+	Datagrams atomic.Uint64
+	Bytes     atomic.Uint64
+	// SendErrors are datagrams the socket refused; SamplesUnsent the
+	// samples they held.
+	SendErrors    atomic.Uint64
+	SamplesUnsent atomic.Uint64
+	// TooLarge are samples larger than the receiver's maximum datagram
+	// size, never sent.
+	TooLarge atomic.Uint64
+	// NoSocket are samples for the collector that found no open socket
+	// (the socket could not be opened: no route, an address the kernel
+	// refuses). Counted by whoever detects it; zero until then.
+	NoSocket atomic.Uint64
+}
+
+// CollectorKey names a collector: the receiver row and its address.
+type CollectorKey struct {
+	Receiver int
+	Address  netip.AddrPort
+}
+
+// CollectorTotals are a collector's counters summed over every worker.
+type CollectorTotals struct {
+	CollectorKey
+	Datagrams, Bytes, SendErrors, SamplesUnsent, TooLarge, NoSocket uint64
+}
+
+// SamplesLost is every sample meant for the collector that did not reach
+// its socket: in refused datagrams, too large, or with no socket.
+func (t CollectorTotals) SamplesLost() uint64 { return t.SamplesUnsent + t.TooLarge + t.NoSocket }
+
+// collectorSet is one worker's CollectorStats by collector. The worker
+// adds and prunes entries when it applies a configuration; readers take
+// the lock only to copy the pointers.
+type collectorSet struct {
+	mu sync.Mutex
+	m  map[CollectorKey]*CollectorStats
+}
+
+// get returns the stats of k, creating them.
+func (s *collectorSet) get(k CollectorKey) *CollectorStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[CollectorKey]*CollectorStats{}
+	}
+	st := s.m[k]
+	if st == nil {
+		st = &CollectorStats{}
+		s.m[k] = st
+	}
+	return st
+}
+
+// keep forgets every collector not in keep, so that a stream of SNMP SETs
+// changing receiver addresses cannot grow the set without bound (the
+// removed collector's series disappear from the metrics).
+func (s *collectorSet) keep(keep map[CollectorKey]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.m {
+		if !keep[k] {
+			delete(s.m, k)
+		}
+	}
+}
+
+// addTo adds this worker's counters to totals.
+func (s *collectorSet) addTo(totals map[CollectorKey]*CollectorTotals) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, st := range s.m {
+		t := totals[k]
+		if t == nil {
+			t = &CollectorTotals{CollectorKey: k}
+			totals[k] = t
+		}
+		t.Datagrams += st.Datagrams.Load()
+		t.Bytes += st.Bytes.Load()
+		t.SendErrors += st.SendErrors.Load()
+		t.SamplesUnsent += st.SamplesUnsent.Load()
+		t.TooLarge += st.TooLarge.Load()
+		t.NoSocket += st.NoSocket.Load()
+	}
+}
+
+// CollectorStats returns the counters of every configured collector,
+// summed over the workers, sorted by receiver index and address.
+func (a *Agent) CollectorStats() []CollectorTotals {
+	totals := map[CollectorKey]*CollectorTotals{}
+	for _, w := range a.workers {
+		w.collectors.addTo(totals)
+	}
+	out := make([]CollectorTotals, 0, len(totals))
+	for _, t := range totals {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Receiver != out[j].Receiver {
+			return out[i].Receiver < out[j].Receiver
+		}
+		return out[i].Address.String() < out[j].Address.String()
+	})
+	return out
+}

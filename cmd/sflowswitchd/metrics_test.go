@@ -1,0 +1,26 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+)
+
+// scrape serves collectors through the daemon's /metrics handler and
+// returns the text exposition.
+func scrape(t *testing.T, cs ...prometheus.Collector) string {
+	t.Helper()
+	reg := metrics.NewRegistry()
+	reg.MustRegister(cs...)
+	rec := httptest.NewRecorder()
+	metrics.Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.String()
+}

@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes every metric of the daemon.
+const Namespace = "sflowswitchd"
+
+// NewRegistry returns a registry holding the Go runtime collector
+// (goroutines, heap, GC: go_*) and the process collector (RSS, open and
+// maximum file descriptors, CPU: process_*).
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// Handler serves reg in the Prometheus exposition formats. A collector
+// that fails is logged and left out; the others are still served.
+func Handler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slogErrorLog{log},
+		ErrorHandling: promhttp.ContinueOnError,
+		// A scrape never holds more than a few goroutines.
+		MaxRequestsInFlight: 4,
+	})
+}
+
+type slogErrorLog struct{ log *slog.Logger }
+
+func (l slogErrorLog) Println(v ...any) { l.log.Error("metrics", "err", v) }
+
+// counter and gauge build a constant metric for a collector's Collect;
+// the values are counters of our own, so an error is a programming error
+// (wrong label count) and MustNewConstMetric's panic is right.
+func counter(d *prometheus.Desc, v uint64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+}
