@@ -120,6 +120,25 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 		a.running = false
 		a.mu.Unlock()
 	}()
+	// A worker waits for samples until its next tick: wake it when ctx
+	// ends, so it stops (and flushes) at once.
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			return
+		}
+		for i, wk := range a.wakers {
+			if wk == nil {
+				continue
+			}
+			if err := wk.Wake(); err != nil {
+				a.log.Debug("waking worker to stop", "worker", i, "err", err)
+			}
+		}
+	}()
 	for i, w := range a.workers {
 		var src SampleReader
 		if i < len(readers) {

@@ -34,7 +34,7 @@ type PacketSample struct {
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
 // cut short, so that a configuration change reaches the worker at once
-// rather than when its current wait (up to DefaultPollInterval) ends.
+// rather than when its current wait (up to its next one-second tick) ends.
 type Waker interface {
 	Wake() error
 }
@@ -69,13 +69,6 @@ type CounterSource interface {
 type OutputLookup interface {
 	Output(in uint32, header []byte) sflow.Interface
 }
-
-// DefaultPollInterval is how long a worker waits for samples in one read
-// before it looks again. The dataplane wakes a reader only once its ring
-// holds a batch of samples (a quarter of the ring by default), so this
-// bounds the delay of a sample at low rates, and the number of wake-ups per
-// second of an idle worker.
-const DefaultPollInterval = 20 * time.Millisecond
 
 // fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
 // frame_length counts it and stripped reports it removed (spec "struct
@@ -197,15 +190,16 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			case <-time.After(time.Until(nextTick)):
 			}
 		} else {
-			// One batch: everything the ring holds, or a wait of at most
-			// the poll interval (the kernel does not wake the reader for
-			// every sample: docs/ARCHITECTURE.md "Packet sampling"). Configuration and ticks
-			// are handled between batches.
-			deadline := time.Now().Add(DefaultPollInterval)
-			if nextTick.Before(deadline) {
-				deadline = nextTick
-			}
-			n, err := src.ReadSamples(deadline, w.handleFn)
+			// One batch: everything the ring holds, or a wait until the
+			// next tick. The kernel wakes the reader only once its ring
+			// holds a batch of samples (dataplane.Config.WakeupBytes);
+			// below that, samples wait for the tick, which flushes the
+			// datagrams anyway: a sample still leaves within about a
+			// second, and an idle worker wakes once a second (issue 11,
+			// "idle cost near zero"; docs/ARCHITECTURE.md "Packet
+			// sampling"). Configuration (Waker) and ticks are handled
+			// between batches.
+			n, err := src.ReadSamples(nextTick, w.handleFn)
 			if n > 0 {
 				// The ring is drained: send the complete datagrams
 				// waiting in each receiver's batch (many per system

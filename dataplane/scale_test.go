@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -62,7 +63,7 @@ func TestLargeIfIndex(t *testing.T) {
 			t.Fatalf("AttachPort(%d): %v", idx, err)
 		}
 	}
-	r, err := d.Ring(0)
+	r, err := d.Source(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestLargeIfIndex(t *testing.T) {
 		}
 		got := map[uint32]int{}
 		for n := 0; n < int(runs); {
-			k, err := r.Read(func(s *RawSample) { got[s.IfIndex]++ })
+			k, err := r.Read(time.Now().Add(5*time.Second), func(s *RawSample) { got[s.IfIndex]++ })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
@@ -134,65 +134,6 @@ func runLive(ctx context.Context, args []string) error {
 	}
 }
 
-// benchDataplane drives the dataplane for the agent, as the daemon's glue
-// (cmd/sflowswitchd/glue.go) does.
-type benchDataplane struct{ dp *dataplane.Dataplane }
-
-func (a *benchDataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
-	pc := dataplane.PortConfig{Rate: p.KernelRate, Mode: dataplane.ModeInline, HeaderBytes: p.HeaderBytes, Worker: p.Worker}
-	err := a.dp.UpdatePort(int(ifindex), pc)
-	if errors.Is(err, dataplane.ErrNotAttached) {
-		err = a.dp.AttachPort(int(ifindex), pc)
-	}
-	return err
-}
-
-func (a *benchDataplane) RemovePort(ifindex uint32) error {
-	err := a.dp.DetachPort(int(ifindex))
-	if errors.Is(err, dataplane.ErrNotAttached) {
-		return nil
-	}
-	return err
-}
-
-func (a *benchDataplane) PortPool(ifindex uint32) (uint64, uint64) {
-	c, err := a.dp.PortCounters(int(ifindex))
-	if err != nil {
-		return 0, 0
-	}
-	return c.Pool, c.Drops
-}
-
-// ringSource feeds a worker from its ring, as the daemon's ringSource.
-type ringSource struct {
-	r    *dataplane.RingReader
-	fn   func(*agent.PacketSample)
-	ps   agent.PacketSample
-	conv func(*dataplane.RawSample)
-}
-
-func newRingSource(r *dataplane.RingReader) *ringSource {
-	s := &ringSource{r: r}
-	s.conv = func(rs *dataplane.RawSample) {
-		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, Header: rs.Header}
-		s.fn(&s.ps)
-	}
-	return s
-}
-
-func (s *ringSource) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
-	s.fn = fn
-	s.r.SetDeadline(deadline)
-	n, err := s.r.Read(s.conv)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, os.ErrDeadlineExceeded
-	}
-	if err != nil {
-		return n, fmt.Errorf("ring: %w", err)
-	}
-	return n, nil
-}
-
 // liveSnapshot is the state at a round's edge.
 type liveSnapshot struct {
 	at                 time.Time
@@ -241,14 +182,11 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	ag := agent.New(agent.Options{Workers: f.workers, Dataplane: &benchDataplane{dp: dp}})
-	readers := make([]agent.SampleReader, f.workers)
-	for i := range readers {
-		r, err := dp.Ring(i)
-		if err != nil {
-			return err
-		}
-		readers[i] = newRingSource(r)
+	// The daemon's own sample path (agent/xdp, dataplane.Source).
+	ag := agent.New(agent.Options{Workers: f.workers, Dataplane: xdp.Dataplane{DP: dp}})
+	readers, err := xdp.Readers(dp, f.workers)
+	if err != nil {
+		return err
 	}
 	agentCtx, stopAgent := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})

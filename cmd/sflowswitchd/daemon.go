@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
@@ -131,7 +132,6 @@ type daemon struct {
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
-	monitors *monitorPorts
 	// apps is the application sub-agent (nil when -app-api is off), and
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
@@ -148,6 +148,9 @@ type daemon struct {
 	drops *drops
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
+
+	// metricsHook, when set (tests), wraps the /metrics handler.
+	metricsHook func(http.Handler) http.Handler
 
 	mu       sync.Mutex
 	settings Settings
@@ -188,13 +191,9 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		portFail: newPortFailures(),
 	}
 	d.resolver = newResolver(log, d.poke)
-	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
-	}
 	// fail undoes what was opened when a later step fails.
 	fail := func(err error) (*daemon, error) {
-		return nil, errors.Join(err, d.monitors.Close(), dp.Close())
+		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
 	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
@@ -203,7 +202,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: &dataplaneAdapter{monitors: d.monitors},
+		Dataplane: xdp.Dataplane{DP: dp},
 		Counters:  d.counters,
 		Output:    d.output,
 		Logger:    log,
@@ -292,7 +291,7 @@ func minRate(rs []uint32) uint32 {
 // master cannot be reached (the subagent keeps retrying quietly), once per
 // registration and once per loss.
 func (d *daemon) watchAgentX(ctx context.Context, address string) {
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
 	defer t.Stop()
 	connected, warned := false, false
 	start := time.Now()
@@ -351,9 +350,6 @@ func (d *daemon) run(ctx context.Context) error {
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
 		}
-		if err := d.monitors.Close(); err != nil {
-			d.log.Error("closing monitor sockets", "err", err)
-		}
 		if err := d.dp.Close(); err != nil {
 			d.log.Error("detaching", "err", err)
 		}
@@ -363,9 +359,9 @@ func (d *daemon) run(ctx context.Context) error {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers := make([]agent.SampleReader, d.agent.Workers())
-	for i := range readers {
-		readers[i] = d.monitors.Reader(i)
+	readers, err := xdp.Readers(d.dp, d.agent.Workers())
+	if err != nil {
+		return fmt.Errorf("sample readers: %w", err)
 	}
 	events := make(chan dataplane.PortEvent, 256)
 	watchErr := make(chan error, 1)
@@ -379,7 +375,7 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 	if addr := s.Metrics; addr != "" {
-		if err := d.serveMetrics(ctx, addr); err != nil {
+		if err := d.serveMetrics(ctx, addr, &running); err != nil {
 			return err
 		}
 	}
@@ -391,8 +387,18 @@ func (d *daemon) run(ctx context.Context) error {
 		defer running.Done()
 		d.agent.Run(ctx, readers)
 	}()
-	go d.mib.Run(ctx)
-	go d.retryFailedPorts(ctx)
+	// The MIB applies receiver timeouts, and the port retry its
+	// reapplies, through the agent to the dataplane: waited for like the
+	// workers.
+	running.Add(2)
+	go func() {
+		defer running.Done()
+		d.mib.Run(ctx)
+	}()
+	go func() {
+		defer running.Done()
+		d.retryFailedPorts(ctx)
+	}()
 	go d.resolver.run(ctx)
 	if d.subagent != nil {
 		running.Add(1)
@@ -402,7 +408,11 @@ func (d *daemon) run(ctx context.Context) error {
 				d.log.Error("AgentX subagent stopped", "err", err)
 			}
 		}()
-		go d.watchAgentX(ctx, s.AgentX)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			d.watchAgentX(ctx, s.AgentX)
+		}()
 	}
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
 
@@ -586,22 +596,41 @@ func sortedIndexes(m map[int]dataplane.PortInfo) []int {
 	return keys
 }
 
-// serveMetrics starts the Prometheus listener; it stops with ctx.
-func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
+// serveMetrics starts the Prometheus listener. It stops with ctx: the
+// listener closes, requests in flight (which read the dataplane's mapped
+// counters) complete, and only then is running done, so run closes the
+// dataplane after the last handler.
+func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
 	warnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
+	var mh http.Handler = metrics.Handler(d.metrics, d.log)
+	if d.metricsHook != nil {
+		mh = d.metricsHook(mh)
+	}
+	mux.Handle("/metrics", mh)
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	running.Add(1)
 	go func() {
+		defer running.Done()
 		<-ctx.Done()
-		srv.Close()
+		// Shutdown waits for the handlers in flight; a scrape stuck
+		// longer (a client not reading) is cut by Close.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
+			srv.Close()
+		}
+		<-served
 	}()
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics listener", "err", err)
 		}
