@@ -24,9 +24,13 @@ var hostParent = sflow.HostParent{ContainerType: sflow.SourceEntPhysicalEntry, C
 
 // Defaults of Config.
 const (
-	DefaultQueueLen    = 4096
-	DefaultMaxSources  = 256
-	DefaultIdleTimeout = 10 * time.Minute
+	DefaultQueueLen   = 4096
+	DefaultMaxSources = 256
+	// DefaultIdleTimeout is the host agent's application timeout
+	// (hsflowd mod_json.c HSP_JSON_APP_TIMEOUT, 7200 s): an application
+	// silent for two hours loses its data source (sockets, sequence
+	// numbers) until it sends again.
+	DefaultIdleTimeout = 2 * time.Hour
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.
 	DefaultFlushInterval = time.Second
@@ -50,6 +54,28 @@ type Config struct {
 	APM *apm.Engine
 	// Logger gets the (rate-limited) rejection and socket errors.
 	Logger *slog.Logger
+	// StateFile keeps the data source indexes assigned to applications
+	// without a service port, so that they survive restarts; "" = kept
+	// in memory only.
+	StateFile string
+}
+
+// RTSubAgent is the sub_agent_id (and data source key) of the rtmetric
+// and rtflow samples: the host agent sends them in its own datagrams,
+// whose sub_agent_id defaults to 100000 (hsflowd.h
+// HSP_DEFAULT_SUBAGENTID). It is outside every application data source
+// range (ports, 150000+, 200000+).
+const RTSubAgent = 100000
+
+// dropSlots are the per data source drop counters: service ports
+// (index = port) and the named range (65536 + index - NamedIndexBase).
+const dropSlots = 65536 + namedIndexEnd - NamedIndexBase
+
+func dropSlot(index uint32) uint32 {
+	if index < 65536 {
+		return index
+	}
+	return 65536 + index - NamedIndexBase
 }
 
 // Engine is the application sub-agent: it takes application samples
@@ -71,9 +97,11 @@ type Engine struct {
 	rlog  rejectLog
 	start time.Time
 
-	// drops are per data source ([0] server, [1] client) samples lost in
-	// the queue, reported in the flow samples' drops field.
-	drops [2][65536]atomic.Uint32
+	// drops are per data source ([0] server, [1] client; see dropSlot)
+	// samples lost in the queue, reported in the flow samples' drops
+	// field.
+	drops [2][dropSlots]atomic.Uint32
+	reg   *registry
 
 	mu        sync.Mutex
 	receivers []agent.ReceiverConfig
@@ -82,7 +110,7 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	appliedGen uint64
-	sources    map[uint16]*source
+	sources    map[uint32]*source
 	recs       []sflow.Record
 	fs         sflow.FlowSample
 	cs         sflow.CounterSample
@@ -95,6 +123,7 @@ type Engine struct {
 type item struct {
 	flow     *FlowSample
 	counters *CounterSample
+	rt       sflow.Sample // *sflow.RTMetricSample or *sflow.RTFlowSample
 }
 
 // New returns an engine. Call Run to start it.
@@ -119,8 +148,9 @@ func New(cfg Config) *Engine {
 		log:     cfg.Logger,
 		queue:   make(chan item, cfg.QueueLen),
 		start:   time.Now(),
-		sources: map[uint16]*source{},
+		sources: map[uint32]*source{},
 		apmApps: map[string]uint32{},
+		reg:     newRegistry(cfg.StateFile, cfg.Logger),
 	}
 	e.rlog.log = cfg.Logger
 	return e
@@ -180,7 +210,33 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 		e.Reject(err)
 		return err
 	}
+	if err := e.resolveFlow(f); err != nil {
+		return err
+	}
 	return e.queueFlow(f)
+}
+
+// resolveFlow sets the data source index of a validated flow sample.
+func (e *Engine) resolveFlow(f *FlowSample) error {
+	idx, err := e.reg.resolve(f.AppName, f.ServicePort)
+	if err != nil {
+		e.Reject(err)
+		return err
+	}
+	f.index = idx
+	return nil
+}
+
+// resolveCounters sets the data source index of a validated counters
+// sample: its port, else the data source its application name is on.
+func (e *Engine) resolveCounters(c *CounterSample) error {
+	idx, err := e.reg.resolve(c.AppName, c.ServicePort)
+	if err != nil {
+		e.Reject(err)
+		return err
+	}
+	c.index = idx
+	return nil
 }
 
 // queueFlow queues a validated flow sample.
@@ -191,10 +247,10 @@ func (e *Engine) queueFlow(f *FlowSample) error {
 		return nil
 	default:
 		side := 0
-		if f.Client {
+		if f.Client && f.ServicePort != 0 {
 			side = 1
 		}
-		e.drops[side][f.ServicePort].Add(1)
+		e.drops[side][dropSlot(f.index)].Add(1)
 		e.Reject(rejectFlowQueueFull)
 		return ErrQueueFull
 	}
@@ -206,7 +262,32 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 		e.Reject(err)
 		return err
 	}
+	if err := e.resolveCounters(c); err != nil {
+		return err
+	}
 	return e.queueCounters(c)
+}
+
+var rejectRTQueueFull = &RejectError{Reason: ReasonQueueFull, Detail: "rtmetric/rtflow sample dropped"}
+
+// SubmitRT queues an rtmetric or rtflow sample (as ParseJSON returns
+// them), sent in the datagrams of sub-agent RTSubAgent. It never blocks.
+func (e *Engine) SubmitRT(s sflow.Sample) error {
+	switch s.(type) {
+	case *sflow.RTMetricSample, *sflow.RTFlowSample:
+	default:
+		err := reject(ReasonBadMessage, "%T is not an rtmetric or rtflow sample", s)
+		e.Reject(err)
+		return err
+	}
+	select {
+	case e.queue <- item{rt: s}:
+		e.stats.Accepted.Add(1)
+		return nil
+	default:
+		e.Reject(rejectRTQueueFull)
+		return ErrQueueFull
+	}
 }
 
 // queueCounters queues a validated counters sample.
@@ -271,28 +352,31 @@ func (e *Engine) handle(it item, now time.Time) {
 		e.feedAPM(it.flow, now)
 	} else if it.counters != nil {
 		e.encodeCounters(it.counters, now)
+	} else if it.rt != nil {
+		e.encodeRT(it.rt, now)
 	}
 }
 
 func (e *Engine) uptime() uint32 { return uint32(time.Since(e.start).Milliseconds()) }
 
-// source returns the data source of port, creating it; nil when there are
-// already MaxSources.
-func (e *Engine) source(port uint16, now time.Time) *source {
-	if s := e.sources[port]; s != nil {
+// source returns the sub-agent of data source index (a service port, a
+// named index from 150000, or RTSubAgent), creating it; nil when there
+// are already MaxSources.
+func (e *Engine) source(index uint32, now time.Time) *source {
+	if s := e.sources[index]; s != nil {
 		s.last = now
 		return s
 	}
 	if len(e.sources) >= e.cfg.MaxSources {
-		e.Reject(reject(ReasonTooManySources, "service port %d: already %d application data sources", port, len(e.sources)))
+		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources", index, len(e.sources)))
 		return nil
 	}
-	s := &source{e: e, port: port, last: now}
+	s := &source{e: e, index: index, last: now}
 	e.mu.Lock()
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
 	s.open(rs, addr, nil)
-	e.sources[port] = s
+	e.sources[index] = s
 	e.stats.Sources.Store(int64(len(e.sources)))
 	return s
 }
@@ -314,19 +398,20 @@ func (e *Engine) applyConfig() {
 }
 
 func (e *Engine) expire(now time.Time) {
-	for port, s := range e.sources {
+	for index, s := range e.sources {
 		if now.Sub(s.last) >= e.cfg.IdleTimeout {
 			s.close()
-			delete(e.sources, port)
+			delete(e.sources, index)
+			e.reg.forget(index)
 		}
 	}
 	e.stats.Sources.Store(int64(len(e.sources)))
 }
 
 func (e *Engine) closeAll() {
-	for port, s := range e.sources {
+	for index, s := range e.sources {
 		s.close()
-		delete(e.sources, port)
+		delete(e.sources, index)
 	}
 	e.stats.Sources.Store(0)
 }
@@ -336,20 +421,24 @@ func (e *Engine) closeAll() {
 // transaction has input = the interface the request came in on (0 if
 // unknown) and output = 0x3FFFFFFF (the local server); a client-side one
 // has input = 0x3FFFFFFF and output = the interface it was sent on, on the
-// client data source 200000+port.
+// client data source 200000+port. An application without a service port
+// has one data source (its named index) for both sides, as in the host
+// agent; the input/output convention still tells the side.
 func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
-	s := e.source(f.ServicePort, now)
+	s := e.source(f.index, now)
 	if s == nil {
 		return
 	}
 	e.stats.Accepted.Add(1)
 	side := 0
-	index := uint32(f.ServicePort)
+	index := f.index
 	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
 	if f.Client {
-		side = 1
-		index += clientIndexBase
 		in, out = out, in
+		if f.ServicePort != 0 {
+			side = 1
+			index += clientIndexBase
+		}
 	}
 	seen := f.Seen
 	if seen == 0 {
@@ -391,7 +480,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: index},
 		SamplingRate:   f.SamplingRate,
 		SamplePool:     s.pool[side],
-		Drops:          e.drops[side][f.ServicePort].Load(),
+		Drops:          e.drops[side][dropSlot(f.index)].Load(),
 		Input:          in,
 		Output:         out,
 		Records:        recs,
@@ -404,7 +493,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 // encodeCounters encodes c as a counters sample of its server data source,
 // with host_parent naming the switch (sflow_host.txt).
 func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
-	s := e.source(c.ServicePort, now)
+	s := e.source(c.index, now)
 	if s == nil {
 		return
 	}
@@ -430,7 +519,7 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	e.recs = recs
 	e.cs = sflow.CounterSample{
 		SequenceNumber: s.cntSeq,
-		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: uint32(c.ServicePort)},
+		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: c.index},
 		Records:        recs,
 	}
 	s.add(&e.cs)
@@ -438,11 +527,27 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	clear(e.recs[:len(recs)])
 }
 
+// encodeRT sends an rtmetric (counted as a counter sample) or rtflow
+// (counted as a flow sample) in the datagrams of sub-agent RTSubAgent.
+func (e *Engine) encodeRT(smp sflow.Sample, now time.Time) {
+	s := e.source(RTSubAgent, now)
+	if s == nil {
+		return
+	}
+	s.add(smp)
+	if _, ok := smp.(*sflow.RTFlowSample); ok {
+		e.stats.FlowSamples.Add(1)
+	} else {
+		e.stats.CounterSamples.Add(1)
+	}
+}
+
 // source is one application data source: a sub-agent with
-// sub_agent_id = service port.
+// sub_agent_id = its data source index (the service port, or the index
+// assigned to the application's name), or the rtmetric/rtflow sub-agent.
 type source struct {
 	e       *Engine
-	port    uint16
+	index   uint32
 	outs    []*output
 	flowSeq [2]uint32 // [server, client] flow_sample sequence numbers
 	pool    [2]uint32 // [server, client] sample_pool
@@ -456,9 +561,9 @@ type source struct {
 func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, lastSeqs map[int]uint32) {
 	s.outs = s.outs[:0]
 	for _, rc := range rs {
-		o, err := newOutput(rc, addr, uint32(s.port), lastSeqs[rc.Index], &s.e.stats, s.e.uptime)
+		o, err := newOutput(rc, addr, s.index, lastSeqs[rc.Index], &s.e.stats, s.e.uptime)
 		if err != nil {
-			s.e.log.Error("application data source: no socket to a receiver", "port", s.port, "receiver", rc.Index, "err", err)
+			s.e.log.Error("application data source: no socket to a receiver", "index", s.index, "receiver", rc.Index, "err", err)
 			continue
 		}
 		s.outs = append(s.outs, o)
@@ -499,7 +604,7 @@ func (s *source) close() map[int]uint32 {
 	for _, o := range s.outs {
 		seq, err := o.Close()
 		if err != nil {
-			s.e.log.Warn("application data source: closing a receiver socket", "port", s.port, "receiver", o.index, "err", err)
+			s.e.log.Warn("application data source: closing a receiver socket", "index", s.index, "receiver", o.index, "err", err)
 		}
 		last[o.index] = seq
 	}
