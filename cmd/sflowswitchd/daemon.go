@@ -557,7 +557,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDR))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -578,7 +578,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog
 		if !monitor && !sel(p) {
 			continue
 		}
-		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.samplingRate(p.SpeedMbps)})
+		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.portSamplingRate(p.Name, p.SpeedMbps)})
 	}
 	return m, nil
 }
@@ -667,6 +667,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
+		StateFile:   appStateFile(s.StateDir),
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
