@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -32,6 +31,10 @@ const (
 	// silent for two hours loses its data source (sockets, sequence
 	// numbers) until it sends again.
 	DefaultIdleTimeout = 2 * time.Hour
+	// DefaultReclaimIdle is how long a data source must have been idle
+	// before a new application may take its slot when every slot is in
+	// use (issue 10, defect 10).
+	DefaultReclaimIdle = 10 * time.Second
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.
 	DefaultFlushInterval = time.Second
@@ -48,6 +51,12 @@ type Config struct {
 	// IdleTimeout closes a data source (its sockets and sequence numbers)
 	// that sent nothing for this long.
 	IdleTimeout time.Duration
+	// ReclaimIdle: when MaxSources data sources exist, a new application
+	// takes the slot of the least recently active one if that one has
+	// been idle this long (default DefaultReclaimIdle), so one process
+	// that once used every slot cannot lock other applications out until
+	// IdleTimeout; only sources active within ReclaimIdle are protected.
+	ReclaimIdle time.Duration
 	// FlushInterval is the longest a sample waits in a datagram.
 	FlushInterval time.Duration
 	// APM, when set, receives every flow sample as a transaction weighted
@@ -116,6 +125,9 @@ type Engine struct {
 	fs         sflow.FlowSample
 	cs         sflow.CounterSample
 	apmApps    map[string]uint32
+	// queued are the sources with complete datagrams waiting in their
+	// senders' batches: sent when the queue is empty.
+	queued []*source
 }
 
 type item struct {
@@ -137,6 +149,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
+	}
+	if cfg.ReclaimIdle <= 0 {
+		cfg.ReclaimIdle = DefaultReclaimIdle
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -319,11 +334,22 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 		case it := <-e.queue:
 			e.handle(it, time.Now())
+			if len(e.queue) == 0 {
+				// Nothing more to encode for now: send the complete
+				// datagrams (the ones being filled wait for the tick).
+				for _, s := range e.queued {
+					s.sendQueued()
+				}
+				clear(e.queued)
+				e.queued = e.queued[:0]
+			}
 		case now := <-tick.C:
 			e.applyConfig()
 			for _, s := range e.sources {
 				s.flush()
 			}
+			clear(e.queued)
+			e.queued = e.queued[:0]
 			e.expire(now)
 			if e.cfg.APM != nil {
 				e.cfg.APM.Tick(now)
@@ -354,8 +380,8 @@ func (e *Engine) source(index uint32, now time.Time) *source {
 		s.last = now
 		return s
 	}
-	if len(e.sources) >= e.cfg.MaxSources {
-		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources", index, len(e.sources)))
+	if len(e.sources) >= e.cfg.MaxSources && !e.reclaim(now) {
+		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources, all active within %v", index, len(e.sources), e.cfg.ReclaimIdle))
 		return nil
 	}
 	s := &source{e: e, index: index, last: now}
@@ -366,6 +392,26 @@ func (e *Engine) source(index uint32, now time.Time) *source {
 	e.sources[index] = s
 	e.stats.Sources.Store(int64(len(e.sources)))
 	return s
+}
+
+// reclaim closes the least recently active data source if it has been
+// idle for ReclaimIdle, flushing what it holds, and reports whether a slot
+// was freed. Runs only when every slot is taken (a linear scan of at most
+// MaxSources sources).
+func (e *Engine) reclaim(now time.Time) bool {
+	var lru *source
+	for _, s := range e.sources {
+		if lru == nil || s.last.Before(lru.last) {
+			lru = s
+		}
+	}
+	if lru == nil || now.Sub(lru.last) < e.cfg.ReclaimIdle {
+		return false
+	}
+	lru.close()
+	delete(e.sources, lru.index)
+	e.stats.SourcesReclaimed.Add(1)
+	return true
 }
 
 // applyConfig rebuilds every source's outputs after SetReceivers or
@@ -380,12 +426,7 @@ func (e *Engine) applyConfig() {
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
 	for _, s := range e.sources {
-		s.close() // gives back the unsent datagram's sequence number
-		seqs := map[int]uint32{}
-		for _, o := range s.outs {
-			seqs[o.cfg.Index] = o.seq
-		}
-		s.open(rs, addr, seqs)
+		s.open(rs, addr, s.close())
 	}
 }
 
@@ -545,14 +586,15 @@ type source struct {
 	pool    [2]uint32 // [server, client] sample_pool
 	cntSeq  uint32
 	last    time.Time
+	queued  bool // on Engine.queued
 }
 
-// open creates an output per receiver; seqs continues datagram sequence
-// numbers by receiver index.
-func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, seqs map[int]uint32) {
+// open creates an output per receiver; lastSeqs continues datagram
+// sequence numbers by receiver index.
+func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, lastSeqs map[int]uint32) {
 	s.outs = s.outs[:0]
 	for _, rc := range rs {
-		o, err := newOutput(rc, addr, s.index, seqs[rc.Index], &s.e.stats, s.e.uptime)
+		o, err := newOutput(rc, addr, s.index, lastSeqs[rc.Index], &s.e.stats, s.e.uptime)
 		if err != nil {
 			s.e.log.Error("application data source: no socket to a receiver", "index", s.index, "receiver", rc.Index, "err", err)
 			continue
@@ -561,114 +603,71 @@ func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, seqs map[int]u
 	}
 }
 
+// add encodes smp for every receiver. A sample that completes a datagram
+// puts the source on the engine's list of sources with datagrams to send.
 func (s *source) add(smp sflow.Sample) {
 	for _, o := range s.outs {
-		o.add(smp)
+		_ = o.Add(smp) // a too-large sample is counted by the sender
+		if o.Queued() > 0 && !s.queued {
+			s.queued = true
+			s.e.queued = append(s.e.queued, s)
+		}
 	}
+}
+
+// sendQueued sends the outputs' complete datagrams.
+func (s *source) sendQueued() {
+	for _, o := range s.outs {
+		o.SendQueued()
+	}
+	s.queued = false
 }
 
 func (s *source) flush() {
 	for _, o := range s.outs {
-		o.flush()
+		o.Flush()
 	}
+	s.queued = false
 }
 
-// close sends what the outputs buffered and closes their sockets.
-func (s *source) close() {
+// close sends what the outputs buffered, closes their sockets and returns
+// each receiver's last datagram sequence number, by receiver index.
+func (s *source) close() map[int]uint32 {
+	last := make(map[int]uint32, len(s.outs))
 	for _, o := range s.outs {
-		o.close()
+		seq, err := o.Close()
+		if err != nil {
+			s.e.log.Warn("application data source: closing a receiver socket", "index", s.index, "receiver", o.index, "err", err)
+		}
+		last[o.index] = seq
 	}
+	s.queued = false
+	return last
 }
 
 // output is one data source's datagram stream to one receiver: its own
-// buffer, sequence number and connected UDP socket.
+// sender (datagram batch, sequence numbers, connected UDP socket).
 type output struct {
-	cfg    agent.ReceiverConfig
-	w      *sflow.DatagramWriter
-	seq    uint32
-	conn   *net.UDPConn
-	raw    syscall.RawConn
-	stats  *Stats
-	uptime func() uint32
-
-	pending []byte
-	sendN   int
-	sendErr error
-	sendFn  func(fd uintptr) bool
+	index int // the receiver's index
+	*sender.Sender
 }
 
-func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, seq uint32, stats *Stats, uptime func() uint32) (*output, error) {
-	size := rc.MaxDatagramSize
-	if size == 0 {
-		size = sflow.DefaultMaxDatagramSize
-	}
-	w, err := sflow.NewDatagramWriter(addr, subAgent, size)
+func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint32, stats *Stats, uptime func() uint32) (*output, error) {
+	s, err := sender.New(sender.Config{
+		Collector:       rc.Address,
+		MaxDatagramSize: rc.MaxDatagramSize,
+		Agent:           addr,
+		SubAgent:        subAgent,
+		LastSeq:         lastSeq,
+		Uptime:          uptime,
+		Counters: []sender.Counters{{
+			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
+			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
+			TooLarge: &stats.TooLarge,
+		}},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(rc.Address))
-	if err != nil {
-		return nil, fmt.Errorf("receiver %d: socket to %s: %w", rc.Index, rc.Address, err)
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
-	}
-	o := &output{cfg: rc, w: w, seq: seq, conn: conn, raw: raw, stats: stats, uptime: uptime}
-	// One non-blocking send attempt: a full socket buffer or an
-	// unreachable collector costs a counted send error, never a stalled
-	// engine.
-	o.sendFn = func(fd uintptr) bool {
-		o.sendN, o.sendErr = syscall.Write(int(fd), o.pending)
-		return true
-	}
-	o.begin()
-	return o, nil
-}
-
-func (o *output) begin() {
-	o.seq++
-	o.w.Begin(o.seq, o.uptime())
-}
-
-func (o *output) add(s sflow.Sample) {
-	err := o.w.Add(s)
-	if errors.Is(err, sflow.ErrDatagramFull) {
-		o.flush()
-		err = o.w.Add(s)
-	}
-	if err != nil {
-		o.stats.TooLarge.Add(1)
-	}
-}
-
-// flush sends the datagram if it holds a sample and starts the next one.
-func (o *output) flush() {
-	if o.w.Len() == 0 {
-		return
-	}
-	o.pending = o.w.Bytes()
-	o.sendN, o.sendErr = 0, nil
-	if err := o.raw.Write(o.sendFn); err != nil {
-		o.sendErr = err
-	}
-	if o.sendErr != nil || o.sendN != len(o.pending) {
-		o.stats.SendErrors.Add(1)
-		o.stats.SamplesUnsent.Add(uint64(o.w.Len()))
-	} else {
-		o.stats.Datagrams.Add(1)
-		o.stats.Bytes.Add(uint64(len(o.pending)))
-	}
-	o.pending = nil
-	o.begin()
-}
-
-// close sends what is buffered and closes the socket. The sequence number
-// of the unsent empty datagram is given back, so the next output for this
-// receiver continues without a gap.
-func (o *output) close() {
-	o.flush()
-	o.seq--
-	o.conn.Close()
+	return &output{index: rc.Index, Sender: s}, nil
 }

@@ -126,7 +126,7 @@ func TestCollectorRouteAppears(t *testing.T) {
 	if out, err := lab.Run(lab.Switch, "ip", "route", "add", far.String()+"/32", "via", lab.CollectorAddr.String(), "dev", "mgmt0"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// Backoff is at most redialMax (1 min) but here at most 1+2+4+8 s.
+	// Backoff is at most sender.RedialMax (1 min) but here at most 1+2+4+8 s.
 	deadline := time.Now().Add(20 * time.Second)
 	for num := uint64(1000); ; num += 10 {
 		lab.SendFrames(t, 0, testFrames(lab, 0, 1, num, 10))
@@ -138,4 +138,25 @@ func TestCollectorRouteAppears(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestNoAgentAddress (issue 10, defect 12): in a namespace with no usable
+// address the daemon refuses to start with a message saying why and what
+// to set, instead of sampling into nothing; with -agent-address it runs.
+func TestNoAgentAddress(t *testing.T) {
+	lab := newLab(t, 1)
+	if out, err := lab.Run(lab.Switch, "ip", "addr", "flush", "dev", "mgmt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d := startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1")
+	if code := d.waitExit(t, 10*time.Second); code != 1 {
+		t.Errorf("exit status %d without an agent address, want 1\n%s", code, d.log())
+	}
+	for _, want := range []string{"refusing to start", "no agent address", "-agent-address"} {
+		if !strings.Contains(d.log(), want) {
+			t.Errorf("log lacks %q\n%s", want, d.log())
+		}
+	}
+	d = startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1", "-agent-address", "198.18.0.1")
+	d.waitReady(t, lab, "p1")
 }
