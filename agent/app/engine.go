@@ -31,6 +31,10 @@ const (
 	// silent for two hours loses its data source (sockets, sequence
 	// numbers) until it sends again.
 	DefaultIdleTimeout = 2 * time.Hour
+	// DefaultReclaimIdle is how long a data source must have been idle
+	// before a new application may take its slot when every slot is in
+	// use (issue 10, defect 10).
+	DefaultReclaimIdle = 10 * time.Second
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.
 	DefaultFlushInterval = time.Second
@@ -47,6 +51,12 @@ type Config struct {
 	// IdleTimeout closes a data source (its sockets and sequence numbers)
 	// that sent nothing for this long.
 	IdleTimeout time.Duration
+	// ReclaimIdle: when MaxSources data sources exist, a new application
+	// takes the slot of the least recently active one if that one has
+	// been idle this long (default DefaultReclaimIdle), so one process
+	// that once used every slot cannot lock other applications out until
+	// IdleTimeout; only sources active within ReclaimIdle are protected.
+	ReclaimIdle time.Duration
 	// FlushInterval is the longest a sample waits in a datagram.
 	FlushInterval time.Duration
 	// APM, when set, receives every flow sample as a transaction weighted
@@ -139,6 +149,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
+	}
+	if cfg.ReclaimIdle <= 0 {
+		cfg.ReclaimIdle = DefaultReclaimIdle
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -367,8 +380,8 @@ func (e *Engine) source(index uint32, now time.Time) *source {
 		s.last = now
 		return s
 	}
-	if len(e.sources) >= e.cfg.MaxSources {
-		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources", index, len(e.sources)))
+	if len(e.sources) >= e.cfg.MaxSources && !e.reclaim(now) {
+		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources, all active within %v", index, len(e.sources), e.cfg.ReclaimIdle))
 		return nil
 	}
 	s := &source{e: e, index: index, last: now}
@@ -379,6 +392,26 @@ func (e *Engine) source(index uint32, now time.Time) *source {
 	e.sources[index] = s
 	e.stats.Sources.Store(int64(len(e.sources)))
 	return s
+}
+
+// reclaim closes the least recently active data source if it has been
+// idle for ReclaimIdle, flushing what it holds, and reports whether a slot
+// was freed. Runs only when every slot is taken (a linear scan of at most
+// MaxSources sources).
+func (e *Engine) reclaim(now time.Time) bool {
+	var lru *source
+	for _, s := range e.sources {
+		if lru == nil || s.last.Before(lru.last) {
+			lru = s
+		}
+	}
+	if lru == nil || now.Sub(lru.last) < e.cfg.ReclaimIdle {
+		return false
+	}
+	lru.close()
+	delete(e.sources, lru.index)
+	e.stats.SourcesReclaimed.Add(1)
+	return true
 }
 
 // applyConfig rebuilds every source's outputs after SetReceivers or

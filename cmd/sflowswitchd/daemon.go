@@ -81,6 +81,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logCapabilities(log)
+	if err := requireAgentAddress(s); err != nil {
+		log.Error("refusing to start", "err", err)
+		return 1
+	}
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -165,6 +169,8 @@ type daemon struct {
 	// (reconfigure's goroutine only).
 	unmatchedPats  map[string]bool
 	selectionEmpty bool
+	// agentAddr is the last agent address chosen (reconfigure only).
+	agentAddr netip.Addr
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -517,6 +523,11 @@ func (d *daemon) reconfigure() {
 		return
 	}
 	d.noteSelection(s, ports)
+	if !m.agentAddr.IsValid() && d.agentAddr.IsValid() {
+		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
+		m.agentAddr = d.agentAddr
+	}
+	d.agentAddr = m.agentAddr
 	if err := d.mib.SetStatic(m.static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}

@@ -139,3 +139,24 @@ func TestCollectorRouteAppears(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestNoAgentAddress (issue 10, defect 12): in a namespace with no usable
+// address the daemon refuses to start with a message saying why and what
+// to set, instead of sampling into nothing; with -agent-address it runs.
+func TestNoAgentAddress(t *testing.T) {
+	lab := newLab(t, 1)
+	if out, err := lab.Run(lab.Switch, "ip", "addr", "flush", "dev", "mgmt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d := startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1")
+	if code := d.waitExit(t, 10*time.Second); code != 1 {
+		t.Errorf("exit status %d without an agent address, want 1\n%s", code, d.log())
+	}
+	for _, want := range []string{"refusing to start", "no agent address", "-agent-address"} {
+		if !strings.Contains(d.log(), want) {
+			t.Errorf("log lacks %q\n%s", want, d.log())
+		}
+	}
+	d = startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1", "-agent-address", "198.18.0.1")
+	d.waitReady(t, lab, "p1")
+}
