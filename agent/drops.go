@@ -167,7 +167,7 @@ func (r *DropReporter) applyReceivers() {
 	}
 	r.outAddr = agent
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, r.stats.Sender.senderCounters())
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue

@@ -16,16 +16,24 @@ type receiverOut struct {
 	*sender.Sender
 }
 
+// sendTuning are the sender's batch settings (zero: its defaults).
+type sendTuning struct {
+	batch int
+	noGSO bool
+}
+
 // newReceiverOut opens sub-agent subAgent's stream to receiver cfg,
 // continuing the datagram sequence after lastSeq. What it sends is counted
 // in every set of counts.
-func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, uptime func() uint32, counts ...sender.Counters) (*receiverOut, error) {
+func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, uptime func() uint32, tune sendTuning, counts ...sender.Counters) (*receiverOut, error) {
 	s, err := sender.New(sender.Config{
 		Collector:       cfg.Address,
 		MaxDatagramSize: cfg.MaxDatagramSize,
 		Agent:           agent,
 		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
+		Batch:           tune.batch,
+		NoGSO:           tune.noGSO,
 		Uptime:          uptime,
 		Counters:        counts,
 	})
@@ -39,7 +47,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 // worker's totals and in its counters of the collector.
 func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32) (*receiverOut, error) {
 	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
-	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.stats.senderCounters(), sender.Counters{
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.send, w.stats.senderCounters(), sender.Counters{
 		Datagrams: &coll.Datagrams, Bytes: &coll.Bytes,
 		SendErrors: &coll.SendErrors, SamplesUnsent: &coll.SamplesUnsent,
 		TooLarge: &coll.TooLarge,

@@ -121,6 +121,7 @@ type worker struct {
 	output     OutputLookup
 	start      time.Time
 	stats      WorkerStats
+	send       sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng

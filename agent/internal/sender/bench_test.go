@@ -1,7 +1,6 @@
 package sender
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -20,10 +19,14 @@ import (
 // CPU. Compare variants with benchstat:
 //
 //	go test -run XXX -bench Send -count 10 ./agent/internal/sender/ > send.txt
-//	benchstat -col /batch send.txt
+//	benchstat -col /mode send.txt
 func BenchmarkSend(b *testing.B) {
-	for _, batch := range []int{1, 8, 32, 64} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, v := range []struct {
+		mode  string
+		batch int
+		noGSO bool
+	}{{"write", 1, true}, {"sendmmsg", DefaultBatch, true}, {"gso", DefaultBatch, false}} {
+		b.Run("mode="+v.mode, func(b *testing.B) {
 			col, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {
 				b.Fatal(err)
@@ -33,7 +36,8 @@ func BenchmarkSend(b *testing.B) {
 			s, err := New(Config{
 				Collector: col.LocalAddr().(*net.UDPAddr).AddrPort(),
 				Agent:     netip.MustParseAddr("198.18.0.1"),
-				Batch:     batch,
+				Batch:     v.batch,
+				NoGSO:     v.noGSO,
 				Uptime:    func() uint32 { return 1 },
 				Counters:  []Counters{st.counters()},
 			})

@@ -33,6 +33,7 @@
 package sender
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -89,6 +90,10 @@ type Config struct {
 	// Batch is the number of datagrams sent per system call (0:
 	// DefaultBatch; 1: one write(2) per datagram).
 	Batch int
+	// NoGSO sends one datagram per message even where UDP GSO could
+	// carry several (for comparisons; GSO is used where the kernel takes
+	// it, and given up for good on the first refusal).
+	NoGSO bool
 	// Uptime returns the agent's uptime in ms, read at send time.
 	Uptime func() uint32
 	// Counters are the sets of counters that each receive every count.
@@ -113,6 +118,13 @@ type mmsghdr struct {
 	len uint32
 }
 
+// run is one message: datagrams slots[lo:hi], bytes long in all.
+type run struct{ lo, hi, bytes int }
+
+// ctrlLen is the control buffer of one message: a UDP_SEGMENT cmsg with
+// the 16-bit segment size.
+var ctrlLen = unix.CmsgSpace(2)
+
 // Sender is one stream of datagrams to one collector.
 type Sender struct {
 	cfg  Config
@@ -134,10 +146,14 @@ type Sender struct {
 	// calls counts send system calls (for tests and benchmarks).
 	calls uint64
 
-	// The system call's arguments and results. sendFn is built once so
-	// that sending does not allocate a closure per call.
+	// The system call's arguments and results: one iovec per datagram,
+	// one message per run of datagrams (one datagram without GSO). sendFn
+	// is built once so that sending does not allocate a closure per call.
+	gso     bool
 	msgs    []mmsghdr
+	runs    []run
 	iovs    []unix.Iovec
+	ctrl    []byte
 	lo, hi  int   // msgs[lo:hi] are to be sent
 	done    int   // messages the call sent
 	sendErr error // the call's error
@@ -161,8 +177,11 @@ func New(cfg Config) (*Sender, error) {
 		cfg:   cfg,
 		seq:   cfg.LastSeq + 1,
 		slots: make([]*sflow.DatagramWriter, cfg.Batch),
+		gso:   !cfg.NoGSO,
 		msgs:  make([]mmsghdr, cfg.Batch),
+		runs:  make([]run, cfg.Batch),
 		iovs:  make([]unix.Iovec, cfg.Batch),
+		ctrl:  make([]byte, cfg.Batch*ctrlLen),
 	}
 	for i := range s.slots {
 		w, err := sflow.NewDatagramWriter(cfg.Agent, cfg.SubAgent, cfg.MaxDatagramSize)
@@ -172,9 +191,10 @@ func New(cfg Config) (*Sender, error) {
 		s.slots[i] = w
 	}
 	s.connect()
-	for i := range s.msgs {
-		s.msgs[i].hdr.Iov = &s.iovs[i]
-		s.msgs[i].hdr.SetIovlen(1)
+	for i := 0; i < cfg.Batch; i++ {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&s.ctrl[i*ctrlLen]))
+		h.Level, h.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
 	}
 	// One non-blocking attempt per call (the socket is O_NONBLOCK and the
 	// function never asks the poller to wait): a collector that cannot keep
@@ -182,8 +202,8 @@ func New(cfg Config) (*Sender, error) {
 	s.sendFn = func(fd uintptr) bool {
 		s.done, s.sendErr = 0, nil
 		s.calls++
-		if s.hi-s.lo == 1 {
-			b := s.slots[s.lo].Bytes()
+		if s.hi-s.lo == 1 && s.runs[s.lo].hi-s.runs[s.lo].lo == 1 {
+			b := s.slots[s.runs[s.lo].lo].Bytes()
 			n, err := unix.Write(int(fd), b)
 			if err != nil {
 				s.sendErr = err
@@ -301,45 +321,131 @@ func (s *Sender) send(k int) {
 		b := w.Bytes()
 		s.iovs[i].Base = &b[0]
 		s.iovs[i].SetLen(len(b))
-		s.msgs[i].len = 0
 	}
 	if !s.connect() {
 		s.refused(0, k)
 		return
 	}
-	for i := 0; i < k; {
-		s.lo, s.hi = i, k
+	s.sendRange(0, k)
+}
+
+// sendRange sends slots[lo:k] in as few system calls as the kernel takes.
+func (s *Sender) sendRange(lo, k int) {
+	nm := s.messages(lo, k)
+	for m := 0; m < nm; {
+		s.lo, s.hi = m, nm
 		if err := s.raw.Write(s.sendFn); err != nil {
 			s.done, s.sendErr = 0, err // the socket is closed
 		}
-		for j := i; j < i+s.done; j++ {
-			if n := int(s.msgs[j].len); n == len(s.slots[j].Bytes()) {
-				for i := range s.cfg.Counters {
-					c := &s.cfg.Counters[i]
-					add(c.Datagrams, 1)
-					add(c.Bytes, uint64(n))
-				}
+		for j := m; j < m+s.done; j++ {
+			r := s.runs[j]
+			if int(s.msgs[j].len) == r.bytes {
+				s.sent(r.lo, r.hi)
 			} else {
-				s.refused(j, j+1)
+				s.refused(r.lo, r.hi)
 			}
 		}
-		i += s.done
+		m += s.done
+		if m == nm {
+			return
+		}
+		r := s.runs[m]
 		switch {
-		case i == k:
 		case s.sendErr == nil:
 			// The kernel took none and said nothing: do not spin.
-			s.refused(i, k)
-			i = k
+			s.refused(r.lo, k)
+			return
+		case r.hi-r.lo > 1 && isNoGSO(s.sendErr):
+			// The route cannot take UDP segmentation (a datagram larger
+			// than its MTU, no checksum offload): send the rest, and
+			// everything after, one datagram per message.
+			s.gso = false
+			s.sendRange(r.lo, k)
+			return
 		case errors.Is(s.sendErr, unix.EAGAIN) || isFatal(s.sendErr):
 			// The socket buffer is full or the socket is gone: the rest
 			// of the batch would fail the same way.
-			s.refused(i, k)
-			i = k
+			s.refused(r.lo, k)
+			return
 		default:
-			// An error of this datagram (such as ECONNREFUSED from an
+			// An error of this message (such as ECONNREFUSED from an
 			// earlier ICMP port unreachable): count it, try the next.
-			s.refused(i, i+1)
-			i++
+			s.refused(r.lo, r.hi)
+			m++
+		}
+	}
+}
+
+// GSO limits: a message carries at most maxSegments datagrams (the
+// kernel's UDP_MAX_SEGMENTS was 64 before Linux 6.x) and at most
+// maxGSOBytes of UDP payload (the IP length field, less the UDP and IPv6
+// headers).
+const (
+	maxSegments = 64
+	maxGSOBytes = 65535 - 8 - 40
+)
+
+// messages builds the sendmmsg messages of slots[lo:k] in s.msgs[:n] and
+// s.runs[:n] and returns n. With UDP GSO (UDP_SEGMENT, Linux 4.18) a run
+// of datagrams of one size, optionally ended by one shorter datagram, is
+// one message that the kernel passes through the stack as one packet and
+// cuts at that size (where the collector's socket, or the device, receives
+// it): the collector sees exactly the datagrams built here, at the cost of
+// one traversal of the stack for the run. sFlow datagrams of a busy port
+// are mostly the same size (same records, headers cut at the same length).
+func (s *Sender) messages(lo, k int) int {
+	n := 0
+	for i := lo; i < k; {
+		size := int(s.iovs[i].Len)
+		j, total := i+1, size
+		if s.gso {
+			for j < k && j-i < maxSegments {
+				l := int(s.iovs[j].Len)
+				if l > size || total+l > maxGSOBytes {
+					break
+				}
+				total += l
+				j++
+				if l < size { // a shorter datagram ends the run
+					break
+				}
+			}
+		}
+		m := &s.msgs[n]
+		m.hdr.Iov = &s.iovs[i]
+		m.hdr.SetIovlen(j - i)
+		m.len = 0
+		if j-i > 1 {
+			c := s.ctrl[n*ctrlLen : (n+1)*ctrlLen]
+			binary.NativeEndian.PutUint16(c[unix.CmsgLen(0):], uint16(size))
+			m.hdr.Control = &c[0]
+			m.hdr.SetControllen(ctrlLen)
+		} else {
+			m.hdr.Control = nil
+			m.hdr.SetControllen(0)
+		}
+		s.runs[n] = run{lo: i, hi: j, bytes: total}
+		n++
+		i = j
+	}
+	return n
+}
+
+// isNoGSO reports errors by which the kernel refuses a UDP GSO message
+// as such (not the datagrams in it).
+func isNoGSO(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EIO) || errors.Is(err, unix.EOPNOTSUPP) ||
+		errors.Is(err, unix.ENOPROTOOPT) || errors.Is(err, unix.EMSGSIZE)
+}
+
+// sent counts slots[lo:hi] as sent.
+func (s *Sender) sent(lo, hi int) {
+	for j := lo; j < hi; j++ {
+		n := uint64(s.iovs[j].Len)
+		for i := range s.cfg.Counters {
+			c := &s.cfg.Counters[i]
+			add(c.Datagrams, 1)
+			add(c.Bytes, n)
 		}
 	}
 }

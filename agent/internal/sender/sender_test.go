@@ -3,6 +3,7 @@ package sender
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -302,5 +303,47 @@ func TestSendDoesNotAllocate(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { s.Add(smp); s.Flush() }); n != 0 {
 		t.Fatalf("%v allocations per flush", n)
+	}
+}
+
+// TestGSO: a batch of equal-size datagrams and a shorter last one leaves
+// in one UDP GSO message, and the collector receives exactly the
+// datagrams built, each on its own, in order; without GSO the same batch
+// is one sendmmsg of one message per datagram.
+func TestGSO(t *testing.T) {
+	for _, noGSO := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoGSO=%v", noGSO), func(t *testing.T) {
+			col := newCollector(t)
+			var st stats
+			var clk clock
+			s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 300, Batch: 16, NoGSO: noGSO, Uptime: clk.uptime, Counters: []Counters{st.counters()}})
+			defer s.Close()
+			per := samplesPerDatagram(t, 300)
+			for i := 0; i < 5*per+1; i++ { // 5 full datagrams, 1 with one sample
+				s.Add(counterSample(uint32(i)))
+			}
+			s.Flush()
+			if s.calls != 1 || st.datagrams.Load() != 6 || s.gso == noGSO {
+				t.Fatalf("%d system calls, %d datagrams, GSO %v", s.calls, st.datagrams.Load(), s.gso)
+			}
+			if s.msgs[0].hdr.Iovlen != map[bool]uint64{false: 6, true: 1}[noGSO] {
+				t.Fatalf("first message has %d datagrams", s.msgs[0].hdr.Iovlen)
+			}
+			var bytes uint64
+			for i := 1; i <= 6; i++ {
+				d := col.read()
+				want := per
+				if i == 6 {
+					want = 1
+				}
+				if d.SequenceNumber != uint32(i) || len(d.Samples) != want {
+					t.Fatalf("datagram %d: sequence %d, %d samples; want %d", i, d.SequenceNumber, len(d.Samples), want)
+				}
+			}
+			bytes = st.bytes.Load()
+			if bytes == 0 || bytes > 6*300 {
+				t.Fatalf("%d bytes counted", bytes)
+			}
+		})
 	}
 }
