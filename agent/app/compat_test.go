@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,7 +266,7 @@ func TestStateDirUnwritable(t *testing.T) {
 // new application is refused (too_many_sources), never given a clashing
 // index.
 func TestNamedRangeExhausted(t *testing.T) {
-	r := newRegistry("", testLogger(nil))
+	r := newRegistry("", DefaultMaxSources, testLogger(nil))
 	for i := uint32(NamedIndexBase); i < namedIndexEnd; i++ {
 		r.used[i] = "x"
 	}
@@ -276,6 +277,31 @@ func TestNamedRangeExhausted(t *testing.T) {
 	}
 	if idx, err := r.resolve("late", 443); err != nil || idx != 443 {
 		t.Fatalf("with a port: %d %v", idx, err)
+	}
+}
+
+// TestNamedFlood: a sender cycling through new names gets at most
+// MaxSources running applications; the others are refused
+// (too_many_sources) and never written to the state file.
+func TestNamedFlood(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "apps.json")
+	e := New(Config{StateFile: state, MaxSources: 8, Logger: testLogger(nil)})
+	refused := 0
+	for i := 0; i < 100; i++ {
+		err := e.SubmitJSON([]byte(`{"counter_sample":{"app_name":"app` + strconv.Itoa(i) + `","app_workers":{"workers_max":1}}}`))
+		var re *RejectError
+		if errors.As(err, &re) && re.Reason == ReasonTooManySources {
+			refused++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused != 92 || len(e.Assignments()) != 8 || e.Stats().Rejected(ReasonTooManySources) != 92 {
+		t.Fatalf("refused %d, %d assigned, counted %d", refused, len(e.Assignments()), e.Stats().Rejected(ReasonTooManySources))
+	}
+	// A known name is still served.
+	if err := e.SubmitJSON([]byte(`{"counter_sample":{"app_name":"app3","app_workers":{"workers_max":1}}}`)); err != nil {
+		t.Fatal(err)
 	}
 }
 

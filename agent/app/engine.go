@@ -163,7 +163,7 @@ func New(cfg Config) *Engine {
 		start:   time.Now(),
 		sources: map[uint32]*source{},
 		apmApps: map[string]uint32{},
-		reg:     newRegistry(cfg.StateFile, cfg.Logger),
+		reg:     newRegistry(cfg.StateFile, cfg.MaxSources, cfg.Logger),
 	}
 	e.rlog.log = cfg.Logger
 	return e

@@ -21,10 +21,6 @@ const (
 	namedIndexEnd  = clientIndexBase // exclusive
 )
 
-// maxLive bounds the name -> data source map of running applications, so
-// that a flood of distinct names cannot grow it without bound.
-const maxLive = 4096
-
 // registry maps applications to data source indexes. An application with
 // a service port is on that port (the spec's rule). One without is on the
 // data source its name was last seen on, else on the index assigned to
@@ -39,6 +35,11 @@ type registry struct {
 	used  map[uint32]string // assigned index -> name
 	path  string            // state file; "" = not persisted
 	log   *slog.Logger
+	// maxActive bounds the running applications: a new name is assigned
+	// (and written to the state file) only while fewer are running, so
+	// a sender cycling through names cannot fill the range or rewrite
+	// the file without bound.
+	maxActive int
 	// saveFailed is set after a failed write, so a broken state
 	// directory logs once per failure streak, not per new application.
 	saveFailed bool
@@ -55,8 +56,8 @@ const stateVersion = 1
 // newRegistry loads the state file at path ("" = no persistence). A
 // missing file is an empty registry; a damaged one is reported, set aside
 // as path.damaged and rebuilt: never fatal.
-func newRegistry(path string, log *slog.Logger) *registry {
-	r := &registry{live: map[string]uint32{}, named: map[string]uint32{}, used: map[uint32]string{}, path: path, log: log}
+func newRegistry(path string, maxActive int, log *slog.Logger) *registry {
+	r := &registry{live: map[string]uint32{}, named: map[string]uint32{}, used: map[uint32]string{}, path: path, log: log, maxActive: maxActive}
 	if path == "" {
 		return r
 	}
@@ -120,6 +121,9 @@ func (r *registry) resolve(name string, port uint16) (uint32, error) {
 		return idx, nil
 	}
 	idx, ok := r.named[name]
+	if !ok && len(r.live) >= r.maxActive {
+		return 0, reject(ReasonTooManySources, "application %q: already %d applications running", name, len(r.live))
+	}
 	if !ok {
 		// The lowest free index: assignments are never given back, so
 		// this is the next one unless the file was edited by hand.
@@ -144,8 +148,8 @@ func (r *registry) remember(name string, idx uint32) {
 	if old, ok := r.live[name]; ok && old == idx {
 		return
 	}
-	if len(r.live) < maxLive {
-		r.live[name] = idx
+	if len(r.live) < max(r.maxActive, 1)*4 {
+		r.live[name] = idx // bounded: a flood of names cannot grow it
 	}
 }
 
