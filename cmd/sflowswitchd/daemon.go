@@ -475,9 +475,9 @@ func (d *daemon) reload(s Settings) {
 		s.AppAPIAllowRemote = old.AppAPIAllowRemote
 		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
 	}
-	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
-		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
-		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
+	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports || s.StateDir != old.StateDir {
+		d.log.Warn("a change of app_api, apm_interval, apm_reports or state_dir takes effect at restart")
+		s.AppAPI, s.APMInterval, s.APMReports, s.StateDir = old.AppAPI, old.APMInterval, old.APMReports, old.StateDir
 	}
 	if s.MaxPorts != old.MaxPorts {
 		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)

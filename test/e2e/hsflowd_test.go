@@ -323,3 +323,66 @@ func afterDatagrams(dgs []datagram, since time.Time) []datagram {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// TestHsflowdConf runs the daemon on an hsflowd.conf alone (no flags
+// besides the lab's): its collector, pcap { dev sampling }, polling and
+// json settings take effect, the port it does not name is not sampled,
+// the settings that do not apply are printed with their line.
+func TestHsflowdConf(t *testing.T) {
+	lab := newLab(t, 2)
+	col := listen(t, lab, collectorPort)
+	conf := filepath.Join(t.TempDir(), "hsflowd.conf")
+	body := fmt.Sprintf(`# hsflowd.conf of a switch moving to sflowswitchd
+sflow {
+  polling = 1
+  sampling = 400
+  collector { ip = %s udpport = %d }
+  pcap { dev = p1 ; sampling = 10 }
+  json { udpport = 36343 }
+  psample { group = 1 egress = on }
+}
+`, lab.CollectorAddr, collectorPort)
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, lab, "-hsflowd-conf", conf, "-agentx", "off", "-state-dir", t.TempDir())
+	d.waitReady(t, lab, "p1")
+	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
+	p2 := uint32(lab.LinkIndex(lab.Switch, "p2"))
+	const k = 3000
+	sent := time.Now()
+	sendNumbered(t, lab, 0, 1, 1, k)
+	flowCmd, _ := hsflowdMessages(t)
+	sendShell(t, lab, flowCmd, 1)
+	p1ds := sflow.DataSource{Type: sflow.SourceIfIndex, Index: p1}
+	exDS := sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: exampleServiceIndex}
+	col.waitFor(t, 5*time.Second, "a port_name counter sample of p1 and the JSON API's sample", func(dgs []datagram) bool {
+		return len(counterSamplesOf(dgs, p1ds)) >= 1 && len(appFlowsOf(dgs, exDS)) == 1
+	})
+	dgs := col.waitQuiet(t, sent, p1) // every flow sample of p1 is in
+	flows := flowSamplesOf(dgs, p1)
+	for _, f := range flows {
+		if f.rate != 10 {
+			t.Fatalf("p1 sampled at %d, want 10 (pcap { sampling = 10 })", f.rate)
+		}
+	}
+	if mean, sd, ok := withinSigmas(len(flows), k, 0.1, 4); !ok {
+		t.Errorf("%d flow samples of %d frames at 1 in 10, want %.0f ± 4×%.1f", len(flows), k, mean, sd)
+	}
+	if n := len(flowSamplesOf(dgs, p2)) + len(counterSamplesOf(dgs, sflow.DataSource{Type: sflow.SourceIfIndex, Index: p2})); n != 0 {
+		t.Errorf("p2, not in any pcap { dev }, has %d samples", n)
+	}
+	var name string
+	for _, r := range counterSamplesOf(dgs, p1ds)[0].records {
+		if pn, ok := r.(*sflow.PortName); ok {
+			name = pn.PortName
+		}
+	}
+	if name != "p1" {
+		t.Errorf("port_name %q, want p1", name)
+	}
+	if want := conf + ":8:3: hsflowd setting psample ignored"; !strings.Contains(d.log(), want) {
+		t.Errorf("log lacks %q:\n%s", want, d.log())
+	}
+	checkDatagramSequences(t, col.snapshot(t))
+}
