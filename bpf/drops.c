@@ -145,13 +145,27 @@ struct {
 	__type(value, struct drop_stats);
 } stats SEC(".maps");
 
-// reason_drops: enum skb_drop_reason -> drops, per CPU.
+// MAX_CORE_REASONS bounds the reasons counted in an array: the core
+// reasons (SKB_DROP_REASON_MAX is 128 on 6.18). Subsystem reasons carry
+// their subsystem in the high 16 bits and go to the hash below.
+#define MAX_CORE_REASONS 1024
+
+// reason_drops: enum skb_drop_reason (< MAX_CORE_REASONS) -> drops, per
+// CPU. An array: its lookup is inlined by the verifier (no hashing).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_CORE_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} reason_drops SEC(".maps");
+
+// reason_drops_ext: other reasons (subsystem reasons) -> drops, per CPU.
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, __u64);
-} reason_drops SEC(".maps");
+} reason_drops_ext SEC(".maps");
 
 // port_drops: ifindex of the port a drop is charged to (the egress port
 // of an egress drop, else the ingress port; 0 for locally made packets)
@@ -215,6 +229,10 @@ static __always_inline int take_budget(__u32 limit)
 	if (!b || limit == 0)
 		return 0;
 	__u64 second = bpf_ktime_get_ns() / 1000000000ULL;
+	// Budget spent in this second: suppressed without writing the shared
+	// line (during a flood, CPUs only read it).
+	if (b->second == second && b->used >= limit)
+		return 0;
 	if (b->second != second) {
 		// New window. Two CPUs may both reset it at the turn of a second,
 		// letting a few more than limit through in that second; the count
@@ -300,7 +318,16 @@ int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int 
 	__u32 in = iif, out = 0;
 	if (dev_ifindex != 0 && dev_ifindex != iif)
 		out = dev_ifindex;
-	int missed = count_key(&reason_drops, reason);
+	int missed = 0;
+	if (reason < MAX_CORE_REASONS) {
+		__u64 *v = bpf_map_lookup_elem(&reason_drops, &reason);
+		if (v)
+			*v += 1;
+		else
+			missed = -1;
+	} else {
+		missed = count_key(&reason_drops_ext, reason);
+	}
 	missed |= count_key(&port_drops, out ? out : in);
 	if (missed)
 		st->uncounted++;
