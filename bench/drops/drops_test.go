@@ -243,24 +243,40 @@ func cpuTicks(b *testing.B, pid int) float64 {
 	return u + st
 }
 
-// dropProgram finds the daemon's kfree_skb program by name.
-func dropProgram(b *testing.B) *ebpf.Program {
-	var id ebpf.ProgramID
-	for {
-		next, err := ebpf.ProgramGetNextID(id)
-		if err != nil {
-			b.Fatalf("no kfree_skb_drops program loaded: %v", err)
-		}
-		id = next
-		p, err := ebpf.NewProgramFromID(id)
+// dropProgram opens the daemon's kfree_skb program: the tracing program
+// among the BPF objects process pid holds (its fdinfo), so that another
+// process's program of the same name is never measured.
+func dropProgram(b *testing.B, pid int) *ebpf.Program {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fdinfo", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, fd := range fds {
+		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", pid, fd.Name()))
 		if err != nil {
 			continue
 		}
-		if info, err := p.Info(); err == nil && info.Name == "kfree_skb_drops" {
-			return p
+		for _, l := range strings.Split(string(info), "\n") {
+			v, ok := strings.CutPrefix(l, "prog_id:")
+			if !ok {
+				continue
+			}
+			id, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil {
+				continue
+			}
+			p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+			if err != nil {
+				continue
+			}
+			if pi, err := p.Info(); err == nil && pi.Name == "kfree_skb_drops" {
+				return p
+			}
+			p.Close()
 		}
-		p.Close()
 	}
+	b.Fatalf("process %d holds no kfree_skb_drops program", pid)
+	return nil
 }
 
 // BenchmarkDropsFlood: the daemon with its defaults (drop notifications
@@ -337,7 +353,7 @@ func BenchmarkDropsFlood(b *testing.B) {
 		var prog *ebpf.Program
 		var s0 *ebpf.ProgramStats
 		if mode == "on" {
-			prog = dropProgram(b)
+			prog = dropProgram(b, d.Process.Pid)
 			defer prog.Close()
 			s0 = mustStats(b, prog)
 		}
