@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
@@ -77,8 +79,8 @@ func (t *trafgen) stop() {
 	_ = t.cmd.Wait() // killed on purpose
 }
 
-func rxPackets(b *testing.B, lab *netlab.Lab, ns, ifname string) uint64 {
-	return lab.LinkStats(b, ns, ifname).RxPackets
+func txPackets(b *testing.B, lab *netlab.Lab, ns, ifname string) uint64 {
+	return lab.LinkStats(b, ns, ifname).TxPackets
 }
 
 func median(xs []float64) float64 {
@@ -104,10 +106,14 @@ func loadavg() string {
 // BenchmarkDropsForwarding: one iteration = a pair of 1 s windows, the
 // drop program attached in one and not in the other (order alternating),
 // with trafgen in host 1 sending 64-byte UDP frames to host 2 through the
-// bridge at its maximum rate. Rate = host 2's eth0 rx_packets per second.
-// Host 2 has no socket on the port, so it drops every frame in its own
-// namespace: the program runs for each of those and filters it out (the
-// cost of drops elsewhere on the machine is included).
+// bridge at its maximum rate. Rate = tx_packets of switch port p2 (frames
+// forwarded) per second. Host 2 discards the frames with an XDP_DROP
+// program on its eth0; on veth that still frees each skb with kfree_skb
+// (reason NOT_SPECIFIED, checked with the program pointed at host 2's
+// namespace: one drop per frame), so the program runs once per forwarded
+// frame and filters it out by namespace, plus once per drop elsewhere on
+// the machine: the reported filtered runs. Nothing is dropped in the
+// switch's namespace (a stray packet of its own is logged).
 func BenchmarkDropsForwarding(b *testing.B) {
 	lab := netlab.New(b, 2)
 	ino, err := dataplane.NetnsInode("/run/netns/" + lab.Switch)
@@ -119,6 +125,26 @@ func BenchmarkDropsForwarding(b *testing.B) {
 		netip.AddrPortFrom(lab.HostAddrs[1], 7001), netip.AddrPortFrom(lab.HostAddrs[0], 40001), make([]byte, 18))})
 	frame := netlab.UDPFrame(lab.HostMACs[0], lab.HostMACs[1],
 		netip.AddrPortFrom(lab.HostAddrs[0], 40000), netip.AddrPortFrom(lab.HostAddrs[1], 7001), make([]byte, 18))
+	xdpDrop, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 1 /* XDP_DROP */), asm.Return()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer xdpDrop.Close()
+	if err := lab.Do(lab.Hosts[1], func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		l, err := link.AttachXDP(link.XDPOptions{Program: xdpDrop, Interface: ifi.Index, Flags: link.XDPDriverMode})
+		if err != nil {
+			return err
+		}
+		b.Cleanup(func() { l.Close() })
+		return nil
+	}); err != nil {
+		b.Fatalf("XDP_DROP on host 2: %v", err)
+	}
 	stats, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
 		b.Fatal(err)
@@ -143,13 +169,23 @@ func BenchmarkDropsForwarding(b *testing.B) {
 		if on {
 			s0 = mustStats(b, d.Program())
 		}
-		rx0, t0 := rxPackets(b, lab, lab.Hosts[1], "eth0"), time.Now()
+		rx0, t0 := txPackets(b, lab, lab.Switch, "p2"), time.Now()
 		time.Sleep(time.Second)
-		rx1, el := rxPackets(b, lab, lab.Hosts[1], "eth0"), time.Since(t0)
+		rx1, el := txPackets(b, lab, lab.Switch, "p2"), time.Since(t0)
 		if on {
 			s1 = mustStats(b, d.Program())
-			if st, err := d.Stats(); err != nil || st.Drops != 0 {
-				b.Fatalf("the switch namespace dropped %d packets (%v)", st.Drops, err)
+			// Nothing of the stream may be dropped in the switch; a stray
+			// packet of its own (a few a second) is reported.
+			if st, err := d.Stats(); err != nil || st.Drops > 10 {
+				rc, _ := d.ReasonCounts()
+				b.Fatalf("the switch namespace dropped %d packets (%v): %v", st.Drops, err, rc)
+			} else if st.Drops > 0 {
+				rc, _ := d.ReasonCounts()
+				named := map[string]uint64{}
+				for c, v := range rc {
+					named[d.ReasonName(c)] = v
+				}
+				b.Logf("stray drops in the switch namespace during the window: %v", named)
 			}
 			runs := float64(s1.RunCount - s0.RunCount)
 			runsPerSec = runs / el.Seconds()
