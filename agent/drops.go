@@ -159,17 +159,17 @@ func (r *DropReporter) applyReceivers() {
 			delete(want, idx)
 			continue
 		}
-		if err := o.close(); err != nil {
+		last, err := o.Close()
+		if err != nil {
 			r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 		}
-		// After close, o.seq is the sequence of the next, unsent datagram.
-		r.seqs[idx] = o.seq - 1
+		r.seqs[idx] = last
 		delete(r.outs, idx)
 		delete(r.outCfg, idx)
 	}
 	r.outAddr = agent
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], &r.stats.Sender, r.uptime)
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue
@@ -204,7 +204,7 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 		r.src = nil
 		r.mu.Unlock()
 		for idx, o := range r.outs {
-			if err := o.close(); err != nil {
+			if _, err := o.Close(); err != nil {
 				r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 			}
 			r.seqs[idx] = o.seq - 1
@@ -217,7 +217,7 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 		r.src2, r.lostRead = src, false
 		_, err := src.ReadDrops(r.handle)
 		for _, o := range r.outs {
-			o.flush()
+			o.Flush()
 		}
 		if errors.Is(err, os.ErrClosed) {
 			return
@@ -282,9 +282,7 @@ func (r *DropReporter) add(n *DropNotification) {
 	}
 	r.stats.Notifications.Add(1)
 	for _, o := range r.outs {
-		if !o.add(s) {
-			r.stats.Sender.TooLarge.Add(1)
-		}
+		_ = o.Add(s) // a too-large sample is counted by the sender
 	}
 }
 
