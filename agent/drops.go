@@ -204,10 +204,11 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 		r.src = nil
 		r.mu.Unlock()
 		for idx, o := range r.outs {
-			if _, err := o.Close(); err != nil {
+			last, err := o.Close()
+			if err != nil {
 				r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 			}
-			r.seqs[idx] = o.seq - 1
+			r.seqs[idx] = last
 			delete(r.outs, idx)
 			delete(r.outCfg, idx)
 		}
