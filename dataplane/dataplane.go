@@ -16,7 +16,6 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -34,8 +33,10 @@ const MaxIfIndex = 65536
 
 // MaxPortsLimit is the largest Config.MaxPorts: a port slot costs 64 bytes
 // per possible CPU of locked kernel memory (counters), MaxQueues XSKMAP
-// entries (8 bytes each) and a hash entry for large ifindexes.
-const MaxPortsLimit = 1 << 20
+// entries (8 bytes each) and a hash entry for large ifindexes. With the
+// default 64 queues, 2^18 ports take the largest XSKMAP allowed here
+// (2^24 entries, 128 MiB).
+const MaxPortsLimit = 1 << 18
 
 // MaxHeaderBytes is the largest header copy per sample.
 const MaxHeaderBytes = 256
@@ -43,9 +44,6 @@ const MaxHeaderBytes = 256
 // Defaults for zero Config fields.
 const (
 	DefaultRingBytes = 1 << 20
-	// DefaultRingPoll bounds the delay of a sample that did not wake its
-	// reader (see Config.WakeupBytes).
-	DefaultRingPoll  = 20 * time.Millisecond
 	DefaultMaxPorts  = 256
 	DefaultMaxQueues = 64
 )
@@ -64,13 +62,12 @@ type Config struct {
 	// 8 * MaxQueues + 100) bytes.
 	MaxPorts int
 	// WakeupBytes is how full a worker's ring must be before the program
-	// wakes its reader; below it the reader polls every RingPoll. This
-	// spares a wake-up per sample at low sample rates. Default
-	// RingBytes/4; negative: wake the reader for every sample.
+	// wakes its reader; below it the samples wait for the reader's
+	// deadline (Source.Read; a worker's one-second tick). This spares a
+	// wake-up per sample at low and moderate sample rates and lets an
+	// idle reader sleep. Default RingBytes/4; negative: wake the reader
+	// for every sample.
 	WakeupBytes int
-	// RingPoll is how often a reader looks at its ring when not woken.
-	// Default DefaultRingPoll.
-	RingPoll time.Duration
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
 	MaxQueues int
@@ -162,8 +159,11 @@ type Dataplane struct {
 	mu        sync.Mutex
 	ports     map[int]*port
 	freeSlots []uint32
-	readers   []*RingReader
+	sources   []*Source
 	closed    bool
+
+	// mon holds the monitor ports' AF_XDP sockets (SetPort).
+	mon monitorPorts
 }
 
 // Open loads the sampler into the kernel once, in the calling goroutine's
@@ -224,9 +224,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.WakeupBytes < 0 {
 		c.WakeupBytes = 0
-	}
-	if c.RingPoll <= 0 {
-		c.RingPoll = DefaultRingPoll
 	}
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
@@ -295,7 +292,7 @@ func (d *Dataplane) load() error {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
 		}
 	}
-	d.readers = make([]*RingReader, d.cfg.Workers)
+	d.sources = make([]*Source, d.cfg.Workers)
 	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
@@ -335,8 +332,9 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 // Features returns the kernel features probed at Open.
 func (d *Dataplane) Features() *Features { return d.features }
 
-// Close detaches every port, closes the ring readers and unloads the
-// sampler.
+// Close detaches every port, closes the sample sources (and the sockets
+// of monitor ports) and unloads the sampler. Call it after the goroutines
+// reading sources and counters have stopped: it unmaps their memory.
 func (d *Dataplane) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -354,17 +352,20 @@ func (d *Dataplane) Close() error {
 		}
 		delete(d.ports, ifindex)
 	}
-	readers := d.readers
-	d.readers = nil
+	sources := d.sources
+	d.sources = nil
 	d.mu.Unlock()
 
-	for _, r := range readers {
-		if r != nil {
-			if err := r.Close(); err != nil {
+	// A source closes its monitor ports' sockets after its pending Read
+	// has returned.
+	for _, s := range sources {
+		if s != nil {
+			if err := s.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
+	d.mon.reset()
 	if d.counters != nil {
 		if err := d.counters.close(); err != nil {
 			errs = append(errs, err)

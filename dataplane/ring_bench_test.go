@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
@@ -9,7 +10,7 @@ import (
 // BenchmarkRingRead: reading kernel samples from a worker's ring, per
 // record (40-byte metadata + 128-byte header class). The ring is filled by
 // running p1's sampler at rate 1 with BPF_PROG_TEST_RUN (timer stopped),
-// then drained by RingReader.Read in batches (timed).
+// then drained by the worker's Source.Read in batches (timed).
 func BenchmarkRingRead(b *testing.B) {
 	lab := netlab.New(b, 1)
 	var d *Dataplane
@@ -25,7 +26,7 @@ func BenchmarkRingRead(b *testing.B) {
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128}); err != nil {
 		b.Fatal(err)
 	}
-	r, err := d.Ring(0)
+	r, err := d.Source(0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func BenchmarkRingRead(b *testing.B) {
 		}
 		b.StartTimer()
 		for got := 0; got < n; {
-			k, err := r.Read(fn)
+			k, err := r.Read(time.Now().Add(time.Second), fn)
 			if err != nil {
 				b.Fatal(err)
 			}

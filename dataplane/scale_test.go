@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
@@ -65,7 +66,7 @@ func TestLargeIfIndex(t *testing.T) {
 			t.Fatalf("AttachPort(%d): %v", idx, err)
 		}
 	}
-	r, err := d.Ring(0)
+	r, err := d.Source(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func TestLargeIfIndex(t *testing.T) {
 		}
 		got := map[uint32]int{}
 		for n := 0; n < int(runs); {
-			k, err := r.Read(func(s *RawSample) { got[s.IfIndex]++ })
+			k, err := r.Read(time.Now().Add(5*time.Second), func(s *RawSample) { got[s.IfIndex]++ })
 			if err != nil {
 				t.Fatal(err)
 			}

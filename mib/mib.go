@@ -195,6 +195,8 @@ type MIB struct {
 	static    Static
 	agentAddr netip.Addr
 	pend      *pending
+	// timeouts wakes Run when a receiver's timeout is set (buffered 1).
+	timeouts chan struct{}
 	// failed are the ports the last Apply could not make the kernel
 	// sample (agent.PortError): their sFlowFsPacketSamplingRate reads 0,
 	// the truth, until an Apply succeeds for them.
@@ -226,7 +228,7 @@ func New(cfg Config) (*MIB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &MIB{cfg: cfg, version: "1.3;sflowswitchd;" + cfg.Revision}
+	m := &MIB{cfg: cfg, version: "1.3;sflowswitchd;" + cfg.Revision, timeouts: make(chan struct{}, 1)}
 	m.cur = &state{rcv: make([]receiver, cfg.Receivers)}
 	for i := range m.cur.rcv {
 		m.cur.rcv[i] = defaultReceiver()
@@ -440,23 +442,47 @@ func (m *MIB) Tick() {
 	}
 }
 
-// tickInterval is how often Run checks the timeouts: well below the
-// one-second resolution of sFlowRcvrTimeout, so a receiver is released
-// within a fraction of a second of its timeout reaching 0.
-const tickInterval = 100 * time.Millisecond
+// maxTickWait bounds Run's sleep (a safety net: a SET of a receiver's
+// timeout wakes Run, which then sleeps until exactly the earliest
+// deadline). An idle MIB wakes once a second, no faster than the agent's
+// own tick.
+const maxTickWait = time.Second
 
-// Run calls Tick until ctx ends.
+// Run calls Tick when the earliest receiver timeout is due, and at least
+// once a second, until ctx ends.
 func (m *MIB) Run(ctx context.Context) {
-	t := time.NewTicker(tickInterval)
+	t := time.NewTimer(m.nextTick())
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.timeouts:
 		case <-t.C:
-			m.Tick()
+		}
+		m.Tick()
+		t.Reset(m.nextTick())
+	}
+}
+
+// nextTick is how long Run may sleep: until the earliest timeout of an
+// SNMP-owned receiver, at most maxTickWait.
+func (m *MIB) nextTick() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wait := maxTickWait
+	cfgNow := m.cfg.Now()
+	for _, r := range m.cur.rcv {
+		if r.owner == "" || r.static {
+			continue
+		}
+		// The deadline is on the configured clock; the timer on the real
+		// one: sleep for the difference.
+		if d := r.deadline.Sub(cfgNow); d < wait {
+			wait = max(d, 0)
 		}
 	}
+	return wait
 }
 
 // AgentConfig returns the agent configuration the MIB's current state

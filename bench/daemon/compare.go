@@ -95,8 +95,8 @@ func (t trial) cpuPerMpkt() float64 {
 	return t.CPUPct / 100 * 1000 / (t.FwdPPS / 1e6)
 }
 
-// idleResult is one technique's CPU with its port sampled and no traffic.
-type idleResult struct {
+// techIdle is one technique's CPU with its port sampled and no traffic.
+type techIdle struct {
 	Tech   string  `json:"tech"`
 	CPUPct float64 `json:"cpu_pct"`
 }
@@ -116,7 +116,7 @@ type results struct {
 	Load   []string     `json:"load"`
 	Opts   string       `json:"opts"`
 	Trials []trial      `json:"trials"`
-	Idle   []idleResult `json:"idle"`
+	Idle   []techIdle `json:"idle"`
 	Pools  []poolResult `json:"pools"`
 }
 
@@ -527,7 +527,7 @@ func (c *comparer) idlePhase(res *results) error {
 		if err = errors.Join(err, serr); err != nil {
 			return fmt.Errorf("%s: %w", tech, err)
 		}
-		res.Idle = append(res.Idle, idleResult{Tech: tech, CPUPct: 100 * (b - a).Seconds() / time.Since(start).Seconds()})
+		res.Idle = append(res.Idle, techIdle{Tech: tech, CPUPct: 100 * (b - a).Seconds() / time.Since(start).Seconds()})
 	}
 	return nil
 }

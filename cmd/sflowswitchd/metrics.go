@@ -34,7 +34,7 @@ func (d *daemon) portMetrics() []metrics.Port {
 			continue
 		}
 		out = append(out, metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.monitors.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
+			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
 	}
 	return out
 }
