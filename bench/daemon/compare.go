@@ -116,7 +116,7 @@ type results struct {
 	Load   []string     `json:"load"`
 	Opts   string       `json:"opts"`
 	Trials []trial      `json:"trials"`
-	Idle   []techIdle `json:"idle"`
+	Idle   []techIdle   `json:"idle"`
 	Pools  []poolResult `json:"pools"`
 }
 
