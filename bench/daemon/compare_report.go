@@ -146,7 +146,7 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "# Techniques side by side (`go run ./bench/daemon compare %s`)\n\n", r.Opts)
 	fmt.Fprintf(&b, "- %s, kernel %s, %d CPUs; load average (1 min) at start, after each round, at the end: %s\n",
 		r.Start.Format("2006-01-02 15:04Z"), unix.ByteSliceToString(u.Release[:]), numCPU(), strings.Join(r.Load, ", "))
-	b.WriteString("- The machine is shared with other engineers' jobs: absolute rates move by 2x between runs; compare ratios within one run. Values are medians over rounds with (min–max).\n")
+	b.WriteString("- CPU is the sampling process's time on CPU from /proc/PID/task/*/schedstat (ns). The machine is shared with other engineers' jobs: absolute rates move by 2x between runs; compare ratios within one run. Values are medians over rounds with (min–max).\n")
 	b.WriteString("- Lab: h1 -> p1 -> br0 -> p2 -> h2 (veth, one switch namespace), 64-byte UDP frames from trafgen at its maximum rate; each technique samples p1; samples go to a collector namespace over mgmt0.\n")
 	b.WriteString("- On veth, attaching any XDP program moves receive onto veth's NAPI path (frames queued in the peer's ptr_ring and polled) instead of netif_rx into the per-CPU backlog: the do-nothing XDP program alone changes forwarding (about -17% on this machine in earlier runs). Both ratios are given: to no program at all, and to the do-nothing XDP program (the fair reference for an XDP sampler).\n\n")
 
@@ -176,7 +176,7 @@ func (r *results) markdown() string {
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
-	b.WriteString("\nExpected samples/s = frames received on p1 per second / N. \"Lost\" compares what reached the collector with that expectation: at 1-in-1 it is exact, at other rates it includes binomial noise (it can be negative). \"Reported lost\" is the technique's own count over the trial (sflowswitchd: kernel ring drops + agent drops from its metrics over the window; pcap: tp_drops over the trial; the TC technique has none).\n\n")
+	b.WriteString("\nExpected samples/s = frames received on p1 per second / N. \"Lost\" compares what reached the collector (counted over the window shifted by the 1.3 s delivery lag: sflowswitchd sends samples below its ring wake-up mark at its workers' one-second tick) with that expectation: at 1-in-1 it is exact, at other rates it includes binomial noise (it can be negative). \"Reported lost\" is the technique's own count over the trial (sflowswitchd: kernel ring drops + agent drops from its metrics over the window; pcap: tp_drops over the trial; the TC technique has none).\n\n")
 
 	b.WriteString("## Whether each technique knows what it lost\n\n| technique | knows its losses |\n|---|---|\n")
 	for _, tech := range samplerTechs {
