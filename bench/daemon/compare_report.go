@@ -57,7 +57,7 @@ func (s spread) fmt(f string) string {
 
 // cell collects, for one technique at one rate, every round's values.
 type cell struct {
-	fwd, vsNone, vsPass, ns, cpu, cpuM, sps, loss, known []float64
+	fwd, vsNone, vsPass, ns, cpu, cpuM, sps, loss, known, colDrops []float64
 }
 
 // cells groups trials by rate and technique; ratios are per round against
@@ -100,6 +100,7 @@ func (r *results) cells() map[uint32]map[string]*cell {
 			c.cpuM = append(c.cpuM, t.cpuPerMpkt())
 			c.sps = append(c.sps, t.SamplesPS)
 			c.loss = append(c.loss, t.lossFrac())
+			c.colDrops = append(c.colDrops, t.CollectorDrops)
 			if t.KnownLost >= 0 {
 				c.known = append(c.known, t.KnownLost)
 			}
@@ -153,8 +154,8 @@ func (r *results) markdown() string {
 	cells := r.cells()
 	rates := r.rates()
 	b.WriteString("## Forwarding, per-packet cost, CPU, samples\n\n")
-	b.WriteString("| 1-in-N | technique | forwarded pps | / no program | / do-nothing XDP | kernel ns/pkt (bpf_stats) | sampling process CPU % of a core | CPU ms per M forwarded pkts | samples/s at collector | lost (1 - delivered/expected) | reported lost by the technique |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| 1-in-N | technique | forwarded pps | / no program | / do-nothing XDP | kernel ns/pkt (bpf_stats) | sampling process CPU % of a core | CPU ms per M forwarded pkts | samples/s at collector | lost (1 - delivered/expected) | reported lost by the technique | collector socket drops |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rate := range rates {
 		for _, tech := range allTechs {
 			c := cells[rate][tech]
@@ -164,14 +165,14 @@ func (r *results) markdown() string {
 			row := []string{fmt.Sprint(rate), tech, spreadOf(c.fwd).fmt("%.0f"), spreadOf(c.vsNone).fmt("%.3f"),
 				spreadOf(c.vsPass).fmt("%.3f"), spreadOf(c.ns).fmt("%.1f")}
 			if tech == techNone || tech == techPass {
-				row = append(row, "—", "—", "—", "—", "—")
+				row = append(row, "—", "—", "—", "—", "—", "—")
 			} else {
 				known := "no count"
 				if len(c.known) > 0 {
 					known = spreadOf(c.known).fmt("%.0f")
 				}
 				row = append(row, spreadOf(c.cpu).fmt("%.2f"), spreadOf(c.cpuM).fmt("%.1f"),
-					spreadOf(c.sps).fmt("%.0f"), spreadOf(c.loss).fmt("%.3f"), known)
+					spreadOf(c.sps).fmt("%.0f"), spreadOf(c.loss).fmt("%.3f"), known, spreadOf(c.colDrops).fmt("%.0f"))
 			}
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
