@@ -106,6 +106,9 @@ func (a *Agent) CollectorStats() []CollectorTotals {
 	for _, w := range a.workers {
 		w.collectors.addTo(totals)
 	}
+	if r := a.drops.Load(); r != nil {
+		r.collectors.addTo(totals)
+	}
 	out := make([]CollectorTotals, 0, len(totals))
 	for _, t := range totals {
 		out = append(out, *t)

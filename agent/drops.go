@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -72,6 +73,8 @@ type DropReporter struct {
 	subAgent uint32
 	start    time.Time
 	stats    DropStats
+	// collectors counts the sends per collector (Agent.CollectorStats).
+	collectors collectorSet
 
 	mu        sync.Mutex
 	agentAddr netip.Addr
@@ -168,8 +171,18 @@ func (r *DropReporter) applyReceivers() {
 		delete(r.outCfg, idx)
 	}
 	r.outAddr = agent
+	keep := make(map[CollectorKey]bool, len(rcv))
+	for _, c := range rcv {
+		keep[CollectorKey{c.Index, c.Address}] = true
+	}
+	r.collectors.keep(keep)
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
+		coll := r.collectors.get(CollectorKey{c.Index, c.Address})
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters(), sender.Counters{
+			Datagrams: &coll.Datagrams, Bytes: &coll.Bytes,
+			SendErrors: &coll.SendErrors, SamplesUnsent: &coll.SamplesUnsent,
+			TooLarge: &coll.TooLarge,
+		})
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue

@@ -215,6 +215,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = newDrops(uint32(s.Workers), log)
+	d.agent.AddDropReporter(d.drops.reporter)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an

@@ -67,6 +67,15 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(samplesDropped, s.TooLarge.Load(), w, "too_large")
 		ch <- counter(samplesDropped, s.UnknownPort.Load(), w, "unknown_port")
 	}
+	// The drop notification sub-agent's sends, as worker "drops".
+	if s := c.a.DropSenderStats(); s != nil {
+		for _, m := range workerMetrics {
+			ch <- counter(m.desc, m.get(s), "drops")
+		}
+		ch <- counter(samplesDropped, s.SamplesUnsent.Load(), "drops", "send_error")
+		ch <- counter(samplesDropped, s.TooLarge.Load(), "drops", "too_large")
+		ch <- counter(samplesDropped, s.UnknownPort.Load(), "drops", "unknown_port")
+	}
 	for _, t := range c.a.CollectorStats() {
 		r, addr := strconv.Itoa(t.Receiver), t.Address.String()
 		ch <- counter(collDatagrams, t.Datagrams, r, addr)
