@@ -321,15 +321,14 @@ func (c *countingCollector) totalFlows() uint64 {
 	return n
 }
 
-// waitQuiet waits until no datagram arrived for quiet.
+// waitQuiet waits until no flow sample arrived for quiet (at most 20 s:
+// counter samples may keep coming).
 func (c *countingCollector) waitQuiet(quiet time.Duration) {
 	last, lastN := time.Now(), uint64(0)
-	for {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-		c.mu.Lock()
-		n := c.datagrams
-		c.mu.Unlock()
-		if n != lastN {
+		if n := c.totalFlows(); n != lastN {
 			last, lastN = time.Now(), n
 		} else if time.Since(last) >= quiet {
 			return
