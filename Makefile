@@ -40,6 +40,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./sflow/
 	@if [ -d snmpd ] && grep -q 'func FuzzDecodePDU' snmpd/*_test.go 2>/dev/null; then \
 		$(GO) test -run '^$$' -fuzz '^FuzzDecodePDU$$' -fuzztime $(FUZZTIME) ./snmpd/; fi
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRT$$' -fuzztime $(FUZZTIME) ./agent/app/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/hsflowdconf/
 
 bench: deps build
 	./bench/run.sh

@@ -41,15 +41,16 @@ type SamplerPortCounters struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SamplerMapCounters    = "counters"
-	SamplerMapPortConfigs = "port_configs"
-	SamplerMapRings       = "rings"
-	SamplerMapXsks        = "xsks"
-	SamplerProgXdpFloor   = "xdp_floor"
-	SamplerProgXdpPass    = "xdp_pass"
-	SamplerProgXdpSampler = "xdp_sampler"
-	SamplerVarCpuSlots    = "cpu_slots"
-	SamplerVarWakeupBytes = "wakeup_bytes"
+	SamplerMapCounters        = "counters"
+	SamplerMapPortConfigs     = "port_configs"
+	SamplerMapPortConfigsHigh = "port_configs_high"
+	SamplerMapRings           = "rings"
+	SamplerMapXsks            = "xsks"
+	SamplerProgXdpFloor       = "xdp_floor"
+	SamplerProgXdpPass        = "xdp_pass"
+	SamplerProgXdpSampler     = "xdp_sampler"
+	SamplerVarCpuSlots        = "cpu_slots"
+	SamplerVarWakeupBytes     = "wakeup_bytes"
 )
 
 // LoadSampler returns the embedded CollectionSpec for Sampler.
@@ -103,10 +104,11 @@ type SamplerProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerMapSpecs struct {
-	Counters    *ebpf.MapSpec `ebpf:"counters"`
-	PortConfigs *ebpf.MapSpec `ebpf:"port_configs"`
-	Rings       *ebpf.MapSpec `ebpf:"rings"`
-	Xsks        *ebpf.MapSpec `ebpf:"xsks"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
+	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
+	Rings           *ebpf.MapSpec `ebpf:"rings"`
+	Xsks            *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // SamplerVariableSpecs contains global variables before they are loaded into the kernel.
@@ -137,16 +139,18 @@ func (o *SamplerObjects) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerMaps struct {
-	Counters    *ebpf.Map `ebpf:"counters"`
-	PortConfigs *ebpf.Map `ebpf:"port_configs"`
-	Rings       *ebpf.Map `ebpf:"rings"`
-	Xsks        *ebpf.Map `ebpf:"xsks"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
+	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
+	Rings           *ebpf.Map `ebpf:"rings"`
+	Xsks            *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *SamplerMaps) Close() error {
 	return _SamplerClose(
 		m.Counters,
 		m.PortConfigs,
+		m.PortConfigsHigh,
 		m.Rings,
 		m.Xsks,
 	)

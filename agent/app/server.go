@@ -77,8 +77,19 @@ func (e *Engine) SubmitJSON(b []byte) error {
 		return err
 	}
 	// ParseJSON has validated the sample.
-	if m.Flow != nil {
+	switch {
+	case m.Flow != nil:
+		if err := e.resolveFlow(m.Flow); err != nil {
+			return err
+		}
 		return e.queueFlow(m.Flow)
+	case m.RTMetric != nil:
+		return e.SubmitRT(m.RTMetric)
+	case m.RTFlow != nil:
+		return e.SubmitRT(m.RTFlow)
+	}
+	if err := e.resolveCounters(m.Counters); err != nil {
+		return err
 	}
 	return e.queueCounters(m.Counters)
 }

@@ -77,7 +77,7 @@ type ringCounter struct {
 }
 
 func (b *bench) startRingCounter() (*ringCounter, error) {
-	r, err := b.dp.Ring(0)
+	r, err := b.dp.Source(0)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +89,7 @@ func (b *bench) startRingCounter() (*ringCounter, error) {
 		}
 		count := func(*dataplane.RawSample) {}
 		for !rc.stop.Load() {
-			r.SetDeadline(time.Now().Add(50 * time.Millisecond))
-			n, err := r.Read(count)
+			n, err := r.Read(time.Now().Add(50*time.Millisecond), count)
 			rc.n.Add(uint64(n))
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				rc.done <- err

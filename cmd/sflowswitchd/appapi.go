@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -34,6 +35,9 @@ type appsConfig struct {
 	// control (0 = DefaultAPMReports).
 	APMInterval time.Duration
 	APMReports  int
+	// StateFile keeps the data source indexes of applications without a
+	// service port across restarts ("" = memory only).
+	StateFile string
 }
 
 // apps is the running application sub-agent (agent/app): the local JSON
@@ -83,7 +87,7 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 		return nil, fmt.Errorf("app API: receive buffer: %w", err)
 	}
 	a := &apps{
-		engine: app.New(app.Config{APM: ae, Logger: log}),
+		engine: app.New(app.Config{APM: ae, Logger: log, StateFile: c.StateFile}),
 		apm:    ae,
 		conn:   conn,
 		api:    conn.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort(),
@@ -96,6 +100,15 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	}()
 	log.Info("application API listening", "addr", a.api.String())
 	return a, nil
+}
+
+// appStateFile is the file keeping the data source indexes of
+// applications without a service port, in the state directory.
+func appStateFile(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "apps.json")
 }
 
 // SetReceivers gives the application data sources the daemon's

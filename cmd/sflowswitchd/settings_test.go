@@ -111,6 +111,12 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"state-dir":              "/var/lib/elsewhere",
+		"hsflowd-conf":           representativeHsflowd,
+		"max-ports":              "300",
+		"drops":                  "off",
+		"drops-limit":            "7",
+		"drops-header-bytes":     "64",
 	}
 	def, err := loadArgs(t)
 	if err != nil {

@@ -28,6 +28,7 @@ var appMetrics = []appMetric{
 	{desc("app_apm_added_total", "Application transactions aggregated into the APM reports."), false, func(s *app.Stats) uint64 { return s.APMAdded.Load() }},
 	{desc("app_apm_skipped_total", "Application transactions the APM reports could not measure (no socket addresses)."), false, func(s *app.Stats) uint64 { return s.APMSkipped.Load() }},
 	{desc("app_sources", "Application data sources (service ports)."), true, func(s *app.Stats) uint64 { return uint64(s.Sources.Load()) }},
+	{desc("app_sources_reclaimed_total", "Idle application data sources closed to make room for a new application when every slot was taken."), false, func(s *app.Stats) uint64 { return s.SourcesReclaimed.Load() }},
 }
 
 var (
