@@ -160,3 +160,33 @@ func TestNoAgentAddress(t *testing.T) {
 	d = startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1", "-agent-address", "198.18.0.1")
 	d.waitReady(t, lab, "p1")
 }
+
+// TestCollectorSubnetBroadcast (issue 10, defect 7): a collector at the
+// subnet-directed broadcast address of the management link is never sent
+// to (collector sockets have no SO_BROADCAST: the kernel refuses), and
+// that is logged; nothing reaches the subnet.
+func TestCollectorSubnetBroadcast(t *testing.T) {
+	lab := newLab(t, 2)
+	var conn *net.UDPConn
+	if err := lab.Do(lab.Collector, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: collectorPort}) // any address: broadcasts included
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	d := startDaemon(t, lab, "-collector", fmt.Sprintf("198.19.255.3:%d", collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "1")
+	d.waitReady(t, lab, "p1", "p2")
+	lab.SendFrames(t, 0, testFrames(lab, 0, 1, 1, 20))
+	if err := conn.SetReadDeadline(time.Now().Add(2500 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 65536)
+	if n, from, err := conn.ReadFromUDPAddrPort(buf); err == nil {
+		t.Fatalf("a %d-byte datagram from %s reached the subnet broadcast address\n%s", n, from, d.log())
+	}
+	if !strings.Contains(d.log(), "collector not reachable now") || !strings.Contains(d.log(), "permission denied") {
+		t.Errorf("no log line for the refused broadcast collector\n%s", d.log())
+	}
+}
