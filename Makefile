@@ -42,6 +42,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz '^FuzzDecodePDU$$' -fuzztime $(FUZZTIME) ./snmpd/; fi
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRT$$' -fuzztime $(FUZZTIME) ./agent/app/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/hsflowdconf/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ethernet/
 
 bench: deps build
 	./bench/run.sh

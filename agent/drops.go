@@ -88,6 +88,8 @@ type DropReporter struct {
 	// (before the configuration, or without an agent address): counted in
 	// the drops field with the kernel's losses.
 	unsent uint64
+	// lostBase are the losses of earlier sources (Run calls).
+	lostBase uint64
 	// src2 and lostRead: the source being read, and whether its losses
 	// were read for the current batch.
 	src2     DropSource
@@ -188,13 +190,27 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 	defer stop()
 	r.mu.Lock()
 	r.src = src
+	r.changed = true // (re)open the receivers' streams: a previous Run closed them
 	r.mu.Unlock()
 	defer func() {
+		// The kernel's losses so far stay in the drops field when the
+		// source is replaced (notifications turned off and on).
+		if lost, err := src.Lost(); err == nil {
+			r.lostBase += lost
+		} else {
+			r.log.Warn("reading lost drop notifications", "err", err)
+		}
+		r.mu.Lock()
+		r.src = nil
+		r.mu.Unlock()
 		for idx, o := range r.outs {
-			if _, err := o.Close(); err != nil {
+			last, err := o.Close()
+			if err != nil {
 				r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 			}
+			r.seqs[idx] = last
 			delete(r.outs, idx)
+			delete(r.outCfg, idx)
 		}
 	}()
 	for ctx.Err() == nil {
@@ -224,7 +240,7 @@ func (r *DropReporter) add(n *DropNotification) {
 		// the kernel's losses up to now.
 		r.lostRead = true
 		if lost, err := r.src2.Lost(); err == nil {
-			r.lost = lost + r.unsent
+			r.lost = r.lostBase + lost + r.unsent
 		} else {
 			r.log.Warn("reading lost drop notifications", "err", err)
 		}

@@ -69,7 +69,7 @@ func newLiveFlags(name string) *liveFlags {
 	fs.IntVar(&f.batch, "batch", 1<<14, "live frames per BPF_PROG_RUN call")
 	fs.UintVar(&f.rate, "sampling", 1, "sampling rate (1 = every frame)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurement rounds to `file`")
-	fs.StringVar(&f.send, "send", "gso", "datagram sends: gso (sendmmsg batches, equal-size runs as UDP GSO messages: the daemon's default), sendmmsg (batches of one datagram per message) or write (one write(2) per datagram)")
+	fs.StringVar(&f.send, "send", "gso", "datagram sends: "+sendModes)
 	return f
 }
 
@@ -186,14 +186,8 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 	}()
 	// The daemon's own sample path (agent/xdp, dataplane.Source).
 	opts := agent.Options{Workers: f.workers, Dataplane: xdp.Dataplane{DP: dp}}
-	switch f.send {
-	case "gso":
-	case "sendmmsg":
-		opts.SendNoGSO = true
-	case "write":
-		opts.SendBatch, opts.SendNoGSO = 1, true
-	default:
-		return fmt.Errorf("-send %q: want gso, sendmmsg or write", f.send)
+	if err := setSendMode(&opts, f.send); err != nil {
+		return err
 	}
 	ag := agent.New(opts)
 	readers, err := xdp.Readers(dp, f.workers)

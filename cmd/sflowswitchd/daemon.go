@@ -679,7 +679,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
