@@ -48,6 +48,13 @@ type Options struct {
 	// competes with another worker for a core.
 	PinCPUs bool
 	Logger  *slog.Logger
+	// SendBatch is the number of datagrams a worker sends per system call
+	// (0: the sender's default, 32; 1: one write(2) per datagram).
+	SendBatch int
+	// SendNoGSO sends every datagram as a message of its own, even where
+	// UDP GSO could carry a run of equal-size datagrams as one. SendBatch
+	// and SendNoGSO are for comparisons (bench/daemon live -send).
+	SendNoGSO bool
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -79,7 +86,9 @@ func New(opts Options) *Agent {
 	a := &Agent{opts: opts, log: opts.Logger, start: time.Now(),
 		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
 	for i := 0; i < opts.Workers; i++ {
-		a.workers = append(a.workers, newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64()))
+		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
+		a.workers = append(a.workers, w)
 	}
 	return a
 }
@@ -120,6 +129,25 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 		a.running = false
 		a.mu.Unlock()
 	}()
+	// A worker waits for samples until its next tick: wake it when ctx
+	// ends, so it stops (and flushes) at once.
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stopped:
+			return
+		}
+		for i, wk := range a.wakers {
+			if wk == nil {
+				continue
+			}
+			if err := wk.Wake(); err != nil {
+				a.log.Debug("waking worker to stop", "worker", i, "err", err)
+			}
+		}
+	}()
 	for i, w := range a.workers {
 		var src SampleReader
 		if i < len(readers) {
@@ -154,7 +182,9 @@ func (a *Agent) Config() Config {
 // dataplane is updated port by port (kernel rate, header length, owning
 // worker, mode) and every worker receives its share. An invalid cfg is
 // refused whole and changes nothing. Dataplane failures on single ports
-// (a port that vanished) are returned joined, the rest is applied.
+// (a port that vanished, no free port slot) are returned joined, one
+// *PortError each (see SplitPortErrors), the rest is applied; a port that
+// failed is tried again by the next Apply.
 func (a *Agent) Apply(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration: %w", err)
@@ -172,7 +202,7 @@ func (a *Agent) Apply(cfg Config) error {
 		}
 		pool, _ := a.opts.Dataplane.PortPool(idx)
 		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
-			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 		}
 		a.poolBase[idx] += pool
 		delete(a.ports, idx)
@@ -228,7 +258,7 @@ func (a *Agent) Apply(cfg Config) error {
 			continue
 		}
 		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
-			errs = append(errs, fmt.Errorf("port %d: %w", idx, err))
+			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 			continue
 		}
 		a.ports[idx] = p

@@ -187,11 +187,12 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 	if p, _ := dp.port(ifindex); p.KernelRate != 512 || p.HeaderBytes != 128 {
 		t.Fatalf("dataplane told %+v, want kernel rate 512, 128 header bytes", p)
 	}
-	sim := &kernelSim{dp: dp, ifindex: ifindex, packets: K, frame: testFrame(), rng: newRNG(99), done: make(chan struct{})}
+	simDone := make(chan struct{}) // the worker clears sim.done: keep our own copy (-race)
+	sim := &kernelSim{dp: dp, ifindex: ifindex, packets: K, frame: testFrame(), rng: newRNG(99), done: simDone}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
 	go func() { a.Run(ctx, []SampleReader{sim}); close(ran) }()
-	<-sim.done
+	<-simDone
 	time.Sleep(1500 * time.Millisecond) // one flush tick
 	cancel()
 	<-ran

@@ -22,10 +22,6 @@ type CollectorStats struct {
 	// TooLarge are samples larger than the receiver's maximum datagram
 	// size, never sent.
 	TooLarge atomic.Uint64
-	// NoSocket are samples for the collector that found no open socket
-	// (the socket could not be opened: no route, an address the kernel
-	// refuses). Counted by whoever detects it; zero until then.
-	NoSocket atomic.Uint64
 }
 
 // CollectorKey names a collector: the receiver row and its address.
@@ -37,12 +33,13 @@ type CollectorKey struct {
 // CollectorTotals are a collector's counters summed over every worker.
 type CollectorTotals struct {
 	CollectorKey
-	Datagrams, Bytes, SendErrors, SamplesUnsent, TooLarge, NoSocket uint64
+	Datagrams, Bytes, SendErrors, SamplesUnsent, TooLarge uint64
 }
 
 // SamplesLost is every sample meant for the collector that did not reach
-// its socket: in refused datagrams, too large, or with no socket.
-func (t CollectorTotals) SamplesLost() uint64 { return t.SamplesUnsent + t.TooLarge + t.NoSocket }
+// its socket: in refused datagrams (a collector with no route or no
+// resolved address included), or too large.
+func (t CollectorTotals) SamplesLost() uint64 { return t.SamplesUnsent + t.TooLarge }
 
 // collectorSet is one worker's CollectorStats by collector. The worker
 // adds and prunes entries when it applies a configuration; readers take
@@ -95,7 +92,6 @@ func (s *collectorSet) addTo(totals map[CollectorKey]*CollectorTotals) {
 		t.SendErrors += st.SendErrors.Load()
 		t.SamplesUnsent += st.SamplesUnsent.Load()
 		t.TooLarge += st.TooLarge.Load()
-		t.NoSocket += st.NoSocket.Load()
 	}
 }
 

@@ -20,6 +20,11 @@ type ReceiverConfig struct {
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize: no datagram sent to
 	// this receiver is longer (0 = sflow.DefaultMaxDatagramSize).
 	MaxDatagramSize int
+	// Unresolved is the collector's host name while it cannot be resolved
+	// (Address is then the zero AddrPort): the receiver's samplers and
+	// pollers keep running and everything they would send is counted as
+	// lost (send errors, samples unsent) until the name resolves.
+	Unresolved string
 }
 
 // SamplerConfig is a flow sampler: a row of sFlowFsTable.
@@ -83,7 +88,7 @@ func (c *Config) Validate() error {
 		if rcv[r.Index] {
 			return fmt.Errorf("receiver %d defined twice", r.Index)
 		}
-		if !r.Address.IsValid() || r.Address.Port() == 0 {
+		if (!r.Address.IsValid() || r.Address.Port() == 0) && (r.Unresolved == "" || r.Address.IsValid()) {
 			return fmt.Errorf("receiver %d: invalid collector address %q", r.Index, r.Address)
 		}
 		if r.MaxDatagramSize != 0 && (r.MaxDatagramSize < 200 || r.MaxDatagramSize > 65507) {

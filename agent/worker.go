@@ -21,6 +21,12 @@ type PacketSample struct {
 	// KernelRate is the power-of-two rate the kernel took the sample at;
 	// 0 means the port's configured kernel rate.
 	KernelRate uint32
+	// CPU took the sample, and CPUPool is the port's pool on that CPU at
+	// the sampled frame (the frame included). CPUPool 0 means unknown (a
+	// source that cannot tell): the flow sample then carries the pool read
+	// when it is encoded (PoolReader).
+	CPU     uint32
+	CPUPool uint64
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
@@ -28,7 +34,7 @@ type PacketSample struct {
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
 // cut short, so that a configuration change reaches the worker at once
-// rather than when its current wait (up to DefaultPollInterval) ends.
+// rather than when its current wait (up to its next one-second tick) ends.
 type Waker interface {
 	Wake() error
 }
@@ -63,13 +69,6 @@ type CounterSource interface {
 type OutputLookup interface {
 	Output(in uint32, header []byte) sflow.Interface
 }
-
-// DefaultPollInterval is how long a worker waits for samples in one read
-// before it looks again. The dataplane wakes a reader only once its ring
-// holds a batch of samples (a quarter of the ring by default), so this
-// bounds the delay of a sample at low rates, and the number of wake-ups per
-// second of an idle worker.
-const DefaultPollInterval = 20 * time.Millisecond
 
 // fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
 // frame_length counts it and stripped reports it removed (spec "struct
@@ -113,14 +112,16 @@ type samplerSpec struct {
 // worker is one sub-agent. All its fields are touched only by its own
 // goroutine, except stats (atomics) and ctrl (the channel).
 type worker struct {
-	id       int
-	log      *slog.Logger
-	ctrl     chan workerConfig
-	pools    PoolReader
-	counters CounterSource
-	output   OutputLookup
-	start    time.Time
-	stats    WorkerStats
+	id   int
+	log  *slog.Logger
+	ctrl chan workerConfig
+	// poolReader reads totals (and drops) from the dataplane.
+	poolReader PoolReader
+	counters   CounterSource
+	output     OutputLookup
+	start      time.Time
+	stats      WorkerStats
+	send       sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng
@@ -128,6 +129,7 @@ type worker struct {
 	agent     netip.Addr
 	receivers map[int]*receiverOut
 	samplers  map[uint32][]*sampler
+	pools     map[uint32]*portPool // per sampled port: pools at sample time
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
@@ -145,7 +147,7 @@ type worker struct {
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
-		pools: pools, counters: counters, output: output, start: start,
+		poolReader: pools, counters: counters, output: output, start: start,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
@@ -189,15 +191,25 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			case <-time.After(time.Until(nextTick)):
 			}
 		} else {
-			// One batch: everything the ring holds, or a wait of at most
-			// the poll interval (the kernel does not wake the reader for
-			// every sample: docs/ARCHITECTURE.md "Packet sampling"). Configuration and ticks
-			// are handled between batches.
-			deadline := time.Now().Add(DefaultPollInterval)
-			if nextTick.Before(deadline) {
-				deadline = nextTick
+			// One batch: everything the ring holds, or a wait until the
+			// next tick. The kernel wakes the reader only once its ring
+			// holds a batch of samples (dataplane.Config.WakeupBytes);
+			// below that, samples wait for the tick, which flushes the
+			// datagrams anyway: a sample still leaves within about a
+			// second, and an idle worker wakes once a second (issue 11,
+			// "idle cost near zero"; docs/ARCHITECTURE.md "Packet
+			// sampling"). Configuration (Waker) and ticks are handled
+			// between batches.
+			n, err := src.ReadSamples(nextTick, w.handleFn)
+			if n > 0 {
+				// The ring is drained: send the complete datagrams
+				// waiting in each receiver's batch (many per system
+				// call at high rates); the datagrams being filled wait
+				// for more samples or the tick.
+				for _, r := range w.receivers {
+					r.SendQueued()
+				}
 			}
-			_, err := src.ReadSamples(deadline, w.handleFn)
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.stats.ReadErrors.Add(1)
 				if ctx.Err() == nil {
@@ -230,6 +242,13 @@ func (w *worker) handle(ps *PacketSample) {
 	nrecs := 1
 	looked := false
 	keep := false
+	// Every kernel sample, kept or not, tells its CPU's pool: the port's
+	// pool at this frame is that plus the other CPUs' latest (pool.go).
+	pp := w.pools[ps.IfIndex]
+	atSample := ps.CPUPool != 0 && pp != nil
+	if atSample {
+		pool = pp.at(ps.CPU, ps.CPUPool)
+	}
 	for i, s := range ss {
 		// The kernel tells the rate each sample was taken at; while a
 		// port's rate changes, samples taken at the old rate are still
@@ -249,7 +268,11 @@ func (w *worker) handle(ps *PacketSample) {
 			continue
 		}
 		if !looked {
-			pool, drops = w.pools.PortPool(ps.IfIndex)
+			var now uint64
+			now, drops = w.poolReader.PortPool(ps.IfIndex)
+			if !atSample {
+				pool = now
+			}
 			if w.output != nil {
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
@@ -272,16 +295,14 @@ func (w *worker) handle(ps *PacketSample) {
 			SequenceNumber: s.seq,
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   s.cfg.Rate,
-			SamplePool:     uint32(s.poolBase + pool),
+			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
 			Input:          sflow.IfIndex(ps.IfIndex),
 			Output:         output,
 			Records:        w.frecs[:nrecs],
 		}
-		if s.out.add(&w.fs) {
+		if s.out.Add(&w.fs) == nil { // a too-large sample is counted by the sender
 			w.stats.FlowSamples.Add(1)
-		} else {
-			w.stats.TooLarge.Add(1)
 		}
 	}
 }
@@ -302,7 +323,7 @@ func (w *worker) tick() {
 		w.poll(p)
 	}
 	for _, r := range w.receivers {
-		r.flush()
+		r.Flush()
 	}
 }
 
@@ -321,10 +342,8 @@ func (w *worker) poll(p *poller) {
 	}
 	p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
-	if p.out.add(&w.cs) {
+	if p.out.Add(&w.cs) == nil {
 		w.stats.CounterSamples.Add(1)
-	} else {
-		w.stats.TooLarge.Add(1)
 	}
 }
 
@@ -345,24 +364,20 @@ func (w *worker) apply(cfg workerConfig) {
 			delete(old, rc.Index)
 			continue
 		}
-		var seq uint32
+		var lastSeq uint32
 		if r, ok := old[rc.Index]; ok {
-			// r.seq numbers the datagram r is building. If it holds
-			// samples, r.close below sends it and the new stream goes on
-			// with the next number; if it is empty it is never sent, so
-			// the new stream reuses its number (no gap in the sequence).
-			seq = r.seq
-			if r.w.Len() == 0 {
-				seq--
-			}
+			// r still sends what it holds when closed below; the new
+			// stream goes on after r's last datagram (no gap, no repeat).
+			lastSeq = r.LastSeq()
 		}
-		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
-		if err == nil {
-			r.coll = w.collectors.get(CollectorKey{rc.Index, rc.Address})
-		}
+		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq)
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
+		}
+		if err := r.DialErr(); err != nil && w.id == 0 {
+			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
+				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", err)
 		}
 		w.receivers[rc.Index] = r
 	}
@@ -387,7 +402,19 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 	}
 	w.samplers = make(map[uint32][]*sampler)
+	oldPools := w.pools
+	w.pools = make(map[uint32]*portPool)
 	for _, sp := range cfg.samplers {
+		// A port keeps its CPU pools while it stays attached; a new
+		// attachment (its counters restart from 0 over a new base) starts
+		// afresh.
+		if _, ok := w.pools[sp.cfg.IfIndex]; !ok {
+			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
+				w.pools[sp.cfg.IfIndex] = pp
+			} else {
+				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase)
+			}
+		}
 		out := w.receivers[sp.cfg.Receiver]
 		if out == nil || sp.cfg.Rate == 0 {
 			continue
@@ -447,7 +474,7 @@ func (w *worker) closeAll() {
 
 // closeReceiver flushes and closes one receiver stream.
 func (w *worker) closeReceiver(r *receiverOut) {
-	if err := r.close(); err != nil {
+	if _, err := r.Close(); err != nil {
 		w.log.Warn("closing receiver socket", "receiver", r.cfg.Index, "err", err)
 	}
 }

@@ -1,6 +1,8 @@
-// Package bpf holds the XDP sampler program (sampler.c) and its generated
-// Go bindings. The object and bindings are committed so that `go build`
-// needs no clang; `go generate ./bpf/` (or `make generate`) rebuilds them.
+// Package bpf holds the XDP sampler program (sampler.c), the dropped-packet
+// program (drops.c) and their generated Go bindings. The objects and
+// bindings are committed so that `go build` needs no clang;
+// `go generate ./bpf/` (or `make generate`) rebuilds them.
 package bpf
 
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type port_config -type port_counters Sampler sampler.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type drop_config -type drop_stats Drops drops.c

@@ -8,7 +8,12 @@
 //
 // For every frame received on a configured port the program
 //   1. counts it into the port's sample_pool,
-//   2. takes a random 1-in-2^k decision ((random & mask) == 0),
+//   2. counts down this CPU's skip: frames to pass before the next sample
+//      (sflow_version_5.txt section 4 and Appendix B: "a new skip value is
+//      only required every time a sample is taken"). The skip is drawn from
+//      the geometric distribution of mean 2^k - 1 when a sample is taken, so
+//      the sampled frames are exactly those of an independent 1-in-2^k coin
+//      per frame, while an unsampled frame costs a decrement and a compare,
 //   3. for a sampled frame:
 //      inline mode:  copies metadata + the first header bytes into the
 //                    owning worker's BPF ring buffer and returns XDP_PASS
@@ -31,8 +36,9 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 // the ingress ifindex. An ARRAY (not a HASH) is used because the verifier
 // inlines ARRAY lookups into a bounds check plus pointer arithmetic (no
 // helper call, no hashing): the cheapest possible lookup for the per-packet
-// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex are
-// refused by user space (dataplane.AttachPort).
+// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex (the
+// kernel's ifindex is any positive 32-bit value) are configured in the hash
+// map port_configs_high instead: only their frames pay for hashing.
 #define MAX_IFINDEX 65536
 
 // MAX_HEADER_BYTES is the largest header copy (sFlowFsMaximumHeaderSize
@@ -52,7 +58,15 @@ struct port_config {
 	__u32 worker;       // index of the owning worker's ring in `rings`
 	__u32 slot;         // counter slot of the port in `counters`
 	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
+	__u32 _pad[2];
+	// skip_scale = round(2^SKIP_SCALE_SHIFT / -log2(1 - 2^-k)), 0 for rate
+	// 1: turns -log2(U), U uniform in (0,1], into a geometric skip
+	// (draw_skip). Computed by user space (dataplane.skipScale).
+	__u64 skip_scale;
 };
+
+// SKIP_SCALE_SHIFT: fixed-point fraction bits of port_config.skip_scale.
+#define SKIP_SCALE_SHIFT 12
 
 // port_counters: one CPU's counters of one port, padded to a 64-byte cache
 // line so two CPUs never write the same line (no false sharing).
@@ -60,8 +74,10 @@ struct port_counters {
 	__u64 pool;    // frames seen by the sampler (sFlow sample_pool)
 	__u64 samples; // frames selected by the random test
 	__u64 drops;   // selected frames that could not be delivered
-	__u64 rng;     // xorshift64* state of this CPU for this port (0 = unseeded)
-	__u64 _pad[4];
+	__u64 skip;    // frames this CPU still passes before its next sample
+	__u32 rate;    // rate the current skip was drawn at; 0 = not drawn yet
+	__u32 _pad0;
+	__u64 _pad[3];
 };
 
 // sample_meta: the fixed part of a ring buffer record; `data` holds
@@ -75,8 +91,19 @@ struct sample_meta {
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u32 header_len;   // valid bytes in data
 	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
+	__u64 pool;         // this CPU's pool of the port, this frame included
 	__u8 data[];
 };
+
+// Per-port constants: every attached port runs its own instance of
+// xdp_sampler, loaded with these set (dataplane.AttachPort). The per-packet
+// path then needs neither the ingress ifindex (three dependent loads:
+// xdp_buff -> rxq -> dev -> ifindex) nor the port's config entry: it goes
+// from the CPU number straight to the port's counter line. The config map
+// is read only when a sample is taken.
+volatile const __u32 port_ifindex = 0;       // the port's ifindex
+volatile const __u32 port_counter_base = 0;  // slot * cpu_slots
+volatile const __u32 port_mode = MODE_INLINE; // MODE_INLINE or MODE_MONITOR
 
 // cpu_slots is the number of possible CPUs (set by the loader before load;
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
@@ -97,6 +124,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct port_config);
 } port_configs SEC(".maps");
+
+// port_configs_high: struct port_config keyed by ingress ifindex, for ports
+// whose ifindex is >= MAX_IFINDEX. max_entries is set by the loader (the
+// number of port slots).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct port_config);
+} port_configs_high SEC(".maps");
 
 // counters: struct port_counters at index slot * cpu_slots + cpu.
 //
@@ -138,25 +175,49 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
-// next_random returns 32 random bits from the xorshift64* generator (Vigna,
-// "An experimental exploration of Marsaglia's xorshift generators", 2016)
-// whose state lives in this CPU's own counter line. It replaces the
-// bpf_get_prandom_u32 helper call on the per-packet path (measured: the call
-// cost ~10 ns/packet, this a few instructions). The state is seeded from the
-// kernel's PRNG on first use (state 0, also after user space zeroes a slot).
-// The high 32 bits of the output take every value (sflow_version_5.txt
-// Appendix B: all numbers in the range must be possible).
-static __always_inline __u32 next_random(struct port_counters *c)
+// neg_log2_q16 returns -log2(U) in Q16 fixed point for U = (r + 1) / 2^32,
+// uniform in (0, 1] when r is uniform in 0..2^32-1: the result is in
+// [0, 32 << 16]. Integer part from the most significant bit, 16 fraction
+// bits by repeated squaring of the mantissa (each square doubles the
+// logarithm; a result >= 2 gives a 1 bit). Per sample only.
+static __always_inline __u64 neg_log2_q16(__u32 r)
 {
-	__u64 x = c->rng;
+	__u64 x = (__u64)r + 1, y = x, m;
+	__u32 n = 0, frac = 0;
 
-	if (!x)
-		x = ((__u64)bpf_get_prandom_u32() << 32) | bpf_get_prandom_u32() | 1;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	c->rng = x;
-	return (x * 0x2545F4914F6CDD1DULL) >> 32;
+	if (y >> 32) { n += 32; y >>= 32; }
+	if (y >> 16) { n += 16; y >>= 16; }
+	if (y >> 8) { n += 8; y >>= 8; }
+	if (y >> 4) { n += 4; y >>= 4; }
+	if (y >> 2) { n += 2; y >>= 2; }
+	if (y >> 1) { n += 1; }
+	// mantissa in Q31: [2^31, 2^32) stands for [1, 2)
+	m = n <= 31 ? x << (31 - n) : x >> (n - 31);
+#pragma unroll
+	for (int i = 0; i < 16; i++) {
+		m = (m * m) >> 31; // [1, 4) in Q31
+		frac <<= 1;
+		if (m >> 32) {
+			m >>= 1;
+			frac |= 1;
+		}
+	}
+	return ((__u64)32 << 16) - (((__u64)n << 16) | frac);
+}
+
+// draw_skip returns a geometric random number of frames to pass before the
+// next sample, P(skip = g) = (1-p)^g p with p = 2^-k: floor(ln U / ln(1-p))
+// for U uniform in (0, 1] (inversion; the discrete geometric is exactly the
+// floor of an exponential), computed as -log2(U) * scale with scale =
+// 1 / -log2(1-p) in fixed point. Rate 1 (scale 0) always gives 0. The
+// largest skip, -log2(2^-32) * scale, is about 22 times the mean: the tail
+// cut is e^-22. bpf_get_prandom_u32 is called only here, once per sample.
+static __always_inline __u64 draw_skip(__u64 scale)
+{
+	if (!scale)
+		return 0;
+	return (neg_log2_q16(bpf_get_prandom_u32()) * scale) >>
+	       (16 + SKIP_SCALE_SHIFT);
 }
 
 // emit_sample reserves a record of constant size (the verifier requires a
@@ -164,7 +225,7 @@ static __always_inline __u32 next_random(struct port_counters *c)
 // metadata and copies min(frame length, header_bytes, cls) bytes.
 static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 					struct port_counters *c, __u32 ifindex,
-					__u32 cpu, __u32 header_bytes, __u32 mask,
+					__u32 cpu, __u32 header_bytes, __u32 rate,
 					const __u32 cls)
 {
 	struct sample_meta *m;
@@ -199,7 +260,11 @@ static __always_inline void emit_sample(struct xdp_md *ctx, void *ring,
 	// The rate travels with the sample: a worker sub-samples each sample
 	// against the rate it was really taken at, even while user space is
 	// changing the port's configuration.
-	m->sample_rate = mask + 1;
+	m->sample_rate = rate;
+	// The pool at this frame, on this CPU: the worker adds the other CPUs'
+	// pools as their own latest samples reported them, so each flow sample
+	// carries the port's pool at its sampling moment (agent/pool.go).
+	m->pool = c->pool;
 	if (bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) + sizeof(*m) + cls >=
 	    wakeup_bytes)
 		bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
@@ -212,7 +277,7 @@ static __always_inline void sample_inline(struct xdp_md *ctx,
 					  struct port_counters *c,
 					  __u32 ifindex, __u32 cpu,
 					  __u32 worker, __u32 header_bytes,
-					  __u32 mask)
+					  __u32 rate)
 {
 	void *ring = bpf_map_lookup_elem(&rings, &worker);
 
@@ -221,11 +286,11 @@ static __always_inline void sample_inline(struct xdp_md *ctx,
 		return;
 	}
 	if (header_bytes <= 64)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask, 64);
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 64);
 	else if (header_bytes <= 128)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask, 128);
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 128);
 	else
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, mask,
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate,
 			    MAX_HEADER_BYTES);
 }
 
@@ -247,40 +312,96 @@ static __always_inline int sample_monitor(struct xdp_md *ctx,
 	return XDP_REDIRECT;
 }
 
-// xdp_sampler is attached to every sampled port.
-SEC("xdp.frags")
-int xdp_sampler(struct xdp_md *ctx)
+// lookup_high returns the config of a port whose ifindex is >= MAX_IFINDEX.
+// It is a separate BPF function (noinline) on purpose: with both lookups in
+// one function clang merges them into one call on a map pointer chosen at
+// run time, which the verifier cannot inline, and the array lookup of every
+// other port becomes a helper call (measured: +18 ns per unsampled frame).
+static __noinline struct port_config *lookup_high(__u32 ifindex)
 {
-	__u32 ifindex = ctx->ingress_ifindex;
-	struct port_config *cfg;
-	struct port_counters *c;
-	__u32 mode, mask, cpu, idx;
+	return bpf_map_lookup_elem(&port_configs_high, &ifindex);
+}
 
-	if (ifindex >= MAX_IFINDEX)
-		return XDP_PASS;
-	cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+// take_sample is the path of a frame whose CPU's skip has run out (or was
+// never drawn): it samples the frame, or (first frame after attach) draws
+// the first skip, then draws the next skip. Kept out of line so the
+// per-packet path stays short. The port's config is read here only.
+static __noinline int take_sample(struct xdp_md *ctx, struct port_counters *c,
+				  __u32 cpu)
+{
+	__u32 ifindex = port_ifindex, rate = c->rate, mode;
+	struct port_config *cfg;
+	__u64 skip;
+
+	if (ifindex < MAX_IFINDEX)
+		cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+	else
+		cfg = lookup_high(ifindex);
 	if (!cfg)
 		return XDP_PASS;
 	mode = cfg->mode;
 	if (mode != MODE_INLINE && mode != MODE_MONITOR)
-		return XDP_PASS; // off or unknown: untouched, not counted
+		return XDP_PASS; // being configured or detached: no sample
 
-	cpu = bpf_get_smp_processor_id();
-	idx = cfg->slot * cpu_slots + cpu;
-	c = bpf_map_lookup_elem(&counters, &idx);
-	if (!c)
-		return XDP_PASS;
-	c->pool++;
-
-	mask = cfg->sample_mask;
-	if (mask && (next_random(c) & mask))
+	// The next skip is drawn at the port's current rate, which travels in
+	// the next sample's record.
+	c->rate = cfg->sample_mask + 1;
+	skip = draw_skip(cfg->skip_scale);
+	if (!rate && skip) {
+		// First frame of this CPU since the slot was zeroed: it is the
+		// first trial of the first skip.
+		c->skip = skip - 1;
 		return mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+	}
+	c->skip = skip;
+	if (!rate)
+		rate = c->rate;
 
 	c->samples++;
 	if (mode == MODE_MONITOR)
 		return sample_monitor(ctx, c, cfg->xsk_base);
 	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes,
-		      mask);
+		      rate);
+	return XDP_PASS;
+}
+
+// xdp_sampler: one instance per sampled port (port_* constants). The
+// per-packet path: this CPU's counter line of the port, pool + 1, skip - 1.
+SEC("xdp.frags")
+int xdp_sampler(struct xdp_md *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 idx = port_counter_base + cpu;
+	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (!c)
+		return XDP_PASS;
+	c->pool++;
+	if (c->skip) {
+		c->skip--;
+		return port_mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+	}
+	return take_sample(ctx, c, cpu);
+}
+
+// xdp_floor does only what no sampler keeping an exact per-CPU pool and a
+// skip countdown can avoid: find this CPU's counter line (slot 0: no
+// per-port constant at all), count the frame and count the skip down. A benchmark baseline (the floor
+// of the unsampled path); never attached by the daemon.
+SEC("xdp.frags")
+int xdp_floor(struct xdp_md *ctx)
+{
+	__u32 idx = bpf_get_smp_processor_id();
+	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
+
+	if (!c)
+		return XDP_PASS;
+	c->pool++;
+	if (c->skip) {
+		c->skip--;
+		return XDP_PASS;
+	}
+	c->skip = ~0ULL >> 1;
 	return XDP_PASS;
 }
 

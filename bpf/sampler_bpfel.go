@@ -21,6 +21,8 @@ type SamplerPortConfig struct {
 	Worker      uint32
 	Slot        uint32
 	XskBase     uint32
+	Pad         [2]uint32
+	SkipScale   uint64
 }
 
 type SamplerPortCounters struct {
@@ -28,22 +30,29 @@ type SamplerPortCounters struct {
 	Pool    uint64
 	Samples uint64
 	Drops   uint64
-	Rng     uint64
-	Pad     [4]uint64
+	Skip    uint64
+	Rate    uint32
+	Pad0    uint32
+	Pad     [3]uint64
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	SamplerMapCounters    = "counters"
-	SamplerMapPortConfigs = "port_configs"
-	SamplerMapRings       = "rings"
-	SamplerMapXsks        = "xsks"
-	SamplerProgXdpPass    = "xdp_pass"
-	SamplerProgXdpSampler = "xdp_sampler"
-	SamplerVarCpuSlots    = "cpu_slots"
-	SamplerVarWakeupBytes = "wakeup_bytes"
+	SamplerMapCounters        = "counters"
+	SamplerMapPortConfigs     = "port_configs"
+	SamplerMapPortConfigsHigh = "port_configs_high"
+	SamplerMapRings           = "rings"
+	SamplerMapXsks            = "xsks"
+	SamplerProgXdpFloor       = "xdp_floor"
+	SamplerProgXdpPass        = "xdp_pass"
+	SamplerProgXdpSampler     = "xdp_sampler"
+	SamplerVarCpuSlots        = "cpu_slots"
+	SamplerVarPortCounterBase = "port_counter_base"
+	SamplerVarPortIfindex     = "port_ifindex"
+	SamplerVarPortMode        = "port_mode"
+	SamplerVarWakeupBytes     = "wakeup_bytes"
 )
 
 // LoadSampler returns the embedded CollectionSpec for Sampler.
@@ -88,6 +97,7 @@ type SamplerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerProgramSpecs struct {
+	XdpFloor   *ebpf.ProgramSpec `ebpf:"xdp_floor"`
 	XdpPass    *ebpf.ProgramSpec `ebpf:"xdp_pass"`
 	XdpSampler *ebpf.ProgramSpec `ebpf:"xdp_sampler"`
 }
@@ -96,18 +106,22 @@ type SamplerProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerMapSpecs struct {
-	Counters    *ebpf.MapSpec `ebpf:"counters"`
-	PortConfigs *ebpf.MapSpec `ebpf:"port_configs"`
-	Rings       *ebpf.MapSpec `ebpf:"rings"`
-	Xsks        *ebpf.MapSpec `ebpf:"xsks"`
+	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
+	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
+	Rings           *ebpf.MapSpec `ebpf:"rings"`
+	Xsks            *ebpf.MapSpec `ebpf:"xsks"`
 }
 
 // SamplerVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerVariableSpecs struct {
-	CpuSlots    *ebpf.VariableSpec `ebpf:"cpu_slots"`
-	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CpuSlots        *ebpf.VariableSpec `ebpf:"cpu_slots"`
+	PortCounterBase *ebpf.VariableSpec `ebpf:"port_counter_base"`
+	PortIfindex     *ebpf.VariableSpec `ebpf:"port_ifindex"`
+	PortMode        *ebpf.VariableSpec `ebpf:"port_mode"`
+	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SamplerObjects contains all objects after they have been loaded into the kernel.
@@ -130,16 +144,18 @@ func (o *SamplerObjects) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerMaps struct {
-	Counters    *ebpf.Map `ebpf:"counters"`
-	PortConfigs *ebpf.Map `ebpf:"port_configs"`
-	Rings       *ebpf.Map `ebpf:"rings"`
-	Xsks        *ebpf.Map `ebpf:"xsks"`
+	Counters        *ebpf.Map `ebpf:"counters"`
+	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
+	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
+	Rings           *ebpf.Map `ebpf:"rings"`
+	Xsks            *ebpf.Map `ebpf:"xsks"`
 }
 
 func (m *SamplerMaps) Close() error {
 	return _SamplerClose(
 		m.Counters,
 		m.PortConfigs,
+		m.PortConfigsHigh,
 		m.Rings,
 		m.Xsks,
 	)
@@ -149,20 +165,25 @@ func (m *SamplerMaps) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerVariables struct {
-	CpuSlots    *ebpf.Variable `ebpf:"cpu_slots"`
-	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CpuSlots        *ebpf.Variable `ebpf:"cpu_slots"`
+	PortCounterBase *ebpf.Variable `ebpf:"port_counter_base"`
+	PortIfindex     *ebpf.Variable `ebpf:"port_ifindex"`
+	PortMode        *ebpf.Variable `ebpf:"port_mode"`
+	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SamplerPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerPrograms struct {
+	XdpFloor   *ebpf.Program `ebpf:"xdp_floor"`
 	XdpPass    *ebpf.Program `ebpf:"xdp_pass"`
 	XdpSampler *ebpf.Program `ebpf:"xdp_sampler"`
 }
 
 func (p *SamplerPrograms) Close() error {
 	return _SamplerClose(
+		p.XdpFloor,
 		p.XdpPass,
 		p.XdpSampler,
 	)

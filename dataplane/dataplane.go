@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -24,10 +24,19 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
 
-// MaxIfIndex is the exclusive upper bound of the ifindexes the sampler can
-// serve: the BPF port config array is indexed directly by ifindex (see
-// bpf/sampler.c, MAX_IFINDEX).
+// MaxIfIndex is the exclusive upper bound of the ifindexes whose config
+// lives in the BPF array indexed directly by ifindex (the per-packet fast
+// path, see bpf/sampler.c, MAX_IFINDEX). Ports with a larger ifindex (any
+// positive 32-bit value the kernel gives) are configured in a hash map
+// instead: they are sampled the same way at the cost of a hash lookup.
 const MaxIfIndex = 65536
+
+// MaxPortsLimit is the largest Config.MaxPorts: a port slot costs 64 bytes
+// per possible CPU of locked kernel memory (counters), MaxQueues XSKMAP
+// entries (8 bytes each) and a hash entry for large ifindexes. With the
+// default 64 queues, 2^18 ports take the largest XSKMAP allowed here
+// (2^24 entries, 128 MiB).
+const MaxPortsLimit = 1 << 18
 
 // MaxHeaderBytes is the largest header copy per sample.
 const MaxHeaderBytes = 256
@@ -35,9 +44,6 @@ const MaxHeaderBytes = 256
 // Defaults for zero Config fields.
 const (
 	DefaultRingBytes = 1 << 20
-	// DefaultRingPoll bounds the delay of a sample that did not wake its
-	// reader (see Config.WakeupBytes).
-	DefaultRingPoll  = 20 * time.Millisecond
 	DefaultMaxPorts  = 256
 	DefaultMaxQueues = 64
 )
@@ -51,16 +57,17 @@ type Config struct {
 	// and a multiple of the page size. Default DefaultRingBytes.
 	RingBytes int
 	// MaxPorts bounds the number of ports attached at the same time
-	// (counter slots). Default DefaultMaxPorts.
+	// (counter slots), 1..MaxPortsLimit. Default DefaultMaxPorts. The
+	// kernel memory it reserves is about MaxPorts * (64 * possible CPUs +
+	// 8 * MaxQueues + 100) bytes.
 	MaxPorts int
 	// WakeupBytes is how full a worker's ring must be before the program
-	// wakes its reader; below it the reader polls every RingPoll. This
-	// spares a wake-up per sample at low sample rates. Default
-	// RingBytes/4; negative: wake the reader for every sample.
+	// wakes its reader; below it the samples wait for the reader's
+	// deadline (Source.Read; a worker's one-second tick). This spares a
+	// wake-up per sample at low and moderate sample rates and lets an
+	// idle reader sleep. Default RingBytes/4; negative: wake the reader
+	// for every sample.
 	WakeupBytes int
-	// RingPoll is how often a reader looks at its ring when not woken.
-	// Default DefaultRingPoll.
-	RingPoll time.Duration
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
 	MaxQueues int
@@ -122,7 +129,8 @@ var ErrNotAttached = errors.New("port not attached")
 // port is the state of one attached port.
 type port struct {
 	link link.Link
-	mode string // "native" or "generic"
+	prog *ebpf.Program // the port's own instance of xdp_sampler
+	mode string        // "native" or "generic"
 	slot uint32
 	cfg  PortConfig
 }
@@ -133,6 +141,9 @@ type Dataplane struct {
 	log  *slog.Logger
 	ns   netns.NsHandle
 	objs bpf.SamplerObjects
+	// spec is the sampler as loaded, kept to load each port's own
+	// instance of xdp_sampler (portProgram).
+	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
 	features *Features
 
@@ -148,8 +159,11 @@ type Dataplane struct {
 	mu        sync.Mutex
 	ports     map[int]*port
 	freeSlots []uint32
-	readers   []*RingReader
+	sources   []*Source
 	closed    bool
+
+	// mon holds the monitor ports' AF_XDP sockets (SetPort).
+	mon monitorPorts
 }
 
 // Open loads the sampler into the kernel once, in the calling goroutine's
@@ -211,9 +225,6 @@ func (c *Config) setDefaults() error {
 	if c.WakeupBytes < 0 {
 		c.WakeupBytes = 0
 	}
-	if c.RingPoll <= 0 {
-		c.RingPoll = DefaultRingPoll
-	}
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
 	}
@@ -223,10 +234,10 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("dataplane: Workers %d < 0", c.Workers)
 	case c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1:
 		return fmt.Errorf("dataplane: RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
-	case c.MaxPorts < 0 || c.MaxPorts > MaxIfIndex:
-		return fmt.Errorf("dataplane: MaxPorts %d out of range", c.MaxPorts)
-	case c.MaxQueues < 0 || c.MaxQueues*c.MaxPorts > 1<<20:
-		return fmt.Errorf("dataplane: MaxQueues %d out of range", c.MaxQueues)
+	case c.MaxPorts < 0 || c.MaxPorts > MaxPortsLimit:
+		return fmt.Errorf("dataplane: MaxPorts %d outside 1..%d", c.MaxPorts, MaxPortsLimit)
+	case c.MaxQueues < 0 || c.MaxQueues*c.MaxPorts > 1<<24:
+		return fmt.Errorf("dataplane: MaxQueues %d x MaxPorts %d above %d XSKMAP entries", c.MaxQueues, c.MaxPorts, 1<<24)
 	}
 	return nil
 }
@@ -254,6 +265,7 @@ func (d *Dataplane) load() error {
 	rings.MaxEntries = uint32(d.cfg.Workers)
 	rings.InnerMap.MaxEntries = uint32(d.cfg.RingBytes)
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(d.cfg.MaxPorts * d.cfg.MaxQueues)
+	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(d.cfg.MaxPorts)
 	if !d.features.Has(FeatureXSKMap) {
 		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
 		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
@@ -269,6 +281,7 @@ func (d *Dataplane) load() error {
 		}
 		return fmt.Errorf("dataplane: loading sampler: %w", err)
 	}
+	d.spec = spec
 	for w := 0; w < d.cfg.Workers; w++ {
 		m, err := ebpf.NewMap(rings.InnerMap)
 		if err != nil {
@@ -279,7 +292,7 @@ func (d *Dataplane) load() error {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
 		}
 	}
-	d.readers = make([]*RingReader, d.cfg.Workers)
+	d.sources = make([]*Source, d.cfg.Workers)
 	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
@@ -319,8 +332,9 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 // Features returns the kernel features probed at Open.
 func (d *Dataplane) Features() *Features { return d.features }
 
-// Close detaches every port, closes the ring readers and unloads the
-// sampler.
+// Close detaches every port, closes the sample sources (and the sockets
+// of monitor ports) and unloads the sampler. Call it after the goroutines
+// reading sources and counters have stopped: it unmaps their memory.
 func (d *Dataplane) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -333,19 +347,25 @@ func (d *Dataplane) Close() error {
 		if err := p.link.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
 		}
+		if err := p.prog.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the program of ifindex %d: %w", ifindex, err))
+		}
 		delete(d.ports, ifindex)
 	}
-	readers := d.readers
-	d.readers = nil
+	sources := d.sources
+	d.sources = nil
 	d.mu.Unlock()
 
-	for _, r := range readers {
-		if r != nil {
-			if err := r.Close(); err != nil {
+	// A source closes its monitor ports' sockets after its pending Read
+	// has returned.
+	for _, s := range sources {
+		if s != nil {
+			if err := s.Close(); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
+	d.mon.reset()
 	if d.counters != nil {
 		if err := d.counters.close(); err != nil {
 			errs = append(errs, err)
@@ -384,6 +404,7 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		Worker:      uint32(pc.Worker),
 		Slot:        slot,
 		XskBase:     d.xskBase(slot),
+		SkipScale:   skipScale(pc.Rate),
 	}
 }
 
@@ -401,8 +422,8 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
-	if ifindex <= 0 || ifindex >= MaxIfIndex {
-		return fmt.Errorf("dataplane: attach ifindex %d: outside 1..%d", ifindex, MaxIfIndex-1)
+	if ifindex <= 0 || int64(ifindex) > math.MaxUint32 {
+		return fmt.Errorf("dataplane: attach ifindex %d: outside 1..%d", ifindex, uint32(math.MaxUint32))
 	}
 	if err := d.modeAvailable(pc.Mode); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
@@ -425,18 +446,24 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	d.counters.zero(slot)
 	key := uint32(ifindex)
 	bc := d.bpfConfig(pc, slot)
-	if err := d.objs.PortConfigs.Put(key, &bc); err != nil {
+	if err := d.configMap(key).Put(key, &bc); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: writing config: %w", ifindex, err)
 	}
 	var (
 		l    link.Link
 		mode string
 	)
-	err := d.inNetns(func() error {
-		var err error
-		l, mode, err = attachXDP(d.objs.XdpSampler, ifindex)
-		return err
-	})
+	prog, err := d.portProgram(ifindex, slot, pc.Mode)
+	if err == nil {
+		err = d.inNetns(func() error {
+			var err error
+			l, mode, err = attachXDP(prog, ifindex)
+			return err
+		})
+		if err != nil {
+			err = errors.Join(err, prog.Close())
+		}
+	}
 	if err != nil {
 		if cerr := d.clearConfig(key); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -444,7 +471,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
-	d.ports[ifindex] = &port{link: l, mode: mode, slot: slot, cfg: pc}
+	d.ports[ifindex] = &port{link: l, prog: prog, mode: mode, slot: slot, cfg: pc}
 	d.publishSlots()
 	d.log.Info("xdp sampler attached", "ifindex", ifindex, "mode", mode,
 		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
@@ -468,12 +495,66 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
 	}
+	if pc.Mode != p.cfg.Mode {
+		// The mode is compiled into the port's program (what an unsampled
+		// frame gets): swap in a new instance, atomically (BPF link
+		// update). The config is written after, so a frame that sees the
+		// new config already runs the new program.
+		prog, err := d.portProgram(ifindex, p.slot, pc.Mode)
+		if err != nil {
+			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+		}
+		if err := p.link.Update(prog); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: update ifindex %d: replacing program: %w", ifindex, err), prog.Close())
+		}
+		old := p.prog
+		p.prog = prog
+		if err := old.Close(); err != nil {
+			d.log.Warn("closing the port's previous program", "ifindex", ifindex, "err", err)
+		}
+	}
 	bc := d.bpfConfig(pc, p.slot)
-	if err := d.objs.PortConfigs.Put(uint32(ifindex), &bc); err != nil {
+	if err := d.configMap(uint32(ifindex)).Put(uint32(ifindex), &bc); err != nil {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 	}
 	p.cfg = pc
 	return nil
+}
+
+// portProgram loads the port's own instance of xdp_sampler: the shared
+// maps, and the port's ifindex, counter slot and mode as constants, so that
+// an unsampled frame needs neither its ingress ifindex nor the config map
+// (bpf/sampler.c, "Per-port constants"). Loading costs a verification
+// (milliseconds) per attach or mode change, never per packet.
+func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
+	spec := d.spec.Copy()
+	for name, v := range map[string]uint32{
+		bpf.SamplerVarPortIfindex:     uint32(ifindex),
+		bpf.SamplerVarPortCounterBase: slot * uint32(d.cpuSlots),
+		bpf.SamplerVarPortMode:        uint32(mode),
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	var o struct {
+		Prog *ebpf.Program `ebpf:"xdp_sampler"`
+	}
+	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		bpf.SamplerMapPortConfigs:     d.objs.PortConfigs,
+		bpf.SamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
+		bpf.SamplerMapCounters:        d.objs.Counters,
+		bpf.SamplerMapRings:           d.objs.Rings,
+		bpf.SamplerMapXsks:            d.objs.Xsks,
+	}})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading the port's sampler: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading the port's sampler: %w", err)
+	}
+	return o.Prog, nil
 }
 
 // DetachPort removes the port's link and config and zeroes its counter
@@ -489,6 +570,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	if err := p.link.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing link: %w", err))
 	}
+	if err := p.prog.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing program: %w", err))
+	}
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
 		errs = append(errs, err)
 	}
@@ -503,13 +587,31 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	return nil
 }
 
+// configMap is the BPF map holding the config of ifindex key: the array
+// for small ifindexes, the hash map for the others.
+func (d *Dataplane) configMap(key uint32) *ebpf.Map {
+	if key < MaxIfIndex {
+		return d.objs.PortConfigs
+	}
+	return d.objs.PortConfigsHigh
+}
+
 func (d *Dataplane) clearConfig(key uint32) error {
+	if key >= MaxIfIndex {
+		if err := d.objs.PortConfigsHigh.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("clearing config of ifindex %d: %w", key, err)
+		}
+		return nil
+	}
 	var zero bpf.SamplerPortConfig
 	if err := d.objs.PortConfigs.Put(key, &zero); err != nil {
 		return fmt.Errorf("clearing config of ifindex %d: %w", key, err)
 	}
 	return nil
 }
+
+// MaxPorts returns how many ports can be attached at the same time.
+func (d *Dataplane) MaxPorts() int { return d.cfg.MaxPorts }
 
 // AttachMode reports how the sampler is attached to ifindex: "native",
 // "generic", or "" when not attached.

@@ -31,14 +31,14 @@ func TestRingFullDropsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := d.Ring(0)
+	r, err := d.Source(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	delivered := 0
-	r.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	deadline := time.Now().Add(300 * time.Millisecond)
 	for {
-		n, err := r.Read(func(*RawSample) {})
+		n, err := r.Read(deadline, func(*RawSample) {})
 		delivered += n
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break

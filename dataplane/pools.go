@@ -19,6 +19,8 @@ const (
 	offPool    = 0
 	offSamples = 8
 	offDrops   = 16
+	offSkip    = 24
+	offRate    = 32 // u32; cleared with the 8 bytes at this offset
 )
 
 // counterPages is the memory-mapped BPF_F_MMAPABLE counter array. Element
@@ -74,6 +76,9 @@ func (c *counterPages) zero(slot uint32) {
 		atomic.StoreUint64(c.word(off+offPool), 0)
 		atomic.StoreUint64(c.word(off+offSamples), 0)
 		atomic.StoreUint64(c.word(off+offDrops), 0)
+		// No skip drawn: the CPU's next frame draws its first skip.
+		atomic.StoreUint64(c.word(off+offSkip), 0)
+		atomic.StoreUint64(c.word(off+offRate), 0)
 	}
 }
 

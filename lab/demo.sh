@@ -7,8 +7,10 @@
 #   2. sflowswitchd in the switch namespace with its defaults, only the
 #      collector address given (and metrics on 127.0.0.1:9116 inside the
 #      namespace); its log goes to a file;
-#   3. lab/traffic.sh: mixed ICMP, UDP, TCP and trafgen bursts between the
-#      hosts;
+#   3. lab/drops.sh setup: the switch drops some of the traffic (nftables
+#      rule, UDP to a closed port of its own address, a tbf-shaped port), and
+#      lab/traffic.sh: mixed ICMP, UDP, TCP and trafgen bursts between the
+#      hosts, plus the UDP the switch drops;
 #   4. `sflowswitchd top` in the collector namespace, in the foreground: the
 #      live view of what the collector receives;
 #   5. after LAB_SECONDS (default 60) or Ctrl-C: every process it started is
@@ -94,6 +96,8 @@ trap 'exit 143' TERM
 echo "== creating lab $prefix: switch $sw (br0, p1..p4), hosts $prefix-h1..h4, collector $col"
 lab_created=1
 "$here/lab.sh" up "$prefix" 4
+echo "== the switch drops some traffic (lab/drops.sh): nftables rule (UDP 7777), UDP to a closed port of 198.18.0.1 (br0), tbf on p3"
+"$here/drops.sh" setup "$prefix"
 
 # The collector knows ports by ifIndex only: print the map once.
 echo "   ports in $sw:" $(ip -n "$sw" -o link show | awk -F': ' '$2 != "lo" { sub(/@.*/, "", $2); printf "%s=ifIndex %s, ", $2, $1 }' | sed 's/, $//')
@@ -129,6 +133,8 @@ top_pid=$!
 wait "$top_pid" || true
 top_pid=""
 
+echo "== true drop counts (compare with DROPS in top and sflowswitchd_drops_total):"
+"$here/drops.sh" show "$prefix" | sed 's/^/   /'
 if ! kill -0 "$daemon_pid" 2>/dev/null; then
 	echo "demo.sh: sflowswitchd is no longer running; its log:" >&2
 	tail -n 50 "$daemon_log" >&2

@@ -2,6 +2,10 @@
 # traffic.sh — bounded mixed traffic between the hosts of a lab made by
 # lab.sh, each sender and receiver inside its own host namespace:
 #
+#   UDP   100/s to port 7777 of host 2 and 100/s to a closed port of the
+#         switch's own address 198.18.0.1, both dropped by the switch when
+#         lab/drops.sh set it up (dropped-packet notifications)
+#
 #   ICMP  every host pings the next one (5 per second)
 #   TCP   the last host serves HTTP (python3 -m http.server, port 8080); every
 #         other host fetches a 256 KiB file from it in a loop
@@ -144,6 +148,12 @@ for ((k = 0; k < nhosts; k++)); do
 	j=${hosts[$(((k + 1) % nhosts))]}
 	start_in "$i" "$py" "$work/flows.py" udp-send "$seconds" "$(ip_of "$j")" $((5000 + i)) 1000 200
 done
+
+# Drops (lab/drops.sh setup makes the switch drop these): 100/s UDP from the
+# first host to port 7777 of the next one (nftables rule), and 100/s to a
+# closed port of the switch's own address 198.18.0.1.
+start_in "$first" "$py" "$work/flows.py" udp-send "$seconds" "$(ip_of "${hosts[1]}")" 7777 100 100
+start_in "$first" "$py" "$work/flows.py" udp-send "$seconds" 198.18.0.1 9 100 100
 
 # TCP: HTTP server on the last host, clients on every other one.
 start_in "$last" "$py" -m http.server 8080 --bind "$(ip_of "$last")" --directory "$work" >/dev/null 2>&1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -96,7 +97,13 @@ type Static struct {
 
 // StaticReceiver is a collector from the daemon's configuration.
 type StaticReceiver struct {
+	// Address is the collector's address and port. For a host name not
+	// resolved yet (Name set) the address is invalid and only the port
+	// counts: the row reads sFlowRcvrAddressType unknown(0) and an empty
+	// sFlowRcvrAddress, and the agent counts its samples as lost.
 	Address netip.AddrPort
+	// Name is the collector's host name when it was given as one.
+	Name string
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize (0 = 1400).
 	MaxDatagramSize int
 }
@@ -111,9 +118,12 @@ type receiver struct {
 	static   bool
 	maxSize  int32
 	addrType int32
-	addr     []byte // 4 or 16 octets; never modified in place
+	addr     []byte // 4 or 16 octets (0 while unresolved); never modified in place
 	port     int32
-	version  int32
+	// unresolved is a static receiver's host name that has not resolved
+	// yet (addrType unknown, addr empty).
+	unresolved string
+	version    int32
 }
 
 func defaultReceiver() receiver {
@@ -185,6 +195,12 @@ type MIB struct {
 	static    Static
 	agentAddr netip.Addr
 	pend      *pending
+	// timeouts wakes Run when a receiver's timeout is set (buffered 1).
+	timeouts chan struct{}
+	// failed are the ports the last Apply could not make the kernel
+	// sample (agent.PortError): their sFlowFsPacketSamplingRate reads 0,
+	// the truth, until an Apply succeeds for them.
+	failed map[uint32]error
 }
 
 // New returns a MIB with cfg's rows, no data source but the host, no
@@ -212,7 +228,7 @@ func New(cfg Config) (*MIB, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &MIB{cfg: cfg, version: "1.3;sflowswitchd;" + cfg.Revision}
+	m := &MIB{cfg: cfg, version: "1.3;sflowswitchd;" + cfg.Revision, timeouts: make(chan struct{}, 1)}
 	m.cur = &state{rcv: make([]receiver, cfg.Receivers)}
 	for i := range m.cur.rcv {
 		m.cur.rcv[i] = defaultReceiver()
@@ -264,7 +280,7 @@ func (m *MIB) SetStatic(st Static) error {
 		return fmt.Errorf("mib: %d static receivers need as many instances per data source, the MIB has %d", len(st.Receivers), m.cfg.Instances)
 	}
 	for i, r := range st.Receivers {
-		if !r.Address.IsValid() || r.Address.Port() == 0 {
+		if r.Address.Port() == 0 || (!r.Address.Addr().IsValid() && r.Name == "") {
 			return fmt.Errorf("mib: static receiver %d: invalid address %s", i+1, r.Address)
 		}
 		if r.MaxDatagramSize != 0 && (r.MaxDatagramSize < minDatagramSize || r.MaxDatagramSize > maxDatagramSize) {
@@ -289,7 +305,10 @@ func (m *MIB) SetStatic(st Static) error {
 		a := r.Address.Addr().Unmap()
 		rc := receiver{owner: StaticOwner, static: true, maxSize: defMaxDatagramSize,
 			addrType: inetAddressTypeV4, addr: a.AsSlice(), port: int32(r.Address.Port()), version: defDatagramVersion}
-		if a.Is6() {
+		switch {
+		case !a.IsValid():
+			rc.addrType, rc.addr, rc.unresolved = inetAddressUnknown, []byte{}, r.Name
+		case a.Is6():
 			rc.addrType = inetAddressTypeV6
 		}
 		if r.MaxDatagramSize != 0 {
@@ -372,10 +391,32 @@ func (m *MIB) install(next *state, sourcesChanged bool) error {
 	if sourcesChanged {
 		m.keys = buildKeys(next)
 	}
-	if err := m.cfg.Apply(m.agentConfig(next)); err != nil {
+	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
+	// A port the kernel cannot sample affects only that port: the rest is
+	// applied and the SET (or change) stands; the port reads rate 0.
+	m.failed = failed
+	if err != nil {
 		return fmt.Errorf("mib: applying configuration: %w", err)
 	}
 	return nil
+}
+
+// Reapply applies the current state again: ports that failed are retried
+// (a port slot was freed, a driver recovered). It returns the ports that
+// still fail.
+func (m *MIB) Reapply() (map[uint32]error, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	err := m.install(m.cur, false)
+	return maps.Clone(m.failed), err
+}
+
+// FailedPorts returns the ports the kernel does not sample although the
+// configuration asks it to, with the reason.
+func (m *MIB) FailedPorts() map[uint32]error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.failed)
 }
 
 // Tick expires the receivers whose timeout has run out (at the clock's
@@ -401,23 +442,47 @@ func (m *MIB) Tick() {
 	}
 }
 
-// tickInterval is how often Run checks the timeouts: well below the
-// one-second resolution of sFlowRcvrTimeout, so a receiver is released
-// within a fraction of a second of its timeout reaching 0.
-const tickInterval = 100 * time.Millisecond
+// maxTickWait bounds Run's sleep (a safety net: a SET of a receiver's
+// timeout wakes Run, which then sleeps until exactly the earliest
+// deadline). An idle MIB wakes once a second, no faster than the agent's
+// own tick.
+const maxTickWait = time.Second
 
-// Run calls Tick until ctx ends.
+// Run calls Tick when the earliest receiver timeout is due, and at least
+// once a second, until ctx ends.
 func (m *MIB) Run(ctx context.Context) {
-	t := time.NewTicker(tickInterval)
+	t := time.NewTimer(m.nextTick())
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.timeouts:
 		case <-t.C:
-			m.Tick()
+		}
+		m.Tick()
+		t.Reset(m.nextTick())
+	}
+}
+
+// nextTick is how long Run may sleep: until the earliest timeout of an
+// SNMP-owned receiver, at most maxTickWait.
+func (m *MIB) nextTick() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wait := maxTickWait
+	cfgNow := m.cfg.Now()
+	for _, r := range m.cur.rcv {
+		if r.owner == "" || r.static {
+			continue
+		}
+		// The deadline is on the configured clock; the timer on the real
+		// one: sleep for the difference.
+		if d := r.deadline.Sub(cfgNow); d < wait {
+			wait = max(d, 0)
 		}
 	}
+	return wait
 }
 
 // AgentConfig returns the agent configuration the MIB's current state
@@ -436,6 +501,14 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
+		if r.static && r.unresolved != "" {
+			// Samplers and pollers keep running; the agent counts what
+			// they would send as lost until the name resolves.
+			active[int32(i+1)] = true
+			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Unresolved: r.unresolved,
+				MaxDatagramSize: int(r.maxSize)})
+			continue
+		}
 		a, ok := netip.AddrFromSlice(r.addr)
 		if r.owner == "" || !ok || a.IsUnspecified() || r.port == 0 {
 			continue

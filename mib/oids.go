@@ -237,6 +237,11 @@ func (m *MIB) value(k key) snmpd.Variable {
 			v.Value = f.receiver
 		case colFsRate:
 			v.Value = f.rate
+			// A port the kernel does not sample reads 0 (off), whatever
+			// was configured: the MIB shows what really happens.
+			if _, bad := m.failed[s.src[k.row].ds.Index]; bad && s.src[k.row].ds.Type == sflow.SourceIfIndex {
+				v.Value = int32(0)
+			}
 		case colFsHeader:
 			v.Value = f.header
 		}

@@ -1,10 +1,12 @@
 package mib
 
 import (
+	"net/netip"
 	"slices"
 	"time"
 	"unicode/utf8"
 
+	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
@@ -254,6 +256,8 @@ type rcvrFinal struct {
 	timedSet bool
 	addrType int32
 	addr     []byte
+	port     int32
+	addrPos  int // position of the last address or port edit (0: none)
 }
 
 // stageReceivers checks and applies the receiver table edits.
@@ -266,7 +270,7 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 		f := final[e.k.row]
 		if f == nil {
 			r := base.rcv[e.k.row-1]
-			f = &rcvrFinal{owner: r.owner, addrType: r.addrType, addr: r.addr}
+			f = &rcvrFinal{owner: r.owner, addrType: r.addrType, addr: r.addr, port: r.port}
 			final[e.k.row] = f
 		}
 		switch e.k.col {
@@ -275,9 +279,11 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 		case colRcvrTimeout:
 			f.timeout, f.timedSet = e.n, true
 		case colRcvrAddrTyp:
-			f.addrType = e.n
+			f.addrType, f.addrPos = e.n, e.pos
 		case colRcvrAddress:
-			f.addr = e.b
+			f.addr, f.addrPos = e.b, e.pos
+		case colRcvrPort:
+			f.port, f.addrPos = e.n, e.pos
 		}
 	}
 	for _, e := range edits {
@@ -306,6 +312,20 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 			}
 		}
 	}
+	// A collector must be unicast and not this host's SNMP/AgentX port
+	// (0.0.0.0 and :: stay allowed: they mean "send nothing").
+	for _, f := range final {
+		if f.addrPos == 0 || f.owner == "" {
+			continue
+		}
+		a, ok := netip.AddrFromSlice(f.addr)
+		if !ok || a.IsUnspecified() {
+			continue
+		}
+		if agent.CheckCollectorAddress(netip.AddrPortFrom(a, uint16(f.port))) != nil {
+			return snmpd.InconsistentValue, f.addrPos
+		}
+	}
 	now := m.cfg.Now()
 	for _, e := range edits {
 		if e.k.tab != tRcvr {
@@ -321,6 +341,10 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 			}
 		case colRcvrTimeout:
 			r.deadline = now.Add(time.Duration(e.n) * time.Second)
+			select { // Run sleeps until the earliest deadline
+			case m.timeouts <- struct{}{}:
+			default:
+			}
 		case colRcvrMaxSize:
 			r.maxSize = e.n
 		case colRcvrAddrTyp:

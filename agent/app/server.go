@@ -23,6 +23,21 @@ func ListenJSON(addr string) (*net.UDPConn, error) {
 	if !ap.Addr().Unmap().IsLoopback() {
 		return nil, fmt.Errorf("app API address %q: refusing a non-loopback address (the API has no authentication)", addr)
 	}
+	return listenUDP(ap)
+}
+
+// ListenJSONExposed opens the API socket on any IP:port, loopback or not.
+// The API has no authentication: only for an operator's explicit opt-in
+// (the daemon's app_api_allow_remote, which also logs a warning).
+func ListenJSONExposed(addr string) (*net.UDPConn, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("app API address %q: want IP:port: %w", addr, err)
+	}
+	return listenUDP(ap)
+}
+
+func listenUDP(ap netip.AddrPort) (*net.UDPConn, error) {
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
 	if err != nil {
 		return nil, fmt.Errorf("app API: %w", err)
@@ -62,8 +77,15 @@ func (e *Engine) SubmitJSON(b []byte) error {
 		return err
 	}
 	// ParseJSON has validated the sample.
-	if m.Flow != nil {
+	switch {
+	case m.Flow != nil:
+		e.resolveFlow(m.Flow)
 		return e.queueFlow(m.Flow)
+	case m.RTMetric != nil:
+		return e.SubmitRT(m.RTMetric)
+	case m.RTFlow != nil:
+		return e.SubmitRT(m.RTFlow)
 	}
+	e.resolveCounters(m.Counters)
 	return e.queueCounters(m.Counters)
 }

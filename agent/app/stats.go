@@ -35,6 +35,9 @@ type Stats struct {
 	APMSkipped atomic.Uint64
 	// Sources is the number of application data sources (gauge).
 	Sources atomic.Int64
+	// SourcesReclaimed are idle data sources closed to make room for a
+	// new application when every slot was taken.
+	SourcesReclaimed atomic.Uint64
 
 	rejected [numReasons]atomic.Uint64
 }
@@ -56,8 +59,14 @@ type rejectLog struct {
 	suppressed [numReasons]atomic.Uint64
 }
 
+// monoBase is the origin of rejectLog's clock: durations since it are read
+// from the monotonic clock, so a wall-clock step (NTP, an operator's date
+// command) can neither silence the log nor flood it. The extra second makes
+// the first rejection of each reason log at once.
+var monoBase = time.Now().Add(-time.Second)
+
 func (l *rejectLog) note(r Reason, err error) {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(monoBase))
 	last := l.last[r].Load()
 	if now-last < int64(time.Second) || !l.last[r].CompareAndSwap(last, now) {
 		l.suppressed[r].Add(1)

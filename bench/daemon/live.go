@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
@@ -49,6 +49,7 @@ type liveFlags struct {
 	batch       int
 	rate        uint
 	cpuprofile  string
+	send        string
 }
 
 func newLiveFlags(name string) *liveFlags {
@@ -68,6 +69,7 @@ func newLiveFlags(name string) *liveFlags {
 	fs.IntVar(&f.batch, "batch", 1<<14, "live frames per BPF_PROG_RUN call")
 	fs.UintVar(&f.rate, "sampling", 1, "sampling rate (1 = every frame)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurement rounds to `file`")
+	fs.StringVar(&f.send, "send", "gso", "datagram sends: "+sendModes)
 	return f
 }
 
@@ -134,65 +136,6 @@ func runLive(ctx context.Context, args []string) error {
 	}
 }
 
-// benchDataplane drives the dataplane for the agent, as the daemon's glue
-// (cmd/sflowswitchd/glue.go) does.
-type benchDataplane struct{ dp *dataplane.Dataplane }
-
-func (a *benchDataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
-	pc := dataplane.PortConfig{Rate: p.KernelRate, Mode: dataplane.ModeInline, HeaderBytes: p.HeaderBytes, Worker: p.Worker}
-	err := a.dp.UpdatePort(int(ifindex), pc)
-	if errors.Is(err, dataplane.ErrNotAttached) {
-		err = a.dp.AttachPort(int(ifindex), pc)
-	}
-	return err
-}
-
-func (a *benchDataplane) RemovePort(ifindex uint32) error {
-	err := a.dp.DetachPort(int(ifindex))
-	if errors.Is(err, dataplane.ErrNotAttached) {
-		return nil
-	}
-	return err
-}
-
-func (a *benchDataplane) PortPool(ifindex uint32) (uint64, uint64) {
-	c, err := a.dp.PortCounters(int(ifindex))
-	if err != nil {
-		return 0, 0
-	}
-	return c.Pool, c.Drops
-}
-
-// ringSource feeds a worker from its ring, as the daemon's ringSource.
-type ringSource struct {
-	r    *dataplane.RingReader
-	fn   func(*agent.PacketSample)
-	ps   agent.PacketSample
-	conv func(*dataplane.RawSample)
-}
-
-func newRingSource(r *dataplane.RingReader) *ringSource {
-	s := &ringSource{r: r}
-	s.conv = func(rs *dataplane.RawSample) {
-		s.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, Header: rs.Header}
-		s.fn(&s.ps)
-	}
-	return s
-}
-
-func (s *ringSource) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
-	s.fn = fn
-	s.r.SetDeadline(deadline)
-	n, err := s.r.Read(s.conv)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		return n, os.ErrDeadlineExceeded
-	}
-	if err != nil {
-		return n, fmt.Errorf("ring: %w", err)
-	}
-	return n, nil
-}
-
 // liveSnapshot is the state at a round's edge.
 type liveSnapshot struct {
 	at                 time.Time
@@ -241,14 +184,15 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	ag := agent.New(agent.Options{Workers: f.workers, Dataplane: &benchDataplane{dp: dp}})
-	readers := make([]agent.SampleReader, f.workers)
-	for i := range readers {
-		r, err := dp.Ring(i)
-		if err != nil {
-			return err
-		}
-		readers[i] = newRingSource(r)
+	// The daemon's own sample path (agent/xdp, dataplane.Source).
+	opts := agent.Options{Workers: f.workers, Dataplane: xdp.Dataplane{DP: dp}}
+	if err := setSendMode(&opts, f.send); err != nil {
+		return err
+	}
+	ag := agent.New(opts)
+	readers, err := xdp.Readers(dp, f.workers)
+	if err != nil {
+		return err
 	}
 	agentCtx, stopAgent := context.WithCancel(context.Background())
 	agentDone := make(chan struct{})
@@ -373,8 +317,8 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Printf("# live: source=%s frame=%s/%dB sampling=1/%d workers=%d max_datagram=%d header=%d ring=%d load=%s cpus=%d\n",
-		f.source, f.frame, f.frameLen, f.rate, f.workers, f.maxDatagram, f.headerBytes, f.ringBytes, loadAvg(), numCPU())
+	fmt.Printf("# live: source=%s frame=%s/%dB sampling=1/%d workers=%d max_datagram=%d header=%d ring=%d send=%s load=%s cpus=%d\n",
+		f.source, f.frame, f.frameLen, f.rate, f.workers, f.maxDatagram, f.headerBytes, f.ringBytes, f.send, loadAvg(), numCPU())
 	fmt.Printf("%-6s %10s %10s %10s %10s %10s %8s %10s %7s %7s %7s %6s %6s %6s %6s %7s\n",
 		"round", "pool/s", "ksamp/s", "ringdrp/s", "wk_ksmp/s", "flows/s", "dgram/s", "sink_fl/s", "senderr", "unsent", "sinkdrp",
 		"proc%", "gen%", "sink%", "agent%", "us/smp")

@@ -101,7 +101,7 @@ func (b *bench) delivery() error {
 	}
 	w := b.out
 	fmt.Fprintf(w, "## delivery: samples/s into user space on one core, rate 1, 60-byte frames, %v per trial, %d rounds (load average per round: %v)\n\n", b.o.rateTrial, b.o.rateRounds, loads)
-	fmt.Fprintf(w, "Ring: inline, header 128, source = BPF_PROG_TEST_RUN of xdp_sampler (repeat, paced) on CPU 1, reader = Ring(0).Read counting on CPU 0; drops = sampler drops counter.\n")
+	fmt.Fprintf(w, "Ring: inline, header 128, source = BPF_PROG_TEST_RUN of xdp_sampler (repeat, paced) on CPU 1, reader = Source(0).Read counting on CPU 0; drops = sampler drops counter.\n")
 	fmt.Fprintf(w, "AF_XDP: monitor mode, source = BPF_PROG_TEST_RUN with BPF_F_TEST_XDP_LIVE_FRAMES of xdp_sampler on CPU 1, receiver = afxdp.Socket.Receive (copy mode, default rings) on CPU 0; drops = sampler drops + XSK rx_dropped + rx_ring_full.\n\n")
 	for _, part := range []struct {
 		name string

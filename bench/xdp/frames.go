@@ -37,6 +37,7 @@ var (
 var (
 	confNone      = config{name: "no program"}
 	confPass      = config{name: "xdp_pass", prog: func(b *bench) *ebpf.Program { return b.pass }}
+	confFloor     = config{name: "xdp_floor (pool + skip countdown only)", prog: func(b *bench) *ebpf.Program { return b.floor }}
 	confUnsampled = config{name: "sampler unsampled (rate 2^30)", prog: samplerProg, port: &cfgUnsampled}
 	confN1000     = config{name: "sampler 1-in-1024 (N=1000)", prog: samplerProg, port: &cfgN1000}
 	confEvery     = config{name: "sampler sampled (rate 1, hdr 128)", prog: samplerProg, port: &cfgEvery}
@@ -50,6 +51,11 @@ func (b *bench) attach(c config) (func() error, error) {
 	case c.port != nil:
 		if err := b.dp.AttachPort(b.p1, *c.port); err != nil {
 			return nil, err
+		}
+		// Each attachment loads the port's own instance of the sampler:
+		// measure that one.
+		if err := b.openSampler(); err != nil {
+			return nil, errors.Join(err, b.dp.DetachPort(b.p1))
 		}
 		return func() error { return b.dp.DetachPort(b.p1) }, nil
 	case c.prog != nil:
@@ -76,7 +82,7 @@ type ringCounter struct {
 }
 
 func (b *bench) startRingCounter() (*ringCounter, error) {
-	r, err := b.dp.Ring(0)
+	r, err := b.dp.Source(0)
 	if err != nil {
 		return nil, err
 	}
@@ -88,8 +94,7 @@ func (b *bench) startRingCounter() (*ringCounter, error) {
 		}
 		count := func(*dataplane.RawSample) {}
 		for !rc.stop.Load() {
-			r.SetDeadline(time.Now().Add(50 * time.Millisecond))
-			n, err := r.Read(count)
+			n, err := r.Read(time.Now().Add(50*time.Millisecond), count)
 			rc.n.Add(uint64(n))
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				rc.done <- err
@@ -150,7 +155,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 // forwarding rate): one trafgen stream for the whole part, the XDP
 // configuration of p1 changing between trials.
 func (b *bench) frames() error {
-	confs := []config{confNone, confPass, confUnsampled, confN1000, confEvery}
+	confs := []config{confNone, confPass, confFloor, confUnsampled, confN1000, confEvery}
 	h2, err := netnsutil.Netlink(b.lab.hosts[1])
 	if err != nil {
 		return err
@@ -286,7 +291,7 @@ func diffs(a, b []float64) []float64 {
 // each program runs `repeat` times on the 60-byte frame with
 // ingress_ifindex = p1, alternating, every round.
 func (b *bench) testRun() error {
-	confs := []config{confPass, confUnsampled, confEvery}
+	confs := []config{confPass, confFloor, confUnsampled, confEvery}
 	rc, err := b.startRingCounter()
 	if err != nil {
 		return err

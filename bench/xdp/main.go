@@ -28,6 +28,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -132,6 +133,7 @@ type bench struct {
 	dp      *dataplane.Dataplane
 	p1      int           // ifindex of switch port p1 (in the switch netns)
 	pass    *ebpf.Program // xdp_pass, loaded on its own
+	floor   *ebpf.Program // xdp_floor, loaded on its own with its own counters
 	sampler *ebpf.Program // the Dataplane's xdp_sampler (by program ID)
 	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
 	out     io.Writer
@@ -227,18 +229,27 @@ func (b *bench) setup() error {
 	if b.pass, err = ebpf.NewProgram(spec.Programs[bpf.SamplerProgXdpPass]); err != nil {
 		return fmt.Errorf("loading xdp_pass: %w", err)
 	}
+	// xdp_floor indexes its own counters array by CPU number.
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("possible CPUs: %w", err)
+	}
+	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(cpus)
+	var fl struct {
+		Prog *ebpf.Program `ebpf:"xdp_floor"`
+	}
+	if err := spec.LoadAndAssign(&fl, nil); err != nil {
+		return fmt.Errorf("loading xdp_floor: %w", err)
+	}
+	b.floor = fl.Prog
 	if err := b.dp.AttachPort(b.p1, dataplane.PortConfig{Rate: 1 << 30, HeaderBytes: 128}); err != nil {
 		return err
 	}
 	if mode := b.dp.AttachMode(b.p1); mode != dataplane.AttachNative {
 		return fmt.Errorf("sampler attached to p1 in %q mode, want native", mode)
 	}
-	id, err := xdpProgID(b.lab.sw, "p1")
-	if err != nil {
+	if err := b.openSampler(); err != nil {
 		return err
-	}
-	if b.sampler, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err != nil {
-		return fmt.Errorf("opening sampler program %d: %w", id, err)
 	}
 	if err := b.dp.DetachPort(b.p1); err != nil {
 		return err
@@ -249,6 +260,26 @@ func (b *bench) setup() error {
 	if len(b.frame) != 60 {
 		return fmt.Errorf("test frame is %d bytes, want 60", len(b.frame))
 	}
+	return nil
+}
+
+// openSampler opens the sampler instance attached to p1 as b.sampler,
+// closing the previous one.
+func (b *bench) openSampler() error {
+	id, err := xdpProgID(b.lab.sw, "p1")
+	if err != nil {
+		return err
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return fmt.Errorf("opening sampler program %d: %w", id, err)
+	}
+	if b.sampler != nil {
+		if err := b.sampler.Close(); err != nil {
+			return errors.Join(err, p.Close())
+		}
+	}
+	b.sampler = p
 	return nil
 }
 
@@ -272,6 +303,9 @@ func (b *bench) close() error {
 	}
 	if b.pass != nil {
 		errs = append(errs, b.pass.Close())
+	}
+	if b.floor != nil {
+		errs = append(errs, b.floor.Close())
 	}
 	if b.dp != nil {
 		errs = append(errs, b.dp.Close())

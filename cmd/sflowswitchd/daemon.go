@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
@@ -78,6 +80,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	logCapabilities(log)
+	if err := requireAgentAddress(s); err != nil {
+		log.Error("refusing to start", "err", err)
+		return 1
+	}
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -129,7 +136,6 @@ type daemon struct {
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
-	monitors *monitorPorts
 	// apps is the application sub-agent (nil when -app-api is off), and
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
@@ -142,14 +148,29 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
+	// drops runs dropped-packet notifications (drops.go).
+	drops *drops
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
+
+	// metricsHook, when set (tests), wraps the /metrics handler.
+	metricsHook func(http.Handler) http.Handler
 
 	mu       sync.Mutex
 	settings Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
+	portFail *portFailures
+	// resolver resolves collector host names in the background.
+	resolver *resolver
+	// unmatchedPats are the port patterns matching no port (under mu);
+	// selectionEmpty is set while the port selection matches nothing
+	// (reconfigure's goroutine only).
+	unmatchedPats  map[string]bool
+	selectionEmpty bool
+	// agentAddr is the last agent address chosen (reconfigure only).
+	agentAddr netip.Addr
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -160,7 +181,7 @@ type portState struct {
 }
 
 func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, Logger: log})
+	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
@@ -173,14 +194,12 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
+		portFail: newPortFailures(),
 	}
-	d.monitors, err = newMonitorPorts(dp, s.Workers, log)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("sample readers: %w", err), dp.Close())
-	}
+	d.resolver = newResolver(log, d.poke)
 	// fail undoes what was opened when a later step fails.
 	fail := func(err error) (*daemon, error) {
-		return nil, errors.Join(err, d.monitors.Close(), dp.Close())
+		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
 	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
@@ -189,12 +208,15 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: &dataplaneAdapter{monitors: d.monitors},
+		Dataplane: xdp.Dataplane{DP: dp},
 		Counters:  d.counters,
 		Output:    d.output,
 		Logger:    log,
 	})
+	// Drop notifications are a sub-agent after the workers (0..Workers-1).
+	d.drops = newDrops(uint32(s.Workers), log)
 	d.metrics = d.newMetrics()
+	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
@@ -235,9 +257,12 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
+	d.notePortFailures(err)
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
+	// Drop notifications go to every receiver.
+	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -272,7 +297,7 @@ func minRate(rs []uint32) uint32 {
 // master cannot be reached (the subagent keeps retrying quietly), once per
 // registration and once per loss.
 func (d *daemon) watchAgentX(ctx context.Context, address string) {
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
 	defer t.Stop()
 	connected, warned := false, false
 	start := time.Now()
@@ -285,6 +310,9 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		switch c := d.subagent.Connected(); {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
+			if path, ok := strings.CutPrefix(address, "unix:"); ok {
+				checkAgentXSocket(d.log, path)
+			}
 			connected, warned = true, false
 		case !c && connected:
 			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
@@ -321,12 +349,12 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
+		if err := d.drops.stop(); err != nil {
+			d.log.Error("stopping drop notifications", "err", err)
+		}
 		running.Wait()
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
-		}
-		if err := d.monitors.Close(); err != nil {
-			d.log.Error("closing monitor sockets", "err", err)
 		}
 		if err := d.dp.Close(); err != nil {
 			d.log.Error("detaching", "err", err)
@@ -337,9 +365,9 @@ func (d *daemon) run(ctx context.Context) error {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers := make([]agent.SampleReader, d.agent.Workers())
-	for i := range readers {
-		readers[i] = d.monitors.Reader(i)
+	readers, err := xdp.Readers(d.dp, d.agent.Workers())
+	if err != nil {
+		return fmt.Errorf("sample readers: %w", err)
 	}
 	events := make(chan dataplane.PortEvent, 256)
 	watchErr := make(chan error, 1)
@@ -353,16 +381,31 @@ func (d *daemon) run(ctx context.Context) error {
 		return err
 	}
 	if addr := s.Metrics; addr != "" {
-		if err := d.serveMetrics(ctx, addr); err != nil {
+		if err := d.serveMetrics(ctx, addr, &running); err != nil {
 			return err
 		}
+	}
+	if err := d.drops.start(ctx, s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
 	go func() {
 		defer running.Done()
 		d.agent.Run(ctx, readers)
 	}()
-	go d.mib.Run(ctx)
+	// The MIB applies receiver timeouts, and the port retry its
+	// reapplies, through the agent to the dataplane: waited for like the
+	// workers.
+	running.Add(2)
+	go func() {
+		defer running.Done()
+		d.mib.Run(ctx)
+	}()
+	go func() {
+		defer running.Done()
+		d.retryFailedPorts(ctx)
+	}()
+	go d.resolver.run(ctx)
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -371,7 +414,11 @@ func (d *daemon) run(ctx context.Context) error {
 				d.log.Error("AgentX subagent stopped", "err", err)
 			}
 		}()
-		go d.watchAgentX(ctx, s.AgentX)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			d.watchAgentX(ctx, s.AgentX)
+		}()
 	}
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
 
@@ -410,19 +457,31 @@ func (d *daemon) run(ctx context.Context) error {
 
 // reload installs new settings (SIGHUP).
 func (d *daemon) reload(s Settings) {
+	if err := d.checkReload(s); err != nil {
+		d.log.Error("config reload refused; previous settings stay in force", "err", err)
+		return
+	}
 	d.mu.Lock()
 	old := d.settings
 	if s.Workers != old.Workers {
 		d.log.Warn("a change of workers takes effect at restart", "running", old.Workers, "configured", s.Workers)
 		s.Workers = old.Workers
 	}
-	if s.Metrics != old.Metrics {
+	if s.Metrics != old.Metrics || s.MetricsAllowRemote != old.MetricsAllowRemote {
 		d.log.Warn("a change of the metrics address takes effect at restart")
-		s.Metrics = old.Metrics
+		s.Metrics, s.MetricsAllowRemote = old.Metrics, old.MetricsAllowRemote
 	}
-	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
-		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
-		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
+	if s.AppAPIAllowRemote != old.AppAPIAllowRemote {
+		s.AppAPIAllowRemote = old.AppAPIAllowRemote
+		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
+	}
+	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports || s.StateDir != old.StateDir {
+		d.log.Warn("a change of app_api, apm_interval, apm_reports or state_dir takes effect at restart")
+		s.AppAPI, s.APMInterval, s.APMReports, s.StateDir = old.AppAPI, old.APMInterval, old.APMReports, old.StateDir
+	}
+	if s.MaxPorts != old.MaxPorts {
+		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
+		s.MaxPorts = old.MaxPorts
 	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
@@ -430,7 +489,15 @@ func (d *daemon) reload(s Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
+	if err := d.drops.apply(s); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
 	d.log.Info("configuration reloaded")
+	d.poke()
+}
+
+// poke asks the run loop to reconfigure.
+func (d *daemon) poke() {
 	select {
 	case d.changed <- struct{}{}:
 	default:
@@ -450,11 +517,17 @@ func (d *daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	m, err := buildModel(s, ports, d.log)
+	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
 	}
+	d.noteSelection(s, ports)
+	if !m.agentAddr.IsValid() && d.agentAddr.IsValid() {
+		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
+		m.agentAddr = d.agentAddr
+	}
+	d.agentAddr = m.agentAddr
 	if err := d.mib.SetStatic(m.static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
@@ -478,24 +551,18 @@ type model struct {
 // reports to receiver r, at the port's configured rate and the polling
 // interval; the host poller entPhysicalEntry.1 likewise), and every
 // selected port as a data source.
-func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model, error) {
+func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog.Logger) (model, error) {
 	var m model
 	addrs, err := agentaddr.List()
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDR))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
 	m.static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.pollInterval()}
-	for i, c := range s.staticCollectors() {
-		ap, err := resolveCollector(c.Address)
-		if err != nil {
-			return m, fmt.Errorf("collector %d: %w", i+1, err)
-		}
-		m.static.Receivers = append(m.static.Receivers, mib.StaticReceiver{Address: ap, MaxDatagramSize: c.MaxDatagramSize})
-	}
+	m.static.Receivers = staticReceivers(s, res)
 	sel, err := dataplane.SelectPorts(s.Ports)
 	if err != nil {
 		return m, err
@@ -511,7 +578,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, log *slog.Logger) (model
 		if !monitor && !sel(p) {
 			continue
 		}
-		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.samplingRate(p.SpeedMbps)})
+		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.portSamplingRate(p.Name, p.SpeedMbps)})
 	}
 	return m, nil
 }
@@ -540,27 +607,54 @@ func sortedIndexes(m map[int]dataplane.PortInfo) []int {
 	return keys
 }
 
-// serveMetrics starts the Prometheus listener; it stops with ctx.
-func (d *daemon) serveMetrics(ctx context.Context, addr string) error {
+// serveMetrics starts the Prometheus listener. It stops with ctx: the
+// listener closes, requests in flight (which read the dataplane's mapped
+// counters) complete, and only then is running done, so run closes the
+// dataplane after the last handler.
+func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
+	warnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(d.metrics, d.log))
+	var mh http.Handler = metrics.Handler(d.metrics, d.log)
+	if d.metricsHook != nil {
+		mh = d.metricsHook(mh)
+	}
+	mux.Handle("/metrics", mh)
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	running.Add(1)
 	go func() {
+		defer running.Done()
 		<-ctx.Done()
-		srv.Close()
+		// Shutdown waits for the handlers in flight; a scrape stuck
+		// longer (a client not reading) is cut by Close.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
+			srv.Close()
+		}
+		<-served
 	}()
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("metrics listener", "err", err)
 		}
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
 	return nil
+}
+
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *daemon) portName(ifindex uint32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
 }
 
 // startApps starts the application sub-agent when -app-api is set, and its
@@ -570,13 +664,15 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 	var err error
 	d.apps, err = startApps(ctx, appsConfig{
 		API:         s.AppAPI,
+		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
+		StateFile:   appStateFile(s.StateDir),
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

@@ -15,7 +15,7 @@ import (
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
-		featureCollector{d.dp.Features()})
+		featureCollector{d.dp.Features()}, &dropCollector{d: d.drops, portName: d.portName})
 	return reg
 }
 
@@ -24,6 +24,11 @@ func (d *daemon) portMetrics() []metrics.Port {
 	d.mu.Lock()
 	states := make(map[uint32]portState, len(d.sampled))
 	for k, v := range d.sampled {
+		// The name as the port is called now: a rename changes no
+		// sampling configuration, so d.sampled may hold the old one.
+		if p, ok := d.ports[int(k)]; ok {
+			v.name = p.Name
+		}
 		states[k] = v
 	}
 	d.mu.Unlock()
@@ -34,7 +39,7 @@ func (d *daemon) portMetrics() []metrics.Port {
 			continue
 		}
 		out = append(out, metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.monitors.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
+			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -11,10 +12,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -46,8 +49,11 @@ type Settings struct {
 	AgentInterface string `toml:"agent_interface"`
 	// Workers is the number of sub-agents; 0 = one per CPU.
 	Workers int `toml:"workers"`
-	// Metrics is the listen address of the Prometheus endpoint; empty = off.
+	// Metrics is the listen address of the Prometheus endpoint; empty =
+	// off; loopback only unless MetricsAllowRemote (listen.go).
 	Metrics string `toml:"metrics"`
+	// MetricsAllowRemote lets Metrics be a non-loopback address.
+	MetricsAllowRemote bool `toml:"metrics_allow_remote"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `toml:"log_level"`
 	// AgentX is the AgentX master's socket, "unix:PATH" or
@@ -57,17 +63,46 @@ type Settings struct {
 	// AppAPI is the UDP address of the local application JSON API
 	// (loopback only, conventionally 127.0.0.1:36343); empty = off.
 	AppAPI string `toml:"app_api"`
+	// AppAPIAllowRemote lets AppAPI be a non-loopback address.
+	AppAPIAllowRemote bool `toml:"app_api_allow_remote"`
 	// APMInterval is the APM report interval in seconds (0 = 60).
 	APMInterval int `toml:"apm_interval"`
 	// APMReports is the number of APM reports kept per report control
 	// (0 = 60).
 	APMReports int `toml:"apm_reports"`
+	// StateDir keeps what must survive a restart: the data source indexes
+	// assigned to applications without a service port (apps.json). The
+	// systemd unit's StateDirectory.
+	StateDir string `toml:"state_dir"`
+	// HsflowdConf is a host agent (hsflowd) configuration file whose
+	// settings apply under this file's and the flags (hsflowdconf.go).
+	HsflowdConf string `toml:"hsflowd_conf"`
+	// Rates and agent address preferences also read from hsflowd.conf
+	// (hsflowdconf.go): per link speed ("10G" = 10000), the bit/s per
+	// sample rule's ratio (0 = 1000000, at least MinSampling), per port,
+	// and agent address prefixes ("!prefix" excludes).
+	SamplingSpeed    map[string]uint32 `toml:"sampling_speed"`
+	SamplingBpsRatio uint64            `toml:"sampling_bps_ratio"`
+	PortSampling     map[string]uint32 `toml:"port_sampling"`
+	AgentCIDR        []string          `toml:"agent_cidr"`
 	// SNMPReceivers is the number of sFlowRcvrTable rows (static
 	// receivers included).
 	SNMPReceivers int `toml:"snmp_receivers"`
 	// SNMPInstances is the number of sampler and poller instances per
 	// data source (sFlowFsInstance, sFlowCpInstance).
 	SNMPInstances int `toml:"snmp_instances"`
+	// MaxPorts is how many ports can be sampled at the same time (the
+	// dataplane's port slots, reserved at start-up). Ports beyond it are
+	// reported (log, metric, rate 0 in the MIB) and not sampled.
+	MaxPorts int `toml:"max_ports"`
+	// Drops turns dropped-packet notifications on or off ("on", "off").
+	Drops string `toml:"drops"`
+	// DropsLimit is the drop notifications per second (0: count drops,
+	// notify none).
+	DropsLimit int `toml:"drops_limit"`
+	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
+	// packet exported, 0..256.
+	DropsHeaderBytes int `toml:"drops_header_bytes"`
 }
 
 // Collector is one sFlow collector.
@@ -86,6 +121,11 @@ const (
 	DefaultAgentX               = "unix:/var/agentx/master"
 	DefaultSNMPReceivers        = mib.DefaultReceivers
 	DefaultSNMPInstances        = mib.DefaultInstances
+	DefaultStateDir             = "/var/lib/sflowswitchd"
+	// DefaultMaxPorts is the default number of port slots: about 64 bytes
+	// per possible CPU plus 0.5 KiB of locked kernel memory each
+	// (dataplane.Config.MaxPorts).
+	DefaultMaxPorts = 4096
 	// NoCollector as the only collector address means no static receiver:
 	// every receiver is configured over SNMP.
 	NoCollector = "none"
@@ -100,6 +140,11 @@ func defaultSettings() Settings {
 		AgentX:               DefaultAgentX,
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
+		StateDir:             DefaultStateDir,
+		MaxPorts:             DefaultMaxPorts,
+		Drops:                "on",
+		DropsLimit:           dataplane.DefaultDropLimit,
+		DropsHeaderBytes:     dataplane.DefaultDropHeaderBytes,
 	}
 }
 
@@ -161,14 +206,28 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
 	fs.StringVar(&f.s.AgentInterface, "agent-interface", "", "take the agent address from this `interface`")
 	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
-	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116)")
+	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116; loopback only unless -metrics-allow-remote)")
+	fs.BoolVar(&f.s.MetricsAllowRemote, "metrics-allow-remote", false, "let -metrics listen on a non-loopback address (no authentication: warned at start)")
+	fs.BoolVar(&f.s.AppAPIAllowRemote, "app-api-allow-remote", false, "let -app-api listen on a non-loopback address (no authentication: warned at start)")
 	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
-	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (loopback only, e.g. 127.0.0.1:36343)")
+	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (e.g. 127.0.0.1:36343; loopback only unless -app-api-allow-remote)")
 	fs.IntVar(&f.s.APMInterval, "apm-interval", 0, "APM report interval in `seconds` (default 60)")
 	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "APM reports kept per report control (default 60)")
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
+	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+DefaultStateDir+")")
+	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
+	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", DefaultMaxPorts, dataplane.MaxPortsLimit))
+	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
+		if v != "on" && v != "off" {
+			return fmt.Errorf("want on or off")
+		}
+		f.s.Drops = v
+		return nil
+	})
+	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
+	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
 	return f
 }
 
@@ -176,12 +235,30 @@ func newFlags() *flagValues {
 // the flags given on the command line.
 func (f *flagValues) load() (Settings, error) {
 	s := defaultSettings()
+	hsflowd := ""
+	f.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "hsflowd-conf" {
+			hsflowd = f.s.HsflowdConf
+		}
+	})
+	if hsflowd == "" && f.configFile != "" {
+		var err error
+		if hsflowd, err = tomlHsflowdConf(f.configFile); err != nil {
+			return Settings{}, err
+		}
+	}
+	if hsflowd != "" {
+		if err := applyHsflowdConf(hsflowd, &s, f.fs.Output()); err != nil {
+			return Settings{}, err
+		}
+	}
 	if f.configFile != "" {
 		if err := readConfigFile(f.configFile, &s); err != nil {
 			return Settings{}, err
 		}
 	}
 	f.override(&s)
+	s.HsflowdConf = hsflowd
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -201,7 +278,10 @@ func (f *flagValues) override(s *Settings) {
 				s.Collectors = append(s.Collectors, Collector{Address: c})
 			}
 		},
-		"sampling":               func() { s.Sampling = f.s.Sampling },
+		"sampling": func() {
+			// Every port: also over per-speed and per-port rates.
+			s.Sampling, s.SamplingSpeed, s.PortSampling = f.s.Sampling, nil, nil
+		},
 		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
 		"polling":                func() { s.Polling = f.s.Polling },
 		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
@@ -211,6 +291,8 @@ func (f *flagValues) override(s *Settings) {
 		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
 		"workers":                func() { s.Workers = f.s.Workers },
 		"metrics":                func() { s.Metrics = f.s.Metrics },
+		"metrics-allow-remote":   func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
+		"app-api-allow-remote":   func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
 		"log-level":              func() { s.LogLevel = f.s.LogLevel },
 		"agentx":                 func() { s.AgentX = f.s.AgentX },
 		"app-api":                func() { s.AppAPI = f.s.AppAPI },
@@ -218,6 +300,11 @@ func (f *flagValues) override(s *Settings) {
 		"apm-reports":            func() { s.APMReports = f.s.APMReports },
 		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+		"state-dir":              func() { s.StateDir = f.s.StateDir },
+		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
+		"drops":                  func() { s.Drops = f.s.Drops },
+		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
@@ -239,7 +326,7 @@ func splitList(v string) []string {
 // readConfigFile parses a TOML config file into s, refusing unknown keys
 // so that a typo is an error rather than a silently ignored setting.
 func readConfigFile(name string, s *Settings) error {
-	data, err := os.ReadFile(name)
+	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
@@ -257,6 +344,35 @@ func readConfigFile(name string, s *Settings) error {
 	return nil
 }
 
+// MaxConfigBytes bounds the config file: a real one is a few KiB.
+const MaxConfigBytes = 1 << 20
+
+// readLimited reads a regular file of at most limit bytes. It never blocks
+// on a FIFO (opened non-blocking, refused as not a regular file) and never
+// reads an endless file (/dev/zero) to exhaustion.
+func readLimited(name string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, nil
+}
+
 // validate checks every value, so that an invalid file is refused whole
 // before anything changes.
 func (s *Settings) validate() error {
@@ -268,13 +384,14 @@ func (s *Settings) validate() error {
 			}
 			continue
 		}
-		if _, err := resolveCollector(c.Address); err != nil {
+		if _, err := parseCollector(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
 		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
 			errs = append(errs, fmt.Errorf("collector %d: max_datagram_size %d outside 200..65507", i+1, c.MaxDatagramSize))
 		}
 	}
+	errs = append(errs, s.validateHsflowdSettings()...)
 	if s.SamplingUnknownSpeed == 0 {
 		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
 	}
@@ -302,11 +419,19 @@ func (s *Settings) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
 	}
-	if s.AppAPI != "" {
-		ap, err := netip.ParseAddrPort(s.AppAPI)
-		if err != nil || !ap.Addr().IsLoopback() {
-			errs = append(errs, fmt.Errorf("app_api %q: want a loopback address and port, e.g. 127.0.0.1:36343", s.AppAPI))
-		}
+	// Listeners: loopback unless allowed (listen.go); normalized here
+	// (":9116" listens on 127.0.0.1:9116).
+	if a, err := listenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Metrics = a
+	}
+	if a, err := listenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else if _, perr := netip.ParseAddrPort(a); a != "" && perr != nil {
+		errs = append(errs, fmt.Errorf("app_api %q: want IP:PORT (a UDP socket), e.g. 127.0.0.1:36343", s.AppAPI))
+	} else {
+		s.AppAPI = a
 	}
 	if s.APMInterval < 0 {
 		errs = append(errs, fmt.Errorf("apm_interval %d must not be negative", s.APMInterval))
@@ -322,6 +447,18 @@ func (s *Settings) validate() error {
 	}
 	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
 		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	}
+	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
+		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if s.Drops != "on" && s.Drops != "off" {
+		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
+	}
+	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
+		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -352,28 +489,6 @@ func parseAgentX(v string) (network, addr string, err error) {
 	return "", "", fmt.Errorf("agentx %q: want unix:PATH, tcp:HOST:PORT or off", v)
 }
 
-// resolveCollector parses host:port (port default 6343), resolving a host
-// name once.
-func resolveCollector(addr string) (netip.AddrPort, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		host, port = addr, "6343"
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return netip.AddrPort{}, fmt.Errorf("bad port in %q", addr)
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		ips, lerr := net.LookupIP(host)
-		if lerr != nil || len(ips) == 0 {
-			return netip.AddrPort{}, fmt.Errorf("cannot resolve %q: %v", host, lerr)
-		}
-		ip, _ = netip.AddrFromSlice(ips[0])
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
-}
-
 // samplingRate is the default rate of a port: one sample per Mb/s of link
 // speed (1 in 1000 at 1G, 1 in 10000 at 10G), at least MinSampling; the
 // configured rate wins when set.
@@ -383,6 +498,10 @@ func (s *Settings) samplingRate(speedMbps uint64) uint32 {
 	}
 	if speedMbps == 0 {
 		return s.SamplingUnknownSpeed
+	}
+	if s.SamplingBpsRatio != 0 {
+		// hsflowd's sampling.bps_ratio: speed / ratio, at least 1.
+		return uint32(max(min(speedMbps*1_000_000/s.SamplingBpsRatio, 1<<31), 1))
 	}
 	if speedMbps > 1<<31 {
 		speedMbps = 1 << 31

@@ -102,6 +102,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"agent-interface":        "eth9",
 		"workers":                strconv.Itoa(runtime.NumCPU() + 1),
 		"metrics":                "127.0.0.1:9116",
+		"metrics-allow-remote":   "true",
+		"app-api-allow-remote":   "true",
 		"log-level":              "debug",
 		"agentx":                 "off",
 		"app-api":                "127.0.0.1:36343",
@@ -109,6 +111,12 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"state-dir":              "/var/lib/elsewhere",
+		"hsflowd-conf":           representativeHsflowd,
+		"max-ports":              "300",
+		"drops":                  "off",
+		"drops-limit":            "7",
+		"drops-header-bytes":     "64",
 	}
 	def, err := loadArgs(t)
 	if err != nil {

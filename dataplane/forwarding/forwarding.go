@@ -222,9 +222,10 @@ func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 	if err := t.Refresh(); err != nil {
 		t.log.Warn("reading forwarding tables", "err", err)
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	pending := false
+	// Changes are coalesced: the first one arms a 100 ms timer, the
+	// tables are re-read when it fires. No timer runs while nothing
+	// changes (an idle daemon sleeps).
+	var settle <-chan time.Time
 	for {
 		open := true
 		select {
@@ -235,19 +236,19 @@ func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 		case _, open = <-addrCh:
 		case _, open = <-routeCh:
 		case <-dirty:
-		case <-tick.C:
-			if pending {
-				pending = false
-				if err := t.Refresh(); err != nil {
-					t.log.Warn("reading forwarding tables", "err", err)
-				}
+		case <-settle:
+			settle = nil
+			if err := t.Refresh(); err != nil {
+				t.log.Warn("reading forwarding tables", "err", err)
 			}
 			continue
 		}
 		if !open {
 			return true, errSubscriptionEnded
 		}
-		pending = true
+		if settle == nil {
+			settle = time.After(100 * time.Millisecond)
+		}
 	}
 }
 

@@ -36,7 +36,8 @@ address -listen: agents and sub-agents (datagrams, lost datagrams from
 sequence number gaps), flow samples per data source (sampling rate,
 sample_pool, drops, estimated frames = samples x sampling rate), the top
 flows parsed from the sampled packet headers, the latest interface
-counters per port and the host counters.
+counters per port and the host counters, and dropped-packet notifications
+(discarded_packet samples) by reason and by port.
 
 Every -interval the screen is redrawn: cleared with ANSI escapes when stdout
 is a terminal, otherwise appended as a new frame after a separator line (for
@@ -321,7 +322,10 @@ type state struct {
 	flows      map[flowKey]*flowStats
 	otherFlows flowStats // samples of flows beyond maxFlows
 	ifCounters map[sourceKey]*sflow.IfCounters
-	hosts      map[sourceKey]*hostStats
+	// portNames are the port_name records (0:1005) of the interfaces.
+	portNames map[sourceKey]string
+	hosts     map[sourceKey]*hostStats
+	drops     dropView // discarded_packet samples (drops.go)
 }
 
 func newState(listen string, now time.Time) *state {
@@ -333,6 +337,7 @@ func newState(listen string, now time.Time) *state {
 		sources:    map[sourceKey]*sourceStats{},
 		flows:      map[flowKey]*flowStats{},
 		ifCounters: map[sourceKey]*sflow.IfCounters{},
+		portNames:  map[sourceKey]string{},
 		hosts:      map[sourceKey]*hostStats{},
 	}
 }
@@ -375,6 +380,8 @@ func (st *state) add(b []byte, from net.Addr, now time.Time) {
 		case *sflow.CounterSample:
 			st.ctrSamples++
 			st.addCounterSample(d.AgentAddress, s)
+		case *sflow.DiscardedPacket:
+			st.drops.add(d.AgentAddress, s)
 		default:
 			st.otherSamples++
 		}
@@ -442,6 +449,8 @@ func (st *state) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
 		switch r := r.(type) {
 		case *sflow.IfCounters:
 			st.ifCounters[k] = r
+		case *sflow.PortName:
+			st.portNames[k] = r.PortName
 		case *sflow.HostDescr:
 			st.host(k).descr = r
 		case *sflow.HostCPU:
@@ -640,8 +649,8 @@ func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes b
 	st.lastDatagrams, st.lastBytes, st.lastFrame = st.datagrams, st.bytes, now
 
 	fmt.Fprintf(b, "sflowswitchd top  listening on %s  running %s\n", st.listen, now.Sub(st.started).Round(time.Second))
-	fmt.Fprintf(b, "datagrams %d (%.1f/s, %s/s)  malformed %d  samples: flow %d, counters %d, other %d\n",
-		st.datagrams, dgRate, fmtBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.otherSamples)
+	fmt.Fprintf(b, "datagrams %d (%.1f/s, %s/s)  malformed %d  samples: flow %d, counters %d, drops %d, other %d\n",
+		st.datagrams, dgRate, fmtBytes(uint64(byteRate)), st.malformed, st.flowSamples, st.ctrSamples, st.drops.notifications, st.otherSamples)
 	if st.malformed > 0 {
 		fmt.Fprintf(b, "last malformed: %s\n", st.lastMalformed)
 	}
@@ -714,11 +723,17 @@ func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes b
 	}
 	t.write(b, "(none yet)")
 
+	st.drops.render(b)
+
 	b.WriteString("\nINTERFACE COUNTERS (latest if_counters)\n")
 	t = table{header: []string{"agent", "source", "ifIndex", "speed", "admin/oper", "in octets", "in pkts", "out octets", "out pkts", "in disc/err", "out disc/err"}}
 	for _, k := range slices.SortedFunc(maps.Keys(st.ifCounters), compareSources) {
 		c := st.ifCounters[k]
-		t.add(addrString(k.agent), sourceName(k.src), fmt.Sprint(c.IfIndex), fmtSpeed(c.IfSpeed), fmtStatus(c.IfStatus),
+		ifName := fmt.Sprint(c.IfIndex)
+		if n, ok := st.portNames[k]; ok {
+			ifName += " (" + n + ")" // the agent's port_name
+		}
+		t.add(addrString(k.agent), sourceName(k.src), ifName, fmtSpeed(c.IfSpeed), fmtStatus(c.IfStatus),
 			fmtCounter64(c.IfInOctets), fmtPkts(c.IfInUcastPkts, c.IfInMulticastPkts, c.IfInBroadcastPkts),
 			fmtCounter64(c.IfOutOctets), fmtPkts(c.IfOutUcastPkts, c.IfOutMulticastPkts, c.IfOutBroadcastPkts),
 			fmtCounter32(c.IfInDiscards)+"/"+fmtCounter32(c.IfInErrors), fmtCounter32(c.IfOutDiscards)+"/"+fmtCounter32(c.IfOutErrors))

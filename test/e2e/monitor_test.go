@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -147,17 +145,6 @@ func (c *monCollector) samples() []monSample {
 	return append([]monSample(nil), c.got...)
 }
 
-// buildDaemon builds this package's binary into a temporary directory.
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sflowswitchd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestDaemonMonitorPort runs the daemon with p1 as a monitor port (and p2
 // inline) at rate 1: every frame host 1 sends into p1 arrives at the
 // collector as a flow sample of p1 whose header is the frame's first
@@ -165,10 +152,9 @@ func buildDaemon(t *testing.T) string {
 // daemon keeps running.
 func TestDaemonMonitorPort(t *testing.T) {
 	lab := netlab.New(t, 2)
-	bin := buildDaemon(t)
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenSFlow(t, lab, p1)
-	cmd := lab.Start(t, lab.Switch, bin, "-collector", lab.CollectorAddr.String()+":6343",
+	cmd := lab.Start(t, lab.Switch, daemonBin, "-collector", lab.CollectorAddr.String()+":6343",
 		"-sampling", "1", "-ports", "p2", "-monitor-ports", "p1", "-polling", "0", "-log-level", "debug")
 	log := func() string {
 		if s, ok := cmd.Stdout.(fmt.Stringer); ok {

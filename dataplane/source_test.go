@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"bytes"
@@ -12,12 +12,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
-// Unit tests of sampleSource (no root): the ring and the sockets are
+// Unit tests of Source (no root): the ring and the sockets are
 // replaced by queues that signal readiness through an eventfd, as the real
 // ring buffer map and AF_XDP sockets do through poll.
 
@@ -30,7 +27,7 @@ type fakeQueue struct {
 	frames [][]byte
 	ifidx  uint32
 	rate   uint32
-	s      dataplane.RawSample
+	s      RawSample
 	buf    [8]byte
 }
 
@@ -55,12 +52,12 @@ func (q *fakeQueue) push(frames ...[]byte) {
 }
 
 // take delivers every queued frame (no allocation once the queue exists).
-func (q *fakeQueue) take(fn func(*dataplane.RawSample)) int {
+func (q *fakeQueue) take(fn func(*RawSample)) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	_, _ = unix.Read(q.fd, q.buf[:]) // reset readiness; EAGAIN when already clear
 	for _, f := range q.frames {
-		q.s = dataplane.RawSample{IfIndex: q.ifidx, FrameLen: uint32(len(f)) + 1000, Rate: q.rate, Header: f}
+		q.s = RawSample{IfIndex: q.ifidx, FrameLen: uint32(len(f)) + 1000, Rate: q.rate, Header: f}
 		fn(&q.s)
 	}
 	n := len(q.frames)
@@ -68,23 +65,13 @@ func (q *fakeQueue) take(fn func(*dataplane.RawSample)) int {
 	return n
 }
 
-// fakeRing is a ringSampler.
+// fakeRing is a ringBatcher.
 type fakeRing struct {
 	*fakeQueue
-	deadline time.Time
 }
 
-func (r *fakeRing) SetDeadline(t time.Time) { r.deadline = t }
-
-func (r *fakeRing) Read(fn func(*dataplane.RawSample)) (int, error) {
-	if n := r.take(fn); n > 0 {
-		return n, nil
-	}
-	if !r.deadline.IsZero() && time.Now().After(r.deadline) {
-		return 0, os.ErrDeadlineExceeded
-	}
-	r.t.Error("test ring asked to block")
-	return 0, errors.New("would block")
+func (r *fakeRing) batch(fn func(*RawSample)) (int, bool, error) {
+	return r.take(fn), false, nil
 }
 
 // fakeSockets is a monitorSockets that fails the test if it is used after
@@ -100,7 +87,7 @@ type fakeSockets struct {
 	receives atomic.Int64
 }
 
-func (f *fakeSockets) Receive(fn func(*dataplane.RawSample)) (int, error) {
+func (f *fakeSockets) Receive(fn func(*RawSample)) (int, error) {
 	f.inUse.Add(1)
 	defer f.inUse.Add(-1)
 	if f.closed.Load() {
@@ -126,15 +113,15 @@ func (f *fakeSockets) Close() error {
 	return nil
 }
 
-func newSource(t *testing.T) (*sampleSource, *fakeRing) {
+func newTestSource(t *testing.T) (*Source, *fakeRing) {
 	t.Helper()
 	ring := &fakeRing{fakeQueue: newFakeQueue(t, 1)}
-	s, err := newSampleSource(ring, ring.fd, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := newSource(ring, ring.fd, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.close(); err != nil {
+		if err := s.Close(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -153,16 +140,16 @@ type got struct {
 	header   string
 }
 
-func collect(out *[]got) func(*agent.PacketSample) {
-	return func(ps *agent.PacketSample) {
-		*out = append(*out, got{ps.IfIndex, ps.FrameLen, ps.KernelRate, string(ps.Header)})
+func collect(out *[]got) func(*RawSample) {
+	return func(ps *RawSample) {
+		*out = append(*out, got{ps.IfIndex, ps.FrameLen, ps.Rate, string(ps.Header)})
 	}
 }
 
-// TestSampleSourceBoth: one batch holds the ring's and the sockets'
+// TestSourceBoth: one batch holds the ring's and the sockets'
 // samples, converted field by field.
-func TestSampleSourceBoth(t *testing.T) {
-	s, ring := newSource(t)
+func TestSourceBoth(t *testing.T) {
+	s, ring := newTestSource(t)
 	ring.rate = 8
 	p, f := newMonitor(t, 7)
 	if err := s.add(p); err != nil {
@@ -171,9 +158,9 @@ func TestSampleSourceBoth(t *testing.T) {
 	ring.push([]byte("r1"), []byte("r2"))
 	f.push([]byte("m1"), []byte("m2"), []byte("m3"))
 	var out []got
-	n, err := s.ReadSamples(time.Now().Add(5*time.Second), collect(&out))
+	n, err := s.Read(time.Now().Add(5*time.Second), collect(&out))
 	if err != nil || n != 5 {
-		t.Fatalf("ReadSamples = %d, %v; want 5 samples", n, err)
+		t.Fatalf("Read = %d, %v; want 5 samples", n, err)
 	}
 	want := []got{{1, 1002, 8, "r1"}, {1, 1002, 8, "r2"}, {7, 1002, 0, "m1"}, {7, 1002, 0, "m2"}, {7, 1002, 0, "m3"}}
 	for i := range want {
@@ -183,29 +170,29 @@ func TestSampleSourceBoth(t *testing.T) {
 	}
 }
 
-// TestSampleSourceDeadline: with nothing anywhere, ReadSamples waits until
+// TestSourceDeadline: with nothing anywhere, Read waits until
 // the deadline and reports os.ErrDeadlineExceeded.
-func TestSampleSourceDeadline(t *testing.T) {
-	s, _ := newSource(t)
+func TestSourceDeadline(t *testing.T) {
+	s, _ := newTestSource(t)
 	p, _ := newMonitor(t, 7)
 	if err := s.add(p); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(50 * time.Millisecond)
-	n, err := s.ReadSamples(deadline, func(*agent.PacketSample) { t.Error("sample out of nowhere") })
+	n, err := s.Read(deadline, func(*RawSample) { t.Error("sample out of nowhere") })
 	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("ReadSamples = %d, %v; want 0, deadline exceeded", n, err)
+		t.Errorf("Read = %d, %v; want 0, deadline exceeded", n, err)
 	}
 	if time.Now().Before(deadline) {
 		t.Errorf("returned before the deadline")
 	}
 }
 
-// TestSampleSourceWakes: a blocked worker is woken by frames arriving on
+// TestSourceWakes: a blocked worker is woken by frames arriving on
 // the ring, on a socket it polls, and by a monitor port added while it
 // waits (whose queued frames it then reads), long before its deadline.
-func TestSampleSourceWakes(t *testing.T) {
-	s, ring := newSource(t)
+func TestSourceWakes(t *testing.T) {
+	s, ring := newTestSource(t)
 	p1, f1 := newMonitor(t, 7)
 	if err := s.add(p1); err != nil {
 		t.Fatal(err)
@@ -228,7 +215,7 @@ func TestSampleSourceWakes(t *testing.T) {
 		done := make(chan []got, 1)
 		go func() {
 			var out []got
-			_, err := s.ReadSamples(time.Now().Add(time.Minute), collect(&out))
+			_, err := s.Read(time.Now().Add(time.Minute), collect(&out))
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
 			}
@@ -247,15 +234,14 @@ func TestSampleSourceWakes(t *testing.T) {
 	}
 }
 
-// TestSampleSourceWake: Wake makes a waiting ReadSamples return at once
-// with nothing and no error (agent.Waker), so the worker can apply a new
+// TestSourceWake: Wake makes a waiting Read return at once
+// with nothing and no error (agent.Waker, through agent/xdp), so the worker can apply a new
 // configuration; the next call waits again.
-func TestSampleSourceWake(t *testing.T) {
-	s, _ := newSource(t)
-	var _ agent.Waker = s
+func TestSourceWake(t *testing.T) {
+	s, _ := newTestSource(t)
 	done := make(chan error, 1)
 	go func() {
-		n, err := s.ReadSamples(time.Now().Add(time.Minute), func(*agent.PacketSample) { t.Error("sample out of nowhere") })
+		n, err := s.Read(time.Now().Add(time.Minute), func(*RawSample) { t.Error("sample out of nowhere") })
 		if err == nil && n != 0 {
 			err = errors.New("samples out of nowhere")
 		}
@@ -268,30 +254,30 @@ func TestSampleSourceWake(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Errorf("woken ReadSamples: %v, want 0 samples and no error", err)
+			t.Errorf("woken Read: %v, want 0 samples and no error", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wake did not wake the reader")
 	}
-	n, err := s.ReadSamples(time.Now().Add(30*time.Millisecond), func(*agent.PacketSample) {})
+	n, err := s.Read(time.Now().Add(30*time.Millisecond), func(*RawSample) {})
 	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("after the wake: ReadSamples = %d, %v; want to wait until the deadline", n, err)
+		t.Errorf("after the wake: Read = %d, %v; want to wait until the deadline", n, err)
 	}
 }
 
-// TestSampleSourceRemove: removing a port leaves its sockets open until
+// TestSourceRemove: removing a port leaves its sockets open until
 // the worker's next batch, which closes them and no longer reads them;
 // frames still queued for the removed port are not delivered.
-func TestSampleSourceRemove(t *testing.T) {
-	s, _ := newSource(t)
+func TestSourceRemove(t *testing.T) {
+	s, _ := newTestSource(t)
 	p, f := newMonitor(t, 7)
 	if err := s.add(p); err != nil {
 		t.Fatal(err)
 	}
 	f.push([]byte("x"))
 	var out []got
-	if n, err := s.ReadSamples(time.Now().Add(time.Second), collect(&out)); n != 1 || err != nil {
-		t.Fatalf("ReadSamples = %d, %v", n, err)
+	if n, err := s.Read(time.Now().Add(time.Second), collect(&out)); n != 1 || err != nil {
+		t.Fatalf("Read = %d, %v", n, err)
 	}
 	if err := s.remove(p); err != nil {
 		t.Fatal(err)
@@ -301,21 +287,21 @@ func TestSampleSourceRemove(t *testing.T) {
 	}
 	f.push([]byte("late"))
 	receives := f.receives.Load()
-	n, err := s.ReadSamples(time.Now().Add(20*time.Millisecond), collect(&out))
+	n, err := s.Read(time.Now().Add(20*time.Millisecond), collect(&out))
 	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("after remove: ReadSamples = %d, %v", n, err)
+		t.Errorf("after remove: Read = %d, %v", n, err)
 	}
 	if f.closes.Load() != 1 || f.receives.Load() != receives || f.misuse.Load() != 0 {
 		t.Errorf("closes %d, receives after remove %d, misuse %d; want 1, 0, 0", f.closes.Load(), f.receives.Load()-receives, f.misuse.Load())
 	}
 }
 
-// TestSampleSourceChurn: ports added and removed by a control goroutine
+// TestSourceChurn: ports added and removed by a control goroutine
 // while the worker reads: no socket is read or closed while in use or
 // used after Close, every removed socket is closed exactly once, and
 // every frame of a port that stays is delivered. Run with -race.
-func TestSampleSourceChurn(t *testing.T) {
-	s, _ := newSource(t)
+func TestSourceChurn(t *testing.T) {
+	s, _ := newTestSource(t)
 	stay, fs := newMonitor(t, 99)
 	if err := s.add(stay); err != nil {
 		t.Fatal(err)
@@ -331,7 +317,7 @@ func TestSampleSourceChurn(t *testing.T) {
 				return
 			default:
 			}
-			_, err := s.ReadSamples(time.Now().Add(5*time.Millisecond), func(ps *agent.PacketSample) {
+			_, err := s.Read(time.Now().Add(5*time.Millisecond), func(ps *RawSample) {
 				if ps.IfIndex == 99 {
 					delivered.Add(1)
 				}
@@ -365,7 +351,7 @@ func TestSampleSourceChurn(t *testing.T) {
 	close(stop)
 	<-workerDone
 	// One more batch after the last remove closes what is still retired.
-	if _, err := s.ReadSamples(time.Now(), func(*agent.PacketSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := s.Read(time.Now(), func(*RawSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal(err)
 	}
 	if delivered.Load() != rounds {
@@ -381,16 +367,16 @@ func TestSampleSourceChurn(t *testing.T) {
 	}
 }
 
-// TestSampleSourceDropsCached: the sockets' drops are read by the worker
+// TestSourceDropsCached: the sockets' drops are read by the worker
 // and published for PortPool without a system call on its side.
-func TestSampleSourceDropsCached(t *testing.T) {
-	s, _ := newSource(t)
+func TestSourceDropsCached(t *testing.T) {
+	s, _ := newTestSource(t)
 	p, f := newMonitor(t, 7)
 	f.drops.Store(42)
 	if err := s.add(p); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ReadSamples(time.Now(), func(*agent.PacketSample) {}); !errors.Is(err, os.ErrDeadlineExceeded) {
+	if _, err := s.Read(time.Now(), func(*RawSample) {}); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal(err)
 	}
 	if d := p.drops.Load(); d != 42 {
@@ -398,10 +384,10 @@ func TestSampleSourceDropsCached(t *testing.T) {
 	}
 }
 
-// TestSampleSourceNoAlloc: a batch from the ring and a socket allocates
+// TestSourceNoAlloc: a batch from the ring and a socket allocates
 // nothing.
-func TestSampleSourceNoAlloc(t *testing.T) {
-	s, ring := newSource(t)
+func TestSourceNoAlloc(t *testing.T) {
+	s, ring := newTestSource(t)
 	p, f := newMonitor(t, 7)
 	if err := s.add(p); err != nil {
 		t.Fatal(err)
@@ -410,12 +396,12 @@ func TestSampleSourceNoAlloc(t *testing.T) {
 	ring.frames = make([][]byte, 0, 8)
 	f.frames = make([][]byte, 0, 8)
 	n := 0
-	fn := func(*agent.PacketSample) { n++ }
+	fn := func(*RawSample) { n++ }
 	deadline := time.Now().Add(time.Hour)
 	allocs := testing.AllocsPerRun(100, func() {
 		ring.frames = append(ring.frames, frame, frame)
 		f.frames = append(f.frames, frame, frame, frame)
-		if _, err := s.ReadSamples(deadline, fn); err != nil {
+		if _, err := s.Read(deadline, fn); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -427,19 +413,23 @@ func TestSampleSourceNoAlloc(t *testing.T) {
 // TestSocketDrops: a monitor port reports what its worker last read from
 // its sockets' drop counters; an inline or unknown port reports none.
 func TestSocketDrops(t *testing.T) {
-	m := &monitorPorts{ports: map[uint32]*monitorPort{}}
+	var m monitorPorts
+	if got := m.socketDrops(7); got != 0 {
+		t.Errorf("no port ever: drops %d, want 0", got)
+	}
+	m.ports = map[uint32]*monitorPort{}
 	m.publish()
-	if got := m.SocketDrops(7); got != 0 {
+	if got := m.socketDrops(7); got != 0 {
 		t.Errorf("no monitor port: drops %d, want 0", got)
 	}
 	p := &monitorPort{ifindex: 7}
 	p.drops.Store(42)
 	m.ports[7] = p
 	m.publish()
-	if got := m.SocketDrops(7); got != 42 {
+	if got := m.socketDrops(7); got != 42 {
 		t.Errorf("monitor port: drops %d, want 42", got)
 	}
-	if got := m.SocketDrops(8); got != 0 {
+	if got := m.socketDrops(8); got != 0 {
 		t.Errorf("other port: drops %d, want 0", got)
 	}
 }

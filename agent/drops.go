@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// DropNotification is one dropped packet reported by the kernel
+// (dataplane.DropEvent in the agent's terms). Header is valid only during
+// the callback that receives it.
+type DropNotification struct {
+	// ReasonName is the kernel's reason name, e.g. "NETFILTER_DROP".
+	ReasonName string
+	// Symbol is the kernel function that dropped the packet ("" unknown).
+	Symbol string
+	// In is the ifIndex the packet came in on (0 unknown or local); Out the
+	// port of an egress drop (0 otherwise).
+	In, Out uint32
+	// Queue is the egress queue, meaningful when QueueKnown.
+	Queue      uint32
+	QueueKnown bool
+	// FrameLen is the packet's length from the start of Header;
+	// HeaderProto the sflow header_protocol of Header (0: no header).
+	FrameLen    uint32
+	HeaderProto sflow.HeaderProtocol
+	Header      []byte
+}
+
+// DropSource is the kernel side of drop notifications.
+type DropSource interface {
+	// ReadDrops waits for notifications and calls fn for each one ready;
+	// it returns early with a nil error after Wake, and an error wrapping
+	// os.ErrClosed once the source is closed.
+	ReadDrops(fn func(*DropNotification)) (int, error)
+	// Wake makes a blocked ReadDrops return.
+	Wake() error
+	// Lost returns the notifications lost so far in the kernel (over the
+	// rate limit or to a full ring), the discarded_packet drops field.
+	Lost() (uint64, error)
+}
+
+// DropStats counts what the drop reporter did.
+type DropStats struct {
+	// Notifications are discarded_packet samples encoded (once per
+	// notification, whatever the number of receivers).
+	Notifications atomic.Uint64
+	// Unsent are notifications that arrived while no receiver was
+	// configured; they are counted in the drops field.
+	Unsent atomic.Uint64
+	// Sender counts the datagrams, bytes and send errors of the drop
+	// sub-agent (only those fields are used).
+	Sender WorkerStats
+}
+
+// DropReporter turns drop notifications into discarded_packet samples
+// (docs/spec/sflow_drops.md), all under data source 0:0 as the host
+// agent does, and sends them to every receiver. It is a sub-agent of its
+// own (sub-agent ID given at creation, after the workers'), so its
+// datagram sequence numbers are independent of the workers'. Samples
+// ready together share datagrams.
+type DropReporter struct {
+	log      *slog.Logger
+	subAgent uint32
+	start    time.Time
+	stats    DropStats
+
+	mu        sync.Mutex
+	agentAddr netip.Addr
+	receivers []ReceiverConfig
+	changed   bool
+	src       DropSource
+
+	// Owned by Run.
+	outs    map[int]*receiverOut
+	outCfg  map[int]ReceiverConfig
+	outAddr netip.Addr
+	seqs    map[int]uint32 // last datagram sequence sent, kept across receiver changes
+	// unsent are notifications that arrived while there was no receiver
+	// (before the configuration, or without an agent address): counted in
+	// the drops field with the kernel's losses.
+	unsent uint64
+	// lostBase are the losses of earlier sources (Run calls).
+	lostBase uint64
+	// src2 and lostRead: the source being read, and whether its losses
+	// were read for the current batch.
+	src2     DropSource
+	lostRead bool
+	seq      uint32 // discarded_packet sequence number of 0:0
+	lost     uint64
+	sample   sflow.DiscardedPacket
+	recs     [4]sflow.Record
+	hdr      sflow.SampledHeader
+	fn       sflow.ExtendedFunction
+	reason   sflow.ExtendedLinuxDropReason
+	queue    sflow.ExtendedEgressQueue
+	handle   func(*DropNotification)
+}
+
+// NewDropReporter returns a reporter that sends as sub-agent subAgent.
+func NewDropReporter(subAgent uint32, log *slog.Logger) *DropReporter {
+	if log == nil {
+		log = slogDiscard()
+	}
+	r := &DropReporter{log: log, subAgent: subAgent, start: time.Now(), outs: map[int]*receiverOut{}, outCfg: map[int]ReceiverConfig{}, seqs: map[int]uint32{}}
+	r.handle = r.add
+	return r
+}
+
+// Stats returns the reporter's counters.
+func (r *DropReporter) Stats() *DropStats { return &r.stats }
+
+// SetReceivers sets the agent address and the receivers notifications go
+// to; it takes effect at the next notification.
+func (r *DropReporter) SetReceivers(agent netip.Addr, rcv []ReceiverConfig) {
+	r.mu.Lock()
+	r.agentAddr = agent
+	r.receivers = append([]ReceiverConfig(nil), rcv...)
+	r.changed = true
+	src := r.src
+	r.mu.Unlock()
+	if src != nil {
+		if err := src.Wake(); err != nil {
+			r.log.Warn("waking the drop reader", "err", err)
+		}
+	}
+}
+
+func (r *DropReporter) uptime() uint32 { return uint32(time.Since(r.start) / time.Millisecond) }
+
+// applyReceivers opens and closes receiver streams after SetReceivers.
+func (r *DropReporter) applyReceivers() {
+	r.mu.Lock()
+	if !r.changed {
+		r.mu.Unlock()
+		return
+	}
+	agent, rcv := r.agentAddr, r.receivers
+	r.changed = false
+	r.mu.Unlock()
+	if !agent.IsValid() {
+		rcv = nil // no datagram without an agent address
+	}
+	want := make(map[int]ReceiverConfig, len(rcv))
+	for _, c := range rcv {
+		want[c.Index] = c
+	}
+	// Streams whose receiver and agent address stay are kept as they are.
+	for idx, o := range r.outs {
+		if c, ok := want[idx]; ok && c == r.outCfg[idx] && agent == r.outAddr {
+			delete(want, idx)
+			continue
+		}
+		last, err := o.Close()
+		if err != nil {
+			r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
+		}
+		r.seqs[idx] = last
+		delete(r.outs, idx)
+		delete(r.outCfg, idx)
+	}
+	r.outAddr = agent
+	for _, c := range want {
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
+		if err != nil {
+			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
+			continue
+		}
+		r.outs[c.Index] = o
+		r.outCfg[c.Index] = c
+	}
+}
+
+// Run reads src until ctx ends or src is closed; notifications are
+// encoded as they arrive and sent when no more are ready.
+func (r *DropReporter) Run(ctx context.Context, src DropSource) {
+	stop := context.AfterFunc(ctx, func() {
+		if err := src.Wake(); err != nil {
+			r.log.Warn("waking the drop reader", "err", err)
+		}
+	})
+	defer stop()
+	r.mu.Lock()
+	r.src = src
+	r.changed = true // (re)open the receivers' streams: a previous Run closed them
+	r.mu.Unlock()
+	defer func() {
+		// The kernel's losses so far stay in the drops field when the
+		// source is replaced (notifications turned off and on).
+		if lost, err := src.Lost(); err == nil {
+			r.lostBase += lost
+		} else {
+			r.log.Warn("reading lost drop notifications", "err", err)
+		}
+		r.mu.Lock()
+		r.src = nil
+		r.mu.Unlock()
+		for idx, o := range r.outs {
+			last, err := o.Close()
+			if err != nil {
+				r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
+			}
+			r.seqs[idx] = last
+			delete(r.outs, idx)
+			delete(r.outCfg, idx)
+		}
+	}()
+	for ctx.Err() == nil {
+		r.applyReceivers()
+		r.src2, r.lostRead = src, false
+		_, err := src.ReadDrops(r.handle)
+		for _, o := range r.outs {
+			o.Flush()
+		}
+		if errors.Is(err, os.ErrClosed) {
+			return
+		}
+		if err != nil {
+			r.log.Warn("reading drop notifications", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// add encodes one notification into each receiver's datagram.
+func (r *DropReporter) add(n *DropNotification) {
+	if !r.lostRead {
+		// Once per batch, when it arrives (not before waiting for it):
+		// the kernel's losses up to now.
+		r.lostRead = true
+		if lost, err := r.src2.Lost(); err == nil {
+			r.lost = r.lostBase + lost + r.unsent
+		} else {
+			r.log.Warn("reading lost drop notifications", "err", err)
+		}
+	}
+	if len(r.outs) == 0 {
+		r.unsent++
+		r.lost++
+		r.stats.Unsent.Add(1)
+		return
+	}
+	r.seq++
+	s := &r.sample
+	recs := r.recs[:0]
+	if n.HeaderProto != 0 && len(n.Header) > 0 {
+		r.hdr = sflow.SampledHeader{Protocol: n.HeaderProto, FrameLength: n.FrameLen, Header: n.Header}
+		if n.HeaderProto == sflow.HeaderProtocolEthernet {
+			// The frame without its FCS, as the flow samples report it.
+			r.hdr.FrameLength += 4
+			r.hdr.Stripped = 4
+		}
+		recs = append(recs, &r.hdr)
+	}
+	if n.QueueKnown {
+		r.queue.Queue = n.Queue
+		recs = append(recs, &r.queue)
+	}
+	if n.Symbol != "" {
+		r.fn.Symbol = n.Symbol
+		recs = append(recs, &r.fn)
+	}
+	r.reason.Reason = n.ReasonName
+	recs = append(recs, &r.reason)
+	*s = sflow.DiscardedPacket{
+		SequenceNumber: r.seq,
+		Drops:          uint32(r.lost),
+		Input:          n.In,
+		Output:         n.Out,
+		Reason:         DropReasonCode(n.ReasonName),
+		Records:        recs,
+	}
+	r.stats.Notifications.Add(1)
+	for _, o := range r.outs {
+		_ = o.Add(s) // a too-large sample is counted by the sender
+	}
+}
+
+// EgressQueueKnown reports whether a drop of this kernel reason happened
+// in an egress queue, so that the skb's queue is the queue it was dropped
+// from (extended_egress_queue): the qdisc reasons.
+func EgressQueueKnown(reasonName string, out uint32) bool {
+	return out != 0 && strings.HasPrefix(reasonName, "QDISC_")
+}

@@ -1,0 +1,360 @@
+//go:build ignore
+
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// drops.c: dropped-packet notifications of sflowswitchd (issue 12;
+// docs/spec/sflow_drops.md). Attached to the BTF-typed skb:kfree_skb
+// tracepoint, which carries the skb, the drop location and the
+// enum skb_drop_reason (Linux >= 5.17).
+//
+// For every freed skb, cheapest test first:
+//   1. reason: only real drops (not SKB_DROP_REASON_NOT_DROPPED_YET = 0,
+//      not SKB_CONSUMED = 1) go on;
+//   2. network namespace: only drops in the daemon's namespace go on
+//      (drop_config.netns_ino; the namespace of skb->dev, or of the socket
+//      when the skb has no device; an skb with neither cannot be placed
+//      and is ignored). A busy machine drops a lot elsewhere: nothing else
+//      is done for those;
+//   3. count the drop exactly, per reason and per port, per CPU;
+//   4. rate limit: a budget of drop_config.limit notifications per second
+//      (one shared budget, taken with an atomic add; the host agent's
+//      dropmon limit); a drop over the budget is counted as suppressed and
+//      nothing is copied;
+//   5. copy the ingress and egress ifindex, location, reason and the first
+//      header bytes (from the MAC header) into the ring; a full ring is
+//      counted.
+// notified + suppressed + ring_full == drops, per CPU and in total.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_endian.h>
+
+char __license[] SEC("license") = "Dual BSD/GPL";
+
+// MAX_HEADER_BYTES is the largest header copy (sFlowEsMaximumHeaderSize
+// upper bound we support).
+#define MAX_HEADER_BYTES 256
+
+// The kernel's "not a drop" reasons (include/net/dropreason-core.h).
+#define SKB_DROP_REASON_NOT_DROPPED_YET 0
+#define SKB_CONSUMED 1
+
+// Header protocol of the copied bytes (sflow header_protocol values).
+#define HDR_NONE 0
+#define HDR_ETHERNET 1
+#define HDR_IPV4 11
+#define HDR_IPV6 12
+
+// skb->mac_header / network_header value meaning "not set" ((u16)~0U).
+#define HEADER_UNSET 0xffff
+
+// Kernel structures, only the fields used, relocated by name at load time
+// (CO-RE: preserve_access_index), so no vmlinux.h is needed.
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	possible_net_t skc_net;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	struct sock *sk;
+	unsigned int len;
+	__u16 queue_mapping;
+	int skb_iif;
+	__be16 protocol;
+	__u16 network_header;
+	__u16 mac_header;
+	unsigned int tail;
+	unsigned char *head;
+	unsigned char *data;
+} __attribute__((preserve_access_index));
+
+// drop_config: written by user space (index 0), read for every drop.
+struct drop_config {
+	__u32 netns_ino;    // inode number of the daemon's network namespace
+	__u32 limit;        // notifications per second; 0 = count only
+	__u32 header_bytes; // bytes copied from the MAC header, 0..256
+	__u32 _pad;
+};
+
+// drop_stats: one CPU's totals (index 0 of a per-CPU array).
+struct drop_stats {
+	__u64 drops;       // drops in our namespace (all reasons, all ports)
+	__u64 notified;    // notifications written to the ring
+	__u64 suppressed;  // notifications over the per-second budget
+	__u64 ring_full;   // notifications lost because the ring was full
+	__u64 uncounted;   // drops missing from the reason/port maps (map full)
+};
+
+// budget: the shared per-second notification budget.
+struct budget {
+	__u64 second; // bpf_ktime_get_ns() / 1e9 of the current window
+	__u64 used;   // notifications taken in that window
+};
+
+// drop_event: a ring record; data holds header_len bytes.
+struct drop_event {
+	__u64 location;     // kfree_skb call site (kernel text address)
+	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
+	__u32 reason;       // enum skb_drop_reason
+	__u32 in_ifindex;   // port the packet came in on, 0 if none (local)
+	__u32 out_ifindex;  // port of an egress drop, 0 otherwise
+	__u32 frame_len;    // length of the packet from the copied header's start
+	__u16 header_len;   // valid bytes in data
+	__u16 header_proto; // HDR_* of data
+	__u16 queue;        // skb->queue_mapping (meaningful for egress drops)
+	__u16 cpu;          // CPU that saw the drop
+	__u8 data[MAX_HEADER_BYTES];
+};
+
+// config: struct drop_config at index 0.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct drop_config);
+} config SEC(".maps");
+
+// stats: struct drop_stats per CPU at index 0.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct drop_stats);
+} stats SEC(".maps");
+
+// MAX_CORE_REASONS bounds the reasons counted in an array: the core
+// reasons (SKB_DROP_REASON_MAX is 128 on 6.18). Subsystem reasons carry
+// their subsystem in the high 16 bits and go to the hash below.
+#define MAX_CORE_REASONS 1024
+
+// reason_drops: enum skb_drop_reason (< MAX_CORE_REASONS) -> drops, per
+// CPU. An array: its lookup is inlined by the verifier (no hashing).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_CORE_REASONS);
+	__type(key, __u32);
+	__type(value, __u64);
+} reason_drops SEC(".maps");
+
+// reason_drops_ext: other reasons (subsystem reasons) -> drops, per CPU.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} reason_drops_ext SEC(".maps");
+
+// port_drops: ifindex of the port a drop is charged to (the egress port
+// of an egress drop, else the ingress port; 0 for locally made packets)
+// -> drops, per CPU.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} port_drops SEC(".maps");
+
+// budget: struct budget at index 0, shared by all CPUs.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct budget);
+} drop_budget SEC(".maps");
+
+// events: ring of struct drop_event; size set by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+// skb_netns returns the inode number of the skb's network namespace: its
+// device's, else its socket's; 0 when it has neither.
+//
+// Kernel memory is read by plain dereferences: in a tp_btf program the
+// verifier knows the BTF type of each pointer and turns the loads into
+// fault-safe direct loads (no bpf_probe_read_kernel helper call per field,
+// several times cheaper); the field offsets are CO-RE relocated.
+static __always_inline __u32 skb_netns(struct sk_buff *skb)
+{
+	struct net_device *dev = skb->dev;
+	if (dev)
+		return dev->nd_net.net->ns.inum;
+	struct sock *sk = skb->sk;
+	if (sk)
+		return sk->__sk_common.skc_net.net->ns.inum;
+	return 0;
+}
+
+// count_key adds one to key's per-CPU counter in a per-CPU hash; it
+// returns 0, or -1 when the key could not be added (map full).
+static __always_inline int count_key(void *map, __u32 key)
+{
+	__u64 *v = bpf_map_lookup_elem(map, &key);
+	if (!v) {
+		__u64 zero = 0;
+		// Another CPU may add the key at the same time: EEXIST is fine.
+		bpf_map_update_elem(map, &key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(map, &key);
+		if (!v)
+			return -1;
+	}
+	*v += 1; // per-CPU value: this CPU is the only writer
+	return 0;
+}
+
+// take_budget takes one notification from this second's budget.
+static __always_inline int take_budget(__u32 limit)
+{
+	__u32 zero = 0;
+	struct budget *b = bpf_map_lookup_elem(&drop_budget, &zero);
+	if (!b || limit == 0)
+		return 0;
+	__u64 second = bpf_ktime_get_ns() / 1000000000ULL;
+	// Budget spent in this second: suppressed without writing the shared
+	// line (during a flood, CPUs only read it).
+	if (b->second == second && b->used >= limit)
+		return 0;
+	if (b->second != second) {
+		// New window. Two CPUs may both reset it at the turn of a second,
+		// letting a few more than limit through in that second; the count
+		// of notifications stays exact either way.
+		b->second = second;
+		b->used = 0;
+	}
+	return __sync_fetch_and_add(&b->used, 1) < limit;
+}
+
+// copy_header fills e's header fields and data from the skb: from the MAC
+// header when it is set, else from the network header, else nothing.
+static __always_inline void copy_header(struct drop_event *e, struct sk_buff *skb, __u32 want)
+{
+	unsigned char *head = skb->head;
+	unsigned char *data = skb->data;
+	__u32 tail = skb->tail;
+	__u32 len = skb->len;
+	__u16 mac = skb->mac_header;
+	__u16 nh = skb->network_header;
+	__u32 data_off = data - head;
+	__u32 start;
+
+	e->header_proto = HDR_NONE;
+	e->header_len = 0;
+	e->frame_len = len;
+	if (mac != HEADER_UNSET && mac <= data_off) {
+		start = mac;
+		e->header_proto = HDR_ETHERNET;
+	} else if (nh != HEADER_UNSET && nh <= data_off) {
+		__be16 proto = skb->protocol;
+		start = nh;
+		if (proto == bpf_htons(0x0800))
+			e->header_proto = HDR_IPV4;
+		else if (proto == bpf_htons(0x86DD))
+			e->header_proto = HDR_IPV6;
+		else
+			return;
+	} else {
+		return;
+	}
+	e->frame_len = len + (data_off - start);
+	// Copy no more than the linear data from start (tail is an offset
+	// from head on 64-bit kernels), the frame and the configured size.
+	__u64 n = want;
+	if (tail > start && n > tail - start)
+		n = tail - start;
+	else if (tail <= start)
+		n = 0;
+	if (n > e->frame_len)
+		n = e->frame_len;
+	// The bound must be checked on the very register passed to the helper:
+	// barrier_var keeps the compiler from using an unbounded copy.
+	barrier_var(n);
+	if (n > MAX_HEADER_BYTES)
+		n = MAX_HEADER_BYTES;
+	barrier_var(n);
+	if (n > MAX_HEADER_BYTES)
+		return;
+	if (bpf_probe_read_kernel(e->data, n, head + start) == 0)
+		e->header_len = n;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int reason)
+{
+	if (reason == SKB_DROP_REASON_NOT_DROPPED_YET || reason == SKB_CONSUMED)
+		return 0;
+	__u32 zero = 0;
+	struct drop_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || cfg->netns_ino == 0 || skb_netns(skb) != cfg->netns_ino)
+		return 0;
+
+	struct drop_stats *st = bpf_map_lookup_elem(&stats, &zero);
+	if (!st)
+		return 0;
+	st->drops++;
+
+	// Ports: a drop on a device other than the one the packet came in on
+	// (or of a locally made packet, skb_iif 0) is an egress drop.
+	struct net_device *dev = skb->dev;
+	__u32 dev_ifindex = dev ? dev->ifindex : 0;
+	__u32 iif = skb->skb_iif;
+	__u32 in = iif, out = 0;
+	if (dev_ifindex != 0 && dev_ifindex != iif)
+		out = dev_ifindex;
+	int missed = 0;
+	if (reason < MAX_CORE_REASONS) {
+		__u64 *v = bpf_map_lookup_elem(&reason_drops, &reason);
+		if (v)
+			*v += 1;
+		else
+			missed = -1;
+	} else {
+		missed = count_key(&reason_drops_ext, reason);
+	}
+	missed |= count_key(&port_drops, out ? out : in);
+	if (missed)
+		st->uncounted++;
+
+	if (!take_budget(cfg->limit)) {
+		st->suppressed++;
+		return 0;
+	}
+	struct drop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		st->ring_full++;
+		return 0;
+	}
+	e->location = (__u64)location;
+	e->timestamp_ns = bpf_ktime_get_ns();
+	e->reason = reason;
+	e->in_ifindex = in;
+	e->out_ifindex = out;
+	e->queue = skb->queue_mapping;
+	e->cpu = bpf_get_smp_processor_id();
+	copy_header(e, skb, cfg->header_bytes);
+	bpf_ringbuf_submit(e, 0);
+	st->notified++;
+	return 0;
+}

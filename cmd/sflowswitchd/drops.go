@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// dropSource adapts dataplane.Drops to agent.DropSource.
+type dropSource struct {
+	d  *dataplane.Drops
+	ev dataplane.DropEvent
+	n  agent.DropNotification
+	fn func(*agent.DropNotification)
+	cb func(*dataplane.DropEvent)
+}
+
+func newDropSource(d *dataplane.Drops) *dropSource {
+	s := &dropSource{d: d}
+	s.cb = s.convert
+	return s
+}
+
+func (s *dropSource) convert(e *dataplane.DropEvent) {
+	s.n = agent.DropNotification{
+		ReasonName: e.ReasonName, Symbol: e.Symbol, In: e.InIfIndex, Out: e.OutIfIndex,
+		Queue: e.Queue, QueueKnown: agent.EgressQueueKnown(e.ReasonName, e.OutIfIndex),
+		FrameLen: e.FrameLen, HeaderProto: sflow.HeaderProtocol(e.HeaderProto), Header: e.Header,
+	}
+	s.fn(&s.n)
+}
+
+func (s *dropSource) ReadDrops(fn func(*agent.DropNotification)) (int, error) {
+	s.fn = fn
+	return s.d.Read(&s.ev, s.cb)
+}
+
+func (s *dropSource) Wake() error { return s.d.Wake() }
+
+func (s *dropSource) Lost() (uint64, error) {
+	st, err := s.d.Stats()
+	return st.Suppressed + st.RingFull, err
+}
+
+// drops runs dropped-packet notifications (issue 12): the kernel program
+// while enabled, and the reporter that turns its notifications into
+// discarded_packet samples. Settings drops, drops_limit and
+// drops_header_bytes apply at start and on SIGHUP.
+type drops struct {
+	log      *slog.Logger
+	reporter *agent.DropReporter
+
+	mu     sync.Mutex
+	ctx    context.Context // the daemon's run context, set by start
+	dp     *dataplane.Drops
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newDrops(subAgent uint32, log *slog.Logger) *drops {
+	return &drops{log: log, reporter: agent.NewDropReporter(subAgent, log)}
+}
+
+// start applies the settings for the first time; notifications stop at
+// the latest when ctx ends.
+func (d *drops) start(ctx context.Context, s Settings) error {
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
+	return d.apply(s)
+}
+
+// apply turns notifications on or off and sets the limit and header size
+// (SIGHUP). A failure leaves notifications off and is reported; nothing
+// else of the daemon depends on it. Before start and after the daemon's
+// context ended it does nothing.
+func (d *drops) apply(s Settings) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx == nil || d.ctx.Err() != nil {
+		return nil
+	}
+	ctx := d.ctx
+	if s.Drops == "off" {
+		return d.stopLocked()
+	}
+	cfg := dataplane.DropsConfig{Limit: uint32(s.DropsLimit), HeaderBytes: s.DropsHeaderBytes}
+	if d.dp != nil {
+		if err := d.dp.Configure(cfg); err != nil {
+			return fmt.Errorf("drop notifications: %w", err)
+		}
+		return nil
+	}
+	dp, err := dataplane.OpenDrops(cfg)
+	if err != nil {
+		return fmt.Errorf("drop notifications unavailable: %w", err)
+	}
+	d.dp = dp
+	rctx, cancel := context.WithCancel(ctx)
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		d.reporter.Run(rctx, newDropSource(dp))
+	}(d.done)
+	d.log.Info("drop notifications on", "limit", s.DropsLimit, "header_bytes", s.DropsHeaderBytes)
+	return nil
+}
+
+// stop turns notifications off and unloads the program.
+func (d *drops) stop() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopLocked()
+}
+
+func (d *drops) stopLocked() error {
+	if d.dp == nil {
+		return nil
+	}
+	d.cancel()
+	<-d.done
+	err := d.dp.Close()
+	d.dp = nil
+	if err != nil {
+		return fmt.Errorf("drop notifications: %w", err)
+	}
+	d.log.Info("drop notifications off")
+	return nil
+}
+
+// Drop metrics (issue 12): exact drops per kernel reason and per port,
+// and what became of the notifications.
+var (
+	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
+	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
+	dropDatagrams   = prometheus.NewDesc("sflowswitchd_drop_datagrams_sent_total", "Datagrams of the drop sub-agent sent to collectors.", nil, nil)
+	dropSendErrors  = prometheus.NewDesc("sflowswitchd_drop_send_errors_total", "Datagrams of the drop sub-agent the socket refused.", nil, nil)
+	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
+	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
+	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
+	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
+)
+
+// dropCollector exports the drop metrics. The kernel's counters restart
+// from 0 when notifications are turned off and on again (SIGHUP).
+type dropCollector struct {
+	d        *drops
+	portName func(uint32) string
+}
+
+func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropDatagrams, dropSendErrors, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
+		ch <- d
+	}
+}
+
+func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
+	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	st := c.d.reporter.Stats()
+	cnt(dropNotifSent, st.Notifications.Load())
+	cnt(dropNotifUnsent, st.Unsent.Load())
+	cnt(dropDatagrams, st.Sender.Datagrams.Load())
+	cnt(dropSendErrors, st.Sender.SendErrors.Load())
+
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	dp := c.d.dp
+	if dp == nil {
+		return
+	}
+	ks, err := dp.Stats()
+	reasons, err1 := dp.ReasonCounts()
+	ports, err2 := dp.PortCounts()
+	if err := errors.Join(err, err1, err2); err != nil {
+		c.d.log.Warn("reading drop counters", "err", err)
+		return
+	}
+	cnt(dropsCounted, ks.Drops)
+	cnt(dropNotif, ks.Notified, "notified")
+	cnt(dropNotif, ks.Suppressed, "suppressed")
+	cnt(dropNotif, ks.RingFull, "ring_full")
+	cnt(dropsUncounted, ks.Uncounted)
+	for code, v := range reasons {
+		name := dp.ReasonName(code)
+		cnt(dropsByReason, v, name, agent.DropReasonCode(name).String())
+	}
+	for idx, v := range ports {
+		cnt(dropsByPort, v, c.portName(idx), strconv.FormatUint(uint64(idx), 10))
+	}
+}

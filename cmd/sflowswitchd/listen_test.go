@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// TestListenersDefaultToLoopback checks issue 10 defect 8: a listen
+// address without a host binds loopback, a non-loopback one is refused
+// unless its listener's allow_remote opt-in is set.
+func TestListenersDefaultToLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		args        []string
+		metrics     string
+		appAPI      string
+		errContains string
+	}{
+		{args: []string{"-metrics", ":9116"}, metrics: "127.0.0.1:9116"},
+		{args: []string{"-metrics", "9116"}, metrics: "127.0.0.1:9116"},
+		{args: []string{"-metrics", "localhost:9116"}, metrics: "127.0.0.1:9116"},
+		{args: []string{"-metrics", "[::1]:9116"}, metrics: "::1:9116"},
+		{args: []string{"-metrics", "127.0.0.2:9116"}, metrics: "127.0.0.2:9116"},
+		{args: []string{"-metrics", "0.0.0.0:9116"}, errContains: "metrics_allow_remote"},
+		{args: []string{"-metrics", "[::]:9116"}, errContains: "metrics_allow_remote"},
+		{args: []string{"-metrics", "198.18.0.1:9116"}, errContains: "-metrics-allow-remote"},
+		{args: []string{"-metrics", "switch.example:9116"}, errContains: "not a loopback address"},
+		{args: []string{"-metrics", "0.0.0.0:9116", "-metrics-allow-remote"}, metrics: "0.0.0.0:9116"},
+		{args: []string{"-metrics", "127.0.0.1:x"}, errContains: "bad port"},
+		{args: []string{"-app-api", ":36343"}, appAPI: "127.0.0.1:36343"},
+		{args: []string{"-app-api", "0.0.0.0:36343"}, errContains: "app_api_allow_remote"},
+		{args: []string{"-app-api", "0.0.0.0:36343", "-app-api-allow-remote"}, appAPI: "0.0.0.0:36343"},
+		// The opt-in of one listener does not open the other.
+		{args: []string{"-app-api", "0.0.0.0:36343", "-metrics-allow-remote"}, errContains: "app_api_allow_remote"},
+		{args: []string{"-app-api", "localhost:36343"}, appAPI: "127.0.0.1:36343"},
+	} {
+		s, err := loadArgs(t, append(tc.args, "-collector", "198.18.0.9")...)
+		if tc.errContains != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errContains) {
+				t.Errorf("%q: error %v, want one mentioning %q", tc.args, err, tc.errContains)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if tc.metrics != "" && s.Metrics != strings.Replace(tc.metrics, "::1:", "[::1]:", 1) {
+			t.Errorf("%q: metrics %q, want %q", tc.args, s.Metrics, tc.metrics)
+		}
+		if tc.appAPI != "" && s.AppAPI != tc.appAPI {
+			t.Errorf("%q: app_api %q, want %q", tc.args, s.AppAPI, tc.appAPI)
+		}
+	}
+}
+
+// TestExposedListenerWarns starts the application API on every address
+// with the opt-in and checks the warning, and that loopback does not warn.
+func TestExposedListenerWarns(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{{"0.0.0.0:0", true}, {"127.0.0.1:0", false}} {
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		a, err := startApps(ctx, appsConfig{API: tc.addr, AllowRemote: true}, log)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.addr, err)
+		}
+		if a.api.Addr().IsLoopback() == tc.warn {
+			t.Errorf("%s: listening on %v", tc.addr, a.api)
+		}
+		if got := strings.Contains(buf.String(), "LISTENER EXPOSED BEYOND LOOPBACK"); got != tc.warn {
+			t.Errorf("%s: warned %v, want %v:\n%s", tc.addr, got, tc.warn, buf.String())
+		}
+	}
+}

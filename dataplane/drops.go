@@ -1,0 +1,402 @@
+// Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
+// skb:kfree_skb program (bpf/drops.c), its ring of notifications, its
+// exact per-reason and per-port counters, the kernel's reason names (BTF)
+// and the drop locations' function names (/proc/kallsyms).
+package dataplane
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+)
+
+// Defaults and limits of DropsConfig.
+const (
+	// DefaultDropLimit is the notifications per second the host agent
+	// sends by default (hsflowd dropmon limit).
+	DefaultDropLimit = 100
+	// DefaultDropHeaderBytes is sFlowEsMaximumHeaderSize's default.
+	DefaultDropHeaderBytes = 128
+	// MaxDropHeaderBytes is the largest header copy of drops.c.
+	MaxDropHeaderBytes = 256
+	// DefaultDropRingBytes is the size of the notification ring: at the
+	// default limit it holds several seconds of notifications.
+	DefaultDropRingBytes = 256 << 10
+)
+
+// DropsConfig configures the drop program.
+type DropsConfig struct {
+	// Netns is the inode number of the network namespace whose drops are
+	// reported; 0 means the namespace of the calling process
+	// (/proc/self/ns/net). Drops elsewhere are neither reported nor counted.
+	Netns uint64
+	// Limit is the notifications per second (a budget shared by all
+	// CPUs); 0 counts drops without notifying any.
+	Limit uint32
+	// HeaderBytes is how many bytes of each dropped packet are copied,
+	// from its MAC header, 0..MaxDropHeaderBytes.
+	HeaderBytes int
+	// RingBytes is the ring size (a power of two >= the page size);
+	// 0 = DefaultDropRingBytes. Fixed at open.
+	RingBytes int
+}
+
+// DropEvent is one notification. Header aliases the ring's memory and is
+// valid only during the callback.
+type DropEvent struct {
+	// Reason is the kernel's enum skb_drop_reason value, ReasonName its
+	// name without the SKB_DROP_REASON_ prefix (from the kernel's BTF).
+	Reason     uint32
+	ReasonName string
+	// Location is the kfree_skb call site; Symbol the kernel function
+	// containing it ("" when /proc/kallsyms hides addresses).
+	Location uint64
+	Symbol   string
+	// InIfIndex is the port the packet came in on (0: made locally);
+	// OutIfIndex the port of an egress drop (0: not an egress drop).
+	InIfIndex  uint32
+	OutIfIndex uint32
+	// Queue is the skb's transmit queue (meaningful for egress drops).
+	Queue uint32
+	CPU   uint32
+	// TimestampNs is CLOCK_MONOTONIC at the drop.
+	TimestampNs uint64
+	// FrameLen is the packet's length from the start of Header's protocol
+	// header; HeaderProto is the sflow header_protocol of Header (1
+	// Ethernet, 11 IPv4, 12 IPv6, 0 no header copied).
+	FrameLen    uint32
+	HeaderProto uint32
+	Header      []byte
+}
+
+// DropStats are the drop program's totals, summed over CPUs. Every drop is
+// notified, suppressed or lost to a full ring:
+// Drops == Notified + Suppressed + RingFull.
+type DropStats struct {
+	Drops      uint64 // drops in the namespace
+	Notified   uint64 // notifications written to the ring
+	Suppressed uint64 // notifications over the per-second limit
+	RingFull   uint64 // notifications lost to a full ring
+	// Uncounted are drops missing from the per-reason or per-port counts
+	// (their maps were full); always 0 unless 4096 reasons or 65536 ports.
+	Uncounted uint64
+}
+
+// Drops is the loaded and attached drop program.
+type Drops struct {
+	objs    bpf.DropsObjects
+	link    link.Link
+	rd      *ringbuf.Reader
+	rec     ringbuf.Record
+	reasons map[uint32]string
+	syms    *kernelSymbols
+	netns   uint64
+
+	mu  sync.Mutex // guards cfg
+	cfg DropsConfig
+}
+
+// netnsInode returns the inode number of the process's network namespace.
+func netnsInode() (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/net", &st); err != nil {
+		return 0, fmt.Errorf("dataplane: network namespace of the process: %w", err)
+	}
+	return st.Ino, nil
+}
+
+// NetnsInode returns the inode number of a network namespace file such as
+// /run/netns/NAME.
+func NetnsInode(path string) (uint64, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("dataplane: network namespace %s: %w", path, err)
+	}
+	return st.Ino, nil
+}
+
+func (c *DropsConfig) validate() error {
+	if c.HeaderBytes < 0 || c.HeaderBytes > MaxDropHeaderBytes {
+		return fmt.Errorf("dataplane: drop header bytes %d not in 0..%d", c.HeaderBytes, MaxDropHeaderBytes)
+	}
+	if c.RingBytes == 0 {
+		c.RingBytes = DefaultDropRingBytes
+	}
+	if page := os.Getpagesize(); c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1 {
+		return fmt.Errorf("dataplane: drop RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
+	}
+	if c.Netns > 0xffffffff {
+		return fmt.Errorf("dataplane: netns inode %d does not fit 32 bits", c.Netns)
+	}
+	return nil
+}
+
+// OpenDrops loads drops.c, configures it, attaches it to skb:kfree_skb and
+// opens its ring. Reason names come from the running kernel's BTF and
+// function names from /proc/kallsyms, both read once here (so before any
+// privilege is dropped).
+func OpenDrops(cfg DropsConfig) (*Drops, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Netns == 0 {
+		ino, err := netnsInode()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Netns = ino
+	}
+	reasons, err := kernelDropReasons()
+	if err != nil {
+		return nil, err
+	}
+	d := &Drops{reasons: reasons, syms: loadKernelSymbols("/proc/kallsyms"), netns: cfg.Netns}
+	spec, err := bpf.LoadDrops()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: loading drops spec: %w", err)
+	}
+	spec.Maps[bpf.DropsMapEvents].MaxEntries = uint32(cfg.RingBytes)
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("dataplane: loading drops: %+v", ve)
+		}
+		return nil, fmt.Errorf("dataplane: loading drops: %w", err)
+	}
+	if err := d.Configure(cfg); err != nil {
+		return nil, errors.Join(err, d.objs.Close())
+	}
+	d.rd, err = ringbuf.NewReader(d.objs.Events)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: drop ring reader: %w", err), d.objs.Close())
+	}
+	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.rd.Close(), d.objs.Close())
+	}
+	return d, nil
+}
+
+// Configure changes the limit and header size (Netns and RingBytes are
+// fixed at open and ignored here). It takes effect for the next drop.
+func (d *Drops) Configure(cfg DropsConfig) error {
+	if cfg.HeaderBytes < 0 || cfg.HeaderBytes > MaxDropHeaderBytes {
+		return fmt.Errorf("dataplane: drop header bytes %d not in 0..%d", cfg.HeaderBytes, MaxDropHeaderBytes)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := bpf.DropsDropConfig{NetnsIno: uint32(d.netns), Limit: cfg.Limit, HeaderBytes: uint32(cfg.HeaderBytes)}
+	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
+		return fmt.Errorf("dataplane: writing drop config: %w", err)
+	}
+	cfg.Netns = d.netns
+	d.cfg = cfg
+	return nil
+}
+
+// Config returns the configuration in force.
+func (d *Drops) Config() DropsConfig {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// Close detaches the program and frees its maps; a blocked Read returns
+// os.ErrClosed.
+func (d *Drops) Close() error {
+	var errs []error
+	if d.link != nil {
+		if err := d.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: detaching drops: %w", err))
+		}
+	}
+	if d.rd != nil {
+		if err := d.rd.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: closing drop ring: %w", err))
+		}
+	}
+	if err := d.objs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("dataplane: closing drops: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Wake makes a blocked Read return (nil error) once it has delivered
+// what is in the ring.
+func (d *Drops) Wake() error { return d.rd.Flush() }
+
+// Program returns the attached kfree_skb program (for its run-time
+// statistics in benchmarks).
+func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
+
+// SetDeadline bounds the next Read (zero: no deadline). It must not be
+// called while a Read is blocked (use Wake).
+func (d *Drops) SetDeadline(t time.Time) { d.rd.SetDeadline(t) }
+
+// Drop record layout (struct drop_event in drops.c, little endian).
+const (
+	dropEventHeader = 40
+	dropEventSize   = dropEventHeader + MaxDropHeaderBytes
+)
+
+// Read waits for notifications and calls fn for each one ready, without
+// waiting again once at least one was delivered. It returns the number
+// delivered; os.ErrDeadlineExceeded after SetDeadline's time,
+// os.ErrClosed after Close, and nil (possibly with 0) after Wake. ev is reused between calls: fn must not keep
+// it or its Header.
+func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
+	n := 0
+	for {
+		if n > 0 && d.rd.AvailableBytes() == 0 {
+			return n, nil
+		}
+		if err := d.rd.ReadInto(&d.rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) {
+				return n, os.ErrClosed
+			}
+			if errors.Is(err, ringbuf.ErrFlushed) {
+				return n, nil // Wake
+			}
+			return n, err
+		}
+		if !d.decode(d.rec.RawSample, ev) {
+			continue
+		}
+		fn(ev)
+		n++
+	}
+}
+
+// decode fills ev from a ring record.
+func (d *Drops) decode(b []byte, ev *DropEvent) bool {
+	if len(b) < dropEventSize {
+		return false
+	}
+	le := binary.LittleEndian
+	ev.Location = le.Uint64(b[0:])
+	ev.TimestampNs = le.Uint64(b[8:])
+	ev.Reason = le.Uint32(b[16:])
+	ev.InIfIndex = le.Uint32(b[20:])
+	ev.OutIfIndex = le.Uint32(b[24:])
+	ev.FrameLen = le.Uint32(b[28:])
+	hl := int(le.Uint16(b[32:]))
+	ev.HeaderProto = uint32(le.Uint16(b[34:]))
+	ev.Queue = uint32(le.Uint16(b[36:]))
+	ev.CPU = uint32(le.Uint16(b[38:]))
+	if hl > MaxDropHeaderBytes {
+		hl = MaxDropHeaderBytes
+	}
+	ev.Header = b[dropEventHeader : dropEventHeader+hl]
+	ev.ReasonName = d.ReasonName(ev.Reason)
+	ev.Symbol = d.syms.lookup(ev.Location)
+	return true
+}
+
+// ReasonName returns the kernel's name of drop reason code (without the
+// SKB_DROP_REASON_ prefix), or "REASON_<code>" for a code the kernel's BTF
+// does not name (a subsystem's reason).
+func (d *Drops) ReasonName(code uint32) string {
+	if n, ok := d.reasons[code]; ok {
+		return n
+	}
+	return fmt.Sprintf("REASON_%d", code)
+}
+
+// Stats sums the program's per-CPU totals.
+func (d *Drops) Stats() (DropStats, error) {
+	var per []bpf.DropsDropStats
+	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
+		return DropStats{}, fmt.Errorf("dataplane: reading drop stats: %w", err)
+	}
+	var s DropStats
+	for _, c := range per {
+		s.Drops += c.Drops
+		s.Notified += c.Notified
+		s.Suppressed += c.Suppressed
+		s.RingFull += c.RingFull
+		s.Uncounted += c.Uncounted
+	}
+	return s, nil
+}
+
+// ReasonCounts returns the exact drops per kernel reason code, summed
+// over CPUs.
+func (d *Drops) ReasonCounts() (map[uint32]uint64, error) {
+	core, err := sumPerCPU(d.objs.ReasonDrops)
+	if err != nil {
+		return nil, err
+	}
+	ext, err := sumPerCPU(d.objs.ReasonDropsExt)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range core {
+		if v != 0 {
+			ext[k] = v
+		}
+	}
+	return ext, nil
+}
+
+// PortCounts returns the exact drops per port ifindex (the egress port of
+// an egress drop, else the ingress port; 0 for locally made packets).
+func (d *Drops) PortCounts() (map[uint32]uint64, error) {
+	return sumPerCPU(d.objs.PortDrops)
+}
+
+func sumPerCPU(m *ebpf.Map) (map[uint32]uint64, error) {
+	out := map[uint32]uint64{}
+	var k uint32
+	var per []uint64
+	it := m.Iterate()
+	for it.Next(&k, &per) {
+		var sum uint64
+		for _, v := range per {
+			sum += v
+		}
+		out[k] = sum
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("dataplane: reading drop counts of %s: %w", m, err)
+	}
+	return out, nil
+}
+
+// kernelDropReasons reads enum skb_drop_reason from the running kernel's
+// BTF, so that a newer kernel's reasons are named without a code change.
+func kernelDropReasons() (map[uint32]string, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: kernel BTF: %w", err)
+	}
+	var e *btf.Enum
+	if err := spec.TypeByName("skb_drop_reason", &e); err != nil {
+		return nil, fmt.Errorf("dataplane: enum skb_drop_reason in kernel BTF: %w", err)
+	}
+	names := make(map[uint32]string, len(e.Values))
+	for _, v := range e.Values {
+		n := v.Name
+		switch {
+		case len(n) > len("SKB_DROP_REASON_") && n[:len("SKB_DROP_REASON_")] == "SKB_DROP_REASON_":
+			n = n[len("SKB_DROP_REASON_"):]
+		case len(n) > len("SKB_") && n[:len("SKB_")] == "SKB_":
+			n = n[len("SKB_"):] // SKB_CONSUMED
+		}
+		if _, dup := names[uint32(v.Value)]; !dup {
+			names[uint32(v.Value)] = n
+		}
+	}
+	return names, nil
+}

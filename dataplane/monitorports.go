@@ -1,0 +1,160 @@
+package dataplane
+
+// Ports as the agent configures them: attached or updated in one call,
+// and for a monitor port (mirror/SPAN/TAP: sampled frames arrive through
+// AF_XDP sockets, one per RX queue) the sockets opened and handed to the
+// Source of the worker that owns the port.
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+)
+
+// monitorPorts are the ports whose sockets are open, by ifindex.
+type monitorPorts struct {
+	mu    sync.Mutex // serialises SetPort and RemovePort
+	ports map[uint32]*monitorPort
+	// byIndex is a copy of ports for PortPool (copy-on-write), nil until
+	// the first port.
+	byIndex atomic.Pointer[map[uint32]*monitorPort]
+}
+
+// publish makes a copy of ports visible to PortPool. Called with mu held.
+func (m *monitorPorts) publish() {
+	c := make(map[uint32]*monitorPort, len(m.ports))
+	for k, v := range m.ports {
+		c[k] = v
+	}
+	m.byIndex.Store(&c)
+}
+
+// reset forgets every port (their sources closed the sockets).
+func (m *monitorPorts) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ports = nil
+	m.publish()
+}
+
+// socketDrops is what the port's sockets lost as last read by its worker.
+func (m *monitorPorts) socketDrops(ifindex uint32) uint64 {
+	if c := m.byIndex.Load(); c != nil {
+		if p := (*c)[ifindex]; p != nil {
+			return p.drops.Load()
+		}
+	}
+	return 0
+}
+
+// SetPort attaches the sampler to a new port or updates an attached one
+// (through the config map, no re-attach); a port in ModeMonitor also gets
+// its AF_XDP sockets, read by the Source of pc.Worker. Frames the port
+// samples before its sockets are in place are counted as drops by the
+// sampler (redirect without a socket). A port changing mode or worker
+// keeps its counters.
+func (d *Dataplane) SetPort(ifindex int, pc PortConfig) error {
+	m := &d.mon
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	idx := uint32(ifindex)
+	old := m.ports[idx]
+	err := d.UpdatePort(ifindex, pc)
+	attached := false
+	if errors.Is(err, ErrNotAttached) {
+		err = d.AttachPort(ifindex, pc)
+		attached = err == nil
+	}
+	if err != nil {
+		return err
+	}
+	monitor := pc.Mode == ModeMonitor
+	if old != nil && (!monitor || old.worker != pc.Worker) {
+		// Back to inline, or another owner: a socket is read by one worker
+		// only, so the old one goes and (for a new owner) a new one comes.
+		if err := d.dropMonitor(old); err != nil {
+			d.log.Warn("closing monitor sockets", "ifindex", ifindex, "err", err)
+		}
+		old = nil
+	}
+	if !monitor || old != nil {
+		return nil
+	}
+	src, err := d.Source(pc.Worker)
+	if err == nil {
+		// The full MaxHeaderBytes: the worker cuts each sample to its
+		// sampler's header size, so a header size change needs no reopen.
+		var socks *Monitor
+		if socks, err = d.OpenMonitor(ifindex, MaxHeaderBytes, afxdp.Options{}); err == nil {
+			p := &monitorPort{ifindex: idx, worker: pc.Worker, sockets: socks, fds: socks.FDs()}
+			if m.ports == nil {
+				m.ports = map[uint32]*monitorPort{}
+			}
+			m.ports[idx] = p
+			m.publish()
+			if err := src.add(p); err != nil {
+				return fmt.Errorf("dataplane: monitor port %d: %w", ifindex, err)
+			}
+			d.log.Info("monitor port sampled through AF_XDP", "ifindex", ifindex, "sockets", len(p.fds), "worker", pc.Worker)
+			return nil
+		}
+	}
+	if attached {
+		err = errors.Join(err, d.DetachPort(ifindex))
+	}
+	return fmt.Errorf("dataplane: monitor port %d: %w", ifindex, err)
+}
+
+// dropMonitor unbinds p's sockets now (the sampler counts later samples as
+// drops) and hands them back to their worker to close. Called with mon.mu
+// held.
+func (d *Dataplane) dropMonitor(p *monitorPort) error {
+	err := p.sockets.Unbind()
+	delete(d.mon.ports, p.ifindex)
+	d.mon.publish()
+	src, serr := d.Source(p.worker)
+	if serr != nil {
+		// The Dataplane is closing: its sources close every socket.
+		return errors.Join(err, p.sockets.Close())
+	}
+	return errors.Join(err, src.remove(p))
+}
+
+// RemovePort stops sampling a port: a monitor port's sockets are unbound
+// before the sampler is detached (so the XSKMAP keys are free when the
+// port's slot is reused). A port that is not attached, or has vanished
+// and took its attachment with it, is not an error.
+func (d *Dataplane) RemovePort(ifindex int) error {
+	d.mon.mu.Lock()
+	defer d.mon.mu.Unlock()
+	var errs []error
+	if p := d.mon.ports[uint32(ifindex)]; p != nil {
+		errs = append(errs, d.dropMonitor(p))
+	}
+	if err := d.DetachPort(ifindex); err != nil && !errors.Is(err, ErrNotAttached) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// PortPool returns the port's sample_pool and drops: the sampler's drops
+// plus, for a monitor port, what its sockets lost after the redirect (as
+// last read by the worker, see dropsRefresh); zeros for a port not
+// attached. No lock, no system call: workers call it per flow sample.
+func (d *Dataplane) PortPool(ifindex uint32) (pool, drops uint64) {
+	c, err := d.PortCounters(int(ifindex))
+	if err != nil {
+		return 0, 0
+	}
+	return c.Pool, c.Drops + d.mon.socketDrops(ifindex)
+}
+
+// SocketDrops returns what a monitor port's AF_XDP sockets lost, as last
+// read by its worker (see dropsRefresh); 0 for an inline port. No lock, no
+// system call.
+func (d *Dataplane) SocketDrops(ifindex uint32) uint64 {
+	return d.mon.socketDrops(ifindex)
+}

@@ -1,0 +1,400 @@
+package dataplane
+
+// A worker's sample source: the one place where a kernel sample, inline
+// (the worker's BPF ring) or from a monitor port (AF_XDP sockets), waits
+// for and reaches the goroutine that encodes it.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Source delivers one worker's kernel samples: those of the worker's ring
+// (inline ports) and those of the AF_XDP sockets of the monitor ports the
+// worker owns. Read drains both without blocking and, when both are empty,
+// waits in one poll(2) on the ring buffer map's FD, the sockets' FDs and a
+// wake-up eventfd until its deadline. That poll is the only wait on the
+// sample path.
+//
+// When a sample is picked up: the sampler wakes a waiting reader only once
+// the ring holds Config.WakeupBytes (bpf/sampler.c wakeup_bytes), so at
+// high rates one wake-up carries a batch; below that, samples wait in the
+// ring until the caller's deadline, which a worker sets to its next
+// one-second tick, the moment it flushes its datagrams anyway. A sample is
+// thus sent within about a second at any rate, and an idle worker wakes
+// once a second (issue 11, "Idle cost near zero").
+//
+// Read is for one goroutine at a time (the worker). Wake and Close may be
+// called from any goroutine; Close unblocks a pending Read. The set of
+// monitor ports is published by the control goroutine (SetPort,
+// RemovePort) with an atomic pointer and read once per batch: the sample
+// path takes no lock shared with it. A removed port's sockets are closed
+// by the worker itself once it has moved to a set without them, never
+// while it may be reading them.
+type Source struct {
+	ring   ringBatcher
+	ringFD int
+	// wake is an eventfd: Wake, SetPort and Close kick a worker blocked in
+	// poll. An *os.File, so that a kick racing with Close writes to a
+	// closed file (an error), never to a reused descriptor number.
+	wake   *os.File
+	wakeFD int
+	log    *slog.Logger
+
+	set     atomic.Pointer[monitorSet]
+	wakeReq atomic.Bool // Wake was called
+	mu      sync.Mutex  // serialises set writers; guards retired
+	retired []*monitorPort
+
+	// readMu is held by Read for the whole call and by Close to release
+	// the ring mapping, the sockets and the eventfd, so they are never
+	// released under a Read. Only the worker takes it, except once at
+	// Close: one uncontended lock per batch, not per sample.
+	readMu  sync.Mutex
+	closed  atomic.Bool
+	release func() error // unmaps the ring (nil for a test ring)
+
+	// Worker-only state.
+	seen        *monitorSet
+	pfds        []unix.PollFd
+	lastRefresh time.Time
+	wakeBuf     [8]byte
+}
+
+// ringBatcher is the ring as Source reads it: *ringReader, or a test ring.
+type ringBatcher interface {
+	// batch hands fn every committed record and releases their space;
+	// busy reports that it stopped at a record still being written.
+	batch(fn func(*RawSample)) (n int, busy bool, err error)
+}
+
+// monitorSockets are the AF_XDP sockets of one monitor port (*Monitor).
+// Receive, FDs, Drops and Close belong to the owning worker; Unbind may be
+// called from any goroutine.
+type monitorSockets interface {
+	Receive(fn func(*RawSample)) (int, error)
+	FDs() []int
+	Drops() (uint64, error)
+	Unbind() error
+	Close() error
+}
+
+// dropsRefresh is how often a worker re-reads its sockets' drop counters
+// (one getsockopt per socket): PortPool, called per flow sample, may not
+// make a system call, so it reports the value read last. Drops in a flow
+// sample lag the kernel by at most this much, or by the worker's one-second
+// tick when it is idle.
+const dropsRefresh = 50 * time.Millisecond
+
+// maxBusySpins bounds how often Read retries a ring whose first record is
+// still being written before it polls instead.
+const maxBusySpins = 1000
+
+// monitorPort is a monitor port registered with its owning worker.
+type monitorPort struct {
+	ifindex uint32
+	worker  int
+	sockets monitorSockets
+	fds     []int
+	// drops is sockets.Drops() as last read by the owning worker.
+	drops atomic.Uint64
+}
+
+// monitorSet is an immutable snapshot of a worker's monitor ports, replaced
+// as a whole (copy-on-write) when a port comes or goes.
+type monitorSet struct {
+	ports []*monitorPort
+}
+
+var emptySet = &monitorSet{}
+
+// with returns a copy of s plus p.
+func (s *monitorSet) with(p *monitorPort) *monitorSet {
+	return &monitorSet{ports: append(append(make([]*monitorPort, 0, len(s.ports)+1), s.ports...), p)}
+}
+
+// without returns a copy of s without p.
+func (s *monitorSet) without(p *monitorPort) *monitorSet {
+	n := &monitorSet{ports: make([]*monitorPort, 0, len(s.ports))}
+	for _, q := range s.ports {
+		if q != p {
+			n.ports = append(n.ports, q)
+		}
+	}
+	return n
+}
+
+// Source returns worker's sample source, creating it on first use (and
+// again after the previous one was closed). The Dataplane closes it.
+func (d *Dataplane) Source(worker int) (*Source, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.checkRing(worker); err != nil {
+		return nil, fmt.Errorf("dataplane: source %d: %w", worker, err)
+	}
+	if s := d.sources[worker]; s != nil && !s.closed.Load() {
+		return s, nil
+	}
+	fd := d.rings[worker].FD()
+	v, err := mapRing(fd, d.cfg.RingBytes)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane: source %d: %w", worker, err)
+	}
+	r := &ringReader{ring: v}
+	s, err := newSource(r, fd, d.log)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: source %d: %w", worker, err), v.unmap())
+	}
+	s.release = r.ring.unmap
+	d.sources[worker] = s
+	return s, nil
+}
+
+// newSource makes a source reading ring (whose map FD polls readable while
+// records are waiting).
+func newSource(ring ringBatcher, ringFD int, log *slog.Logger) (*Source, error) {
+	wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("wake-up eventfd: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{ring: ring, ringFD: ringFD, wake: os.NewFile(uintptr(wfd), "source-wake"), wakeFD: wfd, log: log}
+	s.set.Store(emptySet)
+	return s, nil
+}
+
+// Read hands fn every sample waiting in the ring and in the monitor
+// sockets and returns how many; when there are none, it waits until some
+// arrive (see Source for when the ring wakes it), Wake is called, or the
+// deadline passes (the zero time: no deadline). It returns 0 and an error
+// matching os.ErrDeadlineExceeded when the deadline passed with nothing
+// to read, 0 and no error after a Wake, and an error matching os.ErrClosed
+// after Close. The sample and its Header are valid only during fn. Read
+// allocates nothing; a busy ring costs no system call.
+func (s *Source) Read(deadline time.Time, fn func(*RawSample)) (int, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	spins := 0
+	for {
+		if s.closed.Load() {
+			return 0, fmt.Errorf("dataplane: reading samples: %w", os.ErrClosed)
+		}
+		set := s.current()
+		s.refreshDrops(set)
+		n, busy, err := s.drain(set, fn)
+		if err != nil || n > 0 {
+			return n, err
+		}
+		if busy && spins < maxBusySpins {
+			// The program is between reserve and submit on another CPU
+			// (XDP runs to completion in softirq): the record is ready
+			// in a moment. The ring's FD polls readable meanwhile.
+			spins++
+			runtime.Gosched()
+			continue
+		}
+		spins = 0
+		if s.wakeReq.Swap(false) {
+			return 0, nil // Wake: let the worker attend to its configuration
+		}
+		wait := time.Duration(-1)
+		if !deadline.IsZero() {
+			if wait = time.Until(deadline); wait <= 0 {
+				return 0, fmt.Errorf("dataplane: reading samples: %w", os.ErrDeadlineExceeded)
+			}
+		}
+		// A kick (Wake, a changed set, Close) ends the wait; the loop
+		// then picks up the set and the wake request.
+		if err := s.wait(wait); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Wake makes a Read that is waiting return at once with what is there
+// (maybe nothing), so that a configuration change reaches the worker
+// without waiting for samples or its deadline. A Wake while the worker is
+// not waiting makes its next Read return without waiting.
+func (s *Source) Wake() error {
+	s.wakeReq.Store(true)
+	if err := s.kick(); err != nil {
+		return fmt.Errorf("dataplane: waking sample reader: %w", err)
+	}
+	return nil
+}
+
+// Malformed returns how many ring records were skipped because they were
+// too short for their header length (never expected; a layout mismatch).
+func (s *Source) Malformed() uint64 {
+	if r, ok := s.ring.(*ringReader); ok {
+		return r.malformed.Load()
+	}
+	return 0
+}
+
+// current loads the published set. After a change it closes the sockets
+// of removed ports (the worker no longer holds a set containing them) and
+// rebuilds the poll list.
+func (s *Source) current() *monitorSet {
+	set := s.set.Load()
+	if set == s.seen {
+		return set
+	}
+	// Load the set again under the writers' lock: writers change the set
+	// and the retired list together, so every port retired now is absent
+	// from this set (a set loaded earlier may still hold a port retired
+	// since).
+	s.mu.Lock()
+	set = s.set.Load()
+	retired := s.retired
+	s.retired = nil
+	s.mu.Unlock()
+	s.seen = set
+	for _, p := range retired {
+		if err := p.sockets.Close(); err != nil {
+			s.log.Warn("closing the AF_XDP sockets of a removed monitor port", "ifindex", p.ifindex, "err", err)
+		}
+	}
+	s.pfds = append(s.pfds[:0],
+		unix.PollFd{Fd: int32(s.ringFD), Events: unix.POLLIN},
+		unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
+	for _, p := range set.ports {
+		for _, fd := range p.fds {
+			s.pfds = append(s.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		}
+	}
+	s.lastRefresh = time.Time{} // new ports: read their drops now
+	return set
+}
+
+// refreshDrops re-reads the drop counters of the set's sockets when the
+// last read is older than dropsRefresh.
+func (s *Source) refreshDrops(set *monitorSet) {
+	if len(set.ports) == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(s.lastRefresh) < dropsRefresh {
+		return
+	}
+	s.lastRefresh = now
+	for _, p := range set.ports {
+		d, err := p.sockets.Drops()
+		if err != nil {
+			s.log.Warn("reading AF_XDP socket drops; the port's drops stay at their last value", "ifindex", p.ifindex, "err", err)
+			continue
+		}
+		p.drops.Store(d)
+	}
+}
+
+// drain hands fn every sample waiting in the ring and in the sockets.
+func (s *Source) drain(set *monitorSet, fn func(*RawSample)) (int, bool, error) {
+	n, busy, err := s.ring.batch(fn)
+	if err != nil {
+		return n, busy, fmt.Errorf("ring: %w", err)
+	}
+	for _, p := range set.ports {
+		m, err := p.sockets.Receive(fn)
+		n += m
+		if err != nil {
+			return n, busy, fmt.Errorf("monitor port %d: %w", p.ifindex, err)
+		}
+	}
+	return n, busy, nil
+}
+
+// wait blocks until the ring or a socket is readable, the worker is
+// kicked, or d passes (d < 0: no bound).
+func (s *Source) wait(d time.Duration) error {
+	ms := -1
+	if d >= 0 {
+		ms = int((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	for i := range s.pfds {
+		s.pfds[i].Revents = 0
+	}
+	if _, err := unix.Poll(s.pfds, ms); err != nil && !errors.Is(err, unix.EINTR) {
+		return fmt.Errorf("dataplane: waiting for samples: poll: %w", err)
+	}
+	for _, p := range s.pfds {
+		if p.Revents&unix.POLLNVAL != 0 {
+			return fmt.Errorf("dataplane: waiting for samples: poll: fd %d is not open", p.Fd)
+		}
+	}
+	if s.pfds[1].Revents&unix.POLLIN != 0 {
+		// Reset the eventfd (EAGAIN: already reset).
+		if _, err := unix.Read(s.wakeFD, s.wakeBuf[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+			return fmt.Errorf("dataplane: reading wake-up eventfd: %w", err)
+		}
+	}
+	return nil
+}
+
+// kick wakes the worker if it is blocked in poll, so it picks up a new set
+// now rather than at its deadline.
+func (s *Source) kick() error {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	if _, err := s.wake.Write(one[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+		return err
+	}
+	return nil
+}
+
+// add gives p's sockets to this worker.
+func (s *Source) add(p *monitorPort) error {
+	s.mu.Lock()
+	s.set.Store(s.set.Load().with(p))
+	s.mu.Unlock()
+	return s.kick()
+}
+
+// remove takes p out of the worker's set; the worker closes its sockets in
+// its next batch (or Close does).
+func (s *Source) remove(p *monitorPort) error {
+	s.mu.Lock()
+	s.set.Store(s.set.Load().without(p))
+	s.retired = append(s.retired, p)
+	s.mu.Unlock()
+	return s.kick()
+}
+
+// Close unblocks a pending Read, waits until it has returned, and closes
+// the sockets of the worker's monitor ports, the eventfd and the ring's
+// mapping. Calling it again returns nil.
+func (s *Source) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	errs := []error{s.kick()}
+	s.readMu.Lock() // a pending Read has returned
+	defer s.readMu.Unlock()
+	s.mu.Lock()
+	ports := append(s.retired, s.set.Load().ports...)
+	s.retired = nil
+	s.set.Store(emptySet)
+	s.mu.Unlock()
+	for _, p := range ports {
+		errs = append(errs, p.sockets.Close())
+	}
+	errs = append(errs, s.wake.Close())
+	if s.release != nil {
+		errs = append(errs, s.release())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("dataplane: closing sample source: %w", err)
+	}
+	return nil
+}

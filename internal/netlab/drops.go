@@ -1,0 +1,189 @@
+package netlab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+)
+
+// DropLab makes a lab's switch drop packets for three known reasons, each
+// with an independent true count (issue 12):
+//
+//   - ACL: an nftables rule in the switch namespace (bridge family,
+//     prerouting) drops UDP to port DropACLPort and counts it (kernel
+//     reason NETFILTER_DROP, on the ingress port);
+//   - closed port: port AddrPort (Ports[RoutedIdx]) leaves the bridge and
+//     becomes a routed port with the switch's own address
+//     198.18.(RoutedIdx+1).1/24; UDP to a closed port there is dropped
+//     (NO_SOCKET, on that port);
+//   - queue overflow: port Ports[ShapedIdx] gets a tbf root qdisc far
+//     slower than a burst of frames (QDISC_DROP, an egress drop on it).
+//
+// Everything is created in the lab's own namespaces and goes with them.
+type DropLab struct {
+	L          *Lab
+	RoutedIdx  int        // host/port index of the routed port
+	ShapedIdx  int        // host/port index of the shaped port
+	SwitchAddr netip.Addr // the switch's address on the routed port
+	HostAddr   netip.Addr // the routed host's address on that subnet
+}
+
+// DropACLPort is the UDP destination port the nftables rule drops.
+const DropACLPort = 7777
+
+// nftTable is the name of the nftables table SetupDrops creates.
+const nftTable = "sflowswitchd_drops"
+
+// SetupDrops configures the drops on a lab of at least 3 ports: port
+// index 1 routed, index 2 shaped (index 0 stays a plain bridge port).
+func (l *Lab) SetupDrops(t testing.TB) *DropLab {
+	t.Helper()
+	if len(l.Ports) < 3 {
+		t.Fatalf("netlab: SetupDrops needs 3 ports, lab has %d", len(l.Ports))
+	}
+	d := &DropLab{L: l, RoutedIdx: 1, ShapedIdx: 2}
+	d.SwitchAddr = netip.AddrFrom4([4]byte{198, 18, byte(d.RoutedIdx + 1), 1})
+	d.HostAddr = netip.AddrFrom4([4]byte{198, 18, byte(d.RoutedIdx + 1), 2})
+	rp, rh := l.Ports[d.RoutedIdx], l.Hosts[d.RoutedIdx]
+	nft := fmt.Sprintf(`table bridge %s {
+	chain pre {
+		type filter hook prerouting priority 0; policy accept;
+		udp dport %d counter drop
+	}
+}
+`, nftTable, DropACLPort)
+	steps := [][]string{
+		{l.Switch, "nft", "-f", "-"},
+		{l.Switch, "ip", "link", "set", rp, "nomaster"},
+		{l.Switch, "ip", "addr", "add", d.SwitchAddr.String() + "/24", "dev", rp},
+		{l.Switch, "ip", "neigh", "replace", d.HostAddr.String(), "lladdr", l.HostMACs[d.RoutedIdx].String(), "dev", rp, "nud", "permanent"},
+		{rh, "ip", "addr", "add", d.HostAddr.String() + "/24", "dev", "eth0"},
+		{rh, "ip", "neigh", "replace", d.SwitchAddr.String(), "lladdr", PortMAC(d.RoutedIdx + 1).String(), "dev", "eth0", "nud", "permanent"},
+		// 1 Mbit/s with a one-frame bucket and queue: a burst overflows.
+		{l.Switch, "tc", "qdisc", "add", "dev", l.Ports[d.ShapedIdx], "root", "tbf", "rate", "1mbit", "burst", "1600", "limit", "1600"},
+	}
+	for _, s := range steps {
+		var out []byte
+		var err error
+		if s[1] == "nft" {
+			out, err = l.runStdin(s[0], nft, s[1], s[2:]...)
+		} else {
+			out, err = l.Run(s[0], s[1], s[2:]...)
+		}
+		if err != nil {
+			t.Fatalf("netlab: SetupDrops: %s: %v\n%s", strings.Join(s[1:], " "), err, out)
+		}
+	}
+	return d
+}
+
+// ACLFrames returns n frames from host 0 to host ShapedIdx's MAC and
+// address with UDP destination DropACLPort: all dropped by the rule on
+// port 0.
+func (d *DropLab) ACLFrames(n int) [][]byte {
+	l := d.L
+	src := netip.AddrPortFrom(l.HostAddrs[0], 40000)
+	dst := netip.AddrPortFrom(l.HostAddrs[d.ShapedIdx], DropACLPort)
+	f := UDPFrame(l.HostMACs[0], l.HostMACs[d.ShapedIdx], src, dst, make([]byte, 18))
+	return repeat(f, n)
+}
+
+// ClosedPortFrames returns n frames from the routed host to the switch's
+// own address on a UDP port nobody listens on.
+func (d *DropLab) ClosedPortFrames(n int) [][]byte {
+	l := d.L
+	src := netip.AddrPortFrom(d.HostAddr, 40001)
+	dst := netip.AddrPortFrom(d.SwitchAddr, 9)
+	return repeat(UDPFrame(l.HostMACs[d.RoutedIdx], PortMAC(d.RoutedIdx+1), src, dst, make([]byte, 18)), n)
+}
+
+// OverflowFrames returns n 1000-byte frames from host 0 to the shaped
+// port's host: sent in a burst, all but a few overflow its queue.
+func (d *DropLab) OverflowFrames(n int) [][]byte {
+	l := d.L
+	src := netip.AddrPortFrom(l.HostAddrs[0], 40002)
+	dst := netip.AddrPortFrom(l.HostAddrs[d.ShapedIdx], 5001)
+	return repeat(UDPFrame(l.HostMACs[0], l.HostMACs[d.ShapedIdx], src, dst, make([]byte, 958)), n)
+}
+
+func repeat(f []byte, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = f
+	}
+	return out
+}
+
+// ACLDropped returns the nftables rule's packet counter.
+func (d *DropLab) ACLDropped(t testing.TB) uint64 {
+	t.Helper()
+	out, err := d.L.Run(d.L.Switch, "nft", "-j", "list", "table", "bridge", nftTable)
+	if err != nil {
+		t.Fatalf("netlab: nft list: %v\n%s", err, out)
+	}
+	var v struct {
+		Nftables []struct {
+			Rule *struct {
+				Expr []map[string]json.RawMessage `json:"expr"`
+			} `json:"rule"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("netlab: nft -j: %v", err)
+	}
+	for _, o := range v.Nftables {
+		if o.Rule == nil {
+			continue
+		}
+		for _, e := range o.Rule.Expr {
+			if c, ok := e["counter"]; ok {
+				var cnt struct{ Packets uint64 }
+				if err := json.Unmarshal(c, &cnt); err != nil {
+					t.Fatalf("netlab: nft counter %s: %v", c, err)
+				}
+				return cnt.Packets
+			}
+		}
+	}
+	t.Fatalf("netlab: no counter in nft output %s", out)
+	return 0
+}
+
+// QdiscDropped returns the shaped port's qdisc drop counter.
+func (d *DropLab) QdiscDropped(t testing.TB) uint64 {
+	t.Helper()
+	out, err := d.L.Run(d.L.Switch, "tc", "-j", "-s", "qdisc", "show", "dev", d.L.Ports[d.ShapedIdx])
+	if err != nil {
+		t.Fatalf("netlab: tc -s qdisc: %v\n%s", err, out)
+	}
+	var v []struct {
+		Kind  string `json:"kind"`
+		Drops uint64 `json:"drops"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("netlab: tc -j: %v: %s", err, out)
+	}
+	for _, q := range v {
+		if q.Kind == "tbf" {
+			return q.Drops
+		}
+	}
+	t.Fatalf("netlab: no tbf qdisc in %s", out)
+	return 0
+}
+
+// runStdin runs name with args in namespace ns with stdin as its input.
+func (l *Lab) runStdin(ns, stdin, name string, args ...string) ([]byte, error) {
+	cmd := netnsutil.Command(context.Background(), ns, name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("netlab: run %s in %s: %w", name, ns, err)
+	}
+	return out, nil
+}

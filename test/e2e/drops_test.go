@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// dropRec is one discarded_packet sample as our decoder read it.
+type dropRec struct {
+	subAgent uint32
+	dgSeq    uint32
+	s        *sflow.DiscardedPacket
+	linux    string // extended_linux_drop_reason
+	symbol   string // extended_function
+	queue    *sflow.ExtendedEgressQueue
+	header   *sflow.SampledHeader
+}
+
+func dropSamplesOf(dgs []datagram) []dropRec {
+	var out []dropRec
+	for _, dg := range dgs {
+		for _, s := range dg.our.Samples {
+			dp, ok := s.(*sflow.DiscardedPacket)
+			if !ok {
+				continue
+			}
+			r := dropRec{subAgent: dg.our.SubAgentID, dgSeq: dg.our.SequenceNumber, s: dp}
+			for _, rec := range dp.Records {
+				switch rec := rec.(type) {
+				case *sflow.ExtendedLinuxDropReason:
+					r.linux = rec.Reason
+				case *sflow.ExtendedFunction:
+					r.symbol = rec.Symbol
+				case *sflow.ExtendedEgressQueue:
+					r.queue = rec
+				case *sflow.SampledHeader:
+					r.header = rec
+				}
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// goflowDropCount counts the discarded_packet samples goflow2 read.
+func goflowDropCount(dgs []datagram) int {
+	n := 0
+	for _, dg := range dgs {
+		for _, s := range dg.gf.Samples {
+			if _, ok := s.(goflow.DropSample); ok {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waitDropsQuiet waits until no discarded_packet sample arrived for 1 s.
+func waitDropsQuiet(t *testing.T, col *collector) []datagram {
+	t.Helper()
+	last, n := time.Now(), -1
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		dgs := col.snapshot(t)
+		if m := len(dropSamplesOf(dgs)); m != n {
+			n, last = m, time.Now()
+		}
+		if time.Since(last) >= time.Second {
+			return dgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("discarded_packet samples keep arriving")
+		}
+	}
+}
+
+// TestDrops runs the daemon (drop notifications on by default) in a lab
+// whose switch drops for three real reasons (nftables rule, UDP to a
+// closed port of the switch's own address, tbf queue overflow), while a
+// second lab drops the same traffic in its own namespace.
+//
+// Under the limit (drops_limit 100000 from the config file): per reason,
+// the discarded_packet samples equal the true count (nft counter, frames
+// sent, qdisc drop counter) and so do the per-reason metrics; input is the
+// port the packet came in on, output the shaped port for its queue drops;
+// reason codes follow the host agent's table (acl, port_unreachable,
+// traffic_shaping); goflow2 reads the same samples.
+//
+// Then drops_limit 100 and SIGHUP, and 3000 ACL drops in a burst:
+// notifications + the drops field == the true count, and the per-reason
+// metric still equals the nft counter.
+func TestDrops(t *testing.T) {
+	lab := newLab(t, 3)
+	other := netlab.New(t, 3)
+	dl := lab.SetupDrops(t)
+	ol := other.SetupDrops(t)
+	col := listen(t, lab, collectorPort)
+	conf := filepath.Join(t.TempDir(), "sflowswitchd.conf")
+	writeConf := func(limit int, mode ...string) {
+		t.Helper()
+		on := "on"
+		if len(mode) > 0 {
+			on = mode[0]
+		}
+		body := fmt.Sprintf("sampling = 1000\npolling = 0\nports = [\"p1\"]\ndrops = %q\ndrops_limit = %d\ndrops_header_bytes = 128\n\n[[collector]]\naddress = \"%s:%d\"\n",
+			on, limit, lab.CollectorAddr, collectorPort)
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConf(100000)
+	d := startDaemon(t, lab, "-config", conf)
+	d.waitReady(t, lab, "p1")
+	idx := func(i int) uint32 { return uint32(lab.LinkIndex(lab.Switch, lab.Ports[i])) }
+
+	const nACL, nClosed, nBurst = 60, 40, 150
+	send := func(l *netlab.Lab, x *netlab.DropLab) {
+		l.SendFrames(t, 0, x.ACLFrames(nACL))
+		l.SendFrames(t, x.RoutedIdx, x.ClosedPortFrames(nClosed))
+		l.SendFrames(t, 0, x.OverflowFrames(nBurst))
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); send(other, ol) }()
+	send(lab, dl)
+	wg.Wait()
+	dgs := waitDropsQuiet(t, col)
+	acl, qdisc := dl.ACLDropped(t), dl.QdiscDropped(t)
+	if oa, oq := ol.ACLDropped(t), ol.QdiscDropped(t); oa != nACL || oq == 0 {
+		t.Fatalf("the other namespace did not drop: nft %d, qdisc %d", oa, oq)
+	}
+	recs := dropSamplesOf(dgs)
+	m := mustFetchMetrics(t, lab)
+	for _, c := range []struct {
+		linux   string
+		code    sflow.DropReason
+		truth   uint64
+		in, out uint32
+	}{
+		{"NETFILTER_DROP", sflow.DropACL, acl, idx(0), 0},
+		{"NO_SOCKET", sflow.DropPortUnreachable, nClosed, idx(dl.RoutedIdx), 0},
+		{"QDISC_DROP", sflow.DropTrafficShaping, qdisc, idx(0), idx(dl.ShapedIdx)},
+	} {
+		var n, right uint64
+		for _, r := range recs {
+			if r.linux != c.linux {
+				continue
+			}
+			n++
+			if r.s.Reason == c.code && r.s.Input == c.in && r.s.Output == c.out && r.s.Source == (sflow.DataSource{}) &&
+				r.header != nil && r.symbol != "" && (c.out == 0) == (r.queue == nil) {
+				right++
+			} else if right == n-1 {
+				t.Errorf("%s sample %+v (queue %v, symbol %q), want reason %d in %d out %d", c.linux, r.s, r.queue, r.symbol, c.code, c.in, c.out)
+			}
+		}
+		if n != c.truth || right != n {
+			t.Errorf("%s: %d discarded_packet samples (%d right), true count %d", c.linux, n, right, c.truth)
+		}
+		if v, ok := m.get("sflowswitchd_drops_total", `reason="`+c.linux+`"`); !ok || v != c.truth {
+			t.Errorf("metric sflowswitchd_drops_total{reason=%q} = %d (%v), true count %d", c.linux, v, ok, c.truth)
+		}
+		t.Logf("%s: %d drops, %d samples", c.linux, c.truth, n)
+	}
+	if g := goflowDropCount(dgs); g != len(recs) {
+		t.Errorf("goflow2 read %d discarded_packet samples, we %d", g, len(recs))
+	}
+	// The drop sub-agent: one, after the workers; sequences from 1.
+	seqs := map[uint32][]uint32{}
+	for _, r := range recs {
+		seqs[r.subAgent] = append(seqs[r.subAgent], r.s.SequenceNumber)
+	}
+	if len(seqs) != 1 {
+		t.Errorf("discarded_packet samples from sub-agents %v, want one", seqs)
+	}
+	for sub, s := range seqs {
+		if err := contiguousFrom1(s); err != nil {
+			t.Errorf("discarded_packet sequence of sub-agent %d: %v", sub, err)
+		}
+	}
+	checkDatagramSequences(t, dgs)
+
+	// Above the limit.
+	writeConf(100)
+	d.signal(t, syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	before := len(recs)
+	lastDrops := func(rs []dropRec) uint32 { return rs[len(rs)-1].s.Drops }
+	const flood = 3000
+	lab.SendFrames(t, 0, dl.ACLFrames(flood))
+	// One more drop in a fresh second carries the final drops count.
+	time.Sleep(1100 * time.Millisecond)
+	lab.SendFrames(t, 0, dl.ACLFrames(1))
+	dgs = waitDropsQuiet(t, col)
+	recs = dropSamplesOf(dgs)
+	m = mustFetchMetrics(t, lab)
+	total, _ := m.value("sflowswitchd_drops_counted_total")
+	// Every notification since the start (no send error, checked below)
+	// plus the last drops field must be every drop counted since the start.
+	notified := uint64(len(recs))
+	lost := uint64(lastDrops(recs))
+	extra := map[string]int{}
+	for _, r := range recs[before:] {
+		if r.linux != "NETFILTER_DROP" {
+			extra[r.linux]++
+		}
+	}
+	t.Logf("above the limit: %d drops counted, %d notified, %d lost (drops field); other reasons %v", total, notified, lost, extra)
+	if v, _ := m.value("sflowswitchd_drop_send_errors_total"); v != 0 {
+		t.Errorf("%d drop datagrams not sent", v)
+	}
+	if notified+lost != total || total < flood+1 {
+		t.Errorf("notifications %d + drops field %d != drops %d (sent %d)", notified, lost, total, flood+1)
+	}
+	if notified-uint64(before) > 3*100 {
+		t.Errorf("%d notifications for %d drops with a limit of 100/s", notified, total)
+	}
+	acl = dl.ACLDropped(t)
+	if v, _ := m.get("sflowswitchd_drops_total", `reason="NETFILTER_DROP"`); v != acl || acl != nACL+flood+1 {
+		t.Errorf("metric NETFILTER_DROP %d, nft counter %d, sent %d", v, acl, nACL+flood+1)
+	}
+
+	// Off and on again (SIGHUP): the program is unloaded, then loaded
+	// again, and notifications flow again to the same collector.
+	writeConf(100, "off")
+	d.signal(t, syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if _, on := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); on {
+		t.Errorf("drops = \"off\" left the program loaded")
+	}
+	writeConf(100)
+	d.signal(t, syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	lab.SendFrames(t, dl.RoutedIdx, dl.ClosedPortFrames(5))
+	before = len(recs)
+	dgs = waitDropsQuiet(t, col)
+	recs = dropSamplesOf(dgs)
+	n := 0
+	for _, r := range recs[before:] {
+		if r.linux == "NO_SOCKET" {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("after off and on: %d NO_SOCKET samples, want 5\n%s", n, d.log())
+	}
+	seqs = map[uint32][]uint32{}
+	for _, r := range recs {
+		seqs[r.subAgent] = append(seqs[r.subAgent], r.s.SequenceNumber)
+	}
+	for sub, s := range seqs {
+		if err := contiguousFrom1(s); err != nil {
+			t.Errorf("discarded_packet sequence of sub-agent %d after off/on: %v", sub, err)
+		}
+	}
+	checkDatagramSequences(t, dgs)
+}

@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gosnmp/gosnmp"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// daemonCaps is the capability set the daemon runs with (README
+// "Privileges", deploy/sflowswitchd.service): loading and attaching XDP
+// (CAP_BPF, CAP_NET_ADMIN), ring buffers and BPF helpers that read kernel
+// memory (CAP_PERFMON), AF_XDP sockets (CAP_NET_RAW).
+const daemonCaps = "bpf,net_admin,perfmon,net_raw"
+
+// Capability numbers (linux/capability.h) of daemonCaps.
+const (
+	capNetAdmin = 12
+	capNetRaw   = 13
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// unprivilegedCopy copies the daemon binary into a directory user nobody
+// can read (the test build directory is private to root).
+func unprivilegedCopy(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sflowswitchd-caps-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.Open(daemonBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	bin := filepath.Join(dir, "sflowswitchd")
+	dst, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// startDaemonWithCaps runs the daemon holding exactly daemonCaps
+// (permitted, effective, inheritable, ambient and bounding sets) with
+// no_new_privs: as user nobody (uid/gid 65534, no supplementary groups),
+// or as root with every other capability dropped (what the systemd unit
+// does).
+func startDaemonWithCaps(t *testing.T, lab *netlab.Lab, nobody bool, args ...string) *daemon {
+	t.Helper()
+	bin := daemonBin
+	var sp []string
+	if nobody {
+		bin = unprivilegedCopy(t)
+		sp = []string{"--reuid=65534", "--regid=65534", "--clear-groups"}
+	}
+	caps := "-all," + "+" + strings.ReplaceAll(daemonCaps, ",", ",+")
+	sp = append(sp, "--inh-caps="+caps, "--ambient-caps="+caps, "--bounding-set="+caps, "--no-new-privs",
+		bin, "-metrics", metricsAddr)
+	cmd := lab.Start(t, lab.Switch, "setpriv", append(sp, args...)...)
+	out, ok := cmd.Stdout.(fmt.Stringer)
+	if !ok {
+		t.Fatalf("netlab.Start output %T", cmd.Stdout)
+	}
+	return &daemon{cmd: cmd, out: out}
+}
+
+// procCaps reads the capability masks and uid of process pid.
+func procCaps(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// TestLeastPrivilege runs the real daemon with only CAP_BPF,
+// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (issue 10, defect 5: it used
+// to need CAP_SYS_ADMIN) and checks that it attaches, samples, polls and
+// exports: as user nobody, and as root with every other capability
+// dropped, there also serving the SFLOW-MIB through a real snmpd.
+func TestLeastPrivilege(t *testing.T) {
+	t.Run("Nobody", func(t *testing.T) { testLeastPrivilege(t, true) })
+	t.Run("RootCapsDropped", func(t *testing.T) { testLeastPrivilege(t, false) })
+}
+
+func testLeastPrivilege(t *testing.T, nobody bool) {
+	const n, k = 10, 5000
+	lab := newLab(t, 2)
+	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
+	col := listen(t, lab, 6343)
+	agentx := "off"
+	var snmp *snmptest.Snmpd
+	if !nobody {
+		snmp = startSnmpd(t)
+		agentx = "unix:" + snmp.SocketPath
+	}
+	d := startDaemonWithCaps(t, lab, nobody, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr),
+		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx)
+	// The process (setpriv exec'd the daemon in place: same PID) holds
+	// exactly the four capabilities.
+	want := fmt.Sprintf("%016x", uint64(1)<<capBPF|1<<capNetAdmin|1<<capPerfmon|1<<capNetRaw)
+	deadline := time.Now().Add(5 * time.Second)
+	var st map[string]string
+	for {
+		st = procCaps(t, d.cmd.Process.Pid)
+		if strings.HasPrefix(st["Name"], "sflowswitchd") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, k := range []string{"CapEff", "CapPrm", "CapBnd", "CapAmb"} {
+		if st[k] != want {
+			t.Errorf("%s = %s, want %s (%s only)", k, st[k], want, daemonCaps)
+		}
+	}
+	if eff, _ := strconv.ParseUint(st["CapEff"], 16, 64); eff&(1<<capSysAdmin) != 0 {
+		t.Errorf("the daemon holds CAP_SYS_ADMIN")
+	}
+	wantUID := "0\t"
+	if nobody {
+		wantUID = "65534\t"
+	}
+	if !strings.HasPrefix(st["Uid"], wantUID) || st["NoNewPrivs"] != "1" {
+		t.Errorf("Uid %q NoNewPrivs %q, want uid %q with no_new_privs", st["Uid"], st["NoNewPrivs"], wantUID)
+	}
+	d.waitReady(t, lab, "p1")
+	sendNumbered(t, lab, 0, 1, 1, k)
+	dgs := col.waitQuiet(t, time.Now(), p1)
+	fs := flowSamplesOf(dgs, p1)
+	if mean, sd, ok := withinSigmas(len(fs), k, 1.0/n, 4); !ok {
+		t.Errorf("%d flow samples, want %.0f ± 4×%.1f", len(fs), mean, sd)
+	}
+	if len(counterSamplesOf(dgs, sflow.DataSource{Type: sflow.SourceIfIndex, Index: p1})) == 0 {
+		t.Errorf("no counter samples of p1 (polling 1 s)")
+	}
+	checkDatagramSequences(t, dgs)
+	checkIndependentDecoders(t, dgs, 6343, p1)
+	if snmp != nil {
+		// sFlowAgentAddress.0 through snmpd: the AgentX session works
+		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is
+		// root's, mode 0600).
+		c := snmp.Client(t, "public")
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r, err := c.Get([]string{sflowAgentAddressOID})
+			if err == nil && len(r.Variables) == 1 && r.Variables[0].Type == gosnmp.OctetString {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("SFLOW-MIB not served through snmpd: %v %+v\nsnmpd:\n%s\ndaemon:\n%s", err, r, snmp.Log(), d.log())
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if !d.alive() {
+		t.Fatalf("daemon died\n%s", d.log())
+	}
+	for _, bad := range []string{"missing capabilities", "CAP_SYS_ADMIN", "world-writable", "level=ERROR"} {
+		if strings.Contains(d.log(), bad) {
+			t.Errorf("daemon log has %q:\n%s", bad, d.log())
+		}
+	}
+	t.Logf("uid %s, capabilities %s: %d flow samples of %d frames at 1 in %d", strings.Fields(st["Uid"])[0], daemonCaps, len(fs), k, n)
+	who, extra := "user nobody", ""
+	if !nobody {
+		who, extra = "root, every other capability dropped", "; SFLOW-MIB served through snmpd"
+	}
+	recordFault(t, faultRow{
+		Fault: "least privilege (" + who + ")", Done: "setpriv: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON, CAP_NET_RAW only, no_new_privs",
+		Observed: fmt.Sprintf("attached, %d flow samples of %d frames at 1 in %d, counters polled%s", len(fs), k, n, extra),
+		PeakRSS:  usage(t, d.cmd.Process.Pid).HWM,
+	})
+}
+
+// sflowAgentAddressOID is SFLOW-MIB sFlowAgentAddress.0.
+const sflowAgentAddressOID = ".1.3.6.1.4.1.14706.1.1.3.0"
+
+// TestSystemdUnit checks that the shipped unit grants exactly the
+// capabilities TestLeastPrivilege runs the daemon with, forbids gaining
+// more (NoNewPrivileges), mounts the system read-only and gives the daemon
+// a private state directory.
+func TestSystemdUnit(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/sflowswitchd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			set[k] = append(set[k], v)
+		}
+	}
+	var want []string
+	for _, c := range strings.Split(daemonCaps, ",") {
+		want = append(want, "CAP_"+strings.ToUpper(c))
+	}
+	for _, k := range []string{"AmbientCapabilities", "CapabilityBoundingSet"} {
+		if len(set[k]) != 1 {
+			t.Errorf("%s set %d times, want once", k, len(set[k]))
+			continue
+		}
+		got := strings.Fields(set[k][0])
+		if len(got) != len(want) {
+			t.Errorf("%s=%s, want %s", k, set[k][0], strings.Join(want, " "))
+			continue
+		}
+		for i := range want {
+			if !strings.Contains(set[k][0], want[i]) {
+				t.Errorf("%s=%s lacks %s", k, set[k][0], want[i])
+			}
+		}
+	}
+	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077"} {
+		if len(set[k]) != 1 || set[k][0] != v {
+			t.Errorf("%s=%v, want %s", k, set[k], v)
+		}
+	}
+	for k, vs := range set {
+		for _, v := range vs {
+			if strings.Contains(v, "CAP_SYS_ADMIN") {
+				t.Errorf("%s=%s grants CAP_SYS_ADMIN", k, v)
+			}
+		}
+	}
+}
