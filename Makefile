@@ -9,7 +9,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test test-unit fuzz bench lab clean deb vagrant-box soak
+.PHONY: all build generate deps lint test test-unit fuzz bench lab clean deb vagrant-box vagrant-lab vagrant-clean soak
 
 all: build
 
@@ -75,6 +75,12 @@ deb:
 # kernel. Root; not part of `make test`.
 vagrant-box:
 	./vagrant/box/build.sh
+
+vagrant-lab: vagrant-box deb
+	./vagrant/lab.sh
+
+vagrant-clean:
+	./vagrant/clean.sh
 
 clean:
 	rm -rf bin

@@ -407,6 +407,13 @@ func (d *daemon) run(ctx context.Context) error {
 		defer running.Done()
 		d.retryFailedPorts(ctx)
 	}()
+	// Collector names are looked up once before the first configuration,
+	// for at most a second, so that a name that resolves at once loses no
+	// sample; a slow or failing one is retried in the background.
+	staticReceivers(s, d.resolver)
+	primeCtx, primeCancel := context.WithTimeout(ctx, time.Second)
+	d.resolver.resolveDue(primeCtx)
+	primeCancel()
 	go d.resolver.run(ctx)
 	if d.subagent != nil {
 		running.Add(1)

@@ -95,7 +95,7 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p1", "-polling", "0")
+		"-sampling", "1", "-ports", "p1", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1")
 	route := &netlink.Route{Dst: &net.IPNet{IP: lab.CollectorAddr.AsSlice(), Mask: net.CIDRMask(32, 32)}, Type: unix.RTN_UNREACHABLE}
 	rounds := faultRounds(t)
@@ -157,7 +157,7 @@ func TestFaultPorts(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p*", "-polling", "0")
+		"-sampling", "1", "-ports", "p*", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1", "p2", "p3")
 	bg := startTraffic(lab, 0, 50, 20*time.Millisecond) // p1 all along
 	defer bg.stop()
@@ -279,7 +279,7 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 	lab := newLab(t, 2)
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
-	args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "0"}
+	args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "0", "-agentx", "off"}
 	d := startDaemon(t, lab, args...)
 	d.waitReady(t, lab, "p1", "p2")
 
@@ -362,7 +362,7 @@ func TestFaultReloadBadConfigs(t *testing.T) {
 		}
 	}
 	good := func(rate int) string {
-		return fmt.Sprintf("sampling = %d\npolling = 0\nports = [\"p1\", \"p2\"]\n[[collector]]\naddress = \"%s:%d\"\n", rate, lab.CollectorAddr, collectorPort)
+		return fmt.Sprintf("sampling = %d\npolling = 0\nagentx = \"off\"\nports = [\"p1\", \"p2\"]\n[[collector]]\naddress = \"%s:%d\"\n", rate, lab.CollectorAddr, collectorPort)
 	}
 	write(good(10))
 	d := startDaemon(t, lab, "-config", conf)
@@ -424,7 +424,7 @@ func TestFaultClockOffset(t *testing.T) {
 	col := listenCounting(t, lab, collectorPort)
 	off := strconv.Itoa(tenYears)
 	cmd := lab.Start(t, lab.Switch, "unshare", "--time", "--monotonic", off, "--boottime", off, daemonBin, "-metrics", metricsAddr,
-		"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1", "-polling", "1")
+		"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1", "-polling", "1", "-agentx", "off")
 	out, _ := cmd.Stdout.(fmt.Stringer)
 	d := &daemon{cmd: cmd, out: out}
 	started := time.Now()

@@ -192,7 +192,7 @@ func TestFloodEveryPort(t *testing.T) {
 	lab := newLab(t, nports)
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p*", "-polling", "0")
+		"-sampling", "1", "-ports", "p*", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1", "p2", "p3")
 	var trs []*traffic
 	for h := 0; h < nports; h++ {
