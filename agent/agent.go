@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -69,30 +68,14 @@ type Agent struct {
 	// wakers[i] cuts worker i's wait for samples short (nil: not possible).
 	wakers []Waker
 
-	mu       sync.Mutex
-	running  bool
-	cfg      Config
-	ports    map[uint32]PortSampling
-	poolBase map[uint32]uint64 // pool counted by earlier attachments of a port
-
-	// drops is the drop notification sub-agent whose sends count in the
-	// agent's totals (AddDropReporter); nil when there is none.
-	drops atomic.Pointer[DropReporter]
-}
-
-// AddDropReporter makes r's datagrams count in CollectorStats and its
-// send counters available as DropSenderStats, so that the per-collector
-// metrics cover every datagram the daemon sends.
-func (a *Agent) AddDropReporter(r *DropReporter) { a.drops.Store(r) }
-
-// DropSenderStats returns the send counters of the drop reporter given
-// to AddDropReporter (datagrams, bytes, send errors, unsent and too large
-// samples), or nil.
-func (a *Agent) DropSenderStats() *WorkerStats {
-	if r := a.drops.Load(); r != nil {
-		return &r.stats.Sender
-	}
-	return nil
+	mu sync.Mutex
+	// collectorSets are the per-collector counters of the sub-agents
+	// outside the workers (AddCollectorSet).
+	collectorSets []*CollectorSet
+	running       bool
+	cfg           Config
+	ports         map[uint32]PortSampling
+	poolBase      map[uint32]uint64 // pool counted by earlier attachments of a port
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.

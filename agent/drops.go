@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -60,6 +59,9 @@ type DropStats struct {
 	// Sender counts the datagrams, bytes and send errors of the drop
 	// sub-agent (only those fields are used).
 	Sender WorkerStats
+	// Collectors counts the same per collector (register it with
+	// Agent.AddCollectorSet).
+	Collectors CollectorSet
 }
 
 // DropReporter turns drop notifications into discarded_packet samples
@@ -73,8 +75,6 @@ type DropReporter struct {
 	subAgent uint32
 	start    time.Time
 	stats    DropStats
-	// collectors counts the sends per collector (Agent.CollectorStats).
-	collectors collectorSet
 
 	mu        sync.Mutex
 	agentAddr netip.Addr
@@ -153,9 +153,12 @@ func (r *DropReporter) applyReceivers() {
 		rcv = nil // no datagram without an agent address
 	}
 	want := make(map[int]ReceiverConfig, len(rcv))
+	keep := make(map[CollectorKey]bool, len(rcv))
 	for _, c := range rcv {
 		want[c.Index] = c
+		keep[CollectorKey{c.Index, c.Address}] = true
 	}
+	r.stats.Collectors.Keep(keep)
 	// Streams whose receiver and agent address stay are kept as they are.
 	for idx, o := range r.outs {
 		if c, ok := want[idx]; ok && c == r.outCfg[idx] && agent == r.outAddr {
@@ -171,18 +174,9 @@ func (r *DropReporter) applyReceivers() {
 		delete(r.outCfg, idx)
 	}
 	r.outAddr = agent
-	keep := make(map[CollectorKey]bool, len(rcv))
-	for _, c := range rcv {
-		keep[CollectorKey{c.Index, c.Address}] = true
-	}
-	r.collectors.keep(keep)
 	for _, c := range want {
-		coll := r.collectors.get(CollectorKey{c.Index, c.Address})
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters(), sender.Counters{
-			Datagrams: &coll.Datagrams, Bytes: &coll.Bytes,
-			SendErrors: &coll.SendErrors, SamplesUnsent: &coll.SamplesUnsent,
-			TooLarge: &coll.TooLarge,
-		})
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
+			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue

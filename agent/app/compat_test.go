@@ -227,7 +227,7 @@ func TestStateFileDamaged(t *testing.T) {
 			if b, err := os.ReadFile(state + ".damaged"); err != nil || string(b) != content {
 				t.Fatalf("damaged file not kept: %q %v", b, err)
 			}
-			idx, err := e.reg.resolve("zeta", 0)
+			idx, err := e.reg.assign("zeta")
 			if err != nil || idx != NamedIndexBase {
 				t.Fatalf("resolve: %d %v", idx, err)
 			}
@@ -252,7 +252,7 @@ func TestStateDirUnwritable(t *testing.T) {
 	var logged strings.Builder
 	e := New(Config{StateFile: filepath.Join(blocker, "apps.json"), Logger: testLogger(&logged)})
 	for i, name := range []string{"a", "b", "c"} {
-		idx, err := e.reg.resolve(name, 0)
+		idx, err := e.reg.assign(name)
 		if err != nil || idx != NamedIndexBase+uint32(i) {
 			t.Fatalf("%s: %d %v", name, idx, err)
 		}
@@ -262,55 +262,68 @@ func TestStateDirUnwritable(t *testing.T) {
 	}
 }
 
-// TestNamedRangeExhausted: beyond the 50000 indexes of the named range a
-// new application is refused (too_many_sources), never given a clashing
-// index.
+// TestNamedRangeExhausted: when the 50000 indexes of the named range are
+// all assigned, a new application takes over the index of the one seen
+// least recently that is not running; with every one running it is
+// refused (too_many_sources), never given a clashing index.
 func TestNamedRangeExhausted(t *testing.T) {
 	r := newRegistry("", DefaultMaxSources, testLogger(nil))
 	for i := uint32(NamedIndexBase); i < namedIndexEnd; i++ {
-		r.used[i] = "x"
+		n := "app" + strconv.Itoa(int(i))
+		r.named[n], r.used[i] = i, n
 	}
-	_, err := r.resolve("late", 0)
+	r.resolve("app150000", 0) // running (live), and seen
+	r.resolve("app150001", 0) // seen: more recent than the never-seen ones
+	idx, err := r.assign("late")
+	if err != nil || idx != NamedIndexBase+2 {
+		t.Fatalf("took %d (%v), want %d: the lowest of the never-seen, non-running ones", idx, err, NamedIndexBase+2)
+	}
+	if _, still := r.named["app150002"]; still || r.used[idx] != "late" || len(r.named) != namedIndexEnd-NamedIndexBase {
+		t.Fatalf("take-over not recorded: %v %q", still, r.used[idx])
+	}
+	if idx, err := r.resolve("late", 443), error(nil); err != nil || idx != 443 {
+		t.Fatalf("with a port: %d", idx)
+	}
+	// Every index running: refused.
+	full := newRegistry("", 1, testLogger(nil))
+	full.named["only"], full.used[NamedIndexBase] = NamedIndexBase, "only"
+	for i := uint32(NamedIndexBase + 1); i < namedIndexEnd; i++ {
+		n := "x" + strconv.Itoa(int(i))
+		full.named[n], full.used[i] = i, n
+		full.live[n] = i
+	}
+	full.live["only"] = NamedIndexBase
+	_, err = full.assign("new")
 	var re *RejectError
 	if !errors.As(err, &re) || re.Reason != ReasonTooManySources {
 		t.Fatalf("got %v", err)
 	}
-	if idx, err := r.resolve("late", 443); err != nil || idx != 443 {
-		t.Fatalf("with a port: %d %v", idx, err)
-	}
 }
 
-// TestNamedFlood: a sender cycling through new names gets at most
-// MaxSources running applications; the others are refused
-// (too_many_sources) and never written to the state file.
+// TestNamedFlood: a sender cycling through new names gets data sources
+// only as slots allow (MaxSources, idle ones reclaimed): the others are
+// refused (too_many_sources) before any index is assigned or written.
 func TestNamedFlood(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "apps.json")
 	e := New(Config{StateFile: state, MaxSources: 8, Logger: testLogger(nil)})
-	refused := 0
+	stop := startEngine(t, e)
 	for i := 0; i < 100; i++ {
-		err := e.SubmitJSON([]byte(`{"counter_sample":{"app_name":"app` + strconv.Itoa(i) + `","app_workers":{"workers_max":1}}}`))
-		var re *RejectError
-		if errors.As(err, &re) && re.Reason == ReasonTooManySources {
-			refused++
-		} else if err != nil {
-			t.Fatal(err)
+		// Each name twice in a row: the second message, queued before
+		// the first was handled, finds the index the first was given.
+		for range 2 {
+			if err := e.SubmitJSON([]byte(`{"counter_sample":{"app_name":"app` + strconv.Itoa(i) + `","app_workers":{"workers_max":1}}}`)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	if refused != 92 || len(e.Assignments()) != 8 || e.Stats().Rejected(ReasonTooManySources) != 92 {
-		t.Fatalf("refused %d, %d assigned, counted %d", refused, len(e.Assignments()), e.Stats().Rejected(ReasonTooManySources))
+	stop()
+	if n, r := len(e.Assignments()), e.Stats().Rejected(ReasonTooManySources); n != 8 || r != 184 {
+		t.Fatalf("%d assigned, %d refused; want 8 and 184", n, r)
 	}
-	// A known name is still served.
-	if err := e.SubmitJSON([]byte(`{"counter_sample":{"app_name":"app3","app_workers":{"workers_max":1}}}`)); err != nil {
-		t.Fatal(err)
+	b, err := os.ReadFile(state)
+	if err != nil || strings.Count(string(b), `": 1500`) != 8 {
+		t.Fatalf("state file %s: %v", b, err)
 	}
-}
-
-// testLogger logs text to w (nil: nowhere).
-func testLogger(w *strings.Builder) *slog.Logger {
-	if w == nil {
-		return slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return slog.New(slog.NewTextHandler(w, nil))
 }
 
 // checkRTRoundTrip checks an accepted rtmetric/rtflow message: its sample
@@ -358,4 +371,27 @@ func FuzzParseRT(f *testing.F) {
 			checkRTRoundTrip(t, m)
 		}
 	})
+}
+
+// testLogger logs text to w (nil: nowhere).
+func testLogger(w *strings.Builder) *slog.Logger {
+	if w == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// TestStateFileSizeLimited (issue 10: inputs size-limited): a state file
+// above maxStateBytes is reported as damaged and set aside, never read
+// without a limit.
+func TestStateFileSizeLimited(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "apps.json")
+	if err := os.WriteFile(state, []byte(`{"version":1,"applications":{}}`+strings.Repeat(" ", maxStateBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	New(Config{StateFile: state, Logger: testLogger(&logged)})
+	if !strings.Contains(logged.String(), "application state file damaged") || !strings.Contains(logged.String(), "larger than") {
+		t.Fatalf("oversized state file not reported: %q", logged.String())
+	}
 }

@@ -223,33 +223,44 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 		e.Reject(err)
 		return err
 	}
-	if err := e.resolveFlow(f); err != nil {
-		return err
-	}
+	e.resolveFlow(f)
 	return e.queueFlow(f)
 }
 
-// resolveFlow sets the data source index of a validated flow sample.
-func (e *Engine) resolveFlow(f *FlowSample) error {
-	idx, err := e.reg.resolve(f.AppName, f.ServicePort)
-	if err != nil {
-		e.Reject(err)
-		return err
-	}
-	f.index = idx
-	return nil
+// resolveFlow sets the data source index of a validated flow sample (0:
+// a new application without a port, assigned by the Run goroutine).
+func (e *Engine) resolveFlow(f *FlowSample) {
+	f.index = e.reg.resolve(f.AppName, f.ServicePort)
 }
 
 // resolveCounters sets the data source index of a validated counters
 // sample: its port, else the data source its application name is on.
-func (e *Engine) resolveCounters(c *CounterSample) error {
-	idx, err := e.reg.resolve(c.AppName, c.ServicePort)
-	if err != nil {
-		e.Reject(err)
-		return err
+func (e *Engine) resolveCounters(c *CounterSample) {
+	c.index = e.reg.resolve(c.AppName, c.ServicePort)
+}
+
+// namedSource returns the data source of an application without a port
+// whose index is not known yet (index 0): a slot is found first (as for
+// any new application, reclaiming an idle one), then its index assigned.
+func (e *Engine) namedSource(name string, index *uint32, now time.Time) *source {
+	if *index == 0 {
+		// Assigned meanwhile, by an earlier message of the same
+		// application still in the queue when this one was submitted?
+		*index = e.reg.resolve(name, 0)
 	}
-	c.index = idx
-	return nil
+	if *index == 0 {
+		if len(e.sources) >= e.cfg.MaxSources && !e.reclaim(now) {
+			e.Reject(reject(ReasonTooManySources, "application %q: already %d application data sources, all active within %v", name, len(e.sources), e.cfg.ReclaimIdle))
+			return nil
+		}
+		idx, err := e.reg.assign(name)
+		if err != nil {
+			e.Reject(err)
+			return nil
+		}
+		*index = idx
+	}
+	return e.source(*index, now)
 }
 
 // queueFlow queues a validated flow sample.
@@ -263,7 +274,9 @@ func (e *Engine) queueFlow(f *FlowSample) error {
 		if f.Client && f.ServicePort != 0 {
 			side = 1
 		}
-		e.drops[side][dropSlot(f.index)].Add(1)
+		if f.index != 0 { // a new application has no data source to report it yet
+			e.drops[side][dropSlot(f.index)].Add(1)
+		}
 		e.Reject(rejectFlowQueueFull)
 		return ErrQueueFull
 	}
@@ -275,9 +288,7 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 		e.Reject(err)
 		return err
 	}
-	if err := e.resolveCounters(c); err != nil {
-		return err
-	}
+	e.resolveCounters(c)
 	return e.queueCounters(c)
 }
 
@@ -410,6 +421,7 @@ func (e *Engine) reclaim(now time.Time) bool {
 	}
 	lru.close()
 	delete(e.sources, lru.index)
+	e.reg.forget(lru.index)
 	e.stats.SourcesReclaimed.Add(1)
 	return true
 }
@@ -425,6 +437,11 @@ func (e *Engine) applyConfig() {
 	e.mu.Lock()
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
+	keep := make(map[agent.CollectorKey]bool, len(rs))
+	for _, rc := range rs {
+		keep[agent.CollectorKey{Receiver: rc.Index, Address: rc.Address}] = true
+	}
+	e.stats.Collectors.Keep(keep)
 	for _, s := range e.sources {
 		s.open(rs, addr, s.close())
 	}
@@ -458,7 +475,7 @@ func (e *Engine) closeAll() {
 // has one data source (its named index) for both sides, as in the host
 // agent; the input/output convention still tells the side.
 func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
-	s := e.source(f.index, now)
+	s := e.namedSource(f.AppName, &f.index, now)
 	if s == nil {
 		return
 	}
@@ -526,7 +543,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 // encodeCounters encodes c as a counters sample of its server data source,
 // with host_parent naming the switch (sflow_host.txt).
 func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
-	s := e.source(c.index, now)
+	s := e.namedSource(c.AppName, &c.index, now)
 	if s == nil {
 		return
 	}
@@ -664,7 +681,7 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
 			TooLarge: &stats.TooLarge,
-		}},
+		}, stats.Collectors.Counters(agent.CollectorKey{Receiver: rc.Index, Address: rc.Address})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // Data source indexes of applications that send no service_port: the
@@ -35,11 +37,14 @@ type registry struct {
 	used  map[uint32]string // assigned index -> name
 	path  string            // state file; "" = not persisted
 	log   *slog.Logger
-	// maxActive bounds the running applications: a new name is assigned
-	// (and written to the state file) only while fewer are running, so
-	// a sender cycling through names cannot fill the range or rewrite
-	// the file without bound.
-	maxActive int
+	// maxLive bounds live (4 × the engine's data sources), so a flood of
+	// names cannot grow it without bound.
+	maxLive int
+	// seen is when each named application was last resolved (a logical
+	// clock; 0 = not since this start), to pick which index to take over
+	// when all are assigned.
+	seen map[string]uint64
+	tick uint64
 	// saveFailed is set after a failed write, so a broken state
 	// directory logs once per failure streak, not per new application.
 	saveFailed bool
@@ -53,15 +58,41 @@ type stateFile struct {
 
 const stateVersion = 1
 
+// maxStateBytes bounds the state file read at start-up: a file of the
+// registry's at most 4*MaxSources names and their indexes is far smaller.
+const maxStateBytes = 4 << 20
+
+// readStateFile reads the state file: a regular file of at most
+// maxStateBytes (a larger or special file is reported as damaged, never
+// read to exhaustion or waited on).
+func readStateFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err == nil && len(b) > maxStateBytes {
+		err = fmt.Errorf("%s: larger than %d bytes", path, maxStateBytes)
+	}
+	return b, err
+}
+
 // newRegistry loads the state file at path ("" = no persistence). A
 // missing file is an empty registry; a damaged one is reported, set aside
 // as path.damaged and rebuilt: never fatal.
-func newRegistry(path string, maxActive int, log *slog.Logger) *registry {
-	r := &registry{live: map[string]uint32{}, named: map[string]uint32{}, used: map[uint32]string{}, path: path, log: log, maxActive: maxActive}
+func newRegistry(path string, maxSources int, log *slog.Logger) *registry {
+	r := &registry{live: map[string]uint32{}, named: map[string]uint32{}, used: map[uint32]string{}, seen: map[string]uint64{},
+		path: path, log: log, maxLive: 4 * max(maxSources, 1)}
 	if path == "" {
 		return r
 	}
-	b, err := os.ReadFile(path)
+	b, err := readStateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return r
 	}
@@ -109,37 +140,74 @@ func (r *registry) parse(b []byte) error {
 }
 
 // resolve returns the data source index of application name with service
-// port port (0 = none).
-func (r *registry) resolve(name string, port uint16) (uint32, error) {
+// port port (0 = none), or 0 for an application without a port whose name
+// has no index yet: the engine assigns one (assign) when it has a slot
+// for a new application.
+func (r *registry) resolve(name string, port uint16) uint32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if port != 0 {
 		r.remember(name, uint32(port))
-		return uint32(port), nil
+		return uint32(port)
 	}
 	if idx, ok := r.live[name]; ok {
+		return idx
+	}
+	if idx, ok := r.named[name]; ok {
+		r.remember(name, idx)
+		r.seen[name] = r.clock()
+		return idx
+	}
+	return 0
+}
+
+// assign gives application name (without a port) its index: the one it
+// has, else the lowest free one, written to the state file. When all
+// 50000 are assigned, the index of the application seen least recently
+// (never, since this start, first) that is not running is taken over
+// (hsflowd, which numbers applications anew at each start, never runs
+// out; here a sender cycling through names cannot lock others out for
+// good).
+func (r *registry) assign(name string) (uint32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if idx, ok := r.named[name]; ok {
+		r.remember(name, idx)
 		return idx, nil
 	}
-	idx, ok := r.named[name]
-	if !ok && len(r.live) >= r.maxActive {
-		return 0, reject(ReasonTooManySources, "application %q: already %d applications running", name, len(r.live))
+	idx, ok := uint32(0), false
+	for i := uint32(NamedIndexBase); i < namedIndexEnd; i++ {
+		if _, taken := r.used[i]; !taken {
+			idx, ok = i, true
+			break
+		}
 	}
 	if !ok {
-		// The lowest free index: assignments are never given back, so
-		// this is the next one unless the file was edited by hand.
-		for i := uint32(NamedIndexBase); i < namedIndexEnd; i++ {
-			if _, taken := r.used[i]; !taken {
-				idx, ok = i, true
-				break
+		running := map[uint32]bool{}
+		for _, i := range r.live {
+			running[i] = true
+		}
+		var oldest string
+		for n, i := range r.named {
+			if running[i] {
+				continue
+			}
+			if !ok || r.seen[n] < r.seen[oldest] || r.seen[n] == r.seen[oldest] && n < oldest {
+				oldest, idx, ok = n, i, true
 			}
 		}
 		if !ok {
-			return 0, reject(ReasonTooManySources, "application %q: all %d data source indexes for applications without a service port are assigned", name, namedIndexEnd-NamedIndexBase)
+			return 0, reject(ReasonTooManySources, "application %q: every data source index for applications without a service port is in use", name)
 		}
-		r.named[name] = idx
-		r.used[idx] = name
-		r.save()
+		delete(r.named, oldest)
+		delete(r.seen, oldest)
+		r.log.Warn("application data source index taken over from the application seen least recently",
+			"index", idx, "from", oldest, "to", name)
 	}
+	r.named[name] = idx
+	r.used[idx] = name
+	r.seen[name] = r.clock()
+	r.save()
 	r.remember(name, idx)
 	return idx, nil
 }
@@ -148,13 +216,18 @@ func (r *registry) remember(name string, idx uint32) {
 	if old, ok := r.live[name]; ok && old == idx {
 		return
 	}
-	if len(r.live) < max(r.maxActive, 1)*4 {
-		r.live[name] = idx // bounded: a flood of names cannot grow it
+	if len(r.live) < r.maxLive {
+		r.live[name] = idx
 	}
 }
 
+func (r *registry) clock() uint64 {
+	r.tick++
+	return r.tick
+}
+
 // forget drops the running applications on data source idx (it timed
-// out).
+// out or its slot was reclaimed).
 func (r *registry) forget(idx uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

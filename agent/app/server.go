@@ -79,17 +79,13 @@ func (e *Engine) SubmitJSON(b []byte) error {
 	// ParseJSON has validated the sample.
 	switch {
 	case m.Flow != nil:
-		if err := e.resolveFlow(m.Flow); err != nil {
-			return err
-		}
+		e.resolveFlow(m.Flow)
 		return e.queueFlow(m.Flow)
 	case m.RTMetric != nil:
 		return e.SubmitRT(m.RTMetric)
 	case m.RTFlow != nil:
 		return e.SubmitRT(m.RTFlow)
 	}
-	if err := e.resolveCounters(m.Counters); err != nil {
-		return err
-	}
+	e.resolveCounters(m.Counters)
 	return e.queueCounters(m.Counters)
 }

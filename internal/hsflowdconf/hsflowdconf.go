@@ -333,7 +333,6 @@ var ignoredBlocks = map[string]string{
 	"eapi":       whyNoPlatform,
 	"vpp":        whyNoPlatform,
 	"nlroute":    "route and link notifications are not supported",
-	"port":       whyNoPlatform,
 }
 
 // ignoredSettings are sflow-level settings that do not apply.
@@ -356,7 +355,6 @@ var ignoredSettings = map[string]string{
 	"nflogprobability":   whyOtherSampler,
 	"jsonfifo":           "the JSON API is a loopback UDP socket only",
 	"samplingdirection":  whyDeprecated + " (ignored by hsflowd too)",
-	"droppriv":           whyNotHere,
 }
 
 // sflowItem reads one item of the sflow block.

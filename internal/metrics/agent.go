@@ -33,7 +33,7 @@ var (
 	collDatagrams  = desc("collector_datagrams_sent_total", "Datagrams sent to the collector.", "receiver", "collector")
 	collBytes      = desc("collector_bytes_sent_total", "Bytes of datagrams sent to the collector.", "receiver", "collector")
 	collSendErrors = desc("collector_send_errors_total", "Datagrams to the collector the socket refused.", "receiver", "collector")
-	collLost       = desc("collector_samples_lost_total", "Samples for the collector that did not reach it, by reason (send_error: in a refused datagram; too_large: above its maximum datagram size; no_socket: its socket could not be opened).", "receiver", "collector", "reason")
+	collLost       = desc("collector_samples_lost_total", "Samples for the collector that did not reach it, by reason (send_error: in a datagram the socket refused or could not send — no route, no resolved address, ICMP unreachable; too_large: above its maximum datagram size).", "receiver", "collector", "reason")
 )
 
 // agentCollector exports the agent's per-worker and per-collector
@@ -67,15 +67,6 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(samplesDropped, s.TooLarge.Load(), w, "too_large")
 		ch <- counter(samplesDropped, s.UnknownPort.Load(), w, "unknown_port")
 	}
-	// The drop notification sub-agent's sends, as worker "drops".
-	if s := c.a.DropSenderStats(); s != nil {
-		for _, m := range workerMetrics {
-			ch <- counter(m.desc, m.get(s), "drops")
-		}
-		ch <- counter(samplesDropped, s.SamplesUnsent.Load(), "drops", "send_error")
-		ch <- counter(samplesDropped, s.TooLarge.Load(), "drops", "too_large")
-		ch <- counter(samplesDropped, s.UnknownPort.Load(), "drops", "unknown_port")
-	}
 	for _, t := range c.a.CollectorStats() {
 		r, addr := strconv.Itoa(t.Receiver), t.Address.String()
 		ch <- counter(collDatagrams, t.Datagrams, r, addr)
@@ -83,6 +74,5 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(collSendErrors, t.SendErrors, r, addr)
 		ch <- counter(collLost, t.SamplesUnsent, r, addr, "send_error")
 		ch <- counter(collLost, t.TooLarge, r, addr, "too_large")
-		ch <- counter(collLost, t.NoSocket, r, addr, "no_socket")
 	}
 }

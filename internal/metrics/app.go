@@ -38,13 +38,13 @@ var (
 
 type appCollector struct {
 	stats *app.Stats
-	api   syscall.Conn
+	api   []syscall.Conn
 }
 
 // NewAppCollector returns a collector of the application sub-agent's
-// counters (sflowswitchd_app_*) and, when api is not nil, the kernel
-// drops of its API socket.
-func NewAppCollector(stats *app.Stats, api syscall.Conn) prometheus.Collector {
+// counters (sflowswitchd_app_*) and, when api sockets are given, the sum
+// of their kernel drops (the API listens on 127.0.0.1 and ::1).
+func NewAppCollector(stats *app.Stats, api ...syscall.Conn) prometheus.Collector {
 	return appCollector{stats, api}
 }
 
@@ -67,11 +67,23 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range app.Reasons() {
 		ch <- counter(appRejected, c.stats.Rejected(r), r.String())
 	}
-	if c.api != nil {
-		if n, err := SocketDrops(c.api); err != nil {
+	if len(c.api) > 0 {
+		var sum uint64
+		var err error
+		for _, conn := range c.api {
+			if conn == nil {
+				continue
+			}
+			n, e := SocketDrops(conn)
+			sum += n
+			if e != nil {
+				err = e
+			}
+		}
+		if err != nil {
 			ch <- prometheus.NewInvalidMetric(apiDrops, err)
 		} else {
-			ch <- counter(apiDrops, n)
+			ch <- counter(apiDrops, sum)
 		}
 	}
 }

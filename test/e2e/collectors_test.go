@@ -18,13 +18,13 @@ func TestTwoCollectors(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	colA := listen(t, lab, 6343)
 	colB := listen(t, lab, 6344)
-	// Drop notifications off: the test frames are dropped by the bridge
-	// (their destination is their sender), and the drop sub-agent's
-	// datagrams to the vanished collector would take the collector's
-	// rate-limited ICMP errors, which then surface on that sub-agent's
-	// socket at its next drop, not on the workers' within the test's window.
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr), "-collector", fmt.Sprintf("%s:6344", lab.CollectorAddr),
-		"-sampling", fmt.Sprint(n), "-ports", "p1,p2", "-polling", "0", "-drops", "off")
+		"-sampling", fmt.Sprint(n), "-ports", "p1,p2", "-polling", "0",
+		// Drop notifications off: their datagrams to the gone collector
+		// would share its ICMP port-unreachable budget (one per second per
+		// peer after a burst) with the workers' sockets, so whether a
+		// worker's socket sees ECONNREFUSED would be left to chance.
+		"-drops", "off")
 	d.waitReady(t, lab, "p1", "p2")
 
 	// Phase 1: both collectors alive.

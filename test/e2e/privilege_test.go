@@ -192,6 +192,15 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		}
 	}
 	t.Logf("uid %s, capabilities %s: %d flow samples of %d frames at 1 in %d", strings.Fields(st["Uid"])[0], daemonCaps, len(fs), k, n)
+	who, extra := "user nobody", ""
+	if !nobody {
+		who, extra = "root, every other capability dropped", "; SFLOW-MIB served through snmpd"
+	}
+	recordFault(t, faultRow{
+		Fault: "least privilege (" + who + ")", Done: "setpriv: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON, CAP_NET_RAW only, no_new_privs",
+		Observed: fmt.Sprintf("attached, %d flow samples of %d frames at 1 in %d, counters polled%s", len(fs), k, n, extra),
+		PeakRSS:  usage(t, d.cmd.Process.Pid).HWM,
+	})
 }
 
 // sflowAgentAddressOID is SFLOW-MIB sFlowAgentAddress.0.
