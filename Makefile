@@ -40,6 +40,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./sflow/
 	@if [ -d snmpd ] && grep -q 'func FuzzDecodePDU' snmpd/*_test.go 2>/dev/null; then \
 		$(GO) test -run '^$$' -fuzz '^FuzzDecodePDU$$' -fuzztime $(FUZZTIME) ./snmpd/; fi
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRT$$' -fuzztime $(FUZZTIME) ./agent/app/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/hsflowdconf/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ethernet/
 
 bench: deps build
 	./bench/run.sh

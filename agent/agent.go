@@ -48,6 +48,13 @@ type Options struct {
 	// competes with another worker for a core.
 	PinCPUs bool
 	Logger  *slog.Logger
+	// SendBatch is the number of datagrams a worker sends per system call
+	// (0: the sender's default, 32; 1: one write(2) per datagram).
+	SendBatch int
+	// SendNoGSO sends every datagram as a message of its own, even where
+	// UDP GSO could carry a run of equal-size datagrams as one. SendBatch
+	// and SendNoGSO are for comparisons (bench/daemon live -send).
+	SendNoGSO bool
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -79,7 +86,9 @@ func New(opts Options) *Agent {
 	a := &Agent{opts: opts, log: opts.Logger, start: time.Now(),
 		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
 	for i := 0; i < opts.Workers; i++ {
-		a.workers = append(a.workers, newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64()))
+		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
+		a.workers = append(a.workers, w)
 	}
 	return a
 }

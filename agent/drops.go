@@ -88,6 +88,8 @@ type DropReporter struct {
 	// (before the configuration, or without an agent address): counted in
 	// the drops field with the kernel's losses.
 	unsent uint64
+	// lostBase are the losses of earlier sources (Run calls).
+	lostBase uint64
 	// src2 and lostRead: the source being read, and whether its losses
 	// were read for the current batch.
 	src2     DropSource
@@ -157,17 +159,17 @@ func (r *DropReporter) applyReceivers() {
 			delete(want, idx)
 			continue
 		}
-		if err := o.close(); err != nil {
+		last, err := o.Close()
+		if err != nil {
 			r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 		}
-		// After close, o.seq is the sequence of the next, unsent datagram.
-		r.seqs[idx] = o.seq - 1
+		r.seqs[idx] = last
 		delete(r.outs, idx)
 		delete(r.outCfg, idx)
 	}
 	r.outAddr = agent
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], &r.stats.Sender, r.uptime)
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue
@@ -188,13 +190,27 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 	defer stop()
 	r.mu.Lock()
 	r.src = src
+	r.changed = true // (re)open the receivers' streams: a previous Run closed them
 	r.mu.Unlock()
 	defer func() {
+		// The kernel's losses so far stay in the drops field when the
+		// source is replaced (notifications turned off and on).
+		if lost, err := src.Lost(); err == nil {
+			r.lostBase += lost
+		} else {
+			r.log.Warn("reading lost drop notifications", "err", err)
+		}
+		r.mu.Lock()
+		r.src = nil
+		r.mu.Unlock()
 		for idx, o := range r.outs {
-			if err := o.close(); err != nil {
+			last, err := o.Close()
+			if err != nil {
 				r.log.Warn("closing drop receiver", "receiver", idx, "err", err)
 			}
+			r.seqs[idx] = last
 			delete(r.outs, idx)
+			delete(r.outCfg, idx)
 		}
 	}()
 	for ctx.Err() == nil {
@@ -202,7 +218,7 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 		r.src2, r.lostRead = src, false
 		_, err := src.ReadDrops(r.handle)
 		for _, o := range r.outs {
-			o.flush()
+			o.Flush()
 		}
 		if errors.Is(err, os.ErrClosed) {
 			return
@@ -224,7 +240,7 @@ func (r *DropReporter) add(n *DropNotification) {
 		// the kernel's losses up to now.
 		r.lostRead = true
 		if lost, err := r.src2.Lost(); err == nil {
-			r.lost = lost + r.unsent
+			r.lost = r.lostBase + lost + r.unsent
 		} else {
 			r.log.Warn("reading lost drop notifications", "err", err)
 		}
@@ -267,9 +283,7 @@ func (r *DropReporter) add(n *DropNotification) {
 	}
 	r.stats.Notifications.Add(1)
 	for _, o := range r.outs {
-		if !o.add(s) {
-			r.stats.Sender.TooLarge.Add(1)
-		}
+		_ = o.Add(s) // a too-large sample is counted by the sender
 	}
 }
 

@@ -121,6 +121,7 @@ type worker struct {
 	output     OutputLookup
 	start      time.Time
 	stats      WorkerStats
+	send       sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng
@@ -199,7 +200,16 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// "idle cost near zero"; docs/ARCHITECTURE.md "Packet
 			// sampling"). Configuration (Waker) and ticks are handled
 			// between batches.
-			_, err := src.ReadSamples(nextTick, w.handleFn)
+			n, err := src.ReadSamples(nextTick, w.handleFn)
+			if n > 0 {
+				// The ring is drained: send the complete datagrams
+				// waiting in each receiver's batch (many per system
+				// call at high rates); the datagrams being filled wait
+				// for more samples or the tick.
+				for _, r := range w.receivers {
+					r.SendQueued()
+				}
+			}
 			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				w.stats.ReadErrors.Add(1)
 				if ctx.Err() == nil {
@@ -291,10 +301,8 @@ func (w *worker) handle(ps *PacketSample) {
 			Output:         output,
 			Records:        w.frecs[:nrecs],
 		}
-		if s.out.add(&w.fs) {
+		if s.out.Add(&w.fs) == nil { // a too-large sample is counted by the sender
 			w.stats.FlowSamples.Add(1)
-		} else {
-			w.stats.TooLarge.Add(1)
 		}
 	}
 }
@@ -315,7 +323,7 @@ func (w *worker) tick() {
 		w.poll(p)
 	}
 	for _, r := range w.receivers {
-		r.flush()
+		r.Flush()
 	}
 }
 
@@ -334,10 +342,8 @@ func (w *worker) poll(p *poller) {
 	}
 	p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
-	if p.out.add(&w.cs) {
+	if p.out.Add(&w.cs) == nil {
 		w.stats.CounterSamples.Add(1)
-	} else {
-		w.stats.TooLarge.Add(1)
 	}
 }
 
@@ -358,28 +364,20 @@ func (w *worker) apply(cfg workerConfig) {
 			delete(old, rc.Index)
 			continue
 		}
-		var seq uint32
+		var lastSeq uint32
 		if r, ok := old[rc.Index]; ok {
-			// r.seq numbers the datagram r is building. If it holds
-			// samples, r.close below sends it and the new stream goes on
-			// with the next number; if it is empty it is never sent, so
-			// the new stream reuses its number (no gap in the sequence).
-			seq = r.seq
-			if r.w.Len() == 0 {
-				seq--
-			}
+			// r still sends what it holds when closed below; the new
+			// stream goes on after r's last datagram (no gap, no repeat).
+			lastSeq = r.LastSeq()
 		}
-		r, err := newReceiverOut(rc, cfg.agent, w.subAgentID(), seq, &w.stats, w.uptime)
-		if err == nil {
-			r.coll = w.collectors.get(CollectorKey{rc.Index, rc.Address})
-		}
+		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq)
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
 		}
-		if r.conn == nil && w.id == 0 {
+		if err := r.DialErr(); err != nil && w.id == 0 {
 			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
-				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", r.dialErr)
+				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", err)
 		}
 		w.receivers[rc.Index] = r
 	}
@@ -476,7 +474,7 @@ func (w *worker) closeAll() {
 
 // closeReceiver flushes and closes one receiver stream.
 func (w *worker) closeReceiver(r *receiverOut) {
-	if err := r.close(); err != nil {
+	if _, err := r.Close(); err != nil {
 		w.log.Warn("closing receiver socket", "receiver", r.cfg.Index, "err", err)
 	}
 }

@@ -45,6 +45,7 @@ const (
 	DropsMapEvents         = "events"
 	DropsMapPortDrops      = "port_drops"
 	DropsMapReasonDrops    = "reason_drops"
+	DropsMapReasonDropsExt = "reason_drops_ext"
 	DropsMapStats          = "stats"
 	DropsProgKfreeSkbDrops = "kfree_skb_drops"
 )
@@ -98,12 +99,13 @@ type DropsProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type DropsMapSpecs struct {
-	Config      *ebpf.MapSpec `ebpf:"config"`
-	DropBudget  *ebpf.MapSpec `ebpf:"drop_budget"`
-	Events      *ebpf.MapSpec `ebpf:"events"`
-	PortDrops   *ebpf.MapSpec `ebpf:"port_drops"`
-	ReasonDrops *ebpf.MapSpec `ebpf:"reason_drops"`
-	Stats       *ebpf.MapSpec `ebpf:"stats"`
+	Config         *ebpf.MapSpec `ebpf:"config"`
+	DropBudget     *ebpf.MapSpec `ebpf:"drop_budget"`
+	Events         *ebpf.MapSpec `ebpf:"events"`
+	PortDrops      *ebpf.MapSpec `ebpf:"port_drops"`
+	ReasonDrops    *ebpf.MapSpec `ebpf:"reason_drops"`
+	ReasonDropsExt *ebpf.MapSpec `ebpf:"reason_drops_ext"`
+	Stats          *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // DropsVariableSpecs contains global variables before they are loaded into the kernel.
@@ -132,12 +134,13 @@ func (o *DropsObjects) Close() error {
 //
 // It can be passed to LoadDropsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type DropsMaps struct {
-	Config      *ebpf.Map `ebpf:"config"`
-	DropBudget  *ebpf.Map `ebpf:"drop_budget"`
-	Events      *ebpf.Map `ebpf:"events"`
-	PortDrops   *ebpf.Map `ebpf:"port_drops"`
-	ReasonDrops *ebpf.Map `ebpf:"reason_drops"`
-	Stats       *ebpf.Map `ebpf:"stats"`
+	Config         *ebpf.Map `ebpf:"config"`
+	DropBudget     *ebpf.Map `ebpf:"drop_budget"`
+	Events         *ebpf.Map `ebpf:"events"`
+	PortDrops      *ebpf.Map `ebpf:"port_drops"`
+	ReasonDrops    *ebpf.Map `ebpf:"reason_drops"`
+	ReasonDropsExt *ebpf.Map `ebpf:"reason_drops_ext"`
+	Stats          *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *DropsMaps) Close() error {
@@ -147,6 +150,7 @@ func (m *DropsMaps) Close() error {
 		m.Events,
 		m.PortDrops,
 		m.ReasonDrops,
+		m.ReasonDropsExt,
 		m.Stats,
 	)
 }

@@ -33,8 +33,10 @@ const MaxIfIndex = 65536
 
 // MaxPortsLimit is the largest Config.MaxPorts: a port slot costs 64 bytes
 // per possible CPU of locked kernel memory (counters), MaxQueues XSKMAP
-// entries (8 bytes each) and a hash entry for large ifindexes.
-const MaxPortsLimit = 1 << 20
+// entries (8 bytes each) and a hash entry for large ifindexes. With the
+// default 64 queues, 2^18 ports take the largest XSKMAP allowed here
+// (2^24 entries, 128 MiB).
+const MaxPortsLimit = 1 << 18
 
 // MaxHeaderBytes is the largest header copy per sample.
 const MaxHeaderBytes = 256

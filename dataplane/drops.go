@@ -237,6 +237,10 @@ func (d *Drops) Close() error {
 // what is in the ring.
 func (d *Drops) Wake() error { return d.rd.Flush() }
 
+// Program returns the attached kfree_skb program (for its run-time
+// statistics in benchmarks).
+func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
+
 // SetDeadline bounds the next Read (zero: no deadline). It must not be
 // called while a Read is blocked (use Wake).
 func (d *Drops) SetDeadline(t time.Time) { d.rd.SetDeadline(t) }
@@ -330,7 +334,20 @@ func (d *Drops) Stats() (DropStats, error) {
 // ReasonCounts returns the exact drops per kernel reason code, summed
 // over CPUs.
 func (d *Drops) ReasonCounts() (map[uint32]uint64, error) {
-	return sumPerCPU(d.objs.ReasonDrops)
+	core, err := sumPerCPU(d.objs.ReasonDrops)
+	if err != nil {
+		return nil, err
+	}
+	ext, err := sumPerCPU(d.objs.ReasonDropsExt)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range core {
+		if v != 0 {
+			ext[k] = v
+		}
+	}
+	return ext, nil
 }
 
 // PortCounts returns the exact drops per port ifindex (the egress port of

@@ -40,6 +40,12 @@ usage: lab.sh COMMAND [ARGS]
   addport PREFIX I   hot-plug switch port pI and host namespace PREFIX-hI
   delport PREFIX I   remove switch port pI and host namespace PREFIX-hI
   status PREFIX      show the lab's namespaces, links and addresses
+  scale PREFIX N [FIRST_IFINDEX]
+                     a scale lab: PREFIX-sw (br0, mgmt0) and PREFIX-col as
+                     for up, plus N veth pairs sI (in PREFIX-sw, up, no
+                     bridge) <-> qI (in PREFIX-peer, up), created in one
+                     batch; with FIRST_IFINDEX, sI gets ifindex
+                     FIRST_IFINDEX+I-1. N: 1..65535.
 
 PREFIX: 1-8 characters [A-Za-z0-9_], starting with a letter (interface names
 are limited to 15 characters; namespaces are named PREFIX-sw, PREFIX-hI,
@@ -89,7 +95,7 @@ lab_namespaces() {
 	local p=$1 name
 	# `ip netns list` prints "NAME" or "NAME (id: N)".
 	ip netns list 2>/dev/null | while read -r name _; do
-		if [[ "$name" == "$p-sw" || "$name" == "$p-col" || "$name" =~ ^"$p"-h[0-9]+$ ]]; then
+		if [[ "$name" == "$p-sw" || "$name" == "$p-col" || "$name" == "$p-peer" || "$name" =~ ^"$p"-h[0-9]+$ ]]; then
 			echo "$name"
 		fi
 	done
@@ -112,12 +118,18 @@ new_ns() {
 # remove_ns NAME: delete every link in NAME (so nothing lingers if a process
 # still holds the namespace open), then the namespace itself. Never fails.
 remove_ns() {
-	local ns=$1 link
+	local ns=$1 links link
 	ns_exists "$ns" || return 0
-	for link in $(ip -n "$ns" -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'); do
-		[ "$link" = lo ] && continue
-		ip -n "$ns" link del "$link" 2>/dev/null || true
-	done
+	links=$(ip -n "$ns" -o link show 2>/dev/null | awk -F': ' '{ sub(/@.*/, "", $2); if ($2 != "lo") print $2 }')
+	# Links are deleted one by one (synchronously) in small labs. A scale
+	# lab's thousands of veths go with the namespace: the kernel then
+	# unregisters them in one batch (one RCU grace period, not one per
+	# link: 1000 veths take ~20 s one by one).
+	if [ "$(echo "$links" | wc -l)" -le 64 ]; then
+		for link in $links; do
+			ip -n "$ns" link del "$link" 2>/dev/null || true
+		done
+	fi
 	ip netns del "$ns" 2>/dev/null || true
 }
 
@@ -170,6 +182,16 @@ cmd_up() {
 	# Remove whatever was built if any step fails.
 	trap 'rc=$?; if [ "$rc" -ne 0 ]; then cmd_down "'"$p"'"; fi' EXIT
 
+	make_core "$p"
+	for ((i = 1; i <= n; i++)); do
+		plug "$p" "$i"
+	done
+	trap - EXIT
+}
+
+# make_core creates PREFIX-sw (br0, mgmt0) and PREFIX-col.
+make_core() {
+	local p=$1 sw="$1-sw" col="$1-col"
 	new_ns "$sw"
 	ip -n "$sw" link add br0 address 02:00:00:fd:00:01 type bridge stp_state 0
 	ip -n "$sw" link set br0 up
@@ -183,10 +205,27 @@ cmd_up() {
 	ip -n "$col" link set eth0 up
 	ip -n "$sw" neigh replace 198.19.255.2 lladdr 02:00:00:fe:00:02 dev mgmt0 nud permanent
 	ip -n "$col" neigh replace 198.19.255.1 lladdr 02:00:00:fe:00:01 dev eth0 nud permanent
+}
 
+cmd_scale() {
+	local p=$1 n=$2 first=${3:-} i
+	if [ -n "$(lab_namespaces "$p")" ]; then
+		die "lab $p already exists (run: lab.sh down $p)"
+	fi
+	trap 'rc=$?; if [ "$rc" -ne 0 ]; then cmd_down "'"$p"'"; fi' EXIT
+	make_core "$p"
+	new_ns "$p-peer"
 	for ((i = 1; i <= n; i++)); do
-		plug "$p" "$i"
-	done
+		if [ -n "$first" ]; then
+			echo "link add s$i index $((first + i - 1)) type veth peer name q$i netns $p-peer"
+		else
+			echo "link add s$i type veth peer name q$i netns $p-peer"
+		fi
+		echo "link set s$i up"
+	done | ip -n "$p-sw" -batch -
+	for ((i = 1; i <= n; i++)); do
+		echo "link set q$i up"
+	done | ip -n "$p-peer" -batch -
 	trap - EXIT
 }
 
@@ -210,7 +249,7 @@ main() {
 		usage
 		return 0
 		;;
-	up | down | addport | delport | status) ;;
+	up | down | addport | delport | status | scale) ;;
 	*)
 		usage >&2
 		exit 2
@@ -250,6 +289,15 @@ main() {
 		[ $# -eq 1 ] || die "usage: lab.sh status PREFIX"
 		check_prefix "$1"
 		cmd_status "$1"
+		;;
+	scale)
+		[ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: lab.sh scale PREFIX N [FIRST_IFINDEX]"
+		check_prefix "$1"
+		[[ "$2" =~ ^[1-9][0-9]{0,4}$ ]] && (("$2" <= 65535)) || die "bad N '$2': want 1..65535"
+		if [ $# -eq 3 ]; then
+			[[ "$3" =~ ^[1-9][0-9]{0,9}$ ]] && (("$3" + "$2" - 1 <= 2147483647)) || die "bad FIRST_IFINDEX '$3'"
+		fi
+		cmd_scale "$@"
 		;;
 	esac
 }

@@ -92,6 +92,10 @@ func Decode(b []byte) (*Datagram, error) {
 			s = decodeFlowSample(sub, f == FormatFlowSampleExpanded)
 		case FormatCounterSample, FormatCounterSampleExpanded:
 			s = decodeCounterSample(sub, f == FormatCounterSampleExpanded)
+		case FormatRTMetric:
+			s = decodeRTMetricSample(sub)
+		case FormatRTFlow:
+			s = decodeRTFlowSample(sub)
 		case FormatDiscardedPacket:
 			s = decodeDiscardedPacket(sub)
 		default:

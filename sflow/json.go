@@ -135,6 +135,8 @@ func (e *jsonEncoder) sample(s Sample) error {
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
+	case *RTMetricSample, *RTFlowSample:
+		e.rtSample(s)
 	case *DiscardedPacket:
 		e.buf = append(e.buf, `,"sequence_number":`...)
 		e.uint(uint64(s.SequenceNumber))

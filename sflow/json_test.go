@@ -195,6 +195,10 @@ func compareWithSflowtool(t *testing.T, got, ref map[string]any) {
 	for i := range samples {
 		s, rs := samples[i].(map[string]any), refSamples[i].(map[string]any)
 		p := fmt.Sprintf("sample[%d].", i)
+		if typ := s["type"]; typ == "rtmetric" || typ == "rtflow" {
+			compareRTWithSflowtool(t, p, s, rs)
+			continue
+		}
 		check(p+"type", tags[fmt.Sprint(s["type"])], rs["sampleType_tag"])
 		check(p+"sequence_number", num(s["sequence_number"]), rs["sampleSequenceNo"])
 		src, _ := s["source_id"].(map[string]any)

@@ -24,6 +24,10 @@ func sampleTypeName(f DataFormat) string {
 		return "flow_sample_expanded"
 	case FormatCounterSampleExpanded:
 		return "counters_sample_expanded"
+	case FormatRTMetric:
+		return "rtmetric"
+	case FormatRTFlow:
+		return "rtflow"
 	case FormatDiscardedPacket:
 		return "discarded_packet"
 	}

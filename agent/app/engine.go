@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -25,9 +24,17 @@ var hostParent = sflow.HostParent{ContainerType: sflow.SourceEntPhysicalEntry, C
 
 // Defaults of Config.
 const (
-	DefaultQueueLen    = 4096
-	DefaultMaxSources  = 256
-	DefaultIdleTimeout = 10 * time.Minute
+	DefaultQueueLen   = 4096
+	DefaultMaxSources = 256
+	// DefaultIdleTimeout is the host agent's application timeout
+	// (hsflowd mod_json.c HSP_JSON_APP_TIMEOUT, 7200 s): an application
+	// silent for two hours loses its data source (sockets, sequence
+	// numbers) until it sends again.
+	DefaultIdleTimeout = 2 * time.Hour
+	// DefaultReclaimIdle is how long a data source must have been idle
+	// before a new application may take its slot when every slot is in
+	// use (issue 10, defect 10).
+	DefaultReclaimIdle = 10 * time.Second
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.
 	DefaultFlushInterval = time.Second
@@ -44,6 +51,12 @@ type Config struct {
 	// IdleTimeout closes a data source (its sockets and sequence numbers)
 	// that sent nothing for this long.
 	IdleTimeout time.Duration
+	// ReclaimIdle: when MaxSources data sources exist, a new application
+	// takes the slot of the least recently active one if that one has
+	// been idle this long (default DefaultReclaimIdle), so one process
+	// that once used every slot cannot lock other applications out until
+	// IdleTimeout; only sources active within ReclaimIdle are protected.
+	ReclaimIdle time.Duration
 	// FlushInterval is the longest a sample waits in a datagram.
 	FlushInterval time.Duration
 	// APM, when set, receives every flow sample as a transaction weighted
@@ -51,6 +64,28 @@ type Config struct {
 	APM *apm.Engine
 	// Logger gets the (rate-limited) rejection and socket errors.
 	Logger *slog.Logger
+	// StateFile keeps the data source indexes assigned to applications
+	// without a service port, so that they survive restarts; "" = kept
+	// in memory only.
+	StateFile string
+}
+
+// RTSubAgent is the sub_agent_id (and data source key) of the rtmetric
+// and rtflow samples: the host agent sends them in its own datagrams,
+// whose sub_agent_id defaults to 100000 (hsflowd.h
+// HSP_DEFAULT_SUBAGENTID). It is outside every application data source
+// range (ports, 150000+, 200000+).
+const RTSubAgent = 100000
+
+// dropSlots are the per data source drop counters: service ports
+// (index = port) and the named range (65536 + index - NamedIndexBase).
+const dropSlots = 65536 + namedIndexEnd - NamedIndexBase
+
+func dropSlot(index uint32) uint32 {
+	if index < 65536 {
+		return index
+	}
+	return 65536 + index - NamedIndexBase
 }
 
 // Engine is the application sub-agent: it takes application samples
@@ -72,9 +107,11 @@ type Engine struct {
 	rlog  rejectLog
 	start time.Time
 
-	// drops are per data source ([0] server, [1] client) samples lost in
-	// the queue, reported in the flow samples' drops field.
-	drops [2][65536]atomic.Uint32
+	// drops are per data source ([0] server, [1] client; see dropSlot)
+	// samples lost in the queue, reported in the flow samples' drops
+	// field.
+	drops [2][dropSlots]atomic.Uint32
+	reg   *registry
 
 	mu        sync.Mutex
 	receivers []agent.ReceiverConfig
@@ -83,16 +120,20 @@ type Engine struct {
 
 	// Owned by the Run goroutine.
 	appliedGen uint64
-	sources    map[uint16]*source
+	sources    map[uint32]*source
 	recs       []sflow.Record
 	fs         sflow.FlowSample
 	cs         sflow.CounterSample
 	apmApps    map[string]uint32
+	// queued are the sources with complete datagrams waiting in their
+	// senders' batches: sent when the queue is empty.
+	queued []*source
 }
 
 type item struct {
 	flow     *FlowSample
 	counters *CounterSample
+	rt       sflow.Sample // *sflow.RTMetricSample or *sflow.RTFlowSample
 }
 
 // New returns an engine. Call Run to start it.
@@ -109,6 +150,9 @@ func New(cfg Config) *Engine {
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = DefaultFlushInterval
 	}
+	if cfg.ReclaimIdle <= 0 {
+		cfg.ReclaimIdle = DefaultReclaimIdle
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -117,8 +161,9 @@ func New(cfg Config) *Engine {
 		log:     cfg.Logger,
 		queue:   make(chan item, cfg.QueueLen),
 		start:   time.Now(),
-		sources: map[uint16]*source{},
+		sources: map[uint32]*source{},
 		apmApps: map[string]uint32{},
+		reg:     newRegistry(cfg.StateFile, cfg.MaxSources, cfg.Logger),
 	}
 	e.rlog.log = cfg.Logger
 	return e
@@ -178,7 +223,44 @@ func (e *Engine) SubmitFlow(f *FlowSample) error {
 		e.Reject(err)
 		return err
 	}
+	e.resolveFlow(f)
 	return e.queueFlow(f)
+}
+
+// resolveFlow sets the data source index of a validated flow sample (0:
+// a new application without a port, assigned by the Run goroutine).
+func (e *Engine) resolveFlow(f *FlowSample) {
+	f.index = e.reg.resolve(f.AppName, f.ServicePort)
+}
+
+// resolveCounters sets the data source index of a validated counters
+// sample: its port, else the data source its application name is on.
+func (e *Engine) resolveCounters(c *CounterSample) {
+	c.index = e.reg.resolve(c.AppName, c.ServicePort)
+}
+
+// namedSource returns the data source of an application without a port
+// whose index is not known yet (index 0): a slot is found first (as for
+// any new application, reclaiming an idle one), then its index assigned.
+func (e *Engine) namedSource(name string, index *uint32, now time.Time) *source {
+	if *index == 0 {
+		// Assigned meanwhile, by an earlier message of the same
+		// application still in the queue when this one was submitted?
+		*index = e.reg.resolve(name, 0)
+	}
+	if *index == 0 {
+		if len(e.sources) >= e.cfg.MaxSources && !e.reclaim(now) {
+			e.Reject(reject(ReasonTooManySources, "application %q: already %d application data sources, all active within %v", name, len(e.sources), e.cfg.ReclaimIdle))
+			return nil
+		}
+		idx, err := e.reg.assign(name)
+		if err != nil {
+			e.Reject(err)
+			return nil
+		}
+		*index = idx
+	}
+	return e.source(*index, now)
 }
 
 // queueFlow queues a validated flow sample.
@@ -189,10 +271,12 @@ func (e *Engine) queueFlow(f *FlowSample) error {
 		return nil
 	default:
 		side := 0
-		if f.Client {
+		if f.Client && f.ServicePort != 0 {
 			side = 1
 		}
-		e.drops[side][f.ServicePort].Add(1)
+		if f.index != 0 { // a new application has no data source to report it yet
+			e.drops[side][dropSlot(f.index)].Add(1)
+		}
 		e.Reject(rejectFlowQueueFull)
 		return ErrQueueFull
 	}
@@ -204,7 +288,30 @@ func (e *Engine) SubmitCounters(c *CounterSample) error {
 		e.Reject(err)
 		return err
 	}
+	e.resolveCounters(c)
 	return e.queueCounters(c)
+}
+
+var rejectRTQueueFull = &RejectError{Reason: ReasonQueueFull, Detail: "rtmetric/rtflow sample dropped"}
+
+// SubmitRT queues an rtmetric or rtflow sample (as ParseJSON returns
+// them), sent in the datagrams of sub-agent RTSubAgent. It never blocks.
+func (e *Engine) SubmitRT(s sflow.Sample) error {
+	switch s.(type) {
+	case *sflow.RTMetricSample, *sflow.RTFlowSample:
+	default:
+		err := reject(ReasonBadMessage, "%T is not an rtmetric or rtflow sample", s)
+		e.Reject(err)
+		return err
+	}
+	select {
+	case e.queue <- item{rt: s}:
+		e.stats.Accepted.Add(1)
+		return nil
+	default:
+		e.Reject(rejectRTQueueFull)
+		return ErrQueueFull
+	}
 }
 
 // queueCounters queues a validated counters sample.
@@ -238,11 +345,22 @@ func (e *Engine) Run(ctx context.Context) {
 			}
 		case it := <-e.queue:
 			e.handle(it, time.Now())
+			if len(e.queue) == 0 {
+				// Nothing more to encode for now: send the complete
+				// datagrams (the ones being filled wait for the tick).
+				for _, s := range e.queued {
+					s.sendQueued()
+				}
+				clear(e.queued)
+				e.queued = e.queued[:0]
+			}
 		case now := <-tick.C:
 			e.applyConfig()
 			for _, s := range e.sources {
 				s.flush()
 			}
+			clear(e.queued)
+			e.queued = e.queued[:0]
 			e.expire(now)
 			if e.cfg.APM != nil {
 				e.cfg.APM.Tick(now)
@@ -258,30 +376,54 @@ func (e *Engine) handle(it item, now time.Time) {
 		e.feedAPM(it.flow, now)
 	} else if it.counters != nil {
 		e.encodeCounters(it.counters, now)
+	} else if it.rt != nil {
+		e.encodeRT(it.rt, now)
 	}
 }
 
 func (e *Engine) uptime() uint32 { return uint32(time.Since(e.start).Milliseconds()) }
 
-// source returns the data source of port, creating it; nil when there are
-// already MaxSources.
-func (e *Engine) source(port uint16, now time.Time) *source {
-	if s := e.sources[port]; s != nil {
+// source returns the sub-agent of data source index (a service port, a
+// named index from 150000, or RTSubAgent), creating it; nil when there
+// are already MaxSources.
+func (e *Engine) source(index uint32, now time.Time) *source {
+	if s := e.sources[index]; s != nil {
 		s.last = now
 		return s
 	}
-	if len(e.sources) >= e.cfg.MaxSources {
-		e.Reject(reject(ReasonTooManySources, "service port %d: already %d application data sources", port, len(e.sources)))
+	if len(e.sources) >= e.cfg.MaxSources && !e.reclaim(now) {
+		e.Reject(reject(ReasonTooManySources, "data source %d: already %d application data sources, all active within %v", index, len(e.sources), e.cfg.ReclaimIdle))
 		return nil
 	}
-	s := &source{e: e, port: port, last: now}
+	s := &source{e: e, index: index, last: now}
 	e.mu.Lock()
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
 	s.open(rs, addr, nil)
-	e.sources[port] = s
+	e.sources[index] = s
 	e.stats.Sources.Store(int64(len(e.sources)))
 	return s
+}
+
+// reclaim closes the least recently active data source if it has been
+// idle for ReclaimIdle, flushing what it holds, and reports whether a slot
+// was freed. Runs only when every slot is taken (a linear scan of at most
+// MaxSources sources).
+func (e *Engine) reclaim(now time.Time) bool {
+	var lru *source
+	for _, s := range e.sources {
+		if lru == nil || s.last.Before(lru.last) {
+			lru = s
+		}
+	}
+	if lru == nil || now.Sub(lru.last) < e.cfg.ReclaimIdle {
+		return false
+	}
+	lru.close()
+	delete(e.sources, lru.index)
+	e.reg.forget(lru.index)
+	e.stats.SourcesReclaimed.Add(1)
+	return true
 }
 
 // applyConfig rebuilds every source's outputs after SetReceivers or
@@ -296,29 +438,25 @@ func (e *Engine) applyConfig() {
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
 	for _, s := range e.sources {
-		s.close() // gives back the unsent datagram's sequence number
-		seqs := map[int]uint32{}
-		for _, o := range s.outs {
-			seqs[o.cfg.Index] = o.seq
-		}
-		s.open(rs, addr, seqs)
+		s.open(rs, addr, s.close())
 	}
 }
 
 func (e *Engine) expire(now time.Time) {
-	for port, s := range e.sources {
+	for index, s := range e.sources {
 		if now.Sub(s.last) >= e.cfg.IdleTimeout {
 			s.close()
-			delete(e.sources, port)
+			delete(e.sources, index)
+			e.reg.forget(index)
 		}
 	}
 	e.stats.Sources.Store(int64(len(e.sources)))
 }
 
 func (e *Engine) closeAll() {
-	for port, s := range e.sources {
+	for index, s := range e.sources {
 		s.close()
-		delete(e.sources, port)
+		delete(e.sources, index)
 	}
 	e.stats.Sources.Store(0)
 }
@@ -328,20 +466,24 @@ func (e *Engine) closeAll() {
 // transaction has input = the interface the request came in on (0 if
 // unknown) and output = 0x3FFFFFFF (the local server); a client-side one
 // has input = 0x3FFFFFFF and output = the interface it was sent on, on the
-// client data source 200000+port.
+// client data source 200000+port. An application without a service port
+// has one data source (its named index) for both sides, as in the host
+// agent; the input/output convention still tells the side.
 func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
-	s := e.source(f.ServicePort, now)
+	s := e.namedSource(f.AppName, &f.index, now)
 	if s == nil {
 		return
 	}
 	e.stats.Accepted.Add(1)
 	side := 0
-	index := uint32(f.ServicePort)
+	index := f.index
 	in, out := sflow.IfIndex(f.IfIndex), sflow.IfIndex(sflow.IfIndexInternal)
 	if f.Client {
-		side = 1
-		index += clientIndexBase
 		in, out = out, in
+		if f.ServicePort != 0 {
+			side = 1
+			index += clientIndexBase
+		}
 	}
 	seen := f.Seen
 	if seen == 0 {
@@ -383,7 +525,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: index},
 		SamplingRate:   f.SamplingRate,
 		SamplePool:     s.pool[side],
-		Drops:          e.drops[side][f.ServicePort].Load(),
+		Drops:          e.drops[side][dropSlot(f.index)].Load(),
 		Input:          in,
 		Output:         out,
 		Records:        recs,
@@ -396,7 +538,7 @@ func (e *Engine) encodeFlow(f *FlowSample, now time.Time) {
 // encodeCounters encodes c as a counters sample of its server data source,
 // with host_parent naming the switch (sflow_host.txt).
 func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
-	s := e.source(c.ServicePort, now)
+	s := e.namedSource(c.AppName, &c.index, now)
 	if s == nil {
 		return
 	}
@@ -422,7 +564,7 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	e.recs = recs
 	e.cs = sflow.CounterSample{
 		SequenceNumber: s.cntSeq,
-		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: uint32(c.ServicePort)},
+		Source:         sflow.DataSource{Type: sflow.SourceEntLogicalEntry, Index: c.index},
 		Records:        recs,
 	}
 	s.add(&e.cs)
@@ -430,140 +572,114 @@ func (e *Engine) encodeCounters(c *CounterSample, now time.Time) {
 	clear(e.recs[:len(recs)])
 }
 
+// encodeRT sends an rtmetric (counted as a counter sample) or rtflow
+// (counted as a flow sample) in the datagrams of sub-agent RTSubAgent.
+func (e *Engine) encodeRT(smp sflow.Sample, now time.Time) {
+	s := e.source(RTSubAgent, now)
+	if s == nil {
+		return
+	}
+	s.add(smp)
+	if _, ok := smp.(*sflow.RTFlowSample); ok {
+		e.stats.FlowSamples.Add(1)
+	} else {
+		e.stats.CounterSamples.Add(1)
+	}
+}
+
 // source is one application data source: a sub-agent with
-// sub_agent_id = service port.
+// sub_agent_id = its data source index (the service port, or the index
+// assigned to the application's name), or the rtmetric/rtflow sub-agent.
 type source struct {
 	e       *Engine
-	port    uint16
+	index   uint32
 	outs    []*output
 	flowSeq [2]uint32 // [server, client] flow_sample sequence numbers
 	pool    [2]uint32 // [server, client] sample_pool
 	cntSeq  uint32
 	last    time.Time
+	queued  bool // on Engine.queued
 }
 
-// open creates an output per receiver; seqs continues datagram sequence
-// numbers by receiver index.
-func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, seqs map[int]uint32) {
+// open creates an output per receiver; lastSeqs continues datagram
+// sequence numbers by receiver index.
+func (s *source) open(rs []agent.ReceiverConfig, addr netip.Addr, lastSeqs map[int]uint32) {
 	s.outs = s.outs[:0]
 	for _, rc := range rs {
-		o, err := newOutput(rc, addr, uint32(s.port), seqs[rc.Index], &s.e.stats, s.e.uptime)
+		o, err := newOutput(rc, addr, s.index, lastSeqs[rc.Index], &s.e.stats, s.e.uptime)
 		if err != nil {
-			s.e.log.Error("application data source: no socket to a receiver", "port", s.port, "receiver", rc.Index, "err", err)
+			s.e.log.Error("application data source: no socket to a receiver", "index", s.index, "receiver", rc.Index, "err", err)
 			continue
 		}
 		s.outs = append(s.outs, o)
 	}
 }
 
+// add encodes smp for every receiver. A sample that completes a datagram
+// puts the source on the engine's list of sources with datagrams to send.
 func (s *source) add(smp sflow.Sample) {
 	for _, o := range s.outs {
-		o.add(smp)
+		_ = o.Add(smp) // a too-large sample is counted by the sender
+		if o.Queued() > 0 && !s.queued {
+			s.queued = true
+			s.e.queued = append(s.e.queued, s)
+		}
 	}
+}
+
+// sendQueued sends the outputs' complete datagrams.
+func (s *source) sendQueued() {
+	for _, o := range s.outs {
+		o.SendQueued()
+	}
+	s.queued = false
 }
 
 func (s *source) flush() {
 	for _, o := range s.outs {
-		o.flush()
+		o.Flush()
 	}
+	s.queued = false
 }
 
-// close sends what the outputs buffered and closes their sockets.
-func (s *source) close() {
+// close sends what the outputs buffered, closes their sockets and returns
+// each receiver's last datagram sequence number, by receiver index.
+func (s *source) close() map[int]uint32 {
+	last := make(map[int]uint32, len(s.outs))
 	for _, o := range s.outs {
-		o.close()
+		seq, err := o.Close()
+		if err != nil {
+			s.e.log.Warn("application data source: closing a receiver socket", "index", s.index, "receiver", o.index, "err", err)
+		}
+		last[o.index] = seq
 	}
+	s.queued = false
+	return last
 }
 
 // output is one data source's datagram stream to one receiver: its own
-// buffer, sequence number and connected UDP socket.
+// sender (datagram batch, sequence numbers, connected UDP socket).
 type output struct {
-	cfg    agent.ReceiverConfig
-	w      *sflow.DatagramWriter
-	seq    uint32
-	conn   *net.UDPConn
-	raw    syscall.RawConn
-	stats  *Stats
-	uptime func() uint32
-
-	pending []byte
-	sendN   int
-	sendErr error
-	sendFn  func(fd uintptr) bool
+	index int // the receiver's index
+	*sender.Sender
 }
 
-func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, seq uint32, stats *Stats, uptime func() uint32) (*output, error) {
-	size := rc.MaxDatagramSize
-	if size == 0 {
-		size = sflow.DefaultMaxDatagramSize
-	}
-	w, err := sflow.NewDatagramWriter(addr, subAgent, size)
+func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint32, stats *Stats, uptime func() uint32) (*output, error) {
+	s, err := sender.New(sender.Config{
+		Collector:       rc.Address,
+		MaxDatagramSize: rc.MaxDatagramSize,
+		Agent:           addr,
+		SubAgent:        subAgent,
+		LastSeq:         lastSeq,
+		Uptime:          uptime,
+		Counters: []sender.Counters{{
+			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
+			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
+			TooLarge: &stats.TooLarge,
+		}},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
 	}
-	conn, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(rc.Address))
-	if err != nil {
-		return nil, fmt.Errorf("receiver %d: socket to %s: %w", rc.Index, rc.Address, err)
-	}
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)
-	}
-	o := &output{cfg: rc, w: w, seq: seq, conn: conn, raw: raw, stats: stats, uptime: uptime}
-	// One non-blocking send attempt: a full socket buffer or an
-	// unreachable collector costs a counted send error, never a stalled
-	// engine.
-	o.sendFn = func(fd uintptr) bool {
-		o.sendN, o.sendErr = syscall.Write(int(fd), o.pending)
-		return true
-	}
-	o.begin()
-	return o, nil
-}
-
-func (o *output) begin() {
-	o.seq++
-	o.w.Begin(o.seq, o.uptime())
-}
-
-func (o *output) add(s sflow.Sample) {
-	err := o.w.Add(s)
-	if errors.Is(err, sflow.ErrDatagramFull) {
-		o.flush()
-		err = o.w.Add(s)
-	}
-	if err != nil {
-		o.stats.TooLarge.Add(1)
-	}
-}
-
-// flush sends the datagram if it holds a sample and starts the next one.
-func (o *output) flush() {
-	if o.w.Len() == 0 {
-		return
-	}
-	o.pending = o.w.Bytes()
-	o.sendN, o.sendErr = 0, nil
-	if err := o.raw.Write(o.sendFn); err != nil {
-		o.sendErr = err
-	}
-	if o.sendErr != nil || o.sendN != len(o.pending) {
-		o.stats.SendErrors.Add(1)
-		o.stats.SamplesUnsent.Add(uint64(o.w.Len()))
-	} else {
-		o.stats.Datagrams.Add(1)
-		o.stats.Bytes.Add(uint64(len(o.pending)))
-	}
-	o.pending = nil
-	o.begin()
-}
-
-// close sends what is buffered and closes the socket. The sequence number
-// of the unsent empty datagram is given back, so the next output for this
-// receiver continues without a gap.
-func (o *output) close() {
-	o.flush()
-	o.seq--
-	o.conn.Close()
+	return &output{index: rc.Index, Sender: s}, nil
 }

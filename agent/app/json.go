@@ -26,13 +26,19 @@ const MaxMessageSize = 64 << 10
 // members.
 
 type jsonMessage struct {
-	FlowSample     *jsonFlow     `json:"flow_sample,omitempty"`
-	CountersSample *jsonCounters `json:"counters_sample,omitempty"`
+	FlowSample *jsonFlow `json:"flow_sample,omitempty"`
+	// CounterSample is the host agent's key (hsflowd mod_json.c reads
+	// "counter_sample"); CountersSample is this API's original spelling,
+	// kept as an alias.
+	CounterSample  *jsonCounters   `json:"counter_sample,omitempty"`
+	CountersSample *jsonCounters   `json:"counters_sample,omitempty"`
+	RTMetric       json.RawMessage `json:"rtmetric,omitempty"`
+	RTFlow         json.RawMessage `json:"rtflow,omitempty"`
 }
 
 type jsonFlow struct {
 	AppName              *string                     `json:"app_name"`
-	ServicePort          *uint32                     `json:"service_port"`
+	ServicePort          *uint32                     `json:"service_port,omitempty"`
 	Client               bool                        `json:"client,omitempty"`
 	IfIndex              uint32                      `json:"if_index,omitempty"`
 	SamplingRate         *uint32                     `json:"sampling_rate,omitempty"`
@@ -93,10 +99,10 @@ type jsonSocket struct {
 
 type jsonCounters struct {
 	AppName       *string             `json:"app_name"`
-	ServicePort   *uint32             `json:"service_port"`
+	ServicePort   *uint32             `json:"service_port,omitempty"`
 	AppOperations *jsonOperations     `json:"app_operations,omitempty"`
 	AppResources  *sflow.AppResources `json:"app_resources,omitempty"`
-	AppWorkers    *sflow.AppWorkers   `json:"app_workers,omitempty"`
+	AppWorkers    *jsonWorkers        `json:"app_workers,omitempty"`
 	HTTPCounters  *sflow.HTTPCounters `json:"http_counters,omitempty"`
 }
 
@@ -117,10 +123,13 @@ type jsonOperations struct {
 // maxMethodName bounds the http_request method string.
 const maxMethodName = 32
 
-// Message is one parsed API message: exactly one of Flow and Counters.
+// Message is one parsed API message: exactly one of Flow, Counters,
+// RTMetric and RTFlow.
 type Message struct {
 	Flow     *FlowSample
 	Counters *CounterSample
+	RTMetric *sflow.RTMetricSample
+	RTFlow   *sflow.RTFlowSample
 }
 
 // ParseJSON parses and validates one API message. It is strict: the
@@ -140,8 +149,17 @@ func ParseJSON(b []byte) (Message, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Message{}, reject(ReasonNotJSON, "data after the JSON object")
 	}
+	kinds := 0
+	for _, present := range []bool{m.FlowSample != nil, m.CounterSample != nil, m.CountersSample != nil, m.RTMetric != nil, m.RTFlow != nil} {
+		if present {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		return Message{}, reject(ReasonBadMessage, "a message holds exactly one of flow_sample, counter_sample (or counters_sample), rtmetric and rtflow")
+	}
 	switch {
-	case m.FlowSample != nil && m.CountersSample == nil:
+	case m.FlowSample != nil:
 		f, err := m.FlowSample.sample()
 		if err != nil {
 			return Message{}, err
@@ -150,17 +168,25 @@ func ParseJSON(b []byte) (Message, error) {
 			return Message{}, err
 		}
 		return Message{Flow: f}, nil
-	case m.CountersSample != nil && m.FlowSample == nil:
-		c, err := m.CountersSample.sample()
-		if err != nil {
-			return Message{}, err
-		}
-		if err := c.Validate(); err != nil {
-			return Message{}, err
-		}
-		return Message{Counters: c}, nil
+	case m.RTMetric != nil:
+		s, err := parseRTMetric(m.RTMetric)
+		return Message{RTMetric: s}, err
+	case m.RTFlow != nil:
+		s, err := parseRTFlow(m.RTFlow)
+		return Message{RTFlow: s}, err
 	}
-	return Message{}, reject(ReasonBadMessage, "a message holds exactly one of flow_sample and counters_sample")
+	jc := m.CounterSample
+	if jc == nil {
+		jc = m.CountersSample
+	}
+	c, err := jc.sample()
+	if err != nil {
+		return Message{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Message{}, err
+	}
+	return Message{Counters: c}, nil
 }
 
 // classifyJSONError maps encoding/json's errors to rejection reasons.
@@ -183,12 +209,15 @@ func isNumericKind(k reflect.Kind) bool {
 	return k >= reflect.Int && k <= reflect.Float64
 }
 
+// appHeader returns the application's name and service port; an absent
+// service_port is 0: the application is identified by its name alone (as
+// in the host agent, whose modules send no port).
 func appHeader(name *string, port *uint32) (string, uint16, error) {
 	if name == nil {
 		return "", 0, reject(ReasonMissingField, "app_name is missing")
 	}
 	if port == nil {
-		return "", 0, reject(ReasonMissingField, "service_port is missing")
+		return *name, 0, nil
 	}
 	if *port == 0 || *port > 65535 {
 		return "", 0, reject(ReasonOutOfRange, "service_port %d: must be 1..65535", *port)
@@ -285,7 +314,7 @@ func (j *jsonCounters) sample() (*CounterSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &CounterSample{AppName: name, ServicePort: port, Resources: j.AppResources, Workers: j.AppWorkers, HTTP: j.HTTPCounters}
+	c := &CounterSample{AppName: name, ServicePort: port, Resources: j.AppResources, Workers: (*sflow.AppWorkers)(j.AppWorkers), HTTP: j.HTTPCounters}
 	if o := j.AppOperations; o != nil {
 		c.Operations = &sflow.AppOperations{
 			Application: name, Success: o.Success, Other: o.Other, Timeout: o.Timeout,
@@ -327,9 +356,8 @@ func MethodFromString(m string) sflow.HTTPMethod {
 // app_operation's context.application is app_name.
 func AppendFlowJSON(b []byte, f *FlowSample) ([]byte, error) {
 	name := f.AppName
-	port := uint32(f.ServicePort)
 	rate := f.SamplingRate
-	j := &jsonFlow{AppName: &name, ServicePort: &port, Client: f.Client, IfIndex: f.IfIndex, SamplingRate: &rate, Seen: f.Seen}
+	j := &jsonFlow{AppName: &name, ServicePort: optPort(f.ServicePort), Client: f.Client, IfIndex: f.IfIndex, SamplingRate: &rate, Seen: f.Seen}
 	if o := f.Operation; o != nil {
 		j.AppOperation = &jsonOperation{Operation: o.Context.Operation, Attributes: o.Context.Attributes,
 			StatusDescr: o.StatusDescr, Status: uint32(o.Status), ReqBytes: o.ReqBytes, RespBytes: o.RespBytes, US: o.DurationUS}
@@ -366,15 +394,23 @@ func AppendFlowJSON(b []byte, f *FlowSample) ([]byte, error) {
 // AppendCountersJSON appends c as an API message.
 func AppendCountersJSON(b []byte, c *CounterSample) ([]byte, error) {
 	name := c.AppName
-	port := uint32(c.ServicePort)
-	j := &jsonCounters{AppName: &name, ServicePort: &port, AppResources: c.Resources, AppWorkers: c.Workers, HTTPCounters: c.HTTP}
+	j := &jsonCounters{AppName: &name, ServicePort: optPort(c.ServicePort), AppResources: c.Resources, AppWorkers: (*jsonWorkers)(c.Workers), HTTPCounters: c.HTTP}
 	if o := c.Operations; o != nil {
 		j.AppOperations = &jsonOperations{Success: o.Success, Other: o.Other, Timeout: o.Timeout,
 			InternalError: o.InternalError, BadRequest: o.BadRequest, Forbidden: o.Forbidden,
 			TooLarge: o.TooLarge, NotImplemented: o.NotImplemented, NotFound: o.NotFound,
 			Unavailable: o.Unavailable, Unauthorized: o.Unauthorized}
 	}
-	return appendJSON(b, &jsonMessage{CountersSample: j})
+	return appendJSON(b, &jsonMessage{CounterSample: j})
+}
+
+// optPort is the service_port of a message: absent when 0 (none).
+func optPort(p uint16) *uint32 {
+	if p == 0 {
+		return nil
+	}
+	v := uint32(p)
+	return &v
 }
 
 func appendJSON(b []byte, m *jsonMessage) ([]byte, error) {

@@ -121,7 +121,7 @@ var badInputs = []struct {
 	{"long actor", `{"flow_sample":{"app_name":"a","service_port":80,"app_operation":{},"app_target":{"actor":"` + strings.Repeat("x", 65) + `"}}}`, ReasonStringTooLong},
 	{"long status_descr", `{"flow_sample":{"app_name":"a","service_port":80,"app_operation":{"status_descr":"` + strings.Repeat("x", 65) + `"}}}`, ReasonStringTooLong},
 	{"no app_name", `{"flow_sample":{"service_port":80,"app_operation":{}}}`, ReasonMissingField},
-	{"no port", `{"counters_sample":{"app_name":"a","app_workers":{}}}`, ReasonMissingField},
+	{"no app_name in counters", `{"counter_sample":{"app_workers":{}}}`, ReasonMissingField},
 	{"no operation", `{"flow_sample":{"app_name":"a","service_port":80}}`, ReasonMissingField},
 	{"no counters", `{"counters_sample":{"app_name":"a","service_port":80}}`, ReasonMissingField},
 	{"empty method", `{"flow_sample":{"app_name":"a","service_port":80,"http_request":{"method":""}}}`, ReasonMissingField},
@@ -131,6 +131,35 @@ var badInputs = []struct {
 	{"both samples", `{"flow_sample":{"app_name":"a","service_port":80,"app_operation":{}},"counters_sample":{"app_name":"a","service_port":80,"app_workers":{}}}`, ReasonBadMessage},
 	{"null", `null`, ReasonBadMessage},
 	{"empty object", `{}`, ReasonBadMessage},
+	{"counter_sample and its alias", `{"counter_sample":{"app_name":"a","app_workers":{}},"counters_sample":{"app_name":"a","app_workers":{}}}`, ReasonBadMessage},
+	{"counter_sample unknown", `{"counter_sample":{"app_name":"a","app_operations":{"succes":1}}}`, ReasonUnknownField},
+	{"counter_sample negative", `{"counter_sample":{"app_name":"a","app_operations":{"success":-1}}}`, ReasonOutOfRange},
+	// The host agent's custom metrics.
+	{"rtmetric not object", `{"rtmetric":[1]}`, ReasonWrongType},
+	{"rtmetric no metric", `{"rtmetric":{"datasource":"web1"}}`, ReasonMissingField},
+	{"rtmetric bad name", `{"rtmetric":{"a.b":{"type":"gauge32","value":1}}}`, ReasonBadName},
+	{"rtmetric datasource digit", `{"rtmetric":{"datasource":"1web","m":{"type":"gauge32","value":1}}}`, ReasonBadName},
+	{"rtmetric datasource number", `{"rtmetric":{"datasource":1,"m":{"type":"gauge32","value":1}}}`, ReasonWrongType},
+	{"rtmetric long name", `{"rtmetric":{"` + strings.Repeat("m", 65) + `":{"type":"gauge32","value":1}}}`, ReasonStringTooLong},
+	{"rtmetric long value", `{"rtmetric":{"m":{"type":"string","value":"` + strings.Repeat("v", 256) + `"}}}`, ReasonStringTooLong},
+	{"rtmetric unknown type", `{"rtmetric":{"m":{"type":"gaugedouble","value":1}}}`, ReasonOutOfRange},
+	{"rtmetric no value", `{"rtmetric":{"m":{"type":"gauge32"}}}`, ReasonMissingField},
+	{"rtmetric no type", `{"rtmetric":{"m":{"value":1}}}`, ReasonMissingField},
+	{"rtmetric extra key", `{"rtmetric":{"m":{"type":"gauge32","value":1,"unit":"s"}}}`, ReasonUnknownField},
+	{"rtmetric string as number", `{"rtmetric":{"m":{"type":"string","value":1}}}`, ReasonWrongType},
+	{"rtmetric counter32 overflow", `{"rtmetric":{"m":{"type":"counter32","value":4294967296}}}`, ReasonOutOfRange},
+	{"rtmetric counter negative", `{"rtmetric":{"m":{"type":"counter64","value":-1}}}`, ReasonOutOfRange},
+	{"rtmetric counter text", `{"rtmetric":{"m":{"type":"counter64","value":"lots"}}}`, ReasonWrongType},
+	{"rtmetric float overflow", `{"rtmetric":{"m":{"type":"gaugeFloat","value":1e39}}}`, ReasonOutOfRange},
+	{"rtmetric value object", `{"rtmetric":{"m":{"type":"gauge32","value":{}}}}`, ReasonWrongType},
+	{"rtmetric duplicate", `{"rtmetric":{"m":{"type":"gauge32","value":1},"m":{"type":"gauge32","value":2}}}`, ReasonBadMessage},
+	{"rtmetric and rtflow", `{"rtmetric":{"m":{"type":"gauge32","value":1}},"rtflow":{"f":{"type":"int32","value":1}}}`, ReasonBadMessage},
+	{"rtflow rate 0", `{"rtflow":{"sampling_rate":0,"f":{"type":"int32","value":1}}}`, ReasonOutOfRange},
+	{"rtflow bad mac", `{"rtflow":{"f":{"type":"mac","value":"0203040506"}}}`, ReasonBadAddress},
+	{"rtflow v6 as ip", `{"rtflow":{"f":{"type":"ip","value":"2001:db8::1"}}}`, ReasonBadAddress},
+	{"rtflow v4 as ip6", `{"rtflow":{"f":{"type":"ip6","value":"198.18.0.1"}}}`, ReasonBadAddress},
+	{"rtflow no field", `{"rtflow":{"datasource":"web1","sampling_rate":5}}`, ReasonMissingField},
+	{"rtflow bad type", `{"rtflow":{"f":{"type":"counter32","value":1}}}`, ReasonOutOfRange},
 }
 
 func TestParseJSONBad(t *testing.T) {
@@ -204,6 +233,10 @@ func FuzzParseJSON(f *testing.F) {
 			if !ok || re.Reason < 0 || re.Reason >= numReasons {
 				t.Fatalf("error %v is not a RejectError with a known reason", err)
 			}
+			return
+		}
+		if m.RTMetric != nil || m.RTFlow != nil {
+			checkRTRoundTrip(t, m)
 			return
 		}
 		var out []byte

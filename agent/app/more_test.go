@@ -109,3 +109,40 @@ func TestTooManySources(t *testing.T) {
 		t.Errorf("queued %d accepted %d, want 4 and 3", q, a)
 	}
 }
+
+// TestSourceSlotsReclaimed (issue 10, defect 10): one process that used
+// every data source slot cannot lock other applications out until the
+// idle timeout: once its sources have been idle for ReclaimIdle, a new
+// application takes the least recently active one's slot (counted).
+func TestSourceSlotsReclaimed(t *testing.T) {
+	col := newCollector(t)
+	e := New(Config{MaxSources: 2, ReclaimIdle: 200 * time.Millisecond})
+	e.SetAgentAddress(testAgent)
+	e.SetReceivers(append(e.receivers, col.receiver()))
+	stop := startEngine(t, e)
+	submit := func(port uint16) {
+		t.Helper()
+		if err := e.SubmitFlow(&FlowSample{AppName: "a", ServicePort: port, SamplingRate: 1, Operation: &sflow.AppOperation{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit(1) // the greedy process fills every slot
+	submit(2)
+	time.Sleep(50 * time.Millisecond)
+	submit(3) // refused: both slots active within ReclaimIdle
+	time.Sleep(300 * time.Millisecond)
+	submit(2) // port 2 active again: port 1 is now the least recent
+	time.Sleep(20 * time.Millisecond)
+	submit(4) // takes port 1's slot
+	stop()
+	bySource := map[uint32]int{}
+	for _, d := range decodeAll(t, col.read(t, 200*time.Millisecond)) {
+		bySource[d.SubAgentID] += len(d.Samples)
+	}
+	if bySource[3] != 0 || bySource[4] != 1 || bySource[1] != 1 || bySource[2] != 2 {
+		t.Errorf("samples by source %v, want port 1: 1, 2: 2, 3: 0, 4: 1", bySource)
+	}
+	if r, c := e.Stats().Rejected(ReasonTooManySources), e.Stats().SourcesReclaimed.Load(); r != 1 || c != 1 {
+		t.Errorf("rejected %d, reclaimed %d; want 1 and 1", r, c)
+	}
+}

@@ -48,6 +48,8 @@ type FlowSample struct {
 	AppName string
 	// ServicePort is the lowest port the application receives requests
 	// on: the sub_agent_id and the data source index (spec section 3).
+	// 0 = none: the application is identified by AppName, on a data
+	// source index of its own from 150000 up (see registry.go).
 	ServicePort uint16
 	// Client marks a transaction the application made as a client of
 	// another service (reported on the client data source).
@@ -71,6 +73,8 @@ type FlowSample struct {
 	ProxyRequest  *sflow.ExtendedProxyRequest
 	Socket4       *sflow.ExtendedSocketIPv4
 	Socket6       *sflow.ExtendedSocketIPv6
+
+	index uint32 // data source index, set by the engine at submission
 }
 
 // CounterSample is one set of counters of an application's server data
@@ -85,6 +89,8 @@ type CounterSample struct {
 	Resources  *sflow.AppResources
 	Workers    *sflow.AppWorkers
 	HTTP       *sflow.HTTPCounters
+
+	index uint32 // data source index, set by the engine at submission
 }
 
 // Reason is why the engine refused a sample. Each reason has its own
@@ -110,21 +116,26 @@ const (
 	// ReasonBadAddress: an address that does not parse or is of the
 	// wrong family.
 	ReasonBadAddress
-	// ReasonBadMessage: neither or both of flow_sample and
-	// counters_sample.
+	// ReasonBadMessage: not exactly one of flow_sample,
+	// counter_sample (counters_sample), rtmetric and rtflow; or a
+	// duplicate rtmetric/rtflow name.
 	ReasonBadMessage
 	// ReasonQueueFull: the engine's queue was full (a flood); the sample
 	// is also counted in its data source's drops.
 	ReasonQueueFull
 	// ReasonTooManySources: a new application beyond Config.MaxSources.
 	ReasonTooManySources
+	// ReasonBadName: an rtmetric/rtflow metric, field or data source
+	// name outside the host agent's rules (letters, digits, '-', '_'; a
+	// data source name not starting with a digit).
+	ReasonBadName
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"not_json", "too_large", "wrong_type", "unknown_field", "out_of_range",
 	"string_too_long", "missing_field", "bad_address", "bad_message",
-	"queue_full", "too_many_sources",
+	"queue_full", "too_many_sources", "bad_name",
 }
 
 // String returns the reason's metric label.
@@ -187,9 +198,6 @@ func checkApp(name string, port uint16) error {
 	}
 	if err := checkStrings(strField{"app_name", name, maxApplication}); err != nil {
 		return err
-	}
-	if port == 0 {
-		return reject(ReasonOutOfRange, "service_port 0: must be 1..65535")
 	}
 	return nil
 }

@@ -77,8 +77,15 @@ func (e *Engine) SubmitJSON(b []byte) error {
 		return err
 	}
 	// ParseJSON has validated the sample.
-	if m.Flow != nil {
+	switch {
+	case m.Flow != nil:
+		e.resolveFlow(m.Flow)
 		return e.queueFlow(m.Flow)
+	case m.RTMetric != nil:
+		return e.SubmitRT(m.RTMetric)
+	case m.RTFlow != nil:
+		return e.SubmitRT(m.RTFlow)
 	}
+	e.resolveCounters(m.Counters)
 	return e.queueCounters(m.Counters)
 }

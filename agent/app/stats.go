@@ -35,6 +35,9 @@ type Stats struct {
 	APMSkipped atomic.Uint64
 	// Sources is the number of application data sources (gauge).
 	Sources atomic.Int64
+	// SourcesReclaimed are idle data sources closed to make room for a
+	// new application when every slot was taken.
+	SourcesReclaimed atomic.Uint64
 
 	rejected [numReasons]atomic.Uint64
 }

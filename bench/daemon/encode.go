@@ -46,11 +46,15 @@ func runEncode(ctx context.Context, args []string) error {
 	rounds := fs.Int("rounds", 3, "rounds per datagram size")
 	sizes := fs.String("max-datagram", "1400,9000", "comma-separated receiver max_datagram_size values")
 	header := fs.Int("header", 128, "sampled header bytes")
+	send := fs.String("send", "gso", "datagram sends: "+sendModes)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	fmt.Printf("# encode: 1 worker fed from memory (batches of 64), header %d B, sink on 127.0.0.1 (own thread, CPU not counted), load %s, %d CPUs\n",
-		*header, loadAvg(), numCPU())
+	if err := setSendMode(&agent.Options{}, *send); err != nil {
+		return err
+	}
+	fmt.Printf("# encode: 1 worker fed from memory (batches of 64), header %d B, send=%s, sink on 127.0.0.1 (own thread, CPU not counted), load %s, %d CPUs\n",
+		*header, *send, loadAvg(), numCPU())
 	fmt.Printf("%-8s %-5s %10s %9s %8s %7s %7s %8s %8s\n", "maxdgram", "round", "flows/s", "dgram/s", "smp/dgr", "senderr", "sink%", "agent%", "us/smp")
 	for _, sz := range strings.Split(*sizes, ",") {
 		size, err := strconv.Atoi(strings.TrimSpace(sz))
@@ -59,7 +63,7 @@ func runEncode(ctx context.Context, args []string) error {
 		}
 		var us []float64
 		for r := 1; r <= *rounds; r++ {
-			u, err := encodeRound(ctx, size, *header, *seconds, r)
+			u, err := encodeRound(ctx, size, *header, *send, *seconds, r)
 			if err != nil {
 				return err
 			}
@@ -70,7 +74,7 @@ func runEncode(ctx context.Context, args []string) error {
 	return nil
 }
 
-func encodeRound(ctx context.Context, size, header int, d time.Duration, round int) (float64, error) {
+func encodeRound(ctx context.Context, size, header int, send string, d time.Duration, round int) (float64, error) {
 	s, err := startSinkHere("127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -79,7 +83,11 @@ func encodeRound(ctx context.Context, size, header int, d time.Duration, round i
 	frame := netlab.UDPFrame(netlab.HostMAC(1), netlab.HostMAC(2), netip.AddrPortFrom(netlab.HostAddr(1), 40000),
 		netip.AddrPortFrom(netlab.HostAddr(2), 7000), make([]byte, 300))
 	rd := &memoryReader{ps: agent.PacketSample{IfIndex: 3, FrameLen: uint32(len(frame)), Header: frame[:header]}, batch: 64}
-	ag := agent.New(agent.Options{Workers: 1, Dataplane: memoryDataplane{}})
+	opts := agent.Options{Workers: 1, Dataplane: memoryDataplane{}}
+	if err := setSendMode(&opts, send); err != nil {
+		return 0, err
+	}
+	ag := agent.New(opts)
 	cfg := agent.Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers:    []agent.ReceiverConfig{{Index: 1, Address: s.conn.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort(), MaxDatagramSize: size}},

@@ -49,6 +49,7 @@ type liveFlags struct {
 	batch       int
 	rate        uint
 	cpuprofile  string
+	send        string
 }
 
 func newLiveFlags(name string) *liveFlags {
@@ -68,6 +69,7 @@ func newLiveFlags(name string) *liveFlags {
 	fs.IntVar(&f.batch, "batch", 1<<14, "live frames per BPF_PROG_RUN call")
 	fs.UintVar(&f.rate, "sampling", 1, "sampling rate (1 = every frame)")
 	fs.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the measurement rounds to `file`")
+	fs.StringVar(&f.send, "send", "gso", "datagram sends: "+sendModes)
 	return f
 }
 
@@ -183,7 +185,11 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 		}
 	}()
 	// The daemon's own sample path (agent/xdp, dataplane.Source).
-	ag := agent.New(agent.Options{Workers: f.workers, Dataplane: xdp.Dataplane{DP: dp}})
+	opts := agent.Options{Workers: f.workers, Dataplane: xdp.Dataplane{DP: dp}}
+	if err := setSendMode(&opts, f.send); err != nil {
+		return err
+	}
+	ag := agent.New(opts)
 	readers, err := xdp.Readers(dp, f.workers)
 	if err != nil {
 		return err
@@ -311,8 +317,8 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Printf("# live: source=%s frame=%s/%dB sampling=1/%d workers=%d max_datagram=%d header=%d ring=%d load=%s cpus=%d\n",
-		f.source, f.frame, f.frameLen, f.rate, f.workers, f.maxDatagram, f.headerBytes, f.ringBytes, loadAvg(), numCPU())
+	fmt.Printf("# live: source=%s frame=%s/%dB sampling=1/%d workers=%d max_datagram=%d header=%d ring=%d send=%s load=%s cpus=%d\n",
+		f.source, f.frame, f.frameLen, f.rate, f.workers, f.maxDatagram, f.headerBytes, f.ringBytes, f.send, loadAvg(), numCPU())
 	fmt.Printf("%-6s %10s %10s %10s %10s %10s %8s %10s %7s %7s %7s %6s %6s %6s %6s %7s\n",
 		"round", "pool/s", "ksamp/s", "ringdrp/s", "wk_ksmp/s", "flows/s", "dgram/s", "sink_fl/s", "senderr", "unsent", "sinkdrp",
 		"proc%", "gen%", "sink%", "agent%", "us/smp")

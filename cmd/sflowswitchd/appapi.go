@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -34,6 +36,9 @@ type appsConfig struct {
 	// control (0 = DefaultAPMReports).
 	APMInterval time.Duration
 	APMReports  int
+	// StateFile keeps the data source indexes of applications without a
+	// service port across restarts ("" = memory only).
+	StateFile string
 }
 
 // apps is the running application sub-agent (agent/app): the local JSON
@@ -44,8 +49,10 @@ type apps struct {
 	engine *app.Engine
 	apm    *apm.Engine
 	api    netip.AddrPort
-	// conn is the API socket, for its kernel drop counter.
-	conn *net.UDPConn
+	// conn is the API socket, for its kernel drop counter; conn6 the
+	// IPv6 loopback twin (see startApps), nil when absent.
+	conn  *net.UDPConn
+	conn6 *net.UDPConn
 }
 
 // startApps starts the application sub-agent when c.API is set; it stops
@@ -83,19 +90,54 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 		return nil, fmt.Errorf("app API: receive buffer: %w", err)
 	}
 	a := &apps{
-		engine: app.New(app.Config{APM: ae, Logger: log}),
+		engine: app.New(app.Config{APM: ae, Logger: log, StateFile: c.StateFile}),
 		apm:    ae,
 		conn:   conn,
 		api:    conn.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort(),
 	}
-	go a.engine.Run(ctx)
-	go func() {
-		if err := a.engine.ServeJSON(ctx, conn); err != nil {
-			log.Error("application API stopped", "err", err)
+	// hsflowd listens on 127.0.0.1 and ::1 (mod_json.c): its example
+	// sender and modules address "localhost", which resolves to ::1
+	// first on most systems. Listen on both, as it does, when the API is
+	// on 127.0.0.1; a host without IPv6 just has the one socket.
+	if a.api.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 1}) && !c.AllowRemote {
+		six := netip.AddrPortFrom(netip.IPv6Loopback(), a.api.Port()).String()
+		if a.conn6, err = app.ListenJSON(six); err != nil {
+			log.Info("application API: no IPv6 loopback socket", "addr", six, "err", err)
+			a.conn6 = nil
+		} else if err := a.conn6.SetReadBuffer(1 << 20); err != nil {
+			conn.Close()
+			a.conn6.Close()
+			return nil, fmt.Errorf("app API: receive buffer: %w", err)
 		}
-	}()
-	log.Info("application API listening", "addr", a.api.String())
+	}
+	go a.engine.Run(ctx)
+	for _, c := range a.conns() {
+		go func() {
+			if err := a.engine.ServeJSON(ctx, c.(*net.UDPConn)); err != nil {
+				log.Error("application API stopped", "err", err)
+			}
+		}()
+	}
+	log.Info("application API listening", "addr", a.api.String(), "ipv6_loopback", a.conn6 != nil)
 	return a, nil
+}
+
+// conns returns the API sockets (for serving and their drop counters).
+func (a *apps) conns() []syscall.Conn {
+	out := []syscall.Conn{a.conn}
+	if a.conn6 != nil {
+		out = append(out, a.conn6)
+	}
+	return out
+}
+
+// appStateFile is the file keeping the data source indexes of
+// applications without a service port, in the state directory.
+func appStateFile(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, "apps.json")
 }
 
 // SetReceivers gives the application data sources the daemon's

@@ -367,3 +367,52 @@ func TestAppAPIPython(t *testing.T) {
 		}
 	}
 }
+
+// TestAppAPIIPv6Loopback: on 127.0.0.1 the API also listens on ::1 with
+// the same port, as hsflowd does (its example sender addresses
+// "localhost", often ::1 first); a message sent there is taken, and
+// both sockets' kernel drops are counted.
+func TestAppAPIIPv6Loopback(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := startApps(ctx, appsConfig{API: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	has6 := false
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, ad := range addrs {
+			if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.Equal(net.IPv6loopback) {
+				has6 = true
+			}
+		}
+	}
+	if !has6 {
+		if a.conn6 != nil {
+			t.Fatal("an IPv6 socket without ::1")
+		}
+		t.Log("no ::1 on this host: one socket, as it should")
+		return
+	}
+	if a.conn6 == nil || len(a.conns()) != 2 {
+		t.Fatal("no ::1 socket beside 127.0.0.1")
+	}
+	c, err := net.Dial("udp", netip.AddrPortFrom(netip.IPv6Loopback(), a.api.Port()).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(`{"counter_sample":{"app_name":"six","app_workers":{"workers_max":1}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for a.engine.Stats().Accepted.Load() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := a.engine.Stats().Accepted.Load(); n != 1 {
+		t.Fatalf("%d messages accepted through ::1, want 1", n)
+	}
+	if m := scrape(t, metrics.NewAppCollector(a.engine.Stats(), a.conns()...)); !strings.Contains(m, "\nsflowswitchd_app_api_socket_drops_total 0\n") {
+		t.Errorf("metrics lack the API sockets' drops:\n%s", m)
+	}
+}

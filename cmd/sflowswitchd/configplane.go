@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -142,6 +143,27 @@ func (d *daemon) checkReload(s Settings) error {
 	}
 	if !selects(s.Ports, s.MonitorPorts) && selects(old.Ports, old.MonitorPorts) {
 		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(ports))
+	}
+	return nil
+}
+
+// requireAgentAddress refuses to start when no agent address can be
+// chosen (issue 10, defect 12). sFlow v5 allows an agent address of type
+// UNKNOWN (sflow_version_5.txt, address_type 0), but common collectors
+// drop such datagrams whole (goflow2's decoder: "unknown IP version 0"),
+// so sending them would be sampling into nothing at those collectors;
+// an address that appears later (DHCP) is picked up by the restart
+// systemd makes (Restart=on-failure). Once running, the last address
+// chosen is kept if every address disappears (reconfigure).
+func requireAgentAddress(s Settings) error {
+	addrs, err := agentaddr.List()
+	if err != nil {
+		return err
+	}
+	if _, _, err := agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs); err != nil {
+		return fmt.Errorf("no agent address (%v): every sFlow datagram carries an address identifying this switch, "+
+			"and one of unknown type is dropped by common collectors; give an interface an address, "+
+			"or set -agent-address / agent_address (an address of this switch) or -agent-interface", err)
 	}
 	return nil
 }

@@ -81,6 +81,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logCapabilities(log)
+	if err := requireAgentAddress(s); err != nil {
+		log.Error("refusing to start", "err", err)
+		return 1
+	}
 	d, err := newDaemon(s, log)
 	if err != nil {
 		log.Error("starting", "err", err)
@@ -165,6 +169,8 @@ type daemon struct {
 	// (reconfigure's goroutine only).
 	unmatchedPats  map[string]bool
 	selectionEmpty bool
+	// agentAddr is the last agent address chosen (reconfigure only).
+	agentAddr netip.Addr
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -469,9 +475,9 @@ func (d *daemon) reload(s Settings) {
 		s.AppAPIAllowRemote = old.AppAPIAllowRemote
 		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
 	}
-	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports {
-		d.log.Warn("a change of app_api, apm_interval or apm_reports takes effect at restart")
-		s.AppAPI, s.APMInterval, s.APMReports = old.AppAPI, old.APMInterval, old.APMReports
+	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports || s.StateDir != old.StateDir {
+		d.log.Warn("a change of app_api, apm_interval, apm_reports or state_dir takes effect at restart")
+		s.AppAPI, s.APMInterval, s.APMReports, s.StateDir = old.AppAPI, old.APMInterval, old.APMReports, old.StateDir
 	}
 	if s.MaxPorts != old.MaxPorts {
 		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
@@ -517,6 +523,11 @@ func (d *daemon) reconfigure() {
 		return
 	}
 	d.noteSelection(s, ports)
+	if !m.agentAddr.IsValid() && d.agentAddr.IsValid() {
+		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
+		m.agentAddr = d.agentAddr
+	}
+	d.agentAddr = m.agentAddr
 	if err := d.mib.SetStatic(m.static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
@@ -546,7 +557,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog
 	if err != nil {
 		return m, err
 	}
-	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs)
+	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDR))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -567,7 +578,7 @@ func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog
 		if !monitor && !sel(p) {
 			continue
 		}
-		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.samplingRate(p.SpeedMbps)})
+		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.portSamplingRate(p.Name, p.SpeedMbps)})
 	}
 	return m, nil
 }
@@ -656,11 +667,12 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
+		StateFile:   appStateFile(s.StateDir),
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conn))
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

@@ -70,6 +70,21 @@ type Settings struct {
 	// APMReports is the number of APM reports kept per report control
 	// (0 = 60).
 	APMReports int `toml:"apm_reports"`
+	// StateDir keeps what must survive a restart: the data source indexes
+	// assigned to applications without a service port (apps.json). The
+	// systemd unit's StateDirectory.
+	StateDir string `toml:"state_dir"`
+	// HsflowdConf is a host agent (hsflowd) configuration file whose
+	// settings apply under this file's and the flags (hsflowdconf.go).
+	HsflowdConf string `toml:"hsflowd_conf"`
+	// Rates and agent address preferences also read from hsflowd.conf
+	// (hsflowdconf.go): per link speed ("10G" = 10000), the bit/s per
+	// sample rule's ratio (0 = 1000000, at least MinSampling), per port,
+	// and agent address prefixes ("!prefix" excludes).
+	SamplingSpeed    map[string]uint32 `toml:"sampling_speed"`
+	SamplingBpsRatio uint64            `toml:"sampling_bps_ratio"`
+	PortSampling     map[string]uint32 `toml:"port_sampling"`
+	AgentCIDR        []string          `toml:"agent_cidr"`
 	// SNMPReceivers is the number of sFlowRcvrTable rows (static
 	// receivers included).
 	SNMPReceivers int `toml:"snmp_receivers"`
@@ -106,6 +121,7 @@ const (
 	DefaultAgentX               = "unix:/var/agentx/master"
 	DefaultSNMPReceivers        = mib.DefaultReceivers
 	DefaultSNMPInstances        = mib.DefaultInstances
+	DefaultStateDir             = "/var/lib/sflowswitchd"
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes
 	// per possible CPU plus 0.5 KiB of locked kernel memory each
 	// (dataplane.Config.MaxPorts).
@@ -124,6 +140,7 @@ func defaultSettings() Settings {
 		AgentX:               DefaultAgentX,
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
+		StateDir:             DefaultStateDir,
 		MaxPorts:             DefaultMaxPorts,
 		Drops:                "on",
 		DropsLimit:           dataplane.DefaultDropLimit,
@@ -199,6 +216,8 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
+	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+DefaultStateDir+")")
+	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
 	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", DefaultMaxPorts, dataplane.MaxPortsLimit))
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
@@ -216,12 +235,30 @@ func newFlags() *flagValues {
 // the flags given on the command line.
 func (f *flagValues) load() (Settings, error) {
 	s := defaultSettings()
+	hsflowd := ""
+	f.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "hsflowd-conf" {
+			hsflowd = f.s.HsflowdConf
+		}
+	})
+	if hsflowd == "" && f.configFile != "" {
+		var err error
+		if hsflowd, err = tomlHsflowdConf(f.configFile); err != nil {
+			return Settings{}, err
+		}
+	}
+	if hsflowd != "" {
+		if err := applyHsflowdConf(hsflowd, &s, f.fs.Output()); err != nil {
+			return Settings{}, err
+		}
+	}
 	if f.configFile != "" {
 		if err := readConfigFile(f.configFile, &s); err != nil {
 			return Settings{}, err
 		}
 	}
 	f.override(&s)
+	s.HsflowdConf = hsflowd
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -241,7 +278,10 @@ func (f *flagValues) override(s *Settings) {
 				s.Collectors = append(s.Collectors, Collector{Address: c})
 			}
 		},
-		"sampling":               func() { s.Sampling = f.s.Sampling },
+		"sampling": func() {
+			// Every port: also over per-speed and per-port rates.
+			s.Sampling, s.SamplingSpeed, s.PortSampling = f.s.Sampling, nil, nil
+		},
 		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
 		"polling":                func() { s.Polling = f.s.Polling },
 		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
@@ -260,6 +300,7 @@ func (f *flagValues) override(s *Settings) {
 		"apm-reports":            func() { s.APMReports = f.s.APMReports },
 		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+		"state-dir":              func() { s.StateDir = f.s.StateDir },
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
 		"drops":                  func() { s.Drops = f.s.Drops },
 		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
@@ -350,6 +391,7 @@ func (s *Settings) validate() error {
 			errs = append(errs, fmt.Errorf("collector %d: max_datagram_size %d outside 200..65507", i+1, c.MaxDatagramSize))
 		}
 	}
+	errs = append(errs, s.validateHsflowdSettings()...)
 	if s.SamplingUnknownSpeed == 0 {
 		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
 	}
@@ -456,6 +498,10 @@ func (s *Settings) samplingRate(speedMbps uint64) uint32 {
 	}
 	if speedMbps == 0 {
 		return s.SamplingUnknownSpeed
+	}
+	if s.SamplingBpsRatio != 0 {
+		// hsflowd's sampling.bps_ratio: speed / ratio, at least 1.
+		return uint32(max(min(speedMbps*1_000_000/s.SamplingBpsRatio, 1<<31), 1))
 	}
 	if speedMbps > 1<<31 {
 		speedMbps = 1 << 31

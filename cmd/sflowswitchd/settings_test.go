@@ -111,6 +111,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"apm-reports":            "5",
 		"snmp-receivers":         "4",
 		"snmp-instances":         "2",
+		"state-dir":              "/var/lib/elsewhere",
+		"hsflowd-conf":           representativeHsflowd,
 		"max-ports":              "300",
 		"drops":                  "off",
 		"drops-limit":            "7",

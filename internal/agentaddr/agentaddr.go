@@ -105,14 +105,20 @@ func List() ([]HostAddr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing links: %w", err)
 	}
+	// One dump of every address, not one per link: a switch has thousands
+	// of links and this runs at every port change.
+	all, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses: %w", err)
+	}
+	byIndex := make(map[int][]netlink.Addr)
+	for _, a := range all {
+		byIndex[a.LinkIndex] = append(byIndex[a.LinkIndex], a)
+	}
 	var out []HostAddr
 	for _, l := range links {
 		attrs := l.Attrs()
-		addrs, err := netlink.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			return nil, fmt.Errorf("listing addresses of %s: %w", attrs.Name, err)
-		}
-		for _, a := range addrs {
+		for _, a := range byIndex[attrs.Index] {
 			ip, ok := netip.AddrFromSlice(a.IP)
 			if !ok {
 				continue

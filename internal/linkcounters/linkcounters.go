@@ -1,8 +1,9 @@
 // Package linkcounters reads the counters of switch ports for the counter
-// pollers: Linux link statistics (netlink) as if_counters and ethtool dot3
+// pollers: Linux link statistics (netlink) as if_counters, ethtool dot3
 // statistics as ethernet_counters (sflow_version_5.txt, "struct
-// if_counters", "struct ethernet_counters"). It is the port-side sibling of
-// internal/hostcounters.
+// if_counters", "struct ethernet_counters") and the interface's name as
+// port_name (0:1005, as the host agent hsflowd sends it). It is the
+// port-side sibling of internal/hostcounters.
 package linkcounters
 
 import (
@@ -22,6 +23,7 @@ type Reader struct {
 	links *dataplane.LinkCounterReader
 	ifc   map[uint32]*sflow.IfCounters
 	ethc  map[uint32]*sflow.EthernetCounters
+	names map[uint32]*sflow.PortName
 }
 
 // New opens a reader in the calling thread's network namespace.
@@ -30,11 +32,14 @@ func New() (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{links: r, ifc: map[uint32]*sflow.IfCounters{}, ethc: map[uint32]*sflow.EthernetCounters{}}, nil
+	return &Reader{links: r, ifc: map[uint32]*sflow.IfCounters{}, ethc: map[uint32]*sflow.EthernetCounters{},
+		names: map[uint32]*sflow.PortName{}}, nil
 }
 
-// AppendRecords appends port ifindex's if_counters, and its
-// ethernet_counters where the driver has dot3 counters. The records are
+// AppendRecords appends port ifindex's if_counters, its
+// ethernet_counters where the driver has dot3 counters, and its
+// port_name (the name at the time of the poll, so a renamed port reports
+// its new name). The records are
 // owned by the reader and reused per port; the caller encodes them before
 // the next poll of the same port (a port belongs to exactly one worker).
 func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Record, error) {
@@ -61,6 +66,13 @@ func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Rec
 		*e = ethernetCounters(ec)
 		recs = append(recs, e)
 	}
+	pn := c.names[ifindex]
+	if pn == nil {
+		pn = new(sflow.PortName)
+		c.names[ifindex] = pn
+	}
+	pn.PortName = lc.Name
+	recs = append(recs, pn)
 	return recs, nil
 }
 
@@ -72,6 +84,7 @@ func (c *Reader) Forget(keep map[uint32]bool) {
 		if !keep[idx] {
 			delete(c.ifc, idx)
 			delete(c.ethc, idx)
+			delete(c.names, idx)
 		}
 	}
 }

@@ -32,3 +32,27 @@ func TestIfCountersMapping(t *testing.T) {
 		t.Errorf("unknowns: %+v", c)
 	}
 }
+
+// TestPortName reads the loopback interface of the test's namespace
+// through the real netlink reader: the port_name record carries the
+// interface's name.
+func TestPortName(t *testing.T) {
+	r, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recs, err := r.AppendRecords(nil, 1) // lo is ifindex 1 in every namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, rec := range recs {
+		if pn, ok := rec.(*sflow.PortName); ok {
+			name = pn.PortName
+		}
+	}
+	if name != "lo" {
+		t.Fatalf("port_name %q in %d records, want \"lo\"", name, len(recs))
+	}
+}

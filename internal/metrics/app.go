@@ -28,6 +28,7 @@ var appMetrics = []appMetric{
 	{desc("app_apm_added_total", "Application transactions aggregated into the APM reports."), false, func(s *app.Stats) uint64 { return s.APMAdded.Load() }},
 	{desc("app_apm_skipped_total", "Application transactions the APM reports could not measure (no socket addresses)."), false, func(s *app.Stats) uint64 { return s.APMSkipped.Load() }},
 	{desc("app_sources", "Application data sources (service ports)."), true, func(s *app.Stats) uint64 { return uint64(s.Sources.Load()) }},
+	{desc("app_sources_reclaimed_total", "Idle application data sources closed to make room for a new application when every slot was taken."), false, func(s *app.Stats) uint64 { return s.SourcesReclaimed.Load() }},
 }
 
 var (
@@ -37,13 +38,13 @@ var (
 
 type appCollector struct {
 	stats *app.Stats
-	api   syscall.Conn
+	api   []syscall.Conn
 }
 
 // NewAppCollector returns a collector of the application sub-agent's
-// counters (sflowswitchd_app_*) and, when api is not nil, the kernel
-// drops of its API socket.
-func NewAppCollector(stats *app.Stats, api syscall.Conn) prometheus.Collector {
+// counters (sflowswitchd_app_*) and, when api sockets are given, the sum
+// of their kernel drops (the API listens on 127.0.0.1 and ::1).
+func NewAppCollector(stats *app.Stats, api ...syscall.Conn) prometheus.Collector {
 	return appCollector{stats, api}
 }
 
@@ -66,11 +67,23 @@ func (c appCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range app.Reasons() {
 		ch <- counter(appRejected, c.stats.Rejected(r), r.String())
 	}
-	if c.api != nil {
-		if n, err := SocketDrops(c.api); err != nil {
+	if len(c.api) > 0 {
+		var sum uint64
+		var err error
+		for _, conn := range c.api {
+			if conn == nil {
+				continue
+			}
+			n, e := SocketDrops(conn)
+			sum += n
+			if e != nil {
+				err = e
+			}
+		}
+		if err != nil {
 			ch <- prometheus.NewInvalidMetric(apiDrops, err)
 		} else {
-			ch <- counter(apiDrops, n)
+			ch <- counter(apiDrops, sum)
 		}
 	}
 }

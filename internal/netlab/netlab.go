@@ -86,7 +86,7 @@ func newPrefix() string {
 }
 
 // labNamespace matches the namespaces of labs made by New.
-var labNamespace = regexp.MustCompile(`^t([0-9a-z]{5})[0-9a-z]{2}-(sw|col|h[0-9]+)$`)
+var labNamespace = regexp.MustCompile(`^t([0-9a-z]{5})[0-9a-z]{2}-(sw|col|peer|h[0-9]+)$`)
 
 var staleOnce sync.Once
 
@@ -169,14 +169,7 @@ func New(t testing.TB, nports int) *Lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Lab{
-		Prefix:        newPrefix(),
-		AgentAddr:     netip.AddrFrom4([4]byte{198, 19, 255, 1}),
-		CollectorAddr: netip.AddrFrom4([4]byte{198, 19, 255, 2}),
-		script:        script,
-	}
-	l.Switch = l.Prefix + "-sw"
-	l.Collector = l.Prefix + "-col"
+	l := newLabValue(script)
 	removeStaleLabs(t, script)
 	// The prefix contains our PID, so a lab with this prefix can only be a
 	// leftover of a dead process that had the same PID: remove it.
@@ -194,6 +187,19 @@ func New(t testing.TB, nports int) *Lab {
 	for i := 1; i <= nports; i++ {
 		l.appendPort(i)
 	}
+	return l
+}
+
+// newLabValue returns a Lab under a fresh prefix (nothing created yet).
+func newLabValue(script string) *Lab {
+	l := &Lab{
+		Prefix:        newPrefix(),
+		AgentAddr:     netip.AddrFrom4([4]byte{198, 19, 255, 1}),
+		CollectorAddr: netip.AddrFrom4([4]byte{198, 19, 255, 2}),
+		script:        script,
+	}
+	l.Switch = l.Prefix + "-sw"
+	l.Collector = l.Prefix + "-col"
 	return l
 }
 

@@ -322,8 +322,10 @@ type state struct {
 	flows      map[flowKey]*flowStats
 	otherFlows flowStats // samples of flows beyond maxFlows
 	ifCounters map[sourceKey]*sflow.IfCounters
-	hosts      map[sourceKey]*hostStats
-	drops      dropView // discarded_packet samples (drops.go)
+	// portNames are the port_name records (0:1005) of the interfaces.
+	portNames map[sourceKey]string
+	hosts     map[sourceKey]*hostStats
+	drops     dropView // discarded_packet samples (drops.go)
 }
 
 func newState(listen string, now time.Time) *state {
@@ -335,6 +337,7 @@ func newState(listen string, now time.Time) *state {
 		sources:    map[sourceKey]*sourceStats{},
 		flows:      map[flowKey]*flowStats{},
 		ifCounters: map[sourceKey]*sflow.IfCounters{},
+		portNames:  map[sourceKey]string{},
 		hosts:      map[sourceKey]*hostStats{},
 	}
 }
@@ -446,6 +449,8 @@ func (st *state) addCounterSample(agent netip.Addr, s *sflow.CounterSample) {
 		switch r := r.(type) {
 		case *sflow.IfCounters:
 			st.ifCounters[k] = r
+		case *sflow.PortName:
+			st.portNames[k] = r.PortName
 		case *sflow.HostDescr:
 			st.host(k).descr = r
 		case *sflow.HostCPU:
@@ -724,7 +729,11 @@ func (st *state) render(b *strings.Builder, now time.Time, nflows int, byBytes b
 	t = table{header: []string{"agent", "source", "ifIndex", "speed", "admin/oper", "in octets", "in pkts", "out octets", "out pkts", "in disc/err", "out disc/err"}}
 	for _, k := range slices.SortedFunc(maps.Keys(st.ifCounters), compareSources) {
 		c := st.ifCounters[k]
-		t.add(addrString(k.agent), sourceName(k.src), fmt.Sprint(c.IfIndex), fmtSpeed(c.IfSpeed), fmtStatus(c.IfStatus),
+		ifName := fmt.Sprint(c.IfIndex)
+		if n, ok := st.portNames[k]; ok {
+			ifName += " (" + n + ")" // the agent's port_name
+		}
+		t.add(addrString(k.agent), sourceName(k.src), ifName, fmtSpeed(c.IfSpeed), fmtStatus(c.IfStatus),
 			fmtCounter64(c.IfInOctets), fmtPkts(c.IfInUcastPkts, c.IfInMulticastPkts, c.IfInBroadcastPkts),
 			fmtCounter64(c.IfOutOctets), fmtPkts(c.IfOutUcastPkts, c.IfOutMulticastPkts, c.IfOutBroadcastPkts),
 			fmtCounter32(c.IfInDiscards)+"/"+fmtCounter32(c.IfInErrors), fmtCounter32(c.IfOutDiscards)+"/"+fmtCounter32(c.IfOutErrors))

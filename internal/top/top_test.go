@@ -150,7 +150,7 @@ func topTestDatagrams(t *testing.T) [][]byte {
 			flow(1, 1000, udp, 1000), flow(2, 2000, udp, 1000), flow(3, 3000, tcp, 64)}},
 		{AgentAddress: agent, SubAgentID: 0, SequenceNumber: 2, Uptime: 6000, Samples: []sflow.Sample{
 			flow(4, 4000, udp, 1000), flow(5, 5000, tcp, 64),
-			&sflow.CounterSample{SequenceNumber: 1, Source: sflow.DataSource{Type: sflow.SourceIfIndex, Index: 3}, Records: []sflow.Record{ifc}}}},
+			&sflow.CounterSample{SequenceNumber: 1, Source: sflow.DataSource{Type: sflow.SourceIfIndex, Index: 3}, Records: []sflow.Record{ifc, &sflow.PortName{PortName: "swp3"}}}}},
 		{AgentAddress: agent, SubAgentID: 0, SequenceNumber: 4, Uptime: 7000, Samples: []sflow.Sample{
 			flow(6, 6000, udp, 1000), flow(7, 7000, udp, 1000)}},
 		{AgentAddress: agent, SubAgentID: 1, SequenceNumber: 1, Uptime: 7000, Samples: []sflow.Sample{
@@ -278,7 +278,7 @@ func TestTopSummaryOverUDP(t *testing.T) {
 	}
 
 	ifc := topSection(t, screen, "INTERFACE COUNTERS")
-	wantIf := []string{"198.19.255.1", "ifIndex 3", "3", "10G", "up/up", "123456", "107", "654321", "200", "0/0", "-/0"}
+	wantIf := []string{"198.19.255.1", "ifIndex 3", "3 (swp3)", "10G", "up/up", "123456", "107", "654321", "200", "0/0", "-/0"}
 	if len(ifc) != 1 || strings.Join(ifc[0], "|") != strings.Join(wantIf, "|") {
 		t.Errorf("if_counters rows %q, want %q", ifc, wantIf)
 	}

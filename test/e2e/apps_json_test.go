@@ -89,8 +89,12 @@ func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *
 	if len(cs) != 1 {
 		t.Fatalf("%d counter samples of 3:%d, want 1", len(cs), pyPort)
 	}
+	u := sflow.CounterUnavailable32
 	checkAppCounterRecords(t, cs[0], pyPort,
-		&sflow.AppOperations{Application: pyApp, Success: 270, NotFound: 30},
+		// Counters the message leaves out are "not available", as
+		// hsflowd sends them (agent/app/counters_absent.go).
+		&sflow.AppOperations{Application: pyApp, Success: 270, NotFound: 30, Other: u, Timeout: u, InternalError: u,
+			BadRequest: u, Forbidden: u, TooLarge: u, NotImplemented: u, Unavailable: u, Unauthorized: u},
 		&sflow.AppWorkers{WorkersActive: 3, WorkersIdle: 5, WorkersMax: 8, ReqDelayed: 1, ReqDropped: 2})
 
 	// goflow2: same samples; the raw app_initiator, socket and
@@ -195,7 +199,7 @@ func badMessages() []struct {
 		{"string_too_long", edit(`"app_name":"guard"`, `"app_name":"`+strings.Repeat("g", 33)+`"`)},
 		{"string_too_long", edit(`"attributes":"g=0"`, `"attributes":"`+strings.Repeat("a", 65000)+`"`)}, // oversized
 		{"missing_field", edit(`"app_name":"guard",`, ``)},
-		{"missing_field", edit(`"service_port":7002,`, ``)},
+		{"missing_field", edit(`"app_operation":{"operation":"good","attributes":"g=0","status":0,"uS":10},`, ``)},
 		{"missing_field", []byte(`{"counters_sample":{"app_name":"guard","service_port":7002}}`)},
 		{"bad_address", edit(`"local_ip":"198.19.255.1"`, `"local_ip":"300.1.1.1"`)},
 		{"bad_address", edit(`"remote_ip":"198.18.0.11"`, `"remote_ip":"2001:db8::1"`)},

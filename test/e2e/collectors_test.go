@@ -19,7 +19,12 @@ func TestTwoCollectors(t *testing.T) {
 	colA := listen(t, lab, 6343)
 	colB := listen(t, lab, 6344)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr), "-collector", fmt.Sprintf("%s:6344", lab.CollectorAddr),
-		"-sampling", fmt.Sprint(n), "-ports", "p1,p2", "-polling", "0")
+		"-sampling", fmt.Sprint(n), "-ports", "p1,p2", "-polling", "0",
+		// Drop notifications off: their datagrams to the gone collector
+		// would share its ICMP port-unreachable budget (one per second per
+		// peer after a burst) with the workers' sockets, so whether a
+		// worker's socket sees ECONNREFUSED would be left to chance.
+		"-drops", "off")
 	d.waitReady(t, lab, "p1", "p2")
 
 	// Phase 1: both collectors alive.

@@ -126,7 +126,7 @@ func TestCollectorRouteAppears(t *testing.T) {
 	if out, err := lab.Run(lab.Switch, "ip", "route", "add", far.String()+"/32", "via", lab.CollectorAddr.String(), "dev", "mgmt0"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// Backoff is at most redialMax (1 min) but here at most 1+2+4+8 s.
+	// Backoff is at most sender.RedialMax (1 min) but here at most 1+2+4+8 s.
 	deadline := time.Now().Add(20 * time.Second)
 	for num := uint64(1000); ; num += 10 {
 		lab.SendFrames(t, 0, testFrames(lab, 0, 1, num, 10))
@@ -137,5 +137,56 @@ func TestCollectorRouteAppears(t *testing.T) {
 			t.Fatalf("no sample reached the collector 20 s after its route appeared\n%s", d.log())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestNoAgentAddress (issue 10, defect 12): in a namespace with no usable
+// address the daemon refuses to start with a message saying why and what
+// to set, instead of sampling into nothing; with -agent-address it runs.
+func TestNoAgentAddress(t *testing.T) {
+	lab := newLab(t, 1)
+	if out, err := lab.Run(lab.Switch, "ip", "addr", "flush", "dev", "mgmt0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	d := startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1")
+	if code := d.waitExit(t, 10*time.Second); code != 1 {
+		t.Errorf("exit status %d without an agent address, want 1\n%s", code, d.log())
+	}
+	for _, want := range []string{"refusing to start", "no agent address", "-agent-address"} {
+		if !strings.Contains(d.log(), want) {
+			t.Errorf("log lacks %q\n%s", want, d.log())
+		}
+	}
+	d = startDaemon(t, lab, "-collector", "127.0.0.1:6343", "-ports", "p1", "-agent-address", "198.18.0.1")
+	d.waitReady(t, lab, "p1")
+}
+
+// TestCollectorSubnetBroadcast (issue 10, defect 7): a collector at the
+// subnet-directed broadcast address of the management link is never sent
+// to (collector sockets have no SO_BROADCAST: the kernel refuses), and
+// that is logged; nothing reaches the subnet.
+func TestCollectorSubnetBroadcast(t *testing.T) {
+	lab := newLab(t, 2)
+	var conn *net.UDPConn
+	if err := lab.Do(lab.Collector, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: collectorPort}) // any address: broadcasts included
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	d := startDaemon(t, lab, "-collector", fmt.Sprintf("198.19.255.3:%d", collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "1")
+	d.waitReady(t, lab, "p1", "p2")
+	lab.SendFrames(t, 0, testFrames(lab, 0, 1, 1, 20))
+	if err := conn.SetReadDeadline(time.Now().Add(2500 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 65536)
+	if n, from, err := conn.ReadFromUDPAddrPort(buf); err == nil {
+		t.Fatalf("a %d-byte datagram from %s reached the subnet broadcast address\n%s", n, from, d.log())
+	}
+	if !strings.Contains(d.log(), "collector not reachable now") || !strings.Contains(d.log(), "permission denied") {
+		t.Errorf("no log line for the refused broadcast collector\n%s", d.log())
 	}
 }

@@ -81,6 +81,16 @@ func TestCounters(t *testing.T) {
 		}
 	}
 	checkIfCounters(t, "after traffic", c1, s1)
+	// port_name (0:1005), as the host agent sends it: the interface name.
+	var names []string
+	for _, r := range c1.records {
+		if v, ok := r.(*sflow.PortName); ok {
+			names = append(names, v.PortName)
+		}
+	}
+	if len(names) != 1 || names[0] != "p1" {
+		t.Errorf("port_name records of p1: %q, want [\"p1\"]", names)
+	}
 
 	// Independent decoders on the same datagram.
 	ifc := ifCountersOf(t, c1)

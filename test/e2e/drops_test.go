@@ -108,10 +108,14 @@ func TestDrops(t *testing.T) {
 	ol := other.SetupDrops(t)
 	col := listen(t, lab, collectorPort)
 	conf := filepath.Join(t.TempDir(), "sflowswitchd.conf")
-	writeConf := func(limit int) {
+	writeConf := func(limit int, mode ...string) {
 		t.Helper()
-		body := fmt.Sprintf("sampling = 1000\npolling = 0\nports = [\"p1\"]\ndrops_limit = %d\ndrops_header_bytes = 128\n\n[[collector]]\naddress = \"%s:%d\"\n",
-			limit, lab.CollectorAddr, collectorPort)
+		on := "on"
+		if len(mode) > 0 {
+			on = mode[0]
+		}
+		body := fmt.Sprintf("sampling = 1000\npolling = 0\nports = [\"p1\"]\ndrops = %q\ndrops_limit = %d\ndrops_header_bytes = 128\n\n[[collector]]\naddress = \"%s:%d\"\n",
+			on, limit, lab.CollectorAddr, collectorPort)
 		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -227,4 +231,39 @@ func TestDrops(t *testing.T) {
 	if v, _ := m.get("sflowswitchd_drops_total", `reason="NETFILTER_DROP"`); v != acl || acl != nACL+flood+1 {
 		t.Errorf("metric NETFILTER_DROP %d, nft counter %d, sent %d", v, acl, nACL+flood+1)
 	}
+
+	// Off and on again (SIGHUP): the program is unloaded, then loaded
+	// again, and notifications flow again to the same collector.
+	writeConf(100, "off")
+	d.signal(t, syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	if _, on := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); on {
+		t.Errorf("drops = \"off\" left the program loaded")
+	}
+	writeConf(100)
+	d.signal(t, syscall.SIGHUP)
+	time.Sleep(500 * time.Millisecond)
+	lab.SendFrames(t, dl.RoutedIdx, dl.ClosedPortFrames(5))
+	before = len(recs)
+	dgs = waitDropsQuiet(t, col)
+	recs = dropSamplesOf(dgs)
+	n := 0
+	for _, r := range recs[before:] {
+		if r.linux == "NO_SOCKET" {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("after off and on: %d NO_SOCKET samples, want 5\n%s", n, d.log())
+	}
+	seqs = map[uint32][]uint32{}
+	for _, r := range recs {
+		seqs[r.subAgent] = append(seqs[r.subAgent], r.s.SequenceNumber)
+	}
+	for sub, s := range seqs {
+		if err := contiguousFrom1(s); err != nil {
+			t.Errorf("discarded_packet sequence of sub-agent %d after off/on: %v", sub, err)
+		}
+	}
+	checkDatagramSequences(t, dgs)
 }

@@ -345,7 +345,7 @@ func (c *collector) read() {
 		if oerr != nil {
 			c.errs = append(c.errs, fmt.Errorf("collector %d: our decoder: %w", c.port, oerr))
 		}
-		if gerr != nil {
+		if gerr != nil && !onlyCustomSamples(our) { // goflow2 knows no rtmetric/rtflow
 			c.errs = append(c.errs, fmt.Errorf("collector %d: goflow2: %w", c.port, gerr))
 		}
 		if oerr == nil {
