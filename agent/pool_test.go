@@ -48,3 +48,15 @@ func TestPortPoolNoAlloc(t *testing.T) {
 		t.Errorf("%.1f allocations per sample", a)
 	}
 }
+
+// BenchmarkPortPoolAt: one kernel sample's pool at sample time (two CPUs
+// alternating), done for every kernel sample.
+func BenchmarkPortPoolAt(b *testing.B) {
+	p := newPortPool(0)
+	var n uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		n++
+		p.at(uint32(n&1), n)
+	}
+}

@@ -58,10 +58,7 @@ struct port_config {
 	__u32 worker;       // index of the owning worker's ring in `rings`
 	__u32 slot;         // counter slot of the port in `counters`
 	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
-	// counter_base = slot * cpu_slots, so the per-packet path finds this
-	// CPU's counter line with one add (no load of cpu_slots, no multiply).
-	__u32 counter_base;
-	__u32 _pad;
+	__u32 _pad[2];
 	// skip_scale = round(2^SKIP_SCALE_SHIFT / -log2(1 - 2^-k)), 0 for rate
 	// 1: turns -log2(U), U uniform in (0,1], into a geometric skip
 	// (draw_skip). Computed by user space (dataplane.skipScale).
@@ -97,6 +94,16 @@ struct sample_meta {
 	__u64 pool;         // this CPU's pool of the port, this frame included
 	__u8 data[];
 };
+
+// Per-port constants: every attached port runs its own instance of
+// xdp_sampler, loaded with these set (dataplane.AttachPort). The per-packet
+// path then needs neither the ingress ifindex (three dependent loads:
+// xdp_buff -> rxq -> dev -> ifindex) nor the port's config entry: it goes
+// from the CPU number straight to the port's counter line. The config map
+// is read only when a sample is taken.
+volatile const __u32 port_ifindex = 0;       // the port's ifindex
+volatile const __u32 port_counter_base = 0;  // slot * cpu_slots
+volatile const __u32 port_mode = MODE_INLINE; // MODE_INLINE or MODE_MONITOR
 
 // cpu_slots is the number of possible CPUs (set by the loader before load;
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
@@ -318,12 +325,23 @@ static __noinline struct port_config *lookup_high(__u32 ifindex)
 // take_sample is the path of a frame whose CPU's skip has run out (or was
 // never drawn): it samples the frame, or (first frame after attach) draws
 // the first skip, then draws the next skip. Kept out of line so the
-// per-packet path stays short.
-static __noinline int take_sample(struct xdp_md *ctx, struct port_config *cfg,
-				  struct port_counters *c, __u32 cpu)
+// per-packet path stays short. The port's config is read here only.
+static __noinline int take_sample(struct xdp_md *ctx, struct port_counters *c,
+				  __u32 cpu)
 {
-	__u32 mode = cfg->mode, rate = c->rate;
+	__u32 ifindex = port_ifindex, rate = c->rate, mode;
+	struct port_config *cfg;
 	__u64 skip;
+
+	if (ifindex < MAX_IFINDEX)
+		cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
+	else
+		cfg = lookup_high(ifindex);
+	if (!cfg)
+		return XDP_PASS;
+	mode = cfg->mode;
+	if (mode != MODE_INLINE && mode != MODE_MONITOR)
+		return XDP_PASS; // being configured or detached: no sample
 
 	// The next skip is drawn at the port's current rate, which travels in
 	// the next sample's record.
@@ -342,49 +360,33 @@ static __noinline int take_sample(struct xdp_md *ctx, struct port_config *cfg,
 	c->samples++;
 	if (mode == MODE_MONITOR)
 		return sample_monitor(ctx, c, cfg->xsk_base);
-	sample_inline(ctx, c, ctx->ingress_ifindex, cpu, cfg->worker,
-		      cfg->header_bytes, rate);
+	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes,
+		      rate);
 	return XDP_PASS;
 }
 
-// xdp_sampler is attached to every sampled port. The per-packet path: the
-// port's config (by ingress ifindex), this CPU's counter line, pool + 1,
-// skip - 1.
+// xdp_sampler: one instance per sampled port (port_* constants). The
+// per-packet path: this CPU's counter line of the port, pool + 1, skip - 1.
 SEC("xdp.frags")
 int xdp_sampler(struct xdp_md *ctx)
 {
-	__u32 ifindex = ctx->ingress_ifindex;
-	struct port_config *cfg;
-	struct port_counters *c;
-	__u32 mode, cpu, idx;
+	__u32 cpu = bpf_get_smp_processor_id();
+	__u32 idx = port_counter_base + cpu;
+	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
 
-	if (ifindex < MAX_IFINDEX)
-		cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
-	else
-		cfg = lookup_high(ifindex);
-	if (!cfg)
-		return XDP_PASS;
-	mode = cfg->mode;
-	if (mode != MODE_INLINE && mode != MODE_MONITOR)
-		return XDP_PASS; // off or unknown: untouched, not counted
-
-	cpu = bpf_get_smp_processor_id();
-	idx = cfg->counter_base + cpu;
-	c = bpf_map_lookup_elem(&counters, &idx);
 	if (!c)
 		return XDP_PASS;
 	c->pool++;
 	if (c->skip) {
 		c->skip--;
-		return mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+		return port_mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
 	}
-	return take_sample(ctx, cfg, c, cpu);
+	return take_sample(ctx, c, cpu);
 }
 
 // xdp_floor does only what no sampler keeping an exact per-CPU pool and a
-// skip countdown can avoid: find this CPU's counter line (of slot 0, a
-// constant, as if the port's identity were compiled into the program),
-// count the frame and count the skip down. A benchmark baseline (the floor
+// skip countdown can avoid: find this CPU's counter line (slot 0: no
+// per-port constant at all), count the frame and count the skip down. A benchmark baseline (the floor
 // of the unsampled path); never attached by the daemon.
 SEC("xdp.frags")
 int xdp_floor(struct xdp_md *ctx)

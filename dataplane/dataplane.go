@@ -129,7 +129,8 @@ var ErrNotAttached = errors.New("port not attached")
 // port is the state of one attached port.
 type port struct {
 	link link.Link
-	mode string // "native" or "generic"
+	prog *ebpf.Program // the port's own instance of xdp_sampler
+	mode string        // "native" or "generic"
 	slot uint32
 	cfg  PortConfig
 }
@@ -140,6 +141,9 @@ type Dataplane struct {
 	log  *slog.Logger
 	ns   netns.NsHandle
 	objs bpf.SamplerObjects
+	// spec is the sampler as loaded, kept to load each port's own
+	// instance of xdp_sampler (portProgram).
+	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
 	features *Features
 
@@ -277,6 +281,7 @@ func (d *Dataplane) load() error {
 		}
 		return fmt.Errorf("dataplane: loading sampler: %w", err)
 	}
+	d.spec = spec
 	for w := 0; w < d.cfg.Workers; w++ {
 		m, err := ebpf.NewMap(rings.InnerMap)
 		if err != nil {
@@ -342,6 +347,9 @@ func (d *Dataplane) Close() error {
 		if err := p.link.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
 		}
+		if err := p.prog.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the program of ifindex %d: %w", ifindex, err))
+		}
 		delete(d.ports, ifindex)
 	}
 	sources := d.sources
@@ -396,7 +404,6 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		Worker:      uint32(pc.Worker),
 		Slot:        slot,
 		XskBase:     d.xskBase(slot),
-		CounterBase: slot * uint32(d.cpuSlots),
 		SkipScale:   skipScale(pc.Rate),
 	}
 }
@@ -446,11 +453,17 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		l    link.Link
 		mode string
 	)
-	err := d.inNetns(func() error {
-		var err error
-		l, mode, err = attachXDP(d.objs.XdpSampler, ifindex)
-		return err
-	})
+	prog, err := d.portProgram(ifindex, slot, pc.Mode)
+	if err == nil {
+		err = d.inNetns(func() error {
+			var err error
+			l, mode, err = attachXDP(prog, ifindex)
+			return err
+		})
+		if err != nil {
+			err = errors.Join(err, prog.Close())
+		}
+	}
 	if err != nil {
 		if cerr := d.clearConfig(key); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -458,7 +471,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
-	d.ports[ifindex] = &port{link: l, mode: mode, slot: slot, cfg: pc}
+	d.ports[ifindex] = &port{link: l, prog: prog, mode: mode, slot: slot, cfg: pc}
 	d.publishSlots()
 	d.log.Info("xdp sampler attached", "ifindex", ifindex, "mode", mode,
 		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
@@ -482,12 +495,66 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
 	}
+	if pc.Mode != p.cfg.Mode {
+		// The mode is compiled into the port's program (what an unsampled
+		// frame gets): swap in a new instance, atomically (BPF link
+		// update). The config is written after, so a frame that sees the
+		// new config already runs the new program.
+		prog, err := d.portProgram(ifindex, p.slot, pc.Mode)
+		if err != nil {
+			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+		}
+		if err := p.link.Update(prog); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: update ifindex %d: replacing program: %w", ifindex, err), prog.Close())
+		}
+		old := p.prog
+		p.prog = prog
+		if err := old.Close(); err != nil {
+			d.log.Warn("closing the port's previous program", "ifindex", ifindex, "err", err)
+		}
+	}
 	bc := d.bpfConfig(pc, p.slot)
 	if err := d.configMap(uint32(ifindex)).Put(uint32(ifindex), &bc); err != nil {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 	}
 	p.cfg = pc
 	return nil
+}
+
+// portProgram loads the port's own instance of xdp_sampler: the shared
+// maps, and the port's ifindex, counter slot and mode as constants, so that
+// an unsampled frame needs neither its ingress ifindex nor the config map
+// (bpf/sampler.c, "Per-port constants"). Loading costs a verification
+// (milliseconds) per attach or mode change, never per packet.
+func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
+	spec := d.spec.Copy()
+	for name, v := range map[string]uint32{
+		bpf.SamplerVarPortIfindex:     uint32(ifindex),
+		bpf.SamplerVarPortCounterBase: slot * uint32(d.cpuSlots),
+		bpf.SamplerVarPortMode:        uint32(mode),
+	} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("setting %s: %w", name, err)
+		}
+	}
+	var o struct {
+		Prog *ebpf.Program `ebpf:"xdp_sampler"`
+	}
+	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		bpf.SamplerMapPortConfigs:     d.objs.PortConfigs,
+		bpf.SamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
+		bpf.SamplerMapCounters:        d.objs.Counters,
+		bpf.SamplerMapRings:           d.objs.Rings,
+		bpf.SamplerMapXsks:            d.objs.Xsks,
+	}})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading the port's sampler: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading the port's sampler: %w", err)
+	}
+	return o.Prog, nil
 }
 
 // DetachPort removes the port's link and config and zeroes its counter
@@ -502,6 +569,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	var errs []error
 	if err := p.link.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing link: %w", err))
+	}
+	if err := p.prog.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing program: %w", err))
 	}
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
 		errs = append(errs, err)

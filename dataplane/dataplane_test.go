@@ -414,7 +414,28 @@ func testRun(prog *ebpf.Program, data []byte, ctx *xdpMD, repeat uint32) (ret, d
 	return attr.retval, attr.duration, nil
 }
 
-func sampler(d *Dataplane) *ebpf.Program { return d.objs.XdpSampler }
+// sampler returns the sampler instance of an attached port (every port
+// runs its own, AttachPort), or the generic instance when none is attached.
+func sampler(d *Dataplane) *ebpf.Program {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, p := range d.ports {
+		return p.prog
+	}
+	return d.objs.XdpSampler
+}
+
+// portProg returns the sampler instance attached to ifindex.
+func portProg(t testing.TB, d *Dataplane, ifindex int) *ebpf.Program {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p, ok := d.ports[ifindex]
+	if !ok {
+		t.Fatalf("ifindex %d not attached", ifindex)
+	}
+	return p.prog
+}
 
 func attach(pc PortConfig) func(b *testing.B, d *Dataplane, p1 int) {
 	return func(b *testing.B, d *Dataplane, p1 int) {
@@ -429,13 +450,15 @@ func BenchmarkXDPPass(b *testing.B) {
 	benchXDP(b, func(d *Dataplane) *ebpf.Program { return d.objs.XdpPass }, func(*testing.B, *Dataplane, int) {})
 }
 
-// BenchmarkXDPSamplerUnconfigured: a port without config (lookup, pass).
-func BenchmarkXDPSamplerUnconfigured(b *testing.B) {
-	benchXDP(b, sampler, func(*testing.B, *Dataplane, int) {})
+// BenchmarkXDPFloor: the floor of the unsampled path, pool + skip
+// countdown on a counter line found from the CPU number alone (xdp_floor;
+// no port attached, so the line it writes is nobody's).
+func BenchmarkXDPFloor(b *testing.B) {
+	benchXDP(b, func(d *Dataplane) *ebpf.Program { return d.objs.XdpFloor }, func(*testing.B, *Dataplane, int) {})
 }
 
 // BenchmarkXDPSamplerUnsampled: the per-packet cost of an unsampled frame
-// (lookup, pool++, random test) at rate 2^31.
+// (the port's counter line, pool + 1, skip - 1) at rate 2^31.
 func BenchmarkXDPSamplerUnsampled(b *testing.B) {
 	benchXDP(b, sampler, attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128}))
 }

@@ -1,14 +1,17 @@
 package dataplane
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
 
@@ -71,8 +74,9 @@ func TestLargeIfIndex(t *testing.T) {
 	for k, idx := range append([]int{p1}, indexes...) {
 		runs := uint32(10 + k)
 		ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(idx)}
+		prog := portProg(t, d, idx) // each port runs its own instance
 		if err := lab.Do(lab.Switch, func() error {
-			ret, _, err := testRun(d.objs.XdpSampler, frame, &ctx, runs)
+			ret, _, err := testRun(prog, frame, &ctx, runs)
 			if err == nil && ret != 2 {
 				err = fmt.Errorf("returned %d, want XDP_PASS", ret)
 			}
@@ -104,8 +108,13 @@ func TestLargeIfIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := d.objs.PortConfigsHigh.Lookup(uint32(indexes[0]), make([]byte, 24)); err == nil {
+	var cfg bpf.SamplerPortConfig
+	err = d.objs.PortConfigsHigh.Lookup(uint32(indexes[0]), &cfg)
+	switch {
+	case err == nil:
 		n++
+	case !errors.Is(err, ebpf.ErrKeyNotExist):
+		t.Fatalf("lookup in port_configs_high: %v", err)
 	}
 	if n != 0 {
 		t.Errorf("config of detached ifindex %d still in port_configs_high", indexes[0])

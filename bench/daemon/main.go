@@ -16,6 +16,10 @@
 //	go run ./bench/daemon encode [-duration 5s] [-max-datagram 1400]
 //	    the workers alone, fed from memory, sending to a loopback sink:
 //	    CPU per flow sample.
+//	go run ./bench/daemon compare -pcap BIN -tc BIN [-bin bin/sflowswitchd] [-sampling 10,100,1000,1] [-rounds 3] [-out DIR]
+//	    techniques side by side on one lab port: no program, a do-nothing
+//	    XDP program, the pcap and TC baselines (bench/baselines) and
+//	    sflowswitchd; Markdown table, results.json and PNG plots in DIR.
 //
 // Results are printed as text tables; bench/README.md records them.
 package main
@@ -32,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode [flags]  (see go doc ./bench/daemon)")
+		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare [flags]  (see go doc ./bench/daemon)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -49,6 +53,8 @@ func main() {
 		err = runIdle(ctx, os.Args[2:])
 	case "encode":
 		err = runEncode(ctx, os.Args[2:])
+	case "compare":
+		err = runCompare(ctx, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}

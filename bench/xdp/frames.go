@@ -52,6 +52,11 @@ func (b *bench) attach(c config) (func() error, error) {
 		if err := b.dp.AttachPort(b.p1, *c.port); err != nil {
 			return nil, err
 		}
+		// Each attachment loads the port's own instance of the sampler:
+		// measure that one.
+		if err := b.openSampler(); err != nil {
+			return nil, errors.Join(err, b.dp.DetachPort(b.p1))
+		}
 		return func() error { return b.dp.DetachPort(b.p1) }, nil
 	case c.prog != nil:
 		var l link.Link

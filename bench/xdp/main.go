@@ -28,6 +28,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -247,12 +248,8 @@ func (b *bench) setup() error {
 	if mode := b.dp.AttachMode(b.p1); mode != dataplane.AttachNative {
 		return fmt.Errorf("sampler attached to p1 in %q mode, want native", mode)
 	}
-	id, err := xdpProgID(b.lab.sw, "p1")
-	if err != nil {
+	if err := b.openSampler(); err != nil {
 		return err
-	}
-	if b.sampler, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err != nil {
-		return fmt.Errorf("opening sampler program %d: %w", id, err)
 	}
 	if err := b.dp.DetachPort(b.p1); err != nil {
 		return err
@@ -263,6 +260,26 @@ func (b *bench) setup() error {
 	if len(b.frame) != 60 {
 		return fmt.Errorf("test frame is %d bytes, want 60", len(b.frame))
 	}
+	return nil
+}
+
+// openSampler opens the sampler instance attached to p1 as b.sampler,
+// closing the previous one.
+func (b *bench) openSampler() error {
+	id, err := xdpProgID(b.lab.sw, "p1")
+	if err != nil {
+		return err
+	}
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return fmt.Errorf("opening sampler program %d: %w", id, err)
+	}
+	if b.sampler != nil {
+		if err := b.sampler.Close(); err != nil {
+			return errors.Join(err, p.Close())
+		}
+	}
+	b.sampler = p
 	return nil
 }
 

@@ -1,0 +1,685 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+)
+
+// The techniques compared (bench/README.md, "Techniques side by side").
+const (
+	techNone = "no program"
+	techPass = "do-nothing XDP"
+	techPcap = "packet socket + cBPF (pcap)"
+	techTC   = "TCX eBPF + ring (hsflowd epcap)"
+	techSFSD = "sflowswitchd"
+)
+
+var (
+	allTechs     = []string{techNone, techPass, techPcap, techTC, techSFSD}
+	samplerTechs = []string{techPcap, techTC, techSFSD}
+)
+
+// compareOpts are the compare subcommand's flags.
+type compareOpts struct {
+	bin, pcapBin, tcBin string
+	rates               []uint32
+	rounds              int
+	window, warmup      time.Duration
+	idle                time.Duration
+	poolFrames          int
+	poolRate            uint32
+	poolRounds          int
+	out                 string
+}
+
+// trial is one measurement window of one technique at one rate.
+type trial struct {
+	Tech  string  `json:"tech"`
+	Rate  uint32  `json:"rate"` // 0: no sampling (no program, do-nothing XDP)
+	Round int     `json:"round"`
+	InPPS float64 `json:"in_pps"` // frames received on p1
+	// FwdPPS is frames forwarded out of p2 per second.
+	FwdPPS float64 `json:"fwd_pps"`
+	// CPUPct is the sampling process's CPU (utime+stime) in % of one core.
+	CPUPct float64 `json:"cpu_pct"`
+	// NsPerPkt is the program's run time per run from bpf_stats (-1: n/a).
+	NsPerPkt float64 `json:"ns_per_pkt"`
+	// SamplesPS is flow samples of p1 received by the collector per second.
+	SamplesPS float64 `json:"samples_ps"`
+	// KnownLost is what the technique itself reports lost in the window
+	// (-1: it has no such count).
+	KnownLost float64 `json:"known_lost"`
+}
+
+// expected is the samples per second the technique should deliver.
+func (t trial) expected() float64 {
+	if t.Rate == 0 {
+		return 0
+	}
+	return t.InPPS / float64(t.Rate)
+}
+
+// lossFrac is the fraction of expected samples that did not reach the
+// collector (negative values are sampling noise above the mean).
+func (t trial) lossFrac() float64 {
+	if e := t.expected(); e > 0 {
+		return 1 - t.SamplesPS/e
+	}
+	return 0
+}
+
+// cpuPerMpkt is CPU milliseconds of the sampling process per million
+// forwarded packets.
+func (t trial) cpuPerMpkt() float64 {
+	if t.FwdPPS <= 0 {
+		return 0
+	}
+	return t.CPUPct / 100 * 1000 / (t.FwdPPS / 1e6)
+}
+
+// techIdle is one technique's CPU with its port sampled and no traffic.
+type techIdle struct {
+	Tech   string  `json:"tech"`
+	CPUPct float64 `json:"cpu_pct"`
+}
+
+// poolResult is one technique's sample_pool after exactly-counted traffic.
+type poolResult struct {
+	Tech     string  `json:"tech"`
+	Frames   uint64  `json:"frames"` // p1 rx_packets over the trial
+	LastPool uint32  `json:"last_pool"`
+	ErrPct   float64 `json:"err_pct"`
+	Samples  uint64  `json:"samples"`
+}
+
+// results is everything one compare run measured.
+type results struct {
+	Start  time.Time    `json:"start"`
+	Load   []string     `json:"load"`
+	Opts   string       `json:"opts"`
+	Trials []trial      `json:"trials"`
+	Idle   []techIdle   `json:"idle"`
+	Pools  []poolResult `json:"pools"`
+}
+
+func parseCompare(args []string) (compareOpts, error) {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	var o compareOpts
+	var rates string
+	fs.StringVar(&o.bin, "bin", "bin/sflowswitchd", "daemon binary")
+	fs.StringVar(&o.pcapBin, "pcap", "", "pcapsample binary (go build ./bench/baselines/pcapsample)")
+	fs.StringVar(&o.tcBin, "tc", "", "tcsample binary (go build ./bench/baselines/tcsample)")
+	fs.StringVar(&rates, "sampling", "10,100,1000,1", "sampling rates N (1-in-N)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds; every round runs each technique once per rate, order rotated")
+	fs.DurationVar(&o.window, "window", 2*time.Second, "measurement window per trial")
+	fs.DurationVar(&o.warmup, "warmup", 700*time.Millisecond, "wait after a technique is ready before measuring")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "idle CPU window per sampling technique (no traffic)")
+	fs.IntVar(&o.poolFrames, "pool-frames", 100000, "frames sent per sample_pool accuracy trial")
+	fs.IntVar(&o.poolRounds, "pool-rounds", 2, "sample_pool accuracy trials per technique")
+	var poolRate uint
+	fs.UintVar(&poolRate, "pool-rate", 100, "sampling rate of the sample_pool trials")
+	fs.StringVar(&o.out, "out", "", "directory for results.md, results.json and the PNG plots (none: stdout only)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.poolRate = uint32(poolRate)
+	for _, r := range strings.Split(rates, ",") {
+		v, err := strconv.ParseUint(strings.TrimSpace(r), 10, 32)
+		if err != nil || v == 0 {
+			return o, fmt.Errorf("bad sampling rate %q", r)
+		}
+		o.rates = append(o.rates, uint32(v))
+	}
+	if o.pcapBin == "" || o.tcBin == "" {
+		return o, errors.New("-pcap and -tc binaries are required")
+	}
+	if o.rounds < 1 || o.poolRounds < 0 || o.poolRate == 0 {
+		return o, errors.New("rounds >= 1, pool-rounds >= 0, pool-rate >= 1")
+	}
+	return o, nil
+}
+
+// comparer holds the lab and what every trial shares.
+type comparer struct {
+	o       compareOpts
+	lab     *lab
+	dir     string
+	sink    *poolSink
+	pass    *ebpf.Program
+	p1      int
+	sc      *scraper
+	ctx     context.Context
+	traffic *exec.Cmd
+}
+
+// runCompare is the compare subcommand: techniques side by side on the
+// same lab (h1 -> p1 -> bridge -> p2 -> h2, 64-byte UDP at trafgen's
+// maximum rate), alternating within each round.
+func runCompare(ctx context.Context, args []string) error {
+	o, err := parseCompare(args)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("compare must run as root")
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return fmt.Errorf("enabling BPF run-time statistics: %w", err)
+	}
+	defer stats.Close()
+	repo, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "bench-compare-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	l, err := newLab(repo, 2)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if derr := l.down(); derr != nil {
+			fmt.Fprintln(os.Stderr, "compare:", derr)
+		}
+	}()
+	c := &comparer{o: o, lab: l, dir: dir, ctx: ctx, sc: newScraper(l.sw(), metricsAddr)}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	defer c.close()
+
+	res := &results{Start: time.Now().UTC(), Opts: strings.Join(args, " ")}
+	res.Load = append(res.Load, loadAvg())
+	if err := c.idlePhase(res); err != nil {
+		return fmt.Errorf("idle phase: %w", err)
+	}
+	if err := c.poolPhase(res); err != nil {
+		return fmt.Errorf("sample_pool phase: %w", err)
+	}
+	if err := c.ratePhase(res); err != nil {
+		return fmt.Errorf("forwarding phase: %w", err)
+	}
+	res.Load = append(res.Load, loadAvg())
+	md := res.markdown()
+	fmt.Print(md)
+	if o.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "results.md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	return res.plots(o.out)
+}
+
+func (c *comparer) setup() error {
+	idx, err := linkIndexIn(c.lab.sw(), "p1")
+	if err != nil {
+		return err
+	}
+	c.p1 = idx
+	spec, err := bpf.LoadSampler()
+	if err != nil {
+		return err
+	}
+	if c.pass, err = ebpf.NewProgram(spec.Programs[bpf.SamplerProgXdpPass]); err != nil {
+		return fmt.Errorf("loading xdp_pass: %w", err)
+	}
+	if c.sink, err = startPoolSink(c.lab.col(), collectorAddr+":6343"); err != nil {
+		return err
+	}
+	c.sink.ifindex.Store(uint32(idx))
+	return nil
+}
+
+func (c *comparer) close() {
+	if c.traffic != nil {
+		stopProc(c.traffic)
+	}
+	if c.sink != nil {
+		c.sink.close()
+	}
+	if c.pass != nil {
+		c.pass.Close()
+	}
+}
+
+// running is a technique attached to p1.
+type running struct {
+	tech  string
+	pid   int                     // sampling process (0: none)
+	progs []*ebpf.Program         // programs whose bpf_stats count per packet
+	stop  func() (int64, error)   // detaches; returns the technique's own loss count (-1: none)
+	lost  func() (float64, error) // technique-reported losses so far (nil: only at stop)
+}
+
+// start attaches technique tech at 1-in-rate to p1 and waits until it
+// samples.
+func (c *comparer) start(tech string, rate uint32) (*running, error) {
+	r := &running{tech: tech, stop: func() (int64, error) { return -1, nil }}
+	switch tech {
+	case techNone:
+		return r, nil
+	case techPass:
+		var l link.Link
+		err := inNetns(c.lab.sw(), func() error {
+			var err error
+			l, err = link.AttachXDP(link.XDPOptions{Program: c.pass, Interface: c.p1, Flags: link.XDPDriverMode})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("attaching xdp_pass: %w", err)
+		}
+		r.progs = []*ebpf.Program{c.pass}
+		r.stop = func() (int64, error) { return -1, l.Close() }
+		return r, nil
+	case techPcap, techTC:
+		bin := c.o.pcapBin
+		if tech == techTC {
+			bin = c.o.tcBin
+		}
+		return c.startBaseline(r, bin, rate)
+	case techSFSD:
+		return c.startDaemon(r, rate)
+	}
+	return nil, fmt.Errorf("unknown technique %q", tech)
+}
+
+func (c *comparer) startBaseline(r *running, bin string, rate uint32) (*running, error) {
+	cmd := command(c.ctx, c.lab.sw(), bin, "-dev", "p1", "-rate", fmt.Sprint(rate),
+		"-collector", collectorAddr+":6343")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	lines := bufio.NewScanner(out)
+	ready := make(chan bool, 1)
+	go func() { ready <- lines.Scan() && lines.Text() == "ready" }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			stopProc(cmd)
+			return nil, fmt.Errorf("%s did not start: %s", bin, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		stopProc(cmd)
+		return nil, fmt.Errorf("%s not ready after 15 s", bin)
+	}
+	r.pid = cmd.Process.Pid
+	if r.tech == techTC {
+		progs, err := tcxPrograms(c.lab.sw(), c.p1)
+		if err != nil {
+			stopProc(cmd)
+			return nil, err
+		}
+		r.progs = progs
+	}
+	r.stop = func() (int64, error) {
+		for _, p := range r.progs {
+			p.Close()
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return -1, err
+		}
+		var res struct {
+			KnownDrops uint64 `json:"known_drops"`
+		}
+		var jerr error
+		if lines.Scan() {
+			jerr = json.Unmarshal(lines.Bytes(), &res)
+		} else {
+			jerr = fmt.Errorf("%s printed no result: %s", bin, stderr.String())
+		}
+		_, _ = io.Copy(io.Discard, out)
+		werr := cmd.Wait()
+		if r.tech == techTC {
+			return -1, errors.Join(jerr, werr) // the technique cannot know
+		}
+		return int64(res.KnownDrops), errors.Join(jerr, werr)
+	}
+	return r, nil
+}
+
+func (c *comparer) startDaemon(r *running, rate uint32) (*running, error) {
+	logf, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("daemon-%d.log", rate)))
+	if err != nil {
+		return nil, err
+	}
+	cmd := command(c.ctx, c.lab.sw(), c.o.bin, "-collector", collectorAddr+":6343",
+		"-sampling", fmt.Sprint(rate), "-polling", "0", "-ports", "p1",
+		"-metrics", metricsAddr, "-log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("starting daemon: %w", err)
+	}
+	if err := waitPorts(c.ctx, c.sc, 1, rate); err != nil {
+		stopProc(cmd)
+		logf.Close()
+		b, _ := os.ReadFile(logf.Name())
+		return nil, fmt.Errorf("daemon not sampling: %w; log:\n%s", err, b)
+	}
+	r.pid = cmd.Process.Pid
+	id, err := xdpProgIDIn(c.lab.sw(), "p1")
+	if err == nil {
+		var p *ebpf.Program
+		if p, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
+			r.progs = []*ebpf.Program{p}
+		}
+	}
+	if err != nil {
+		stopProc(cmd)
+		logf.Close()
+		return nil, err
+	}
+	r.lost = func() (float64, error) {
+		m, err := c.sc.scrape()
+		if err != nil {
+			return 0, err
+		}
+		return m.sum("sflowswitchd_port_kernel_drops_total") + m.sum("sflowswitchd_samples_dropped_total"), nil
+	}
+	r.stop = func() (int64, error) {
+		for _, p := range r.progs {
+			p.Close()
+		}
+		stopProc(cmd)
+		return -1, logf.Close()
+	}
+	return r, nil
+}
+
+// snapshot is what is read at both edges of a window.
+type snapshot struct {
+	at      time.Time
+	cpu     time.Duration
+	in, fwd uint64
+	runNs   time.Duration
+	runCnt  uint64
+	flows   uint64
+	lost    float64
+}
+
+func (c *comparer) snap(r *running) (snapshot, error) {
+	s := snapshot{at: time.Now()}
+	var err error
+	if r.pid != 0 {
+		if s.cpu, err = procCPU(r.pid); err != nil {
+			return s, err
+		}
+	}
+	p1, err := linkStats(c.lab.sw(), "p1")
+	if err != nil {
+		return s, err
+	}
+	p2, err := linkStats(c.lab.sw(), "p2")
+	if err != nil {
+		return s, err
+	}
+	s.in, s.fwd = p1.RxPackets, p2.TxPackets
+	for _, p := range r.progs {
+		st, err := p.Stats()
+		if err != nil {
+			return s, err
+		}
+		s.runNs += st.Runtime
+		s.runCnt += st.RunCount
+	}
+	s.flows = c.sink.flows.Load()
+	if r.lost != nil {
+		if s.lost, err = r.lost(); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// measure runs one window on a running technique.
+func (c *comparer) measure(r *running, rate uint32, round int) (trial, error) {
+	if err := sleepCtx(c.ctx, c.o.warmup); err != nil {
+		return trial{}, err
+	}
+	a, err := c.snap(r)
+	if err != nil {
+		return trial{}, err
+	}
+	if err := sleepCtx(c.ctx, c.o.window); err != nil {
+		return trial{}, err
+	}
+	b, err := c.snap(r)
+	if err != nil {
+		return trial{}, err
+	}
+	sec := b.at.Sub(a.at).Seconds()
+	t := trial{Tech: r.tech, Rate: rate, Round: round,
+		InPPS:     float64(b.in-a.in) / sec,
+		FwdPPS:    float64(b.fwd-a.fwd) / sec,
+		CPUPct:    100 * (b.cpu - a.cpu).Seconds() / sec,
+		NsPerPkt:  -1,
+		SamplesPS: float64(b.flows-a.flows) / sec,
+		KnownLost: -1,
+	}
+	if n := b.runCnt - a.runCnt; n > 0 {
+		t.NsPerPkt = float64(b.runNs-a.runNs) / float64(n)
+	}
+	if r.lost != nil {
+		t.KnownLost = b.lost - a.lost
+	}
+	return t, nil
+}
+
+// idlePhase: each sampling technique at 1-in-1000 on p1 with no traffic.
+func (c *comparer) idlePhase(res *results) error {
+	for _, tech := range samplerTechs {
+		r, err := c.start(tech, 1000)
+		if err != nil {
+			return err
+		}
+		err = sleepCtx(c.ctx, time.Second)
+		var a, b time.Duration
+		if err == nil {
+			a, err = procCPU(r.pid)
+		}
+		start := time.Now()
+		if err == nil {
+			err = sleepCtx(c.ctx, c.o.idle)
+		}
+		if err == nil {
+			b, err = procCPU(r.pid)
+		}
+		_, serr := r.stop()
+		if err = errors.Join(err, serr); err != nil {
+			return fmt.Errorf("%s: %w", tech, err)
+		}
+		res.Idle = append(res.Idle, techIdle{Tech: tech, CPUPct: 100 * (b - a).Seconds() / time.Since(start).Seconds()})
+	}
+	return nil
+}
+
+// poolPhase: exactly poolFrames frames through p1 per trial; the last flow
+// sample's pool against the kernel's rx_packets of p1 over the trial.
+func (c *comparer) poolPhase(res *results) error {
+	conf := filepath.Join(c.dir, "pool.cfg")
+	if err := os.WriteFile(conf, []byte(trafgenConf(1, 2)), 0o644); err != nil {
+		return err
+	}
+	for round := 0; round < c.o.poolRounds; round++ {
+		for _, tech := range samplerTechs {
+			c.sink.reset()
+			r, err := c.start(tech, c.o.poolRate)
+			if err != nil {
+				return err
+			}
+			pr, err := c.poolTrial(r, conf)
+			_, serr := r.stop()
+			if err = errors.Join(err, serr); err != nil {
+				return fmt.Errorf("%s: %w", tech, err)
+			}
+			// Baselines flush their last datagram when they stop.
+			if err := sleepCtx(c.ctx, 300*time.Millisecond); err != nil {
+				return err
+			}
+			p, ok := c.sink.pool()
+			if !ok {
+				return fmt.Errorf("%s: no flow sample reached the collector", tech)
+			}
+			pr.LastPool = p
+			pr.ErrPct = 100 * (float64(p) - float64(pr.Frames)) / float64(pr.Frames)
+			res.Pools = append(res.Pools, pr)
+		}
+	}
+	return nil
+}
+
+func (c *comparer) poolTrial(r *running, conf string) (poolResult, error) {
+	pr := poolResult{Tech: r.tech}
+	a, err := linkStats(c.lab.sw(), "p1")
+	if err != nil {
+		return pr, err
+	}
+	f0 := c.sink.flows.Load()
+	g := command(c.ctx, c.lab.host(1), "trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1",
+		"--no-sock-mem", "--notouch-irq", "--no-cpu-stats", "--num", fmt.Sprint(c.o.poolFrames))
+	if out, err := g.CombinedOutput(); err != nil {
+		return pr, fmt.Errorf("trafgen --num %d: %w: %s", c.o.poolFrames, err, out)
+	}
+	// The daemon sends what it holds within a second.
+	if err := sleepCtx(c.ctx, 1500*time.Millisecond); err != nil {
+		return pr, err
+	}
+	b, err := linkStats(c.lab.sw(), "p1")
+	if err != nil {
+		return pr, err
+	}
+	pr.Frames = b.RxPackets - a.RxPackets
+	pr.Samples = c.sink.flows.Load() - f0
+	if pr.Frames == 0 {
+		return pr, errors.New("no frame reached p1")
+	}
+	return pr, nil
+}
+
+// ratePhase: trafgen h1 -> h2 at its maximum rate for the whole phase;
+// every round runs, per sampling rate, each technique once (order rotated
+// round by round), with no program and the do-nothing XDP program as the
+// references of that same rate block.
+func (c *comparer) ratePhase(res *results) error {
+	g, err := startTrafgen(c.ctx, c.lab, c.dir, 1, 2)
+	if err != nil {
+		return err
+	}
+	c.traffic = g
+	if err := sleepCtx(c.ctx, time.Second); err != nil {
+		return err
+	}
+	for round := 0; round < c.o.rounds; round++ {
+		for ri, rate := range c.o.rates {
+			for i := range allTechs {
+				tech := allTechs[(i+round+ri)%len(allTechs)]
+				r, err := c.start(tech, rate)
+				if err != nil {
+					return err
+				}
+				t, err := c.measure(r, rate, round)
+				lost, serr := r.stop()
+				if err = errors.Join(err, serr); err != nil {
+					return fmt.Errorf("%s 1-in-%d: %w", tech, rate, err)
+				}
+				if lost >= 0 {
+					// Reported at stop for the whole trial: scale to the window.
+					t.KnownLost = float64(lost)
+				}
+				if tech == techNone || tech == techPass {
+					t.Rate = 0
+					t.Tech = tech + "@" + fmt.Sprint(rate) // reference of this rate block
+				}
+				res.Trials = append(res.Trials, t)
+				fmt.Fprintf(os.Stderr, "compare: round %d 1-in-%d %-32s fwd %8.0f pps cpu %6.2f%% ns/pkt %6.1f samples/s %8.0f lost %.0f\n",
+					round+1, rate, tech, t.FwdPPS, t.CPUPct, t.NsPerPkt, t.SamplesPS, t.KnownLost)
+			}
+		}
+		res.Load = append(res.Load, loadAvg())
+	}
+	return nil
+}
+
+// tcxPrograms opens the TCX programs attached to ifindex in ns.
+func tcxPrograms(ns string, ifindex int) ([]*ebpf.Program, error) {
+	var progs []*ebpf.Program
+	err := inNetns(ns, func() error {
+		for _, at := range []ebpf.AttachType{ebpf.AttachTCXIngress} {
+			q, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: at})
+			if err != nil {
+				return fmt.Errorf("querying TCX programs: %w", err)
+			}
+			for _, ap := range q.Programs {
+				p, err := ebpf.NewProgramFromID(ap.ID)
+				if err != nil {
+					return err
+				}
+				progs = append(progs, p)
+			}
+		}
+		return nil
+	})
+	if err == nil && len(progs) == 0 {
+		err = errors.New("no TCX ingress program on p1")
+	}
+	return progs, err
+}
+
+func linkIndexIn(ns, name string) (int, error) {
+	var idx int
+	err := inNetns(ns, func() error {
+		i, err := netInterfaceIndex(name)
+		idx = i
+		return err
+	})
+	return idx, err
+}
+
+func xdpProgIDIn(ns, name string) (uint32, error) {
+	var id uint32
+	err := inNetns(ns, func() error {
+		var err error
+		id, err = xdpProgIDHere(name)
+		return err
+	})
+	return id, err
+}
