@@ -126,7 +126,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		agentx = "unix:" + snmp.SocketPath
 	}
 	d := startDaemonWithCaps(t, lab, nobody, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr),
-		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx)
+		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx, "-app-api", "127.0.0.1:0")
 	// The process (setpriv exec'd the daemon in place: same PID) holds
 	// exactly the four capabilities.
 	want := fmt.Sprintf("%016x", uint64(1)<<capBPF|1<<capNetAdmin|1<<capPerfmon|1<<capNetRaw)
@@ -166,6 +166,31 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	}
 	checkDatagramSequences(t, dgs)
 	checkIndependentDecoders(t, dgs, 6343, p1)
+	// The daemon's registry serves every part: per collector, the API
+	// socket's kernel drops, Go runtime and process metrics.
+	// collector_* counts the sampling datagrams (flow and counter
+	// samples); drop notifications have their own sflowswitchd_drop_*.
+	m := mustFetchMetrics(t, lab)
+	colLabel := fmt.Sprintf(`collector="%s:6343"`, lab.CollectorAddr)
+	var sampling uint64
+	for _, dg := range dgs {
+		for _, smp := range dg.our.Samples {
+			_, f := smp.(*sflow.FlowSample)
+			_, c := smp.(*sflow.CounterSample)
+			if f || c {
+				sampling++
+				break
+			}
+		}
+	}
+	if v, ok := m.get("sflowswitchd_collector_datagrams_sent_total", colLabel); !ok || v < sampling {
+		t.Errorf("sflowswitchd_collector_datagrams_sent_total{%s} = %d, %v; %d sampling datagrams received", colLabel, v, ok, sampling)
+	}
+	for _, name := range []string{"sflowswitchd_app_api_socket_drops_total", "go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
+		if _, ok := m.value(name); !ok {
+			t.Errorf("metrics lack %s", name)
+		}
+	}
 	if snmp != nil {
 		// sFlowAgentAddress.0 through snmpd: the AgentX session works
 		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is
