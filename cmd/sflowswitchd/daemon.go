@@ -218,6 +218,8 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = newDrops(uint32(s.Workers), log)
+	// Per-collector metrics cover every sub-agent's datagrams.
+	d.agent.AddCollectorSet(&d.drops.reporter.Stats().Collectors)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
@@ -684,6 +686,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 		return err
 	}
 	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
+	d.agent.AddCollectorSet(&d.apps.engine.Stats().Collectors)
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
