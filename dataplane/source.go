@@ -428,8 +428,8 @@ func (s *Source) wait(deadline time.Time) error {
 	return nil
 }
 
-// kick wakes the worker if it is waiting for samples, so it picks up a new set
-// now rather than at its deadline.
+// kick wakes the worker if it is waiting for samples, so it picks up a
+// new set now rather than at its deadline.
 func (s *Source) kick() error {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
