@@ -171,6 +171,9 @@ type daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// mibRows is how many static collectors the MIB can hold (receiver
+	// rows and instances per data source, fixed at start-up).
+	mibRows int
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -223,6 +226,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
 	n := len(s.staticCollectors())
+	d.mibRows = min(max(s.SNMPReceivers, n), max(s.SNMPInstances, n))
 	d.mib, err = mib.New(mib.Config{
 		Receivers: max(s.SNMPReceivers, n),
 		Instances: max(s.SNMPInstances, n),

@@ -126,7 +126,10 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	col.waitQuiet(1500 * time.Millisecond)
 	m := mustFetchMetrics(t, lab)
 	colLabel := fmt.Sprintf(`collector="%s:%d"`, lab.CollectorAddr, collectorPort)
-	lost := m.sumWith("sflowswitchd_collector_samples_lost_total", colLabel, `reason="send_error"`)
+	// The workers' own count (flow samples only: drop notifications to
+	// the same collector are in the per-collector figures too).
+	lost := m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, "")
+	collLost := m.sumWith("sflowswitchd_collector_samples_lost_total", colLabel, `reason="send_error"`)
 	sendErrs, _ := m.get("sflowswitchd_collector_send_errors_total", colLabel)
 	encoded := m.sum("sflowswitchd_flow_samples_total")
 	pool, samples, drops := portCounters(m, "p1")
@@ -138,6 +141,9 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	}
 	if encoded != received+lost {
 		t.Errorf("flow samples encoded %d != received %d + counted lost %d: %d lost silently", encoded, received, lost, int64(encoded)-int64(received+lost))
+	}
+	if collLost < lost {
+		t.Errorf("collector %s counts %d samples lost, the workers %d", colLabel, collLost, lost)
 	}
 	if lost < uint64(rounds)*k*9/10 {
 		t.Errorf("only %d samples counted lost during %d outages of %d frames at 1 in 1", lost, rounds, k)
