@@ -28,7 +28,7 @@ import (
 // poller (with the deadline as its read deadline), not in a blocking
 // system call: a worker parked there costs no thread of its own, and
 // waking it does not make the runtime hand its processor back and forth
-// (measured in bench/README.md, "Idle cost").
+// (measured in bench/README.md, daemon part 4, "Idle cost").
 //
 // When a sample is picked up: the sampler wakes a waiting reader only once
 // the ring holds Config.WakeupBytes (bpf/sampler.c wakeup_bytes), so at
@@ -48,8 +48,8 @@ import (
 type Source struct {
 	ring   ringBatcher
 	ringFD int
-	// wake is an eventfd: Wake, SetPort and Close kick a worker blocked in
-	// poll. An *os.File, so that a kick racing with Close writes to a
+	// wake is an eventfd: Wake, SetPort and Close kick a worker waiting
+	// for samples. An *os.File, so that a kick racing with Close writes to a
 	// closed file (an error), never to a reused descriptor number.
 	wake   *os.File
 	wakeFD int
@@ -428,8 +428,8 @@ func (s *Source) wait(deadline time.Time) error {
 	return nil
 }
 
-// kick wakes the worker if it is blocked in poll, so it picks up a new set
-// now rather than at its deadline.
+// kick wakes the worker if it is waiting for samples, so it picks up a
+// new set now rather than at its deadline.
 func (s *Source) kick() error {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
