@@ -9,7 +9,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test test-unit fuzz bench lab clean deb vagrant-box
+.PHONY: all build generate deps lint test test-unit fuzz bench lab clean deb vagrant-box vagrant-lab vagrant-clean soak
 
 all: build
 
@@ -47,6 +47,22 @@ fuzz:
 bench: deps build
 	./bench/run.sh
 
+# The fault and soak suite at full length (docs/OPERATIONS.md): every fault
+# of test/e2e/faults_test.go FAULT_ROUNDS times, a SOAK_DURATION soak with
+# SNMP SETs and reloads, a FLOOD_DURATION 1-in-1 flood on every port. It
+# writes the table of faults tried to FAULT_REPORT. Root; not part of
+# `make test`, which runs each fault once and the soak and flood for seconds.
+SOAK_DURATION  ?= 30m
+FLOOD_DURATION ?= 3m
+FAULT_ROUNDS   ?= 5
+FAULT_REPORT   ?= $(CURDIR)/bin/faults.md
+soak: deps build
+	@mkdir -p $(dir $(FAULT_REPORT))
+	@printf '| Fault | What the test did | Observed | Time to recover | Peak RSS | Samples lost | Of them reported |\n|---|---|---|---|---|---|---|\n' >$(FAULT_REPORT)
+	SOAK_DURATION=$(SOAK_DURATION) FLOOD_DURATION=$(FLOOD_DURATION) FAULT_ROUNDS=$(FAULT_ROUNDS) FAULT_REPORT=$(FAULT_REPORT) \
+		$(GO) test -count=1 -timeout 0 -v -run '^(TestFault|TestSoak$$|TestFloodEveryPort$$|TestLeastPrivilege$$)' ./test/e2e/
+	@echo "fault table: $(FAULT_REPORT)"
+
 lab: deps build
 	./lab/demo.sh
 
@@ -59,6 +75,12 @@ deb:
 # kernel. Root; not part of `make test`.
 vagrant-box:
 	./vagrant/box/build.sh
+
+vagrant-lab: vagrant-box deb
+	./vagrant/lab.sh
+
+vagrant-clean:
+	./vagrant/clean.sh
 
 clean:
 	rm -rf bin

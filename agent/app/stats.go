@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
 // Stats counts what the engine did. All fields are atomic: producers
@@ -28,6 +30,9 @@ type Stats struct {
 	SamplesUnsent atomic.Uint64
 	// TooLarge are samples larger than a receiver's maximum datagram size.
 	TooLarge atomic.Uint64
+	// Collectors counts what was sent, per collector (register it with
+	// agent.Agent.AddCollectorSet).
+	Collectors agent.CollectorSet
 	// APMAdded are transactions aggregated into the APM reports;
 	// APMSkipped those the APM engine could not measure (no socket, so no
 	// client or server address, or too many applications).
@@ -59,8 +64,14 @@ type rejectLog struct {
 	suppressed [numReasons]atomic.Uint64
 }
 
+// monoBase is the origin of rejectLog's clock: durations since it are read
+// from the monotonic clock, so a wall-clock step (NTP, an operator's date
+// command) can neither silence the log nor flood it. The extra second makes
+// the first rejection of each reason log at once.
+var monoBase = time.Now().Add(-time.Second)
+
 func (l *rejectLog) note(r Reason, err error) {
-	now := time.Now().UnixNano()
+	now := int64(time.Since(monoBase))
 	last := l.last[r].Load()
 	if now-last < int64(time.Second) || !l.last[r].CompareAndSwap(last, now) {
 		l.suppressed[r].Add(1)

@@ -105,6 +105,10 @@ func (d *drops) apply(s Settings) error {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
 	d.dp = dp
+	if !dp.FunctionNames() {
+		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
+			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
@@ -142,12 +146,11 @@ func (d *drops) stopLocked() error {
 var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
 	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
-	dropDatagrams   = prometheus.NewDesc("sflowswitchd_drop_datagrams_sent_total", "Datagrams of the drop sub-agent sent to collectors.", nil, nil)
-	dropSendErrors  = prometheus.NewDesc("sflowswitchd_drop_send_errors_total", "Datagrams of the drop sub-agent the socket refused.", nil, nil)
 	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
 	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
 	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
 	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
 	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
 )
 
@@ -159,7 +162,7 @@ type dropCollector struct {
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropDatagrams, dropSendErrors, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
 		ch <- d
 	}
 }
@@ -171,12 +174,15 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.reporter.Stats()
 	cnt(dropNotifSent, st.Notifications.Load())
 	cnt(dropNotifUnsent, st.Unsent.Load())
-	cnt(dropDatagrams, st.Sender.Datagrams.Load())
-	cnt(dropSendErrors, st.Sender.SendErrors.Load())
 
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
 	dp := c.d.dp
+	names := 0.0
+	if dp != nil && dp.FunctionNames() {
+		names = 1
+	}
+	ch <- prometheus.MustNewConstMetric(dropFuncNames, prometheus.GaugeValue, names)
 	if dp == nil {
 		return
 	}

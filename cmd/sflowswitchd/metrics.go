@@ -24,6 +24,11 @@ func (d *daemon) portMetrics() []metrics.Port {
 	d.mu.Lock()
 	states := make(map[uint32]portState, len(d.sampled))
 	for k, v := range d.sampled {
+		// The name as the port is called now: a rename changes no
+		// sampling configuration, so d.sampled may hold the old one.
+		if p, ok := d.ports[int(k)]; ok {
+			v.name = p.Name
+		}
 		states[k] = v
 	}
 	d.mu.Unlock()

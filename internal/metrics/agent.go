@@ -28,12 +28,14 @@ var workerMetrics = []workerMetric{
 
 var samplesDropped = desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
 
-// Per collector: the receiver row (sFlowRcvrIndex) and its address.
+// Per collector: the receiver row (sFlowRcvrIndex) and its address,
+// counting every datagram sent to it (the workers', the drop reporter's
+// and the application engine's: Agent.CollectorStats).
 var (
 	collDatagrams  = desc("collector_datagrams_sent_total", "Datagrams sent to the collector.", "receiver", "collector")
 	collBytes      = desc("collector_bytes_sent_total", "Bytes of datagrams sent to the collector.", "receiver", "collector")
 	collSendErrors = desc("collector_send_errors_total", "Datagrams to the collector the socket refused.", "receiver", "collector")
-	collLost       = desc("collector_samples_lost_total", "Samples for the collector that did not reach it, by reason (send_error: in a refused datagram; too_large: above its maximum datagram size; no_socket: its socket could not be opened).", "receiver", "collector", "reason")
+	collLost       = desc("collector_samples_lost_total", "Samples for the collector that did not reach it, by reason (send_error: in a datagram the socket refused or could not send — no route, no resolved address, ICMP unreachable; too_large: above its maximum datagram size).", "receiver", "collector", "reason")
 )
 
 // agentCollector exports the agent's per-worker and per-collector
@@ -74,6 +76,5 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- counter(collSendErrors, t.SendErrors, r, addr)
 		ch <- counter(collLost, t.SamplesUnsent, r, addr, "send_error")
 		ch <- counter(collLost, t.TooLarge, r, addr, "too_large")
-		ch <- counter(collLost, t.NoSocket, r, addr, "no_socket")
 	}
 }

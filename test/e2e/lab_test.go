@@ -31,6 +31,13 @@ func newLab(t *testing.T, nports int) *netlab.Lab {
 // at cleanup, before the lab is removed.
 func privateCollectorPath(t *testing.T, lab *netlab.Lab) {
 	t.Helper()
+	privateRxPath(t, lab, lab.Collector)
+}
+
+// privateRxPath gives eth0 of namespace ns its own receive path (see
+// privateCollectorPath).
+func privateRxPath(t *testing.T, lab *netlab.Lab, ns string) {
+	t.Helper()
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:    "e2e_pass",
 		Type:    ebpf.XDP,
@@ -45,7 +52,7 @@ func privateCollectorPath(t *testing.T, lab *netlab.Lab) {
 	}
 	t.Cleanup(func() { prog.Close() })
 	var l link.Link
-	err = lab.Do(lab.Collector, func() error {
+	err = lab.Do(ns, func() error {
 		eth, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
@@ -54,11 +61,11 @@ func privateCollectorPath(t *testing.T, lab *netlab.Lab) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("attach XDP_PASS to eth0 in %s: %v", lab.Collector, err)
+		t.Fatalf("attach XDP_PASS to eth0 in %s: %v", ns, err)
 	}
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
-			t.Errorf("detach XDP_PASS from the collector: %v", err)
+			t.Errorf("detach XDP_PASS from eth0 in %s: %v", ns, err)
 		}
 	})
 }

@@ -126,7 +126,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		agentx = "unix:" + snmp.SocketPath
 	}
 	d := startDaemonWithCaps(t, lab, nobody, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr),
-		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx)
+		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx, "-app-api", "127.0.0.1:0")
 	// The process (setpriv exec'd the daemon in place: same PID) holds
 	// exactly the four capabilities.
 	want := fmt.Sprintf("%016x", uint64(1)<<capBPF|1<<capNetAdmin|1<<capPerfmon|1<<capNetRaw)
@@ -166,6 +166,32 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	}
 	checkDatagramSequences(t, dgs)
 	checkIndependentDecoders(t, dgs, 6343, p1)
+	// The daemon's registry serves every part: per collector, the API
+	// socket's kernel drops, Go runtime and process metrics.
+	m := mustFetchMetrics(t, lab)
+	colLabel := fmt.Sprintf(`collector="%s:6343"`, lab.CollectorAddr)
+	if v, ok := m.get("sflowswitchd_collector_datagrams_sent_total", colLabel); !ok || v < uint64(len(dgs)) {
+		t.Errorf("sflowswitchd_collector_datagrams_sent_total{%s} = %d, %v; %d datagrams received", colLabel, v, ok, len(dgs))
+	}
+	for _, name := range []string{"sflowswitchd_app_api_socket_drops_total", "go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
+		if _, ok := m.value(name); !ok {
+			t.Errorf("metrics lack %s", name)
+		}
+	}
+	// Without CAP_SYSLOG the kernel hides its symbol addresses (unless
+	// kptr_restrict is 0 and perf_event_paranoid at most 1): drop
+	// notifications go out without extended_function, and the daemon
+	// says so in its log and in a metric.
+	names := uint64(0)
+	if sysctlInt(t, "kernel/kptr_restrict") == 0 && sysctlInt(t, "kernel/perf_event_paranoid") <= 1 {
+		names = 1
+	}
+	if v, ok := m.value("sflowswitchd_drop_function_names"); !ok || v != names {
+		t.Errorf("sflowswitchd_drop_function_names = %d, %v; want %d", v, ok, names)
+	}
+	if logged := strings.Contains(d.log(), "carry no extended_function"); logged != (names == 0) {
+		t.Errorf("log says drop locations cannot be named: %v, want %v", logged, names == 0)
+	}
 	if snmp != nil {
 		// sFlowAgentAddress.0 through snmpd: the AgentX session works
 		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is
@@ -192,6 +218,15 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		}
 	}
 	t.Logf("uid %s, capabilities %s: %d flow samples of %d frames at 1 in %d", strings.Fields(st["Uid"])[0], daemonCaps, len(fs), k, n)
+	who, extra := "user nobody", ""
+	if !nobody {
+		who, extra = "root, every other capability dropped", "; SFLOW-MIB served through snmpd"
+	}
+	recordFault(t, faultRow{
+		Fault: "least privilege (" + who + ")", Done: "setpriv: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON, CAP_NET_RAW only, no_new_privs",
+		Observed: fmt.Sprintf("attached, %d flow samples of %d frames at 1 in %d, counters polled%s", len(fs), k, n, extra),
+		PeakRSS:  usage(t, d.cmd.Process.Pid).HWM,
+	})
 }
 
 // sflowAgentAddressOID is SFLOW-MIB sFlowAgentAddress.0.
@@ -245,4 +280,18 @@ func TestSystemdUnit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sysctlInt reads an integer from /proc/sys/NAME.
+func sysctlInt(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("/proc/sys/%s: %v", name, err)
+	}
+	return v
 }

@@ -10,17 +10,21 @@
 #   2. the vagrant conventions: user vagrant with Vagrant's public insecure
 #      key (replaced by a fresh key at the first `vagrant up`), password-less
 #      sudo, sshd, DHCP on every Ethernet interface (systemd-networkd);
-#   3. an ext4 file system image of that tree on a whole virtual disk (no
-#      partition table) made bootable with EXTLINUX, which installs its boot
-#      sector in the file system's first sector, so the BIOS boots it
-#      directly: no boot loader from anywhere but Debian's syslinux;
+#   3. a virtual disk with one partition (MBR) holding an ext4 file system
+#      of that tree (mkfs.ext4 -d, at the partition's offset: no loop
+#      device, no mount) and GRUB for BIOS (Debian's grub-pc-bin on the
+#      host): its modules and a fixed grub.cfg in /boot/grub, boot.img in
+#      the MBR and core.img (grub-mkimage) in the gap before the partition.
+#      (EXTLINUX was tried first: its real-mode thunks end in a KVM
+#      emulation failure when the host is itself a VM.)
 #   4. box.img (qcow2), metadata.json and a Vagrantfile, packed into
 #      sflowswitchd-bookworm64.box and added to vagrant as
 #      sflowswitchd/bookworm64.
 #
 # Cached: the box is rebuilt only when this script changes (its SHA-256 is
 # stored beside the box); a second run only checks that vagrant has it.
-# Root only (debootstrap, a loop mount of the image while EXTLINUX installs).
+# Root only (debootstrap, chroot). The debootstrapped tree is kept in
+# vagrant/.cache/work between failed runs with the same package list.
 #
 # Environment: CACHE (default vagrant/.cache), MIRROR (default
 # http://deb.debian.org/debian), DISK_GB (virtual disk size, default 8).
@@ -32,9 +36,10 @@ mirror=${MIRROR:-http://deb.debian.org/debian}
 disk_gb=${DISK_GB:-8}
 readonly box_name=sflowswitchd/bookworm64
 [ "$(id -u)" = 0 ] || { echo "box: must run as root (debootstrap, loop mount)" >&2; exit 1; }
-for cmd in debootstrap qemu-img mkfs.ext4 extlinux vagrant; do
-	command -v "$cmd" >/dev/null || { echo "box: $cmd missing (apt-get install debootstrap qemu-utils e2fsprogs extlinux vagrant)" >&2; exit 1; }
+for cmd in debootstrap qemu-img mkfs.ext4 sfdisk grub-mkimage vagrant; do
+	command -v "$cmd" >/dev/null || { echo "box: $cmd missing (apt-get install debootstrap qemu-utils e2fsprogs fdisk grub-pc-bin vagrant)" >&2; exit 1; }
 done
+[ -d /usr/lib/grub/i386-pc ] || { echo "box: GRUB for BIOS missing (apt-get install grub-pc-bin)" >&2; exit 1; }
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 box=$cache/sflowswitchd-bookworm64.box
@@ -45,18 +50,15 @@ if [ -f "$box" ] && [ "$(cat "$box.sha256" 2>/dev/null)" = "$stamp" ]; then
 else
 	start=$(date +%s)
 	work=$cache/work
-	rootfs=$work/rootfs mnt=$work/mnt
-	mounted=""
+	rootfs=$work/rootfs
 	cleanup() {
-		if [ -n "$mounted" ]; then umount "$mnt" || echo "box: could not unmount $mnt" >&2; fi
 		for fs in dev/pts dev proc sys; do
 			mountpoint -q "$rootfs/$fs" 2>/dev/null && umount -l "$rootfs/$fs"
 		done
 		return 0
 	}
 	trap cleanup EXIT
-	rm -rf "$work"
-	mkdir -p "$rootfs" "$mnt"
+	mkdir -p "$work"
 
 	pkgs=(
 		linux-image-amd64 initramfs-tools systemd-sysv udev dbus kmod
@@ -64,6 +66,10 @@ else
 		iproute2 iputils-ping ethtool util-linux
 		make netsniff-ng nftables snmpd snmp tshark python3 bpftool
 	)
+	pkgs_sum=$(echo "${pkgs[*]} $mirror" | sha256sum | cut -d' ' -f1)
+	if [ "$(cat "$work/rootfs.ok" 2>/dev/null)" != "$pkgs_sum" ]; then
+	rm -rf "$rootfs"
+	mkdir -p "$rootfs"
 	echo "box: debootstrap bookworm from $mirror"
 	# tshark asks whether non-root users may capture: the default (no) is
 	# taken by debootstrap's non-interactive configuration.
@@ -72,11 +78,15 @@ else
 		echo "${pkgs[*]}"
 	)" bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 ||
 		{ tail -20 "$work/debootstrap.log" >&2; exit 1; }
+	echo "$pkgs_sum" >"$work/rootfs.ok"
+	else
+		echo "box: reusing the debootstrapped tree in $rootfs"
+	fi
 
 	echo "box: configuring"
 	echo sflowlab >"$rootfs/etc/hostname"
 	printf '127.0.0.1 localhost\n127.0.1.1 sflowlab\n' >"$rootfs/etc/hosts"
-	printf '/dev/vda / ext4 defaults,errors=remount-ro 0 1\n' >"$rootfs/etc/fstab"
+	printf '/dev/vda1 / ext4 defaults,errors=remount-ro 0 1\n' >"$rootfs/etc/fstab"
 	printf 'deb %s bookworm main\ndeb http://deb.debian.org/debian-security bookworm-security main\n' "$mirror" >"$rootfs/etc/apt/sources.list"
 	cat >"$rootfs/etc/systemd/network/50-dhcp.network" <<-'EOF'
 		[Match]
@@ -88,7 +98,7 @@ else
 	chroot "$rootfs" systemctl enable systemd-networkd ssh >/dev/null 2>&1
 	# snmpd is started by the tests themselves, on private ports.
 	chroot "$rootfs" systemctl disable snmpd >/dev/null 2>&1 || true
-	chroot "$rootfs" useradd -m -s /bin/bash -U vagrant
+	chroot "$rootfs" id vagrant >/dev/null 2>&1 || chroot "$rootfs" useradd -m -s /bin/bash -U vagrant
 	echo 'vagrant:vagrant' | chroot "$rootfs" chpasswd
 	echo 'root:vagrant' | chroot "$rootfs" chpasswd
 	echo 'vagrant ALL=(ALL) NOPASSWD: ALL' >"$rootfs/etc/sudoers.d/vagrant"
@@ -103,32 +113,37 @@ else
 	# Host keys are made at first boot, not baked into the box.
 	rm -f "$rootfs"/etc/ssh/ssh_host_*
 	mkdir -p "$rootfs/etc/systemd/system/ssh.service.d"
-	printf '[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n' >"$rootfs/etc/systemd/system/ssh.service.d/hostkeys.conf"
+	# Before Debian's own `sshd -t`, which fails without host keys.
+	printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' >"$rootfs/etc/systemd/system/ssh.service.d/hostkeys.conf"
 	: >"$rootfs/etc/machine-id"
 	chroot "$rootfs" apt-get clean
 
 	kernel=$(cd "$rootfs/boot" && ls vmlinuz-* | sort -V | tail -1)
 	initrd=initrd.img-${kernel#vmlinuz-}
-	mkdir -p "$rootfs/boot/extlinux"
-	cat >"$rootfs/boot/extlinux/extlinux.conf" <<-EOF
-		DEFAULT debian
-		TIMEOUT 1
-		LABEL debian
-		  LINUX /boot/$kernel
-		  INITRD /boot/$initrd
-		  APPEND root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet
+	echo "box: disk image (${disk_gb}G, MBR, ext4, GRUB)"
+	grubdir=/usr/lib/grub/i386-pc
+	mkdir -p "$rootfs/boot/grub/i386-pc"
+	cp "$grubdir"/*.mod "$grubdir"/*.lst "$rootfs/boot/grub/i386-pc/"
+	cat >"$rootfs/boot/grub/grub.cfg" <<-EOF
+		set timeout=0
+		menuentry "Debian 12 (${kernel#vmlinuz-})" {
+		  linux /boot/$kernel root=/dev/vda1 ro console=ttyS0 net.ifnames=0 quiet
+		  initrd /boot/$initrd
+		}
 	EOF
-
-	echo "box: disk image (${disk_gb}G, ext4, EXTLINUX)"
 	raw=$work/disk.raw
+	rm -f "$raw"
 	truncate -s "${disk_gb}G" "$raw"
-	# 64bit and metadata_csum off: EXTLINUX 6.04 reads ext4 without them.
-	mkfs.ext4 -q -F -L root -O ^64bit,^metadata_csum -d "$rootfs" "$raw"
-	mount -o loop "$raw" "$mnt"
-	mounted=1
-	extlinux --install "$mnt/boot/extlinux" >/dev/null
-	umount "$mnt"
-	mounted=""
+	printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q "$raw"
+	# The file system starts at the partition (sector 2048) and fills it.
+	mkfs.ext4 -q -F -L root -E offset=$((2048 * 512)) -d "$rootfs" "$raw" $((disk_gb * 1024 * 1024 - 1024))k
+	# core.img finds its modules and grub.cfg on partition 1; boot.img (the
+	# first 440 bytes of the MBR, the partition table stays) loads core.img
+	# from sector 1.
+	grub-mkimage -O i386-pc -o "$work/core.img" -p '(hd0,msdos1)/boot/grub' biosdisk part_msdos ext2
+	[ "$(stat -c %s "$work/core.img")" -lt $((2047 * 512)) ] || { echo "box: core.img too large" >&2; exit 1; }
+	dd if="$grubdir/boot.img" of="$raw" bs=440 count=1 conv=notrunc status=none
+	dd if="$work/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
 
 	echo "box: packing"
 	qemu-img convert -O qcow2 "$raw" "$work/box.img"
@@ -145,7 +160,7 @@ else
 	mv "$box.tmp" "$box"
 	echo "$stamp" >"$box.sha256"
 	echo "$kernel" >"$box.kernel"
-	rm -rf "$work"
+	rm -f "$work/disk.raw" "$work/box.img" "$work/core.img" # the tree stays for a rebuild
 	vagrant box remove --force "$box_name" >/dev/null 2>&1 || true
 	echo "box: built in $(($(date +%s) - start)) s: $box ($(du -h "$box" | cut -f1), kernel ${kernel#vmlinuz-})"
 fi

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# vm/tests.sh — inside the lab VM, as root: the lab (what `make lab` runs
+# after building, with the packaged binary) and the Go test suite (unit and
+# integration: namespaces, XDP, AF_XDP, snmpd) on the VM's kernel.
+#
+# $SFLOW_LAB_VM/src is the repository (with its modules vendored: the VM
+# has no network), $SFLOW_LAB_VM/tests the test binaries lab.sh built on the
+# host (go test -c) and $SFLOW_LAB_VM/gocache the build cache it warmed
+# with the same paths and settings, for the tests that `go build` the
+# daemon; Go is the host's toolchain, rsynced to /usr/local/go. Each test
+# binary runs in its package's directory, as `go test` runs it.
+# Environment: SFLOW_LAB_VM, LAB_SECONDS (default 30), TEST_PKGS (package
+# directories, default all), TEST_TIMEOUT (per package, default 20m).
+set -euo pipefail
+vm=${SFLOW_LAB_VM:?}
+export PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=vendor GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
+	GOCACHE=$vm/gocache CI=1
+cd "$vm/src"
+echo "== kernel $(uname -r), $(go version)"
+
+echo "== make lab (lab/demo.sh with the packaged /usr/sbin/sflowswitchd, ${LAB_SECONDS:-30} s)"
+LAB_SECONDS=${LAB_SECONDS:-30} SFLOWSWITCHD=/usr/sbin/sflowswitchd LAB_INTERVAL=10s ./lab/demo.sh
+
+echo "== tests ($(uname -r))"
+start=$(date +%s)
+failed=()
+pkgs=${TEST_PKGS:-$(cat "$vm/tests/list")}
+for dir in $pkgs; do
+	bin=$vm/tests/$(basename "$(cd "$dir" && pwd)").test
+	t0=$(date +%s)
+	rc=0
+	(cd "$dir" && "$bin" -test.count=1 -test.timeout "${TEST_TIMEOUT:-20m}") >/tmp/test.out 2>&1 || rc=$?
+	if [ "$rc" = 0 ]; then
+		printf 'ok  \t%-28s %4ds\n' "$dir" $(($(date +%s) - t0))
+	else
+		tail -40 /tmp/test.out
+		printf 'FAIL\t%-28s %4ds (exit %d)\n' "$dir" $(($(date +%s) - t0)) "$rc"
+		failed+=("$dir")
+	fi
+done
+echo "== tests: $(( $(wc -w <<<"$pkgs") - ${#failed[@]} )) packages ok, ${#failed[@]} failed (${failed[*]:-none}) in $(($(date +%s) - start)) s on $(uname -r)"
+[ ${#failed[@]} = 0 ]
