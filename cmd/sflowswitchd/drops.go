@@ -12,6 +12,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -72,7 +73,7 @@ func newDrops(subAgent uint32, log *slog.Logger) *drops {
 
 // start applies the settings for the first time; notifications stop at
 // the latest when ctx ends.
-func (d *drops) start(ctx context.Context, s Settings) error {
+func (d *drops) start(ctx context.Context, s config.Settings) error {
 	d.mu.Lock()
 	d.ctx = ctx
 	d.mu.Unlock()
@@ -83,7 +84,7 @@ func (d *drops) start(ctx context.Context, s Settings) error {
 // (SIGHUP). A failure leaves notifications off and is reported; nothing
 // else of the daemon depends on it. Before start and after the daemon's
 // context ended it does nothing.
-func (d *drops) apply(s Settings) error {
+func (d *drops) apply(s config.Settings) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil || d.ctx.Err() != nil {
