@@ -35,8 +35,8 @@ func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c configCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.d.failedPorts() {
-		ch <- prometheus.MustNewConstMetric(descPortFailed, prometheus.GaugeValue, 1, p.name, strconv.FormatUint(uint64(p.ifindex), 10))
+	for _, p := range c.d.portFail.Failed() {
+		ch <- prometheus.MustNewConstMetric(descPortFailed, prometheus.GaugeValue, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10))
 	}
 	for _, n := range c.d.resolver.Stats() {
 		ch <- prometheus.MustNewConstMetric(descResolveFailures, prometheus.CounterValue, float64(n.Failures), n.Host)

@@ -30,6 +30,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -162,7 +163,7 @@ type daemon struct {
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
-	portFail *portFailures
+	portFail *portfail.Tracker
 	// resolver resolves collector host names in the background.
 	resolver *collectoraddr.Resolver
 	// unmatchedPats are the port patterns matching no port (under mu);
@@ -198,8 +199,8 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
-		portFail: newPortFailures(),
 	}
+	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
 	// fail undoes what was opened when a later step fails.
 	fail := func(err error) (*daemon, error) {
@@ -264,7 +265,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
-	d.notePortFailures(err)
+	d.portFail.Note(err)
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
@@ -410,7 +411,10 @@ func (d *daemon) run(ctx context.Context) error {
 	}()
 	go func() {
 		defer running.Done()
-		d.retryFailedPorts(ctx)
+		d.portFail.Retry(ctx, func() error {
+			_, err := d.mib.Reapply()
+			return err
+		})
 	}()
 	// Collector names are looked up once before the first configuration,
 	// for at most a second, so that a name that resolves at once loses no
