@@ -28,6 +28,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
@@ -150,8 +151,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
-	// drops runs dropped-packet notifications (drops.go).
-	drops *drops
+	// drops runs dropped-packet notifications.
+	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
 
@@ -219,9 +220,9 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 		Logger:    log,
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
-	d.drops = newDrops(uint32(s.Workers), log)
+	d.drops = dropnotify.New(uint32(s.Workers), log)
 	// Per-collector metrics cover every sub-agent's datagrams.
-	d.agent.AddCollectorSet(&d.drops.reporter.Stats().Collectors)
+	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
@@ -270,7 +271,7 @@ func (d *daemon) applyConfig(cfg agent.Config) error {
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
 	// Drop notifications go to every receiver.
-	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
+	d.drops.Reporter().SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -357,7 +358,7 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
-		if err := d.drops.stop(); err != nil {
+		if err := d.drops.Stop(); err != nil {
 			d.log.Error("stopping drop notifications", "err", err)
 		}
 		running.Wait()
@@ -393,7 +394,7 @@ func (d *daemon) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := d.drops.start(ctx, s); err != nil {
+	if err := d.drops.Start(ctx, s); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
@@ -507,7 +508,7 @@ func (d *daemon) reload(s config.Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
-	if err := d.drops.apply(s); err != nil {
+	if err := d.drops.Apply(s); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	d.log.Info("configuration reloaded")
