@@ -26,6 +26,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
@@ -142,7 +143,7 @@ type daemon struct {
 	// apps is the application sub-agent (nil when -app-api is off), and
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
-	apps        *apps
+	apps        *appsubagent.Subagent
 	apmSubagent *snmpd.Subagent
 	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
@@ -591,7 +592,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
-	warnExposed(d.log, "metrics", ln.Addr().String())
+	config.WarnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
 	var mh http.Handler = metrics.Handler(d.metrics, d.log)
 	if d.metricsHook != nil {
@@ -637,18 +638,18 @@ func (d *daemon) portName(ifindex uint32) string {
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
 func (d *daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
 	var err error
-	d.apps, err = startApps(ctx, appsConfig{
+	d.apps, err = appsubagent.Start(ctx, appsubagent.Config{
 		API:         s.AppAPI,
 		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
-		StateFile:   appStateFile(s.StateDir),
+		StateFile:   appsubagent.StateFile(s.StateDir),
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
-	d.agent.AddCollectorSet(&d.apps.engine.Stats().Collectors)
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.Engine().Stats(), d.apps.Conns()...))
+	d.agent.AddCollectorSet(&d.apps.Engine().Stats().Collectors)
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
@@ -661,7 +662,7 @@ func (d *daemon) startApps(ctx context.Context, s config.Settings, running *sync
 		Address:     addr,
 		Subtree:     apmmib.OID,
 		Description: "sflowswitchd APM-MIB",
-		Handler:     apmmib.New(d.apps.apm, apmmib.Options{Start: d.start}),
+		Handler:     apmmib.New(d.apps.APM(), apmmib.Options{Start: d.start}),
 		Logger:      slog.New(debugOnly{d.log.Handler()}),
 	})
 	if err != nil {

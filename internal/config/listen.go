@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -11,7 +12,7 @@ import (
 // endpoint nor the application API has authentication, so an address that
 // other hosts can reach needs an explicit opt-in (metrics_allow_remote,
 // app_api_allow_remote) and is announced with a warning at every start
-// (cmd/sflowswitchd).
+// (WarnExposed).
 
 // ListenAddress checks and normalizes the listen address of listener what
 // (a setting name, for messages): a missing host ("", ":9116") means
@@ -46,4 +47,20 @@ func ListenAddress(what, addr string, allowRemote bool) (string, error) {
 			what, addr, what, strings.ReplaceAll(what, "_", "-"))
 	}
 	return addr, nil
+}
+
+// IsLoopbackListen reports whether a normalized listen address is loopback.
+func IsLoopbackListen(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().Unmap().IsLoopback()
+}
+
+// WarnExposed logs, loudly, that a listener without authentication is
+// reachable from the network (the operator opted in).
+func WarnExposed(log *slog.Logger, what, addr string) {
+	if IsLoopbackListen(addr) {
+		return
+	}
+	log.Warn("!!! LISTENER EXPOSED BEYOND LOOPBACK: anyone who can reach this address can use it, it has no authentication; restrict it with a firewall or listen on 127.0.0.1",
+		"listener", what, "addr", addr)
 }

@@ -1,4 +1,4 @@
-package main
+package testutil
 
 import (
 	"log/slog"
@@ -11,9 +11,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 )
 
-// scrape serves collectors through the daemon's /metrics handler and
-// returns the text exposition.
-func scrape(t *testing.T, cs ...prometheus.Collector) string {
+// Scrape serves collectors through the daemon's /metrics handler
+// (metrics.Handler) and returns the text exposition.
+func Scrape(t *testing.T, cs ...prometheus.Collector) string {
 	t.Helper()
 	reg := metrics.NewRegistry()
 	reg.MustRegister(cs...)
