@@ -1,4 +1,5 @@
-package testutil
+// Package metricstest helps tests read metrics as Prometheus scrapes them.
+package metricstest
 
 import (
 	"log/slog"
