@@ -33,6 +33,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -84,7 +85,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logCapabilities(log)
+	privilege.LogCapabilities(log)
 	if err := config.RequireAgentAddress(s); err != nil {
 		log.Error("refusing to start", "err", err)
 		return 1
@@ -321,7 +322,7 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
 			if path, ok := strings.CutPrefix(address, "unix:"); ok {
-				checkAgentXSocket(d.log, path)
+				privilege.CheckAgentXSocket(d.log, path)
 			}
 			connected, warned = true, false
 		case !c && connected:
