@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
 )
 
 func TestKernelFeatureReport(t *testing.T) {
@@ -33,7 +34,7 @@ func TestKernelFeatureReport(t *testing.T) {
 		t.Errorf("want exactly one unavailable feature logged:\n%s", logs)
 	}
 
-	metrics := scrape(t, featureCollector{fs})
+	metrics := metricstest.Scrape(t, featureCollector{fs})
 	if !strings.Contains(metrics, "# TYPE sflowswitchd_kernel_feature gauge") {
 		t.Errorf("no TYPE line:\n%s", metrics)
 	}
