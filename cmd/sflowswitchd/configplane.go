@@ -3,55 +3,23 @@ package main
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
-// configCollector exports the configuration plane's state: ports that
-// cannot be sampled, collectors whose names do not resolve.
-type configCollector struct{ d *daemon }
-
-var (
-	descPortFailed = prometheus.NewDesc("sflowswitchd_port_sampling_failed",
-		"Ports configured for sampling that the kernel does not sample (see the log for why; retried with backoff).", []string{"port", "ifindex"}, nil)
-	descResolveFailures = prometheus.NewDesc("sflowswitchd_collector_resolve_failures_total",
-		"Failed lookups of the collector's host name.", []string{"collector"}, nil)
-	descResolved = prometheus.NewDesc("sflowswitchd_collector_resolved",
-		"1 if the collector's host name resolved at its last lookup.", []string{"collector"}, nil)
-	descUnmatched = prometheus.NewDesc("sflowswitchd_port_pattern_unmatched",
-		"1 for a ports or monitor_ports pattern that matches no port present.", []string{"pattern"}, nil)
-)
-
-func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- descPortFailed
-	ch <- descResolveFailures
-	ch <- descResolved
-	ch <- descUnmatched
-}
-
-func (c configCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.d.portFail.Failed() {
-		ch <- prometheus.MustNewConstMetric(descPortFailed, prometheus.GaugeValue, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10))
-	}
-	for _, n := range c.d.resolver.Stats() {
-		ch <- prometheus.MustNewConstMetric(descResolveFailures, prometheus.CounterValue, float64(n.Failures), n.Host)
-		ch <- prometheus.MustNewConstMetric(descResolved, prometheus.GaugeValue, float64(n.Resolved), n.Host)
-	}
-	c.d.mu.Lock()
-	pats := make([]string, 0, len(c.d.unmatchedPats))
-	for p := range c.d.unmatchedPats {
+// unmatchedPatterns returns the port patterns matching no port present,
+// sorted (for metrics).
+func (d *daemon) unmatchedPatterns() []string {
+	d.mu.Lock()
+	pats := make([]string, 0, len(d.unmatchedPats))
+	for p := range d.unmatchedPats {
 		pats = append(pats, p)
 	}
-	c.d.mu.Unlock()
+	d.mu.Unlock()
 	sort.Strings(pats)
-	for _, p := range pats {
-		ch <- prometheus.MustNewConstMetric(descUnmatched, prometheus.GaugeValue, 1, p)
-	}
+	return pats
 }
 
 // noteSelection reports, when it changes, every pattern of ports and

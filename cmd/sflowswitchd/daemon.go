@@ -226,7 +226,11 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
-	d.metrics.MustRegister(configCollector{d})
+	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
+		FailedPorts:       d.portFail.Failed,
+		Collectors:        d.resolver.Stats,
+		UnmatchedPatterns: d.unmatchedPatterns,
+	}))
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
