@@ -101,9 +101,22 @@ struct sample_meta {
 // xdp_buff -> rxq -> dev -> ifindex) nor the port's config entry: it goes
 // from the CPU number straight to the port's counter line. The config map
 // is read only when a sample is taken.
-volatile const __u32 port_ifindex = 0;       // the port's ifindex
-volatile const __u32 port_counter_base = 0;  // slot * cpu_slots
-volatile const __u32 port_mode = MODE_INLINE; // MODE_INLINE or MODE_MONITOR
+//
+// The two constants of the per-packet path are 64-bit immediates in the
+// instructions themselves (PORT_IMM), which the loader patches per port
+// (dataplane.patchImm): a read-only global would still cost a load from
+// the program's .rodata map on every frame.
+#define PORT_IMM_COUNTER_BASE 0x5f5f5eb1c0b4a5e1ULL // -> slot * cpu_slots
+#define PORT_IMM_MODE 0x5f5f5eb1c0b4a5e2ULL         // -> MODE_INLINE or MODE_MONITOR
+
+#define PORT_IMM(magic)                                            \
+	({                                                         \
+		__u64 __v;                                         \
+		asm volatile("%[v] = %[m] ll" : [v] "=r"(__v) : [m] "i"(magic)); \
+		__v;                                               \
+	})
+
+volatile const __u32 port_ifindex = 0; // the port's ifindex (per sample only)
 
 // cpu_slots is the number of possible CPUs (set by the loader before load;
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
@@ -371,7 +384,7 @@ SEC("xdp.frags")
 int xdp_sampler(struct xdp_md *ctx)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 idx = port_counter_base + cpu;
+	__u32 idx = (__u32)PORT_IMM(PORT_IMM_COUNTER_BASE) + cpu;
 	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
 
 	if (!c)
@@ -379,7 +392,7 @@ int xdp_sampler(struct xdp_md *ctx)
 	c->pool++;
 	if (c->skip) {
 		c->skip--;
-		return port_mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+		return PORT_IMM(PORT_IMM_MODE) == MODE_MONITOR ? XDP_DROP : XDP_PASS;
 	}
 	return take_sample(ctx, c, cpu);
 }

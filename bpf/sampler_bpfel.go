@@ -49,9 +49,7 @@ const (
 	SamplerProgXdpPass        = "xdp_pass"
 	SamplerProgXdpSampler     = "xdp_sampler"
 	SamplerVarCpuSlots        = "cpu_slots"
-	SamplerVarPortCounterBase = "port_counter_base"
 	SamplerVarPortIfindex     = "port_ifindex"
-	SamplerVarPortMode        = "port_mode"
 	SamplerVarWakeupBytes     = "wakeup_bytes"
 )
 
@@ -117,11 +115,9 @@ type SamplerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerVariableSpecs struct {
-	CpuSlots        *ebpf.VariableSpec `ebpf:"cpu_slots"`
-	PortCounterBase *ebpf.VariableSpec `ebpf:"port_counter_base"`
-	PortIfindex     *ebpf.VariableSpec `ebpf:"port_ifindex"`
-	PortMode        *ebpf.VariableSpec `ebpf:"port_mode"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CpuSlots    *ebpf.VariableSpec `ebpf:"cpu_slots"`
+	PortIfindex *ebpf.VariableSpec `ebpf:"port_ifindex"`
+	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SamplerObjects contains all objects after they have been loaded into the kernel.
@@ -165,11 +161,9 @@ func (m *SamplerMaps) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerVariables struct {
-	CpuSlots        *ebpf.Variable `ebpf:"cpu_slots"`
-	PortCounterBase *ebpf.Variable `ebpf:"port_counter_base"`
-	PortIfindex     *ebpf.Variable `ebpf:"port_ifindex"`
-	PortMode        *ebpf.Variable `ebpf:"port_mode"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CpuSlots    *ebpf.Variable `ebpf:"cpu_slots"`
+	PortIfindex *ebpf.Variable `ebpf:"port_ifindex"`
+	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SamplerPrograms contains all programs after they have been loaded into the kernel.

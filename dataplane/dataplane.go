@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 
@@ -521,6 +522,29 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
+// Magic 64-bit immediates of bpf/sampler.c (PORT_IMM_*) that patchImm
+// replaces with a port's values.
+const (
+	immCounterBase = 0x5f5f5eb1c0b4a5e1
+	immMode        = 0x5f5f5eb1c0b4a5e2
+)
+
+// patchImm sets every 64-bit immediate load of magic in insns to v; the
+// program must hold at least one.
+func patchImm(insns asm.Instructions, magic, v uint64) error {
+	n := 0
+	for i := range insns {
+		if insns[i].OpCode.IsDWordLoad() && uint64(insns[i].Constant) == magic {
+			insns[i].Constant = int64(v)
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.c PORT_IMM)", magic)
+	}
+	return nil
+}
+
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
@@ -528,14 +552,15 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 // (milliseconds) per attach or mode change, never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	for name, v := range map[string]uint32{
-		bpf.SamplerVarPortIfindex:     uint32(ifindex),
-		bpf.SamplerVarPortCounterBase: slot * uint32(d.cpuSlots),
-		bpf.SamplerVarPortMode:        uint32(mode),
-	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
-		}
+	if err := spec.Variables[bpf.SamplerVarPortIfindex].Set(uint32(ifindex)); err != nil {
+		return nil, fmt.Errorf("setting %s: %w", bpf.SamplerVarPortIfindex, err)
+	}
+	insns := spec.Programs[bpf.SamplerProgXdpSampler].Instructions
+	if err := patchImm(insns, immCounterBase, uint64(slot)*uint64(d.cpuSlots)); err != nil {
+		return nil, err
+	}
+	if err := patchImm(insns, immMode, uint64(mode)); err != nil {
+		return nil, err
 	}
 	var o struct {
 		Prog *ebpf.Program `ebpf:"xdp_sampler"`
