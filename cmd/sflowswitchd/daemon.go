@@ -30,6 +30,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
@@ -193,7 +194,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
-	logKernelFeatures(log, dp.Features())
+	featurereport.Log(log, dp.Features())
 	d := &daemon{
 		log:      log,
 		dp:       dp,

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 )
 
@@ -16,7 +17,7 @@ import (
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
-		featureCollector{d.dp.Features()}, dropnotify.NewCollector(d.drops, d.portName))
+		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
 	return reg
 }
 
