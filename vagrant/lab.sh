@@ -59,8 +59,10 @@ mkdir -p "$SFLOW_LAB_VM/tests"
 	cd "$SFLOW_LAB_VM/src"
 	export GOFLAGS=-mod=vendor CGO_ENABLED=0 GOCACHE=$SFLOW_LAB_VM/gocache
 	go build -o /dev/null ./cmd/sflowswitchd
-	go test -c -o "$SFLOW_LAB_VM/tests/" ./...
-	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./... | sed "s|^$PWD/||; s|^$PWD\$|.|" >"$SFLOW_LAB_VM/tests/list"
+	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./... | sed "s|^$PWD/||" >"$SFLOW_LAB_VM/tests/list"
+	while read -r dir; do
+		go test -c -o "$SFLOW_LAB_VM/tests/${dir//\//_}.test" "./$dir"
+	done <"$SFLOW_LAB_VM/tests/list"
 )
 echo "   $(basename "$deb"); src/ with vendor/; $(wc -l <"$SFLOW_LAB_VM/tests/list") test binaries and a warm Go build cache in $(($(date +%s) - t0)) s; Go $(go env GOVERSION) from $SFLOW_LAB_GOROOT"
 

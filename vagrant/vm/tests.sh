@@ -26,7 +26,7 @@ start=$(date +%s)
 failed=()
 pkgs=${TEST_PKGS:-$(cat "$vm/tests/list")}
 for dir in $pkgs; do
-	bin=$vm/tests/$(basename "$(cd "$dir" && pwd)").test
+	bin=$vm/tests/${dir//\//_}.test
 	t0=$(date +%s)
 	rc=0
 	(cd "$dir" && "$bin" -test.count=1 -test.timeout "${TEST_TIMEOUT:-20m}") >/tmp/test.out 2>&1 || rc=$?
