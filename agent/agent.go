@@ -68,11 +68,14 @@ type Agent struct {
 	// wakers[i] cuts worker i's wait for samples short (nil: not possible).
 	wakers []Waker
 
-	mu       sync.Mutex
-	running  bool
-	cfg      Config
-	ports    map[uint32]PortSampling
-	poolBase map[uint32]uint64 // pool counted by earlier attachments of a port
+	mu sync.Mutex
+	// collectorSets are the per-collector counters of the sub-agents
+	// outside the workers (AddCollectorSet).
+	collectorSets []*CollectorSet
+	running       bool
+	cfg           Config
+	ports         map[uint32]PortSampling
+	poolBase      map[uint32]uint64 // pool counted by earlier attachments of a port
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.

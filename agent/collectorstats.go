@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"net/netip"
 	"sort"
 	"sync"
@@ -41,9 +42,10 @@ type CollectorTotals struct {
 // resolved address included), or too large.
 func (t CollectorTotals) SamplesLost() uint64 { return t.SamplesUnsent + t.TooLarge }
 
-// collectorSet is one worker's CollectorStats by collector. The worker
-// adds and prunes entries when it applies a configuration; readers take
-// the lock only to copy the pointers.
+// collectorSet is one sender's (a worker's, the drop reporter's, the
+// application engine's) CollectorStats by collector. The owner adds and
+// prunes entries when it applies a configuration; readers take the lock
+// only to copy the pointers.
 type collectorSet struct {
 	mu sync.Mutex
 	m  map[CollectorKey]*CollectorStats
@@ -102,6 +104,12 @@ func (a *Agent) CollectorStats() []CollectorTotals {
 	for _, w := range a.workers {
 		w.collectors.addTo(totals)
 	}
+	a.mu.Lock()
+	extra := a.collectorSets
+	a.mu.Unlock()
+	for _, s := range extra {
+		s.set.addTo(totals)
+	}
 	out := make([]CollectorTotals, 0, len(totals))
 	for _, t := range totals {
 		out = append(out, *t)
@@ -113,4 +121,36 @@ func (a *Agent) CollectorStats() []CollectorTotals {
 		return out[i].Address.String() < out[j].Address.String()
 	})
 	return out
+}
+
+// CollectorSet counts, per collector, what one sub-agent outside the
+// workers sends (the drop reporter, the application engine), so that
+// Agent.CollectorStats covers every datagram sent to a collector. Its
+// owner takes Counters when it opens a stream and calls Keep when its
+// receivers change; register it with Agent.AddCollectorSet.
+type CollectorSet struct{ set collectorSet }
+
+// Counters returns the sender counters of collector k.
+func (s *CollectorSet) Counters(k CollectorKey) sender.Counters {
+	st := s.set.get(k)
+	return st.senderCounters()
+}
+
+// Keep forgets every collector not in keep.
+func (s *CollectorSet) Keep(keep map[CollectorKey]bool) { s.set.keep(keep) }
+
+// senderCounters points a sender's counts at st.
+func (st *CollectorStats) senderCounters() sender.Counters {
+	return sender.Counters{
+		Datagrams: &st.Datagrams, Bytes: &st.Bytes,
+		SendErrors: &st.SendErrors, SamplesUnsent: &st.SamplesUnsent,
+		TooLarge: &st.TooLarge,
+	}
+}
+
+// AddCollectorSet includes s in CollectorStats.
+func (a *Agent) AddCollectorSet(s *CollectorSet) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.collectorSets = append(a.collectorSets[:len(a.collectorSets):len(a.collectorSets)], s)
 }

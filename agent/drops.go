@@ -59,6 +59,9 @@ type DropStats struct {
 	// Sender counts the datagrams, bytes and send errors of the drop
 	// sub-agent (only those fields are used).
 	Sender WorkerStats
+	// Collectors counts the same per collector (register it with
+	// Agent.AddCollectorSet).
+	Collectors CollectorSet
 }
 
 // DropReporter turns drop notifications into discarded_packet samples
@@ -150,9 +153,12 @@ func (r *DropReporter) applyReceivers() {
 		rcv = nil // no datagram without an agent address
 	}
 	want := make(map[int]ReceiverConfig, len(rcv))
+	keep := make(map[CollectorKey]bool, len(rcv))
 	for _, c := range rcv {
 		want[c.Index] = c
+		keep[CollectorKey{c.Index, c.Address}] = true
 	}
+	r.stats.Collectors.Keep(keep)
 	// Streams whose receiver and agent address stay are kept as they are.
 	for idx, o := range r.outs {
 		if c, ok := want[idx]; ok && c == r.outCfg[idx] && agent == r.outAddr {
@@ -169,7 +175,8 @@ func (r *DropReporter) applyReceivers() {
 	}
 	r.outAddr = agent
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters())
+		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
+			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue

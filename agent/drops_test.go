@@ -163,6 +163,20 @@ func TestDropReporter(t *testing.T) {
 	if n := r.Stats().Unsent.Load(); n != 1 {
 		t.Errorf("%d unsent, want 1", n)
 	}
+	// The reporter's datagrams are in the agent's per-collector counters
+	// once its set is registered: the two datagrams the collector got.
+	a := New(Options{Workers: 1, Dataplane: newFakeDataplane()})
+	a.AddCollectorSet(&r.Stats().Collectors)
+	// The sender counts right after its send returns, which may be just
+	// after the collector has read the datagram.
+	cs := a.CollectorStats()
+	for end := time.Now().Add(time.Second); time.Now().Before(end) && (len(cs) != 1 || cs[0].Datagrams < 2); {
+		time.Sleep(10 * time.Millisecond)
+		cs = a.CollectorStats()
+	}
+	if len(cs) != 1 || cs[0].Receiver != 1 || cs[0].Datagrams != 2 || cs[0].SendErrors != 0 {
+		t.Errorf("per-collector stats %+v, want receiver 1 with the 2 datagrams sent", cs)
+	}
 }
 
 func recvDatagram(t *testing.T, ch chan *sflow.Datagram) *sflow.Datagram {

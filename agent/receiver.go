@@ -47,11 +47,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 // worker's totals and in its counters of the collector.
 func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32) (*receiverOut, error) {
 	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
-	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.send, w.stats.senderCounters(), sender.Counters{
-		Datagrams: &coll.Datagrams, Bytes: &coll.Bytes,
-		SendErrors: &coll.SendErrors, SamplesUnsent: &coll.SamplesUnsent,
-		TooLarge: &coll.TooLarge,
-	})
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
 }
 
 // senderCounters points a sender's counts at s.

@@ -11,6 +11,8 @@
 #              counted, for max_datagram_size 1400 and 9000, plus a CPU
 #              profile of the workers.
 #   3. encode: the workers alone (samples from memory): CPU per flow sample.
+#   4. idle:   the daemon sampling 4 ports with no traffic: CPU and context
+#              switches per second (issue 11, "Idle cost near zero").
 #
 # Knobs: DAEMON_BENCH_ROUNDS (default 5), DAEMON_BENCH_WINDOW (default 10s).
 set -euo pipefail
@@ -56,3 +58,6 @@ run "$tmp/daemonbench" live -rounds 3 -duration "$window" -max-datagram 9000
 
 echo "## 3. worker cost per flow sample (samples from memory, loopback sink)"
 run "$tmp/daemonbench" encode -rounds 3 -duration 5s -max-datagram 1400,9000
+
+echo "## 4. idle daemon (4 ports sampled, no traffic)"
+run "$tmp/daemonbench" idle -bin "$tmp/sflowswitchd" -rounds 3 -window "$window"

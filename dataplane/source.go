@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,9 +22,13 @@ import (
 // Source delivers one worker's kernel samples: those of the worker's ring
 // (inline ports) and those of the AF_XDP sockets of the monitor ports the
 // worker owns. Read drains both without blocking and, when both are empty,
-// waits in one poll(2) on the ring buffer map's FD, the sockets' FDs and a
-// wake-up eventfd until its deadline. That poll is the only wait on the
-// sample path.
+// waits until its deadline for one epoll set holding the ring buffer map's
+// FD, the sockets' FDs and a wake-up eventfd. That wait is the only one on
+// the sample path. The epoll FD itself waits in the Go runtime's network
+// poller (with the deadline as its read deadline), not in a blocking
+// system call: a worker parked there costs no thread of its own, and
+// waking it does not make the runtime hand its processor back and forth
+// (measured in bench/README.md, daemon part 4, "Idle cost").
 //
 // When a sample is picked up: the sampler wakes a waiting reader only once
 // the ring holds Config.WakeupBytes (bpf/sampler.c wakeup_bytes), so at
@@ -43,11 +48,18 @@ import (
 type Source struct {
 	ring   ringBatcher
 	ringFD int
-	// wake is an eventfd: Wake, SetPort and Close kick a worker blocked in
-	// poll. An *os.File, so that a kick racing with Close writes to a
+	// wake is an eventfd: Wake, SetPort and Close kick a worker waiting
+	// for samples. An *os.File, so that a kick racing with Close writes to a
 	// closed file (an error), never to a reused descriptor number.
 	wake   *os.File
 	wakeFD int
+	// ep is the epoll set, non-blocking, in the runtime's poller; epConn
+	// waits for it; polled are the socket FDs in it besides the ring and
+	// the eventfd.
+	ep     *os.File
+	epConn syscall.RawConn
+	polled []int
+	events [8]unix.EpollEvent
 	log    *slog.Logger
 
 	set     atomic.Pointer[monitorSet]
@@ -65,7 +77,6 @@ type Source struct {
 
 	// Worker-only state.
 	seen        *monitorSet
-	pfds        []unix.PollFd
 	lastRefresh time.Time
 	wakeBuf     [8]byte
 }
@@ -171,7 +182,55 @@ func newSource(ring ringBatcher, ringFD int, log *slog.Logger) (*Source, error) 
 	}
 	s := &Source{ring: ring, ringFD: ringFD, wake: os.NewFile(uintptr(wfd), "source-wake"), wakeFD: wfd, log: log}
 	s.set.Store(emptySet)
+	if err := s.openEpoll(); err != nil {
+		return nil, errors.Join(err, s.closeFiles())
+	}
 	return s, nil
+}
+
+// openEpoll makes the epoll set with the ring and the eventfd, in the
+// runtime's poller (os.NewFile registers a non-blocking FD there).
+func (s *Source) openEpoll() error {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("epoll_create1: %w", err)
+	}
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		return errors.Join(fmt.Errorf("epoll fd non-blocking: %w", err), unix.Close(epfd))
+	}
+	s.ep = os.NewFile(uintptr(epfd), "source-epoll")
+	if s.epConn, err = s.ep.SyscallConn(); err != nil {
+		return fmt.Errorf("epoll fd: %w", err)
+	}
+	for _, fd := range []int{s.ringFD, s.wakeFD} {
+		if err := s.epollCtl(unix.EPOLL_CTL_ADD, fd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// epollCtl adds fd to (EPOLLIN, level-triggered) or deletes it from the
+// epoll set.
+func (s *Source) epollCtl(op, fd int) error {
+	var cerr error
+	err := s.epConn.Control(func(epfd uintptr) {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
+		cerr = unix.EpollCtl(int(epfd), op, fd, &ev)
+	})
+	if err = errors.Join(err, cerr); err != nil {
+		return fmt.Errorf("epoll_ctl %d fd %d: %w", op, fd, err)
+	}
+	return nil
+}
+
+// closeFiles closes the eventfd and the epoll set.
+func (s *Source) closeFiles() error {
+	var errs []error
+	if s.ep != nil {
+		errs = append(errs, s.ep.Close())
+	}
+	return errors.Join(append(errs, s.wake.Close())...)
 }
 
 // Read hands fn every sample waiting in the ring and in the monitor
@@ -208,15 +267,12 @@ func (s *Source) Read(deadline time.Time, fn func(*RawSample)) (int, error) {
 		if s.wakeReq.Swap(false) {
 			return 0, nil // Wake: let the worker attend to its configuration
 		}
-		wait := time.Duration(-1)
-		if !deadline.IsZero() {
-			if wait = time.Until(deadline); wait <= 0 {
-				return 0, fmt.Errorf("dataplane: reading samples: %w", os.ErrDeadlineExceeded)
-			}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return 0, fmt.Errorf("dataplane: reading samples: %w", os.ErrDeadlineExceeded)
 		}
 		// A kick (Wake, a changed set, Close) ends the wait; the loop
 		// then picks up the set and the wake request.
-		if err := s.wait(wait); err != nil {
+		if err := s.wait(deadline); err != nil {
 			return 0, err
 		}
 	}
@@ -261,17 +317,39 @@ func (s *Source) current() *monitorSet {
 	s.retired = nil
 	s.mu.Unlock()
 	s.seen = set
+	// The epoll set follows: sockets of ports gone leave it before they
+	// are closed (their FD numbers may be reused at once), new ones join.
+	want := map[int]bool{}
+	for _, p := range set.ports {
+		for _, fd := range p.fds {
+			want[fd] = true
+		}
+	}
+	kept := s.polled[:0]
+	for _, fd := range s.polled {
+		if want[fd] {
+			kept = append(kept, fd)
+			delete(want, fd)
+		} else if err := s.epollCtl(unix.EPOLL_CTL_DEL, fd); err != nil {
+			s.log.Warn("removing an AF_XDP socket from the worker's poll set", "fd", fd, "err", err)
+		}
+	}
+	s.polled = kept
 	for _, p := range retired {
 		if err := p.sockets.Close(); err != nil {
 			s.log.Warn("closing the AF_XDP sockets of a removed monitor port", "ifindex", p.ifindex, "err", err)
 		}
 	}
-	s.pfds = append(s.pfds[:0],
-		unix.PollFd{Fd: int32(s.ringFD), Events: unix.POLLIN},
-		unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
 	for _, p := range set.ports {
 		for _, fd := range p.fds {
-			s.pfds = append(s.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+			if !want[fd] {
+				continue
+			}
+			if err := s.epollCtl(unix.EPOLL_CTL_ADD, fd); err != nil {
+				s.log.Warn("adding an AF_XDP socket to the worker's poll set; the port is read on the worker's tick only", "ifindex", p.ifindex, "err", err)
+				continue
+			}
+			s.polled = append(s.polled, fd)
 		}
 	}
 	s.lastRefresh = time.Time{} // new ports: read their drops now
@@ -316,34 +394,42 @@ func (s *Source) drain(set *monitorSet, fn func(*RawSample)) (int, bool, error) 
 }
 
 // wait blocks until the ring or a socket is readable, the worker is
-// kicked, or d passes (d < 0: no bound).
-func (s *Source) wait(d time.Duration) error {
-	ms := -1
-	if d >= 0 {
-		ms = int((d + time.Millisecond - 1) / time.Millisecond)
+// kicked, or the deadline passes (zero: no deadline). The epoll FD is
+// registered edge-triggered in the runtime's poller, so wait first asks
+// the set itself (epoll_wait without blocking): events already pending
+// return at once, and only an empty set parks the goroutine.
+func (s *Source) wait(deadline time.Time) error {
+	if err := s.ep.SetReadDeadline(deadline); err != nil {
+		return fmt.Errorf("dataplane: waiting for samples: %w", err)
 	}
-	for i := range s.pfds {
-		s.pfds[i].Revents = 0
-	}
-	if _, err := unix.Poll(s.pfds, ms); err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("dataplane: waiting for samples: poll: %w", err)
-	}
-	for _, p := range s.pfds {
-		if p.Revents&unix.POLLNVAL != 0 {
-			return fmt.Errorf("dataplane: waiting for samples: poll: fd %d is not open", p.Fd)
+	n := 0
+	var werr error
+	err := s.epConn.Read(func(epfd uintptr) bool {
+		n, werr = unix.EpollWait(int(epfd), s.events[:], 0)
+		if werr == unix.EINTR {
+			n, werr = 0, nil
 		}
+		return werr != nil || n > 0
+	})
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil // Read finds the deadline passed
 	}
-	if s.pfds[1].Revents&unix.POLLIN != 0 {
-		// Reset the eventfd (EAGAIN: already reset).
-		if _, err := unix.Read(s.wakeFD, s.wakeBuf[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
-			return fmt.Errorf("dataplane: reading wake-up eventfd: %w", err)
+	if err = errors.Join(err, werr); err != nil {
+		return fmt.Errorf("dataplane: waiting for samples: epoll_wait: %w", err)
+	}
+	for _, ev := range s.events[:n] {
+		if int(ev.Fd) == s.wakeFD {
+			// Reset the eventfd (EAGAIN: already reset).
+			if _, err := unix.Read(s.wakeFD, s.wakeBuf[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+				return fmt.Errorf("dataplane: reading wake-up eventfd: %w", err)
+			}
 		}
 	}
 	return nil
 }
 
-// kick wakes the worker if it is blocked in poll, so it picks up a new set
-// now rather than at its deadline.
+// kick wakes the worker if it is waiting for samples, so it picks up a
+// new set now rather than at its deadline.
 func (s *Source) kick() error {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
@@ -389,7 +475,7 @@ func (s *Source) Close() error {
 	for _, p := range ports {
 		errs = append(errs, p.sockets.Close())
 	}
-	errs = append(errs, s.wake.Close())
+	errs = append(errs, s.closeFiles())
 	if s.release != nil {
 		errs = append(errs, s.release())
 	}

@@ -195,7 +195,7 @@ type MIB struct {
 	static    Static
 	agentAddr netip.Addr
 	pend      *pending
-	// timeouts wakes Run when a receiver's timeout is set (buffered 1).
+	// timeouts wakes Run when the state changes (buffered 1).
 	timeouts chan struct{}
 	// failed are the ports the last Apply could not make the kernel
 	// sample (agent.PortError): their sFlowFsPacketSamplingRate reads 0,
@@ -388,6 +388,10 @@ func (m *MIB) SetAgentAddress(a netip.Addr) error {
 func (m *MIB) install(next *state, sourcesChanged bool) error {
 	m.cur = next
 	m.gen++
+	select { // Run sleeps until the earliest timeout of the new state
+	case m.timeouts <- struct{}{}:
+	default:
+	}
 	if sourcesChanged {
 		m.keys = buildKeys(next)
 	}
@@ -442,47 +446,46 @@ func (m *MIB) Tick() {
 	}
 }
 
-// maxTickWait bounds Run's sleep (a safety net: a SET of a receiver's
-// timeout wakes Run, which then sleeps until exactly the earliest
-// deadline). An idle MIB wakes once a second, no faster than the agent's
-// own tick.
-const maxTickWait = time.Second
-
-// Run calls Tick when the earliest receiver timeout is due, and at least
-// once a second, until ctx ends.
+// Run calls Tick when the earliest timeout of an SNMP-owned receiver is
+// due, until ctx ends. Every change of the state wakes it to look again;
+// with no receiver owned over SNMP it sleeps without a timer (an idle
+// daemon wakes for nothing).
 func (m *MIB) Run(ctx context.Context) {
-	t := time.NewTimer(m.nextTick())
-	defer t.Stop()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	for {
+		if d, ok := m.nextTick(); ok {
+			t.Reset(d)
+		}
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-m.timeouts:
 		case <-t.C:
 		}
+		t.Stop()
 		m.Tick()
-		t.Reset(m.nextTick())
 	}
 }
 
 // nextTick is how long Run may sleep: until the earliest timeout of an
-// SNMP-owned receiver, at most maxTickWait.
-func (m *MIB) nextTick() time.Duration {
+// SNMP-owned receiver; ok is false when there is none.
+func (m *MIB) nextTick() (wait time.Duration, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	wait := maxTickWait
-	cfgNow := m.cfg.Now()
+	now := m.cfg.Now()
 	for _, r := range m.cur.rcv {
 		if r.owner == "" || r.static {
 			continue
 		}
-		// The deadline is on the configured clock; the timer on the real
+		// The deadline is on the configured clock, the timer on the real
 		// one: sleep for the difference.
-		if d := r.deadline.Sub(cfgNow); d < wait {
-			wait = max(d, 0)
+		if d := max(r.deadline.Sub(now), 0); !ok || d < wait {
+			wait, ok = d, true
 		}
 	}
-	return wait
+	return wait, ok
 }
 
 // AgentConfig returns the agent configuration the MIB's current state

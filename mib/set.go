@@ -341,10 +341,6 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 			}
 		case colRcvrTimeout:
 			r.deadline = now.Add(time.Duration(e.n) * time.Second)
-			select { // Run sleeps until the earliest deadline
-			case m.timeouts <- struct{}{}:
-			default:
-			}
 		case colRcvrMaxSize:
 			r.maxSize = e.n
 		case colRcvrAddrTyp:

@@ -380,3 +380,18 @@ func testLogger(w *strings.Builder) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, nil))
 }
+
+// TestStateFileSizeLimited (issue 10: inputs size-limited): a state file
+// above maxStateBytes is reported as damaged and set aside, never read
+// without a limit.
+func TestStateFileSizeLimited(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "apps.json")
+	if err := os.WriteFile(state, []byte(`{"version":1,"applications":{}}`+strings.Repeat(" ", maxStateBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	New(Config{StateFile: state, Logger: testLogger(&logged)})
+	if !strings.Contains(logged.String(), "application state file damaged") || !strings.Contains(logged.String(), "larger than") {
+		t.Fatalf("oversized state file not reported: %q", logged.String())
+	}
+}

@@ -437,6 +437,11 @@ func (e *Engine) applyConfig() {
 	e.mu.Lock()
 	rs, addr := e.receivers, e.agentAddr
 	e.mu.Unlock()
+	keep := make(map[agent.CollectorKey]bool, len(rs))
+	for _, rc := range rs {
+		keep[agent.CollectorKey{Receiver: rc.Index, Address: rc.Address}] = true
+	}
+	e.stats.Collectors.Keep(keep)
 	for _, s := range e.sources {
 		s.open(rs, addr, s.close())
 	}
@@ -676,7 +681,7 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
 			TooLarge: &stats.TooLarge,
-		}},
+		}, stats.Collectors.Counters(agent.CollectorKey{Receiver: rc.Index, Address: rc.Address})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 )
 
 // Data source indexes of applications that send no service_port: the
@@ -56,6 +58,31 @@ type stateFile struct {
 
 const stateVersion = 1
 
+// maxStateBytes bounds the state file read at start-up: a file of the
+// registry's at most 4*MaxSources names and their indexes is far smaller.
+const maxStateBytes = 4 << 20
+
+// readStateFile reads the state file: a regular file of at most
+// maxStateBytes (a larger or special file is reported as damaged, never
+// read to exhaustion or waited on).
+func readStateFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxStateBytes+1))
+	if err == nil && len(b) > maxStateBytes {
+		err = fmt.Errorf("%s: larger than %d bytes", path, maxStateBytes)
+	}
+	return b, err
+}
+
 // newRegistry loads the state file at path ("" = no persistence). A
 // missing file is an empty registry; a damaged one is reported, set aside
 // as path.damaged and rebuilt: never fatal.
@@ -65,7 +92,7 @@ func newRegistry(path string, maxSources int, log *slog.Logger) *registry {
 	if path == "" {
 		return r
 	}
-	b, err := os.ReadFile(path)
+	b, err := readStateFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return r
 	}

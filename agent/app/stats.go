@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
 // Stats counts what the engine did. All fields are atomic: producers
@@ -28,6 +30,9 @@ type Stats struct {
 	SamplesUnsent atomic.Uint64
 	// TooLarge are samples larger than a receiver's maximum datagram size.
 	TooLarge atomic.Uint64
+	// Collectors counts what was sent, per collector (register it with
+	// agent.Agent.AddCollectorSet).
+	Collectors agent.CollectorSet
 	// APMAdded are transactions aggregated into the APM reports;
 	// APMSkipped those the APM engine could not measure (no socket, so no
 	// client or server address, or too many applications).

@@ -145,37 +145,17 @@ func runCPU(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	repo, err := repoRoot()
+	binPath, err := daemonBinary(*bin)
 	if err != nil {
 		return err
-	}
-	binPath, err := filepath.Abs(*bin)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(binPath); err != nil {
-		return fmt.Errorf("daemon binary: %w (build it: go build -o bin/sflowswitchd ./cmd/sflowswitchd)", err)
 	}
 	const nports = 4
-	l, err := newLab(repo, nports)
+	dl, err := newDaemonLab(nports)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := l.down(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	dir, err := os.MkdirTemp("", "bench-daemon-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	s, err := startSink(l.col(), collectorAddr+":6343")
-	if err != nil {
-		return err
-	}
-	defer s.close()
+	defer dl.close()
+	l, dir, s := dl.l, dl.dir, dl.sink
 
 	fmt.Printf("# daemon CPU/RSS: lab %s, %d ports, trafgen 64-byte UDP at max rate h1->h2 and h3->h4, window %v x %d, load %s, %d CPUs\n",
 		l.prefix, nports, *window, *rounds, loadAvg(), numCPU())

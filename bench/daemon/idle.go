@@ -28,41 +28,21 @@ func runIdle(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	repo, err := repoRoot()
-	if err != nil {
-		return err
-	}
 	var paths []string
 	for _, b := range strings.Split(*bins, ",") {
-		p, err := filepath.Abs(strings.TrimSpace(b))
+		p, err := daemonBinary(strings.TrimSpace(b))
 		if err != nil {
 			return err
-		}
-		if _, err := os.Stat(p); err != nil {
-			return fmt.Errorf("daemon binary: %w (build it: go build -o bin/sflowswitchd ./cmd/sflowswitchd)", err)
 		}
 		paths = append(paths, p)
 	}
 	const nports = 4
-	l, err := newLab(repo, nports)
+	dl, err := newDaemonLab(nports)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := l.down(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
-	dir, err := os.MkdirTemp("", "bench-daemon-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	s, err := startSink(l.col(), collectorAddr+":6343")
-	if err != nil {
-		return err
-	}
-	defer s.close()
+	defer dl.close()
+	l, dir := dl.l, dl.dir
 
 	fmt.Printf("# idle daemon: lab %s, %d ports sampled 1-in-1000, no traffic, window %v, load %s, %d CPUs\n",
 		l.prefix, nports, *window, loadAvg(), numCPU())

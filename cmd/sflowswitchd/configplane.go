@@ -126,11 +126,16 @@ func (d *daemon) noteSelection(s Settings, ports []dataplane.PortInfo) {
 	d.mu.Unlock()
 }
 
-// checkReload refuses new settings that would silence a running agent
-// whole: a port selection that matches none of the ports present while the
-// running one matches some (a typo in ports), checked before anything
-// changes. Ports that do not exist yet can still be named next to others.
+// checkReload refuses, before anything changes, new settings that could
+// only be applied in part: more collectors than the MIB's receiver rows
+// and instances (sized at start-up), or a port selection that matches none
+// of the ports present while the running one matches some (a typo in
+// ports would silence the agent). Ports that do not exist yet can still be
+// named next to others.
 func (d *daemon) checkReload(s Settings) error {
+	if n := len(s.staticCollectors()); n > d.mibRows {
+		return fmt.Errorf("%d collectors, but the SFLOW-MIB was sized at start-up for %d (snmp_receivers, snmp_instances): restart to add collectors", n, d.mibRows)
+	}
 	d.mu.Lock()
 	ports := make([]dataplane.PortInfo, 0, len(d.ports))
 	for _, p := range d.ports {

@@ -171,6 +171,9 @@ type daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// mibRows is how many static collectors the MIB can hold (receiver
+	// rows and instances per data source, fixed at start-up).
+	mibRows int
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -215,12 +218,15 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = newDrops(uint32(s.Workers), log)
+	// Per-collector metrics cover every sub-agent's datagrams.
+	d.agent.AddCollectorSet(&d.drops.reporter.Stats().Collectors)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(configCollector{d})
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
 	n := len(s.staticCollectors())
+	d.mibRows = min(max(s.SNMPReceivers, n), max(s.SNMPInstances, n))
 	d.mib, err = mib.New(mib.Config{
 		Receivers: max(s.SNMPReceivers, n),
 		Instances: max(s.SNMPInstances, n),
@@ -680,6 +686,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 		return err
 	}
 	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
+	d.agent.AddCollectorSet(&d.apps.engine.Stats().Collectors)
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)

@@ -142,8 +142,6 @@ func (d *drops) stopLocked() error {
 var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
 	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
-	dropDatagrams   = prometheus.NewDesc("sflowswitchd_drop_datagrams_sent_total", "Datagrams of the drop sub-agent sent to collectors.", nil, nil)
-	dropSendErrors  = prometheus.NewDesc("sflowswitchd_drop_send_errors_total", "Datagrams of the drop sub-agent the socket refused.", nil, nil)
 	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
 	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
 	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
@@ -159,7 +157,7 @@ type dropCollector struct {
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropDatagrams, dropSendErrors, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
 		ch <- d
 	}
 }
@@ -171,8 +169,6 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.reporter.Stats()
 	cnt(dropNotifSent, st.Notifications.Load())
 	cnt(dropNotifUnsent, st.Unsent.Load())
-	cnt(dropDatagrams, st.Sender.Datagrams.Load())
-	cnt(dropSendErrors, st.Sender.SendErrors.Load())
 
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()

@@ -28,7 +28,9 @@ var workerMetrics = []workerMetric{
 
 var samplesDropped = desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
 
-// Per collector: the receiver row (sFlowRcvrIndex) and its address.
+// Per collector: the receiver row (sFlowRcvrIndex) and its address,
+// counting every datagram sent to it (the workers', the drop reporter's
+// and the application engine's: Agent.CollectorStats).
 var (
 	collDatagrams  = desc("collector_datagrams_sent_total", "Datagrams sent to the collector.", "receiver", "collector")
 	collBytes      = desc("collector_bytes_sent_total", "Bytes of datagrams sent to the collector.", "receiver", "collector")

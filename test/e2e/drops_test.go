@@ -218,7 +218,7 @@ func TestDrops(t *testing.T) {
 		}
 	}
 	t.Logf("above the limit: %d drops counted, %d notified, %d lost (drops field); other reasons %v", total, notified, lost, extra)
-	if v, _ := m.value("sflowswitchd_drop_send_errors_total"); v != 0 {
+	if v, ok := m.get("sflowswitchd_collector_send_errors_total", ""); !ok || v != 0 {
 		t.Errorf("%d drop datagrams not sent", v)
 	}
 	if notified+lost != total || total < flood+1 {

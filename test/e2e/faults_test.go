@@ -95,7 +95,7 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p1", "-polling", "0")
+		"-sampling", "1", "-ports", "p1", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1")
 	route := &netlink.Route{Dst: &net.IPNet{IP: lab.CollectorAddr.AsSlice(), Mask: net.CIDRMask(32, 32)}, Type: unix.RTN_UNREACHABLE}
 	rounds := faultRounds(t)
@@ -126,7 +126,10 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	col.waitQuiet(1500 * time.Millisecond)
 	m := mustFetchMetrics(t, lab)
 	colLabel := fmt.Sprintf(`collector="%s:%d"`, lab.CollectorAddr, collectorPort)
-	lost := m.sumWith("sflowswitchd_collector_samples_lost_total", colLabel, `reason="send_error"`)
+	// The workers' own count (flow samples only: drop notifications to
+	// the same collector are in the per-collector figures too).
+	lost := m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, "")
+	collLost := m.sumWith("sflowswitchd_collector_samples_lost_total", colLabel, `reason="send_error"`)
 	sendErrs, _ := m.get("sflowswitchd_collector_send_errors_total", colLabel)
 	encoded := m.sum("sflowswitchd_flow_samples_total")
 	pool, samples, drops := portCounters(m, "p1")
@@ -138,6 +141,9 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 	}
 	if encoded != received+lost {
 		t.Errorf("flow samples encoded %d != received %d + counted lost %d: %d lost silently", encoded, received, lost, int64(encoded)-int64(received+lost))
+	}
+	if collLost < lost {
+		t.Errorf("collector %s counts %d samples lost, the workers %d", colLabel, collLost, lost)
 	}
 	if lost < uint64(rounds)*k*9/10 {
 		t.Errorf("only %d samples counted lost during %d outages of %d frames at 1 in 1", lost, rounds, k)
@@ -157,7 +163,7 @@ func TestFaultPorts(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p*", "-polling", "0")
+		"-sampling", "1", "-ports", "p*", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1", "p2", "p3")
 	bg := startTraffic(lab, 0, 50, 20*time.Millisecond) // p1 all along
 	defer bg.stop()
@@ -279,7 +285,7 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 	lab := newLab(t, 2)
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
-	args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "0"}
+	args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1,p2", "-polling", "0", "-agentx", "off"}
 	d := startDaemon(t, lab, args...)
 	d.waitReady(t, lab, "p1", "p2")
 
@@ -362,7 +368,7 @@ func TestFaultReloadBadConfigs(t *testing.T) {
 		}
 	}
 	good := func(rate int) string {
-		return fmt.Sprintf("sampling = %d\npolling = 0\nports = [\"p1\", \"p2\"]\n[[collector]]\naddress = \"%s:%d\"\n", rate, lab.CollectorAddr, collectorPort)
+		return fmt.Sprintf("sampling = %d\npolling = 0\nagentx = \"off\"\nports = [\"p1\", \"p2\"]\n[[collector]]\naddress = \"%s:%d\"\n", rate, lab.CollectorAddr, collectorPort)
 	}
 	write(good(10))
 	d := startDaemon(t, lab, "-config", conf)
@@ -424,7 +430,7 @@ func TestFaultClockOffset(t *testing.T) {
 	col := listenCounting(t, lab, collectorPort)
 	off := strconv.Itoa(tenYears)
 	cmd := lab.Start(t, lab.Switch, "unshare", "--time", "--monotonic", off, "--boottime", off, daemonBin, "-metrics", metricsAddr,
-		"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1", "-polling", "1")
+		"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1", "-polling", "1", "-agentx", "off")
 	out, _ := cmd.Stdout.(fmt.Stringer)
 	d := &daemon{cmd: cmd, out: out}
 	started := time.Now()

@@ -126,7 +126,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		agentx = "unix:" + snmp.SocketPath
 	}
 	d := startDaemonWithCaps(t, lab, nobody, "-collector", fmt.Sprintf("%s:6343", lab.CollectorAddr),
-		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx)
+		"-sampling", strconv.Itoa(n), "-ports", "p1", "-polling", "1", "-agentx", agentx, "-app-api", "127.0.0.1:0")
 	// The process (setpriv exec'd the daemon in place: same PID) holds
 	// exactly the four capabilities.
 	want := fmt.Sprintf("%016x", uint64(1)<<capBPF|1<<capNetAdmin|1<<capPerfmon|1<<capNetRaw)
@@ -166,6 +166,18 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	}
 	checkDatagramSequences(t, dgs)
 	checkIndependentDecoders(t, dgs, 6343, p1)
+	// The daemon's registry serves every part: per collector, the API
+	// socket's kernel drops, Go runtime and process metrics.
+	m := mustFetchMetrics(t, lab)
+	colLabel := fmt.Sprintf(`collector="%s:6343"`, lab.CollectorAddr)
+	if v, ok := m.get("sflowswitchd_collector_datagrams_sent_total", colLabel); !ok || v < uint64(len(dgs)) {
+		t.Errorf("sflowswitchd_collector_datagrams_sent_total{%s} = %d, %v; %d datagrams received", colLabel, v, ok, len(dgs))
+	}
+	for _, name := range []string{"sflowswitchd_app_api_socket_drops_total", "go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
+		if _, ok := m.value(name); !ok {
+			t.Errorf("metrics lack %s", name)
+		}
+	}
 	if snmp != nil {
 		// sFlowAgentAddress.0 through snmpd: the AgentX session works
 		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gosnmp/gosnmp"
+
+	metricspkg "github.com/sflowswitchd/sflowswitchd/internal/metrics"
 )
 
 // SFLOW-MIB columns the soak sets (sFlowRcvrTable 1.3.6.1.4.1.14706.1.1.4,
@@ -36,8 +38,8 @@ type soakSample struct {
 // and releases it) and a SIGHUP reload every 3 s (alternating rates).
 // Every 10 s (2 s in the short run) it reads goroutines, open fds, RSS and
 // the entries of the daemon's BPF maps, and at the end asserts none grew:
-// the last third of the readings stays within the first third's maximum
-// plus a small allowance.
+// the lowest reading of the last third stays within the first third's
+// maximum plus a small allowance.
 func TestSoak(t *testing.T) {
 	dur := durationEnv(t, "SOAK_DURATION", 20*time.Second)
 	every := 10 * time.Second
@@ -135,8 +137,10 @@ func TestSoak(t *testing.T) {
 		t.Errorf("flow samples: static collector %d, SNMP-configured collector %d; want both", col.totalFlows(), col2.totalFlows())
 	}
 
-	// No growth: the last third's maximum within the first third's
-	// maximum plus an allowance (the heap breathes with the GC).
+	// No growth: the lowest reading of the last third is not above the
+	// highest of the first third plus an allowance. Readings oscillate
+	// (sockets open while receiver 2 is claimed, the heap breathes with
+	// the GC); a leak lifts the floor.
 	n := len(samples)
 	if n < 6 {
 		t.Fatalf("only %d readings", n)
@@ -154,20 +158,20 @@ func TestSoak(t *testing.T) {
 		{"RSS MiB", func(x soakSample) float64 { return float64(x.u.RSS) / (1 << 20) }, func(b float64) float64 { return b*1.2 + 4 }},
 		{"BPF map entries", func(x soakSample) float64 { return float64(x.u.MapEntries) }, func(b float64) float64 { return b + 8 }},
 	} {
-		hmax, tmax := 0.0, 0.0
+		hmax, tmin := 0.0, s.get(tail[0])
 		for _, x := range head {
 			hmax = max(hmax, s.get(x))
 		}
 		for _, x := range tail {
-			tmax = max(tmax, s.get(x))
+			tmin = min(tmin, s.get(x))
 		}
 		all := make([]float64, 0, n)
 		for _, x := range samples {
 			all = append(all, s.get(x))
 		}
 		t.Logf("%s: %v", s.name, all)
-		if tmax > s.slack(hmax) {
-			t.Errorf("%s grew: first third max %.1f, last third max %.1f (allowed %.1f)", s.name, hmax, tmax, s.slack(hmax))
+		if tmin > s.slack(hmax) {
+			t.Errorf("%s grew: first third max %.1f, last third min %.1f (allowed %.1f)", s.name, hmax, tmin, s.slack(hmax))
 		}
 		report += fmt.Sprintf("%s %.0f→%.0f; ", s.name, s.get(samples[1]), s.get(samples[n-1]))
 	}
@@ -192,7 +196,7 @@ func TestFloodEveryPort(t *testing.T) {
 	lab := newLab(t, nports)
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", "1", "-ports", "p*", "-polling", "0")
+		"-sampling", "1", "-ports", "p*", "-polling", "0", "-agentx", "off")
 	d.waitReady(t, lab, "p1", "p2", "p3")
 	var trs []*traffic
 	for h := 0; h < nports; h++ {
@@ -227,8 +231,9 @@ func TestFloodEveryPort(t *testing.T) {
 	encoded := m.sum("sflowswitchd_flow_samples_total")
 	dropped := m.sum("sflowswitchd_samples_dropped_total")
 	away := m.sum("sflowswitchd_subsampled_away_total")
-	colLabel := fmt.Sprintf(`collector="%s:%d"`, lab.CollectorAddr, collectorPort)
-	lost := m.sumWith("sflowswitchd_collector_samples_lost_total", colLabel, "")
+	// Flow samples lost in sending, as the workers count them (the
+	// per-collector figures also hold drop notifications).
+	lost := m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, "")
 	received := col.totalFlows()
 	col.mu.Lock()
 	var seqTotal uint64
@@ -247,9 +252,21 @@ func TestFloodEveryPort(t *testing.T) {
 	if agentKernel != encoded+(dropped-m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, ""))+away {
 		t.Errorf("agent: read %d != encoded %d + dropped before encoding + sub-sampled away %d", agentKernel, encoded, away)
 	}
-	if received+lost != encoded || seqTotal != encoded {
-		t.Errorf("collector: received %d + counted lost %d != encoded %d (sequence numbers: %d); %d datagrams missing",
-			received, lost, encoded, seqTotal, gaps)
+	// Datagrams missing at the collector are the daemon's only if the
+	// collector's own socket did not drop them (a slow test machine).
+	colDrops, err := metricspkg.SocketDrops(col.conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case seqTotal != encoded:
+		t.Errorf("sequence numbers say %d samples encoded, the agent counted %d", seqTotal, encoded)
+	case gaps == 0 && received+lost != encoded:
+		t.Errorf("collector: received %d + counted lost %d != encoded %d", received, lost, encoded)
+	case gaps > 0 && colDrops != gaps:
+		t.Errorf("%d datagrams missing, the collector's socket dropped %d: the agent lost %d samples silently", gaps, colDrops, encoded-received-lost)
+	case gaps > 0:
+		t.Logf("the collector's own socket dropped %d datagrams (%d samples): not the agent's loss", colDrops, encoded-received-lost)
 	}
 	if pool < sent*9/10 {
 		t.Errorf("pool %d of %d frames sent", pool, sent)
