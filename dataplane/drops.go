@@ -189,6 +189,14 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	return d, nil
 }
 
+// FunctionNames reports whether drop locations can be named
+// (extended_function): /proc/kallsyms showed this process the kernel's
+// text addresses. The kernel hides them (all zero) from a process without
+// CAP_SYSLOG unless kernel.kptr_restrict is 0 and
+// kernel.perf_event_paranoid is at most 1; the daemon's least-privilege
+// capability set does not include CAP_SYSLOG.
+func (d *Drops) FunctionNames() bool { return len(d.syms.addrs) > 0 }
+
 // Configure changes the limit and header size (Netns and RingBytes are
 // fixed at open and ignored here). It takes effect for the next drop.
 func (d *Drops) Configure(cfg DropsConfig) error {

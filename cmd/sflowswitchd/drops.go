@@ -105,6 +105,10 @@ func (d *drops) apply(s Settings) error {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
 	d.dp = dp
+	if !dp.FunctionNames() {
+		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
+			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
@@ -146,6 +150,7 @@ var (
 	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
 	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
 	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
 	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
 )
 
@@ -157,7 +162,7 @@ type dropCollector struct {
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort} {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
 		ch <- d
 	}
 }
@@ -173,6 +178,11 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
 	dp := c.d.dp
+	names := 0.0
+	if dp != nil && dp.FunctionNames() {
+		names = 1
+	}
+	ch <- prometheus.MustNewConstMetric(dropFuncNames, prometheus.GaugeValue, names)
 	if dp == nil {
 		return
 	}

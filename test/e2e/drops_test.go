@@ -143,6 +143,9 @@ func TestDrops(t *testing.T) {
 	}
 	recs := dropSamplesOf(dgs)
 	m := mustFetchMetrics(t, lab)
+	if v, ok := m.value("sflowswitchd_drop_function_names"); !ok || v != 1 {
+		t.Errorf("sflowswitchd_drop_function_names = %d, %v; want 1 (root reads /proc/kallsyms)", v, ok)
+	}
 	for _, c := range []struct {
 		linux   string
 		code    sflow.DropReason

@@ -178,6 +178,20 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 			t.Errorf("metrics lack %s", name)
 		}
 	}
+	// Without CAP_SYSLOG the kernel hides its symbol addresses (unless
+	// kptr_restrict is 0 and perf_event_paranoid at most 1): drop
+	// notifications go out without extended_function, and the daemon
+	// says so in its log and in a metric.
+	names := uint64(0)
+	if sysctlInt(t, "kernel/kptr_restrict") == 0 && sysctlInt(t, "kernel/perf_event_paranoid") <= 1 {
+		names = 1
+	}
+	if v, ok := m.value("sflowswitchd_drop_function_names"); !ok || v != names {
+		t.Errorf("sflowswitchd_drop_function_names = %d, %v; want %d", v, ok, names)
+	}
+	if logged := strings.Contains(d.log(), "carry no extended_function"); logged != (names == 0) {
+		t.Errorf("log says drop locations cannot be named: %v, want %v", logged, names == 0)
+	}
 	if snmp != nil {
 		// sFlowAgentAddress.0 through snmpd: the AgentX session works
 		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is
@@ -266,4 +280,18 @@ func TestSystemdUnit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sysctlInt reads an integer from /proc/sys/NAME.
+func sysctlInt(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("/proc/sys/%s: %v", name, err)
+	}
+	return v
 }
