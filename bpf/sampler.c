@@ -101,9 +101,46 @@ struct sample_meta {
 // xdp_buff -> rxq -> dev -> ifindex) nor the port's config entry: it goes
 // from the CPU number straight to the port's counter line. The config map
 // is read only when a sample is taken.
-volatile const __u32 port_ifindex = 0;       // the port's ifindex
-volatile const __u32 port_counter_base = 0;  // slot * cpu_slots
-volatile const __u32 port_mode = MODE_INLINE; // MODE_INLINE or MODE_MONITOR
+//
+// The two constants of the per-packet path are 64-bit immediates in the
+// instructions themselves (PORT_IMM), which the loader patches per port
+// (dataplane.patchImm): a read-only global would still cost a load from
+// the program's .rodata map on every frame.
+#define PORT_IMM_COUNTER_BASE 0x5f5f5eb1c0b4a5e1ULL // -> slot * cpu_slots
+#define PORT_IMM_MODE 0x5f5f5eb1c0b4a5e2ULL         // -> MODE_INLINE or MODE_MONITOR
+#define PORT_IMM_IFINDEX 0x5f5f5eb1c0b4a5e3ULL      // -> the port's ifindex
+
+#define PORT_IMM(magic)                                            \
+	({                                                         \
+		__u64 __v;                                         \
+		asm volatile("%[v] = %[m] ll" : [v] "=r"(__v) : [m] "i"(magic)); \
+		__v;                                               \
+	})
+
+// sample_hands: per-CPU hand-over from a port's xdp_sampler to the shared
+// xdp_take_sample, which the port's program tail-calls for a frame whose
+// skip has run out. Keeping the sampled path in one program loaded once
+// keeps each port's own program a few instructions long: loading (and
+// verifying) it per port costs little (issue 10's 1000-port start-up).
+struct sample_hand {
+	__u32 ifindex; // the port
+	__u32 idx;     // its counter line of this CPU in `counters`
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sample_hand);
+} sample_hands SEC(".maps");
+
+// take_progs: [0] = xdp_take_sample, installed by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} take_progs SEC(".maps");
 
 // cpu_slots is the number of possible CPUs (set by the loader before load;
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
@@ -327,9 +364,9 @@ static __noinline struct port_config *lookup_high(__u32 ifindex)
 // the first skip, then draws the next skip. Kept out of line so the
 // per-packet path stays short. The port's config is read here only.
 static __noinline int take_sample(struct xdp_md *ctx, struct port_counters *c,
-				  __u32 cpu)
+				  __u32 ifindex, __u32 cpu)
 {
-	__u32 ifindex = port_ifindex, rate = c->rate, mode;
+	__u32 rate = c->rate, mode;
 	struct port_config *cfg;
 	__u64 skip;
 
@@ -365,23 +402,52 @@ static __noinline int take_sample(struct xdp_md *ctx, struct port_counters *c,
 	return XDP_PASS;
 }
 
-// xdp_sampler: one instance per sampled port (port_* constants). The
+// xdp_sampler: one instance per sampled port (PORT_IMM constants). The
 // per-packet path: this CPU's counter line of the port, pool + 1, skip - 1.
+// A frame whose skip has run out goes on to xdp_take_sample (tail call);
+// if that is missing the frame passes unsampled and the next frame tries
+// again.
 SEC("xdp.frags")
 int xdp_sampler(struct xdp_md *ctx)
 {
-	__u32 cpu = bpf_get_smp_processor_id();
-	__u32 idx = port_counter_base + cpu;
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
+	__u32 idx = (__u32)PORT_IMM(PORT_IMM_COUNTER_BASE) + cpu;
 	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
+	struct sample_hand *h;
 
 	if (!c)
 		return XDP_PASS;
 	c->pool++;
 	if (c->skip) {
 		c->skip--;
-		return port_mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
+		return PORT_IMM(PORT_IMM_MODE) == MODE_MONITOR ? XDP_DROP : XDP_PASS;
 	}
-	return take_sample(ctx, c, cpu);
+	h = bpf_map_lookup_elem(&sample_hands, &zero);
+	if (!h)
+		return XDP_PASS;
+	h->ifindex = (__u32)PORT_IMM(PORT_IMM_IFINDEX);
+	h->idx = idx;
+	bpf_tail_call(ctx, &take_progs, 0);
+	return XDP_PASS;
+}
+
+// xdp_take_sample: the sampled path of every port, loaded once and reached
+// by tail call from a port's xdp_sampler on the same CPU (the hand-over in
+// sample_hands is this CPU's, and XDP runs to completion per CPU).
+SEC("xdp.frags")
+int xdp_take_sample(struct xdp_md *ctx)
+{
+	__u32 zero = 0, idx;
+	struct sample_hand *h = bpf_map_lookup_elem(&sample_hands, &zero);
+	struct port_counters *c;
+
+	if (!h)
+		return XDP_PASS;
+	idx = h->idx;
+	c = bpf_map_lookup_elem(&counters, &idx);
+	if (!c)
+		return XDP_PASS;
+	return take_sample(ctx, c, h->ifindex, bpf_get_smp_processor_id());
 }
 
 // xdp_floor does only what no sampler keeping an exact per-CPU pool and a

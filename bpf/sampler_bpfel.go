@@ -36,6 +36,12 @@ type SamplerPortCounters struct {
 	Pad     [3]uint64
 }
 
+type SamplerSampleHand struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Idx     uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -44,14 +50,14 @@ const (
 	SamplerMapPortConfigs     = "port_configs"
 	SamplerMapPortConfigsHigh = "port_configs_high"
 	SamplerMapRings           = "rings"
+	SamplerMapSampleHands     = "sample_hands"
+	SamplerMapTakeProgs       = "take_progs"
 	SamplerMapXsks            = "xsks"
 	SamplerProgXdpFloor       = "xdp_floor"
 	SamplerProgXdpPass        = "xdp_pass"
 	SamplerProgXdpSampler     = "xdp_sampler"
+	SamplerProgXdpTakeSample  = "xdp_take_sample"
 	SamplerVarCpuSlots        = "cpu_slots"
-	SamplerVarPortCounterBase = "port_counter_base"
-	SamplerVarPortIfindex     = "port_ifindex"
-	SamplerVarPortMode        = "port_mode"
 	SamplerVarWakeupBytes     = "wakeup_bytes"
 )
 
@@ -97,9 +103,10 @@ type SamplerSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerProgramSpecs struct {
-	XdpFloor   *ebpf.ProgramSpec `ebpf:"xdp_floor"`
-	XdpPass    *ebpf.ProgramSpec `ebpf:"xdp_pass"`
-	XdpSampler *ebpf.ProgramSpec `ebpf:"xdp_sampler"`
+	XdpFloor      *ebpf.ProgramSpec `ebpf:"xdp_floor"`
+	XdpPass       *ebpf.ProgramSpec `ebpf:"xdp_pass"`
+	XdpSampler    *ebpf.ProgramSpec `ebpf:"xdp_sampler"`
+	XdpTakeSample *ebpf.ProgramSpec `ebpf:"xdp_take_sample"`
 }
 
 // SamplerMapSpecs contains maps before they are loaded into the kernel.
@@ -110,6 +117,8 @@ type SamplerMapSpecs struct {
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
+	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
+	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
 	Xsks            *ebpf.MapSpec `ebpf:"xsks"`
 }
 
@@ -117,11 +126,8 @@ type SamplerMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerVariableSpecs struct {
-	CpuSlots        *ebpf.VariableSpec `ebpf:"cpu_slots"`
-	PortCounterBase *ebpf.VariableSpec `ebpf:"port_counter_base"`
-	PortIfindex     *ebpf.VariableSpec `ebpf:"port_ifindex"`
-	PortMode        *ebpf.VariableSpec `ebpf:"port_mode"`
-	WakeupBytes     *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
+	CpuSlots    *ebpf.VariableSpec `ebpf:"cpu_slots"`
+	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // SamplerObjects contains all objects after they have been loaded into the kernel.
@@ -148,6 +154,8 @@ type SamplerMaps struct {
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
+	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
+	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
 	Xsks            *ebpf.Map `ebpf:"xsks"`
 }
 
@@ -157,6 +165,8 @@ func (m *SamplerMaps) Close() error {
 		m.PortConfigs,
 		m.PortConfigsHigh,
 		m.Rings,
+		m.SampleHands,
+		m.TakeProgs,
 		m.Xsks,
 	)
 }
@@ -165,20 +175,18 @@ func (m *SamplerMaps) Close() error {
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerVariables struct {
-	CpuSlots        *ebpf.Variable `ebpf:"cpu_slots"`
-	PortCounterBase *ebpf.Variable `ebpf:"port_counter_base"`
-	PortIfindex     *ebpf.Variable `ebpf:"port_ifindex"`
-	PortMode        *ebpf.Variable `ebpf:"port_mode"`
-	WakeupBytes     *ebpf.Variable `ebpf:"wakeup_bytes"`
+	CpuSlots    *ebpf.Variable `ebpf:"cpu_slots"`
+	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // SamplerPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerPrograms struct {
-	XdpFloor   *ebpf.Program `ebpf:"xdp_floor"`
-	XdpPass    *ebpf.Program `ebpf:"xdp_pass"`
-	XdpSampler *ebpf.Program `ebpf:"xdp_sampler"`
+	XdpFloor      *ebpf.Program `ebpf:"xdp_floor"`
+	XdpPass       *ebpf.Program `ebpf:"xdp_pass"`
+	XdpSampler    *ebpf.Program `ebpf:"xdp_sampler"`
+	XdpTakeSample *ebpf.Program `ebpf:"xdp_take_sample"`
 }
 
 func (p *SamplerPrograms) Close() error {
@@ -186,6 +194,7 @@ func (p *SamplerPrograms) Close() error {
 		p.XdpFloor,
 		p.XdpPass,
 		p.XdpSampler,
+		p.XdpTakeSample,
 	)
 }
 

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 
@@ -282,6 +283,11 @@ func (d *Dataplane) load() error {
 		return fmt.Errorf("dataplane: loading sampler: %w", err)
 	}
 	d.spec = spec
+	// The sampled path of every port's program (bpf/sampler.c
+	// xdp_take_sample), reached by tail call.
+	if err := d.objs.TakeProgs.Put(uint32(0), d.objs.XdpTakeSample); err != nil {
+		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
+	}
 	for w := 0; w < d.cfg.Workers; w++ {
 		m, err := ebpf.NewMap(rings.InnerMap)
 		if err != nil {
@@ -521,31 +527,57 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
+// Magic 64-bit immediates of bpf/sampler.c (PORT_IMM_*) that patchImm
+// replaces with a port's values.
+const (
+	immCounterBase = 0x5f5f5eb1c0b4a5e1
+	immMode        = 0x5f5f5eb1c0b4a5e2
+	immIfIndex     = 0x5f5f5eb1c0b4a5e3
+)
+
+// patchImm sets every 64-bit immediate load of magic in insns to v; the
+// program must hold at least one.
+func patchImm(insns asm.Instructions, magic, v uint64) error {
+	n := 0
+	for i := range insns {
+		if insns[i].OpCode.IsDWordLoad() && uint64(insns[i].Constant) == magic {
+			insns[i].Constant = int64(v)
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.c PORT_IMM)", magic)
+	}
+	return nil
+}
+
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
-// (bpf/sampler.c, "Per-port constants"). Loading costs a verification
-// (milliseconds) per attach or mode change, never per packet.
+// (bpf/sampler.c, "Per-port constants"). The instance is a few dozen
+// instructions (the sampled path is the shared xdp_take_sample), so its
+// verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	for name, v := range map[string]uint32{
-		bpf.SamplerVarPortIfindex:     uint32(ifindex),
-		bpf.SamplerVarPortCounterBase: slot * uint32(d.cpuSlots),
-		bpf.SamplerVarPortMode:        uint32(mode),
+	insns := spec.Programs[bpf.SamplerProgXdpSampler].Instructions
+	for _, p := range []struct{ magic, v uint64 }{
+		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
+		{immMode, uint64(mode)},
+		{immIfIndex, uint64(ifindex)},
 	} {
-		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("setting %s: %w", name, err)
+		if err := patchImm(insns, p.magic, p.v); err != nil {
+			return nil, err
 		}
 	}
 	var o struct {
 		Prog *ebpf.Program `ebpf:"xdp_sampler"`
 	}
+	// Only the maps the per-port program itself uses: the sampled path is
+	// the shared xdp_take_sample, reached by tail call.
 	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-		bpf.SamplerMapPortConfigs:     d.objs.PortConfigs,
-		bpf.SamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
-		bpf.SamplerMapCounters:        d.objs.Counters,
-		bpf.SamplerMapRings:           d.objs.Rings,
-		bpf.SamplerMapXsks:            d.objs.Xsks,
+		bpf.SamplerMapCounters:    d.objs.Counters,
+		bpf.SamplerMapSampleHands: d.objs.SampleHands,
+		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,
 	}})
 	if err != nil {
 		var ve *ebpf.VerifierError

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,4 +62,43 @@ func BenchmarkRingRead(b *testing.B) {
 	if pc, err := d.PortCounters(p1); err != nil || pc.Drops != 0 {
 		b.Fatalf("counters %+v (%v): ring drops would skew the figure", pc, err)
 	}
+}
+
+// BenchmarkXDPSamplerUnsampledHighIfIndex: the unsampled path of a port
+// whose ifindex (2^24+7) puts its config in the hash map: the per-packet
+// path reads no config, so it costs what BenchmarkXDPSamplerUnsampled
+// costs; the hash lookup happens per sample only.
+func BenchmarkXDPSamplerUnsampledHighIfIndex(b *testing.B) {
+	lab := netlab.New(b, 1)
+	var d *Dataplane
+	if err := lab.Do(lab.Switch, func() error {
+		var err error
+		d, err = Open(Config{Workers: 1, MaxPorts: 2})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	idx := addVethAt(b, lab, "big0", 1<<24+7)
+	if err := d.AttachPort(idx, PortConfig{Rate: 1 << 31, HeaderBytes: 128}); err != nil {
+		b.Fatal(err)
+	}
+	prog := portProg(b, d, idx)
+	frame := seqFrames(lab, 0, noHostMAC, 0, 1, 22)[0]
+	ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(idx)}
+	var ns uint32
+	b.ResetTimer()
+	err := lab.Do(lab.Switch, func() error {
+		ret, dur, err := testRun(prog, frame, &ctx, uint32(b.N))
+		if err == nil && ret != 2 {
+			err = fmt.Errorf("returned %d, want XDP_PASS", ret)
+		}
+		ns = dur
+		return err
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(ns), "kernel-ns/pkt")
 }

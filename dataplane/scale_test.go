@@ -17,7 +17,7 @@ import (
 
 // addVethAt creates a veth pair name/name+"p" inside the lab's switch
 // namespace (both ends there), name at ifindex idx, and returns idx.
-func addVethAt(t *testing.T, lab *netlab.Lab, name string, idx int) int {
+func addVethAt(t testing.TB, lab *netlab.Lab, name string, idx int) int {
 	t.Helper()
 	h, err := netns.GetFromName(lab.Switch)
 	if err != nil {

@@ -67,6 +67,9 @@ type trial struct {
 	// KnownLost is what the technique itself reports lost in the window
 	// (-1: it has no such count).
 	KnownLost float64 `json:"known_lost"`
+	// CollectorDrops is datagrams the collector's socket dropped (UDP
+	// RcvbufErrors of its namespace): losses of the lab, not the technique.
+	CollectorDrops float64 `json:"collector_drops"`
 }
 
 // expected is the samples per second the technique should deliver.
@@ -129,7 +132,7 @@ func parseCompare(args []string) (compareOpts, error) {
 	fs.StringVar(&o.tcBin, "tc", "", "tcsample binary (go build ./bench/baselines/tcsample)")
 	fs.StringVar(&rates, "sampling", "10,100,1000,1", "sampling rates N (1-in-N)")
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; every round runs each technique once per rate, order rotated")
-	fs.DurationVar(&o.window, "window", 2*time.Second, "measurement window per trial")
+	fs.DurationVar(&o.window, "window", 2*time.Second, "measurement window per trial (samples are counted at the collector over the window shifted by up to 1.3 s)")
 	fs.DurationVar(&o.warmup, "warmup", 700*time.Millisecond, "wait after a technique is ready before measuring")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "idle CPU window per sampling technique (no traffic)")
 	fs.IntVar(&o.poolFrames, "pool-frames", 100000, "frames sent per sample_pool accuracy trial")
@@ -168,6 +171,7 @@ type comparer struct {
 	sc      *scraper
 	ctx     context.Context
 	traffic *exec.Cmd
+	colXDP  link.Link // xdp_pass on the collector's eth0
 }
 
 // runCompare is the compare subcommand: techniques side by side on the
@@ -259,6 +263,21 @@ func (c *comparer) setup() error {
 	if c.sink, err = startPoolSink(c.lab.col(), collectorAddr+":6343"); err != nil {
 		return err
 	}
+	// The collector's eth0 receives through veth's own NAPI ring (an XDP
+	// program attached), not the machine-wide per-CPU backlog, which other
+	// jobs on this shared machine can overflow: a datagram lost there would
+	// be charged to the technique (as the e2e tests do).
+	err = inNetns(c.lab.col(), func() error {
+		ifc, err := netInterfaceIndex("eth0")
+		if err != nil {
+			return err
+		}
+		c.colXDP, err = link.AttachXDP(link.XDPOptions{Program: c.pass, Interface: ifc, Flags: link.XDPDriverMode})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("xdp_pass on the collector's eth0: %w", err)
+	}
 	c.sink.ifindex.Store(uint32(idx))
 	return nil
 }
@@ -269,6 +288,9 @@ func (c *comparer) close() {
 	}
 	if c.sink != nil {
 		c.sink.close()
+	}
+	if c.colXDP != nil {
+		c.colXDP.Close()
 	}
 	if c.pass != nil {
 		c.pass.Close()
@@ -434,13 +456,14 @@ type snapshot struct {
 	runCnt  uint64
 	flows   uint64
 	lost    float64
+	rcvbuf  uint64 // UDP RcvbufErrors of the collector namespace
 }
 
 func (c *comparer) snap(r *running) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
 	if r.pid != 0 {
-		if s.cpu, err = procCPU(r.pid); err != nil {
+		if s.cpu, err = schedCPU(r.pid); err != nil {
 			return s, err
 		}
 	}
@@ -462,6 +485,9 @@ func (c *comparer) snap(r *running) (snapshot, error) {
 		s.runCnt += st.RunCount
 	}
 	s.flows = c.sink.flows.Load()
+	if s.rcvbuf, err = udpRcvbufErrors(c.lab.col()); err != nil {
+		return s, err
+	}
 	if r.lost != nil {
 		if s.lost, err = r.lost(); err != nil {
 			return s, err
@@ -469,6 +495,14 @@ func (c *comparer) snap(r *running) (snapshot, error) {
 	}
 	return s, nil
 }
+
+// deliveryLag is how late a sample may reach the collector: sflowswitchd
+// hands samples that wait below the ring's wake-up mark to its workers at
+// their one-second tick, when datagrams are flushed anyway (and the
+// baselines flush a partial datagram once a second). Samples are counted at
+// the collector over the window shifted by this lag, so a window's count
+// is not cut off mid-batch.
+const deliveryLag = 1300 * time.Millisecond
 
 // measure runs one window on a running technique.
 func (c *comparer) measure(r *running, rate uint32, round int) (trial, error) {
@@ -479,21 +513,35 @@ func (c *comparer) measure(r *running, rate uint32, round int) (trial, error) {
 	if err != nil {
 		return trial{}, err
 	}
-	if err := sleepCtx(c.ctx, c.o.window); err != nil {
+	sampling := r.tech != techNone && r.tech != techPass
+	lag := time.Duration(0)
+	if sampling {
+		lag = min(deliveryLag, c.o.window)
+	}
+	if err := sleepCtx(c.ctx, lag); err != nil {
+		return trial{}, err
+	}
+	flowsA := c.sink.flows.Load()
+	if err := sleepCtx(c.ctx, c.o.window-lag); err != nil {
 		return trial{}, err
 	}
 	b, err := c.snap(r)
 	if err != nil {
 		return trial{}, err
 	}
+	if err := sleepCtx(c.ctx, lag); err != nil {
+		return trial{}, err
+	}
+	flowsB := c.sink.flows.Load()
 	sec := b.at.Sub(a.at).Seconds()
 	t := trial{Tech: r.tech, Rate: rate, Round: round,
-		InPPS:     float64(b.in-a.in) / sec,
-		FwdPPS:    float64(b.fwd-a.fwd) / sec,
-		CPUPct:    100 * (b.cpu - a.cpu).Seconds() / sec,
-		NsPerPkt:  -1,
-		SamplesPS: float64(b.flows-a.flows) / sec,
-		KnownLost: -1,
+		InPPS:          float64(b.in-a.in) / sec,
+		FwdPPS:         float64(b.fwd-a.fwd) / sec,
+		CPUPct:         100 * (b.cpu - a.cpu).Seconds() / sec,
+		NsPerPkt:       -1,
+		SamplesPS:      float64(flowsB-flowsA) / sec,
+		KnownLost:      -1,
+		CollectorDrops: float64(b.rcvbuf - a.rcvbuf),
 	}
 	if n := b.runCnt - a.runCnt; n > 0 {
 		t.NsPerPkt = float64(b.runNs-a.runNs) / float64(n)
@@ -514,14 +562,14 @@ func (c *comparer) idlePhase(res *results) error {
 		err = sleepCtx(c.ctx, time.Second)
 		var a, b time.Duration
 		if err == nil {
-			a, err = procCPU(r.pid)
+			a, err = schedCPU(r.pid)
 		}
 		start := time.Now()
 		if err == nil {
 			err = sleepCtx(c.ctx, c.o.idle)
 		}
 		if err == nil {
-			b, err = procCPU(r.pid)
+			b, err = schedCPU(r.pid)
 		}
 		_, serr := r.stop()
 		if err = errors.Join(err, serr); err != nil {
@@ -682,4 +730,12 @@ func xdpProgIDIn(ns, name string) (uint32, error) {
 		return err
 	})
 	return id, err
+}
+
+// schedCPU is the time all threads of pid spent on a CPU, in nanoseconds
+// (schedstat): /proc/PID/stat's utime+stime tick at 10 ms, too coarse for
+// a 2 s window of a process using 1% of a core.
+func schedCPU(pid int) (time.Duration, error) {
+	d, _, err := procSchedRun(pid)
+	return d, err
 }

@@ -57,7 +57,7 @@ func (s spread) fmt(f string) string {
 
 // cell collects, for one technique at one rate, every round's values.
 type cell struct {
-	fwd, vsNone, vsPass, ns, cpu, cpuM, sps, loss, known []float64
+	fwd, vsNone, vsPass, ns, cpu, cpuM, sps, loss, known, colDrops []float64
 }
 
 // cells groups trials by rate and technique; ratios are per round against
@@ -100,6 +100,7 @@ func (r *results) cells() map[uint32]map[string]*cell {
 			c.cpuM = append(c.cpuM, t.cpuPerMpkt())
 			c.sps = append(c.sps, t.SamplesPS)
 			c.loss = append(c.loss, t.lossFrac())
+			c.colDrops = append(c.colDrops, t.CollectorDrops)
 			if t.KnownLost >= 0 {
 				c.known = append(c.known, t.KnownLost)
 			}
@@ -146,15 +147,15 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "# Techniques side by side (`go run ./bench/daemon compare %s`)\n\n", r.Opts)
 	fmt.Fprintf(&b, "- %s, kernel %s, %d CPUs; load average (1 min) at start, after each round, at the end: %s\n",
 		r.Start.Format("2006-01-02 15:04Z"), unix.ByteSliceToString(u.Release[:]), numCPU(), strings.Join(r.Load, ", "))
-	b.WriteString("- The machine is shared with other engineers' jobs: absolute rates move by 2x between runs; compare ratios within one run. Values are medians over rounds with (min–max).\n")
+	b.WriteString("- CPU is the sampling process's time on CPU from /proc/PID/task/*/schedstat (ns). The machine is shared with other engineers' jobs: absolute rates move by 2x between runs; compare ratios within one run. Values are medians over rounds with (min–max).\n")
 	b.WriteString("- Lab: h1 -> p1 -> br0 -> p2 -> h2 (veth, one switch namespace), 64-byte UDP frames from trafgen at its maximum rate; each technique samples p1; samples go to a collector namespace over mgmt0.\n")
 	b.WriteString("- On veth, attaching any XDP program moves receive onto veth's NAPI path (frames queued in the peer's ptr_ring and polled) instead of netif_rx into the per-CPU backlog: the do-nothing XDP program alone changes forwarding (about -17% on this machine in earlier runs). Both ratios are given: to no program at all, and to the do-nothing XDP program (the fair reference for an XDP sampler).\n\n")
 
 	cells := r.cells()
 	rates := r.rates()
 	b.WriteString("## Forwarding, per-packet cost, CPU, samples\n\n")
-	b.WriteString("| 1-in-N | technique | forwarded pps | / no program | / do-nothing XDP | kernel ns/pkt (bpf_stats) | sampling process CPU % of a core | CPU ms per M forwarded pkts | samples/s at collector | lost (1 - delivered/expected) | reported lost by the technique |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| 1-in-N | technique | forwarded pps | / no program | / do-nothing XDP | kernel ns/pkt (bpf_stats) | sampling process CPU % of a core | CPU ms per M forwarded pkts | samples/s at collector | lost (1 - delivered/expected) | reported lost by the technique | collector socket drops |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, rate := range rates {
 		for _, tech := range allTechs {
 			c := cells[rate][tech]
@@ -164,19 +165,19 @@ func (r *results) markdown() string {
 			row := []string{fmt.Sprint(rate), tech, spreadOf(c.fwd).fmt("%.0f"), spreadOf(c.vsNone).fmt("%.3f"),
 				spreadOf(c.vsPass).fmt("%.3f"), spreadOf(c.ns).fmt("%.1f")}
 			if tech == techNone || tech == techPass {
-				row = append(row, "—", "—", "—", "—", "—")
+				row = append(row, "—", "—", "—", "—", "—", "—")
 			} else {
 				known := "no count"
 				if len(c.known) > 0 {
 					known = spreadOf(c.known).fmt("%.0f")
 				}
 				row = append(row, spreadOf(c.cpu).fmt("%.2f"), spreadOf(c.cpuM).fmt("%.1f"),
-					spreadOf(c.sps).fmt("%.0f"), spreadOf(c.loss).fmt("%.3f"), known)
+					spreadOf(c.sps).fmt("%.0f"), spreadOf(c.loss).fmt("%.3f"), known, spreadOf(c.colDrops).fmt("%.0f"))
 			}
 			b.WriteString("| " + strings.Join(row, " | ") + " |\n")
 		}
 	}
-	b.WriteString("\nExpected samples/s = frames received on p1 per second / N. \"Lost\" compares what reached the collector with that expectation: at 1-in-1 it is exact, at other rates it includes binomial noise (it can be negative). \"Reported lost\" is the technique's own count over the trial (sflowswitchd: kernel ring drops + agent drops from its metrics over the window; pcap: tp_drops over the trial; the TC technique has none).\n\n")
+	b.WriteString("\nExpected samples/s = frames received on p1 per second / N. \"Lost\" compares what reached the collector (counted over the window shifted by the 1.3 s delivery lag: sflowswitchd sends samples below its ring wake-up mark at its workers' one-second tick) with that expectation: at 1-in-1 it is exact, at other rates it includes binomial noise (it can be negative). \"Reported lost\" is the technique's own count over the trial (sflowswitchd: kernel ring drops + agent drops from its metrics over the window; pcap: tp_drops over the trial; the TC technique has none).\n\n")
 
 	b.WriteString("## Whether each technique knows what it lost\n\n| technique | knows its losses |\n|---|---|\n")
 	for _, tech := range samplerTechs {

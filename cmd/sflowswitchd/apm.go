@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strconv"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
 )
 
 // defaultMetricsAddress is where `sflowswitchd apm` looks for the daemon's
@@ -45,47 +42,12 @@ func runAPM(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "apm: -control %d above 65535\n", *control)
 		return 2
 	}
-	q := url.Values{}
-	if *control != 0 {
-		q.Set("control", strconv.FormatUint(uint64(*control), 10))
-	}
-	if *last {
-		q.Set("last", "1")
-	}
-	u := url.URL{Scheme: "http", Host: *api, Path: "/apm", RawQuery: q.Encode()}
+	u := appsubagent.APMURL(*api, uint16(*control), *last)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := fetchAPM(ctx, u.String(), stdout); err != nil {
+	if err := appsubagent.FetchAPM(ctx, u, stdout); err != nil {
 		fmt.Fprintf(stderr, "apm: %v\n", err)
 		return 1
 	}
 	return 0
-}
-
-// fetchAPM gets the /apm document and writes it indented.
-func fetchAPM(ctx context.Context, u string, out io.Writer) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return fmt.Errorf("request: %w", err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching %s: %w", u, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", u, resp.Status, bytes.TrimSpace(body))
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, body, "", "  "); err != nil {
-		return fmt.Errorf("%s: not JSON: %w", u, err)
-	}
-	if _, err := buf.WriteTo(out); err != nil {
-		return fmt.Errorf("writing: %w", err)
-	}
-	return nil
 }

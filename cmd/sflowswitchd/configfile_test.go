@@ -7,11 +7,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // TestConfigFileLimits (issue 10, defect 11): -config on an endless file
 // (/dev/zero), a FIFO nobody writes, a directory or a file above
-// MaxConfigBytes is refused at once with a message, never read without a
+// config.MaxConfigBytes is refused at once with a message, never read without a
 // limit or waited on.
 func TestConfigFileLimits(t *testing.T) {
 	dir := t.TempDir()
@@ -20,7 +22,7 @@ func TestConfigFileLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := filepath.Join(dir, "big.conf")
-	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxConfigBytes)+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", config.MaxConfigBytes)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ file, want string }{

@@ -7,32 +7,33 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
 // whole before anything changes (issue 10: validate a configuration whole;
 // defect 6: a typo in ports would stop sampling on every port).
 func TestCheckReload(t *testing.T) {
-	old := defaultSettings()
+	old := config.Defaults()
 	old.Ports = []string{"swp*"}
-	old.Collectors = []Collector{{Address: "198.18.0.1"}}
+	old.Collectors = []config.Collector{{Address: "198.18.0.1"}}
 	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), settings: old, mibRows: 3,
 		ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
 	for _, c := range []struct {
 		name   string
-		change func(*Settings)
+		change func(*config.Settings)
 		want   string // "" = accepted
 	}{
-		{"same", func(*Settings) {}, ""},
-		{"a port that comes later, next to present ones", func(s *Settings) { s.Ports = []string{"swp1", "swp9"} }, ""},
-		{"default selection", func(s *Settings) { s.Ports = nil }, ""},
-		{"typo", func(s *Settings) { s.Ports = []string{"sw*p"} }, "match none"},
-		{"monitor ports only, present", func(s *Settings) { s.Ports, s.MonitorPorts = []string{"x"}, []string{"swp2"} }, ""},
-		{"three collectors", func(s *Settings) {
-			s.Collectors = []Collector{{Address: "198.18.0.1"}, {Address: "198.18.0.2"}, {Address: "198.18.0.3"}}
+		{"same", func(*config.Settings) {}, ""},
+		{"a port that comes later, next to present ones", func(s *config.Settings) { s.Ports = []string{"swp1", "swp9"} }, ""},
+		{"default selection", func(s *config.Settings) { s.Ports = nil }, ""},
+		{"typo", func(s *config.Settings) { s.Ports = []string{"sw*p"} }, "match none"},
+		{"monitor ports only, present", func(s *config.Settings) { s.Ports, s.MonitorPorts = []string{"x"}, []string{"swp2"} }, ""},
+		{"three collectors", func(s *config.Settings) {
+			s.Collectors = []config.Collector{{Address: "198.18.0.1"}, {Address: "198.18.0.2"}, {Address: "198.18.0.3"}}
 		}, ""},
-		{"four collectors", func(s *Settings) {
-			s.Collectors = []Collector{{Address: "198.18.0.1"}, {Address: "198.18.0.2"}, {Address: "198.18.0.3"}, {Address: "198.18.0.4"}}
+		{"four collectors", func(s *config.Settings) {
+			s.Collectors = []config.Collector{{Address: "198.18.0.1"}, {Address: "198.18.0.2"}, {Address: "198.18.0.3"}, {Address: "198.18.0.4"}}
 		}, "restart to add collectors"},
 	} {
 		s := old

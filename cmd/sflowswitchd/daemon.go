@@ -26,9 +26,15 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
-	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
+	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
+	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -80,8 +86,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logCapabilities(log)
-	if err := requireAgentAddress(s); err != nil {
+	privilege.LogCapabilities(log)
+	if err := config.RequireAgentAddress(s); err != nil {
 		log.Error("refusing to start", "err", err)
 		return 1
 	}
@@ -139,7 +145,7 @@ type daemon struct {
 	// apps is the application sub-agent (nil when -app-api is off), and
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
-	apps        *apps
+	apps        *appsubagent.Subagent
 	apmSubagent *snmpd.Subagent
 	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
@@ -148,8 +154,8 @@ type daemon struct {
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
 	subagent *snmpd.Subagent
-	// drops runs dropped-packet notifications (drops.go).
-	drops *drops
+	// drops runs dropped-packet notifications.
+	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
 
@@ -157,13 +163,13 @@ type daemon struct {
 	metricsHook func(http.Handler) http.Handler
 
 	mu       sync.Mutex
-	settings Settings
+	settings config.Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
 	sampled  map[uint32]portState       // what is configured now
 	changed  chan struct{}
-	portFail *portFailures
+	portFail *portfail.Tracker
 	// resolver resolves collector host names in the background.
-	resolver *resolver
+	resolver *collectoraddr.Resolver
 	// unmatchedPats are the port patterns matching no port (under mu);
 	// selectionEmpty is set while the port selection matches nothing
 	// (reconfigure's goroutine only).
@@ -183,12 +189,12 @@ type portState struct {
 	kernelRate uint32
 }
 
-func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
+func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
 	}
-	logKernelFeatures(log, dp.Features())
+	featurereport.Log(log, dp.Features())
 	d := &daemon{
 		log:      log,
 		dp:       dp,
@@ -197,9 +203,9 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		start:    time.Now(),
-		portFail: newPortFailures(),
 	}
-	d.resolver = newResolver(log, d.poke)
+	d.portFail = portfail.New(log, d.portName)
+	d.resolver = collectoraddr.NewResolver(log, d.poke)
 	// fail undoes what was opened when a later step fails.
 	fail := func(err error) (*daemon, error) {
 		return nil, errors.Join(err, dp.Close())
@@ -217,15 +223,19 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 		Logger:    log,
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
-	d.drops = newDrops(uint32(s.Workers), log)
+	d.drops = dropnotify.New(uint32(s.Workers), log)
 	// Per-collector metrics cover every sub-agent's datagrams.
-	d.agent.AddCollectorSet(&d.drops.reporter.Stats().Collectors)
+	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
-	d.metrics.MustRegister(configCollector{d})
+	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
+		FailedPorts:       d.portFail.Failed,
+		Collectors:        d.resolver.Stats,
+		UnmatchedPatterns: d.unmatchedPatterns,
+	}))
 	// The MIB is sized once: static receivers need a receiver row and an
 	// instance each, so many collectors enlarge it (a configuration
 	// without SNMP behaves as before: instance r reports to collector r).
-	n := len(s.staticCollectors())
+	n := len(s.StaticCollectors())
 	d.mibRows = min(max(s.SNMPReceivers, n), max(s.SNMPInstances, n))
 	d.mib, err = mib.New(mib.Config{
 		Receivers: max(s.SNMPReceivers, n),
@@ -237,7 +247,7 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return fail(err)
 	}
-	network, addr, err := parseAgentX(s.AgentX)
+	network, addr, err := config.ParseAgentX(s.AgentX)
 	if err != nil {
 		return fail(err)
 	}
@@ -263,12 +273,12 @@ func newDaemon(s Settings, log *slog.Logger) (*daemon, error) {
 // records what each port samples, for metrics.
 func (d *daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
-	d.notePortFailures(err)
+	d.portFail.Note(err)
 	// Application data sources report to the same receivers.
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
 	// Drop notifications go to every receiver.
-	d.drops.reporter.SetReceivers(cfg.AgentAddress, cfg.Receivers)
+	d.drops.Reporter().SetReceivers(cfg.AgentAddress, cfg.Receivers)
 	rates := map[uint32][]uint32{}
 	keep := map[uint32]bool{}
 	for _, sc := range cfg.Samplers {
@@ -317,7 +327,7 @@ func (d *daemon) watchAgentX(ctx context.Context, address string) {
 		case c && !connected:
 			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
 			if path, ok := strings.CutPrefix(address, "unix:"); ok {
-				checkAgentXSocket(d.log, path)
+				privilege.CheckAgentXSocket(d.log, path)
 			}
 			connected, warned = true, false
 		case !c && connected:
@@ -355,7 +365,7 @@ func (d *daemon) run(ctx context.Context) error {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
-		if err := d.drops.stop(); err != nil {
+		if err := d.drops.Stop(); err != nil {
 			d.log.Error("stopping drop notifications", "err", err)
 		}
 		running.Wait()
@@ -391,7 +401,7 @@ func (d *daemon) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := d.drops.start(ctx, s); err != nil {
+	if err := d.drops.Start(ctx, s); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
@@ -409,16 +419,19 @@ func (d *daemon) run(ctx context.Context) error {
 	}()
 	go func() {
 		defer running.Done()
-		d.retryFailedPorts(ctx)
+		d.portFail.Retry(ctx, func() error {
+			_, err := d.mib.Reapply()
+			return err
+		})
 	}()
 	// Collector names are looked up once before the first configuration,
 	// for at most a second, so that a name that resolves at once loses no
 	// sample; a slow or failing one is retried in the background.
-	staticReceivers(s, d.resolver)
+	config.StaticReceivers(s, d.resolver)
 	primeCtx, primeCancel := context.WithTimeout(ctx, time.Second)
-	d.resolver.resolveDue(primeCtx)
+	d.resolver.ResolveDue(primeCtx)
 	primeCancel()
-	go d.resolver.run(ctx)
+	go d.resolver.Run(ctx)
 	if d.subagent != nil {
 		running.Add(1)
 		go func() {
@@ -433,7 +446,7 @@ func (d *daemon) run(ctx context.Context) error {
 			d.watchAgentX(ctx, s.AgentX)
 		}()
 	}
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.staticCollectors()), "agentx", s.AgentX)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 
 	// Port events are coalesced: a burst of netlink messages (a port
 	// created, renamed, brought up) triggers one reconfiguration.
@@ -469,7 +482,7 @@ func (d *daemon) run(ctx context.Context) error {
 }
 
 // reload installs new settings (SIGHUP).
-func (d *daemon) reload(s Settings) {
+func (d *daemon) reload(s config.Settings) {
 	if err := d.checkReload(s); err != nil {
 		d.log.Error("config reload refused; previous settings stay in force", "err", err)
 		return
@@ -502,7 +515,7 @@ func (d *daemon) reload(s Settings) {
 	}
 	d.settings = s
 	d.mu.Unlock()
-	if err := d.drops.apply(s); err != nil {
+	if err := d.drops.Apply(s); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	d.log.Info("configuration reloaded")
@@ -530,70 +543,26 @@ func (d *daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	m, err := buildModel(s, ports, d.resolver, d.log)
+	m, err := config.BuildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
 	}
 	d.noteSelection(s, ports)
-	if !m.agentAddr.IsValid() && d.agentAddr.IsValid() {
+	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
 		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
-		m.agentAddr = d.agentAddr
+		m.AgentAddr = d.agentAddr
 	}
-	d.agentAddr = m.agentAddr
-	if err := d.mib.SetStatic(m.static); err != nil {
+	d.agentAddr = m.AgentAddr
+	if err := d.mib.SetStatic(m.Static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
-	if err := d.mib.SetAgentAddress(m.agentAddr); err != nil {
+	if err := d.mib.SetAgentAddress(m.AgentAddr); err != nil {
 		d.log.Warn("configuration applied with errors", "err", err)
 	}
-	if err := d.mib.SetPorts(m.ports); err != nil {
+	if err := d.mib.SetPorts(m.Ports); err != nil {
 		d.log.Warn("configuration applied with errors", "err", err)
 	}
-}
-
-// model is what the settings and the current ports contribute to the MIB.
-type model struct {
-	agentAddr netip.Addr
-	static    mib.Static
-	ports     []mib.Port
-}
-
-// buildModel turns settings and the current ports into the MIB's inputs:
-// one static receiver per collector (instance r of every data source
-// reports to receiver r, at the port's configured rate and the polling
-// interval; the host poller entPhysicalEntry.1 likewise), and every
-// selected port as a data source.
-func buildModel(s Settings, ports []dataplane.PortInfo, res *resolver, log *slog.Logger) (model, error) {
-	var m model
-	addrs, err := agentaddr.List()
-	if err != nil {
-		return m, err
-	}
-	m.agentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDR))
-	if err != nil {
-		log.Warn("agent address unknown", "err", err)
-	}
-	m.static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.pollInterval()}
-	m.static.Receivers = staticReceivers(s, res)
-	sel, err := dataplane.SelectPorts(s.Ports)
-	if err != nil {
-		return m, err
-	}
-	var monSel dataplane.PortSelector
-	if len(s.MonitorPorts) > 0 {
-		if monSel, err = dataplane.SelectPorts(s.MonitorPorts); err != nil {
-			return m, err
-		}
-	}
-	for _, p := range ports {
-		monitor := monSel != nil && monSel(p)
-		if !monitor && !sel(p) {
-			continue
-		}
-		m.ports = append(m.ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.portSamplingRate(p.Name, p.SpeedMbps)})
-	}
-	return m, nil
 }
 
 // adapters lists the sampled ports' MACs for host_adapters.
@@ -629,7 +598,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
 	}
-	warnExposed(d.log, "metrics", ln.Addr().String())
+	config.WarnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
 	var mh http.Handler = metrics.Handler(d.metrics, d.log)
 	if d.metricsHook != nil {
@@ -673,24 +642,24 @@ func (d *daemon) portName(ifindex uint32) string {
 // startApps starts the application sub-agent when -app-api is set, and its
 // APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
-func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGroup) error {
+func (d *daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
 	var err error
-	d.apps, err = startApps(ctx, appsConfig{
+	d.apps, err = appsubagent.Start(ctx, appsubagent.Config{
 		API:         s.AppAPI,
 		AllowRemote: s.AppAPIAllowRemote,
 		APMInterval: time.Duration(s.APMInterval) * time.Second,
 		APMReports:  s.APMReports,
-		StateFile:   appStateFile(s.StateDir),
+		StateFile:   appsubagent.StateFile(s.StateDir),
 	}, d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.engine.Stats(), d.apps.conns()...))
-	d.agent.AddCollectorSet(&d.apps.engine.Stats().Collectors)
+	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.Engine().Stats(), d.apps.Conns()...))
+	d.agent.AddCollectorSet(&d.apps.Engine().Stats().Collectors)
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)
 	d.apps.SetReceivers(cfg.Receivers)
-	network, addr, err := parseAgentX(s.AgentX)
+	network, addr, err := config.ParseAgentX(s.AgentX)
 	if err != nil || network == "" {
 		return err
 	}
@@ -699,7 +668,7 @@ func (d *daemon) startApps(ctx context.Context, s Settings, running *sync.WaitGr
 		Address:     addr,
 		Subtree:     apmmib.OID,
 		Description: "sflowswitchd APM-MIB",
-		Handler:     apmmib.New(d.apps.apm, apmmib.Options{Start: d.start}),
+		Handler:     apmmib.New(d.apps.APM(), apmmib.Options{Start: d.start}),
 		Logger:      slog.New(debugOnly{d.log.Handler()}),
 	})
 	if err != nil {

@@ -2,21 +2,20 @@ package main
 
 import (
 	"bytes"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 const representativeHsflowd = "../../internal/hsflowdconf/testdata/switch.hsflowd.conf"
 
 // loadWithNotes is loadArgs, also returning what load printed (the
 // ignored hsflowd settings).
-func loadWithNotes(t *testing.T, args ...string) (Settings, string, error) {
+func loadWithNotes(t *testing.T, args ...string) (config.Settings, string, error) {
 	t.Helper()
 	f := newFlags()
 	var out bytes.Buffer
@@ -34,7 +33,7 @@ func loadWithNotes(t *testing.T, args ...string) (Settings, string, error) {
 // same settings as the equivalent TOML file, and every ignored setting
 // is printed once with its line, column and reason.
 func TestHsflowdConfLikeTOML(t *testing.T) {
-	reportedIgnored.Clear()
+	config.ForgetReportedIgnored()
 	h, notes, err := loadWithNotes(t, "-hsflowd-conf", representativeHsflowd)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +76,7 @@ func TestHsflowdConfLikeTOML(t *testing.T) {
 		speed uint64
 		want  uint32
 	}{{"swp2", 10000, 256}, {"swp1", 10000, 10000}, {"swp1", 1000, 500}, {"swp1", 1, 1}, {"swp1", 0, 400}} {
-		if got := h.portSamplingRate(tc.port, tc.speed); got != tc.want {
+		if got := h.PortSamplingRate(tc.port, tc.speed); got != tc.want {
 			t.Errorf("%s at %d Mb/s: rate %d, want %d", tc.port, tc.speed, got, tc.want)
 		}
 	}
@@ -101,14 +100,14 @@ func TestHsflowdConfLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Polling != 10 || s.HeaderBytes != 64 || len(s.Collectors) != 1 || s.Collectors[0].Address != "198.18.0.7:6343" ||
-		s.portSamplingRate("swp9", 10000) != 9000 || s.portSamplingRate("swp3", 10000) != 64 || s.HsflowdConf != hs {
+		s.PortSamplingRate("swp9", 10000) != 9000 || s.PortSamplingRate("swp3", 10000) != 64 || s.HsflowdConf != hs {
 		t.Fatalf("layers: %+v", s)
 	}
 	s, err = loadArgs(t, "-config", conf, "-sampling", "5")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.portSamplingRate("swp9", 10000) != 5 || s.portSamplingRate("swp3", 10000) != 5 {
+	if s.PortSamplingRate("swp9", 10000) != 5 || s.PortSamplingRate("swp3", 10000) != 5 {
 		t.Fatalf("-sampling 5 does not apply to every port: %+v", s)
 	}
 	// -hsflowd-conf on the command line wins over the file's key.
@@ -152,35 +151,5 @@ func TestHsflowdConfRefused(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
-	}
-}
-
-// TestPreferCIDRs: agent.cidr as hsflowd applies it.
-func TestPreferCIDRs(t *testing.T) {
-	ha := func(idx int, a string) agentaddr.HostAddr {
-		return agentaddr.HostAddr{IfIndex: idx, IfName: "e", Up: true, Addr: netip.MustParseAddr(a)}
-	}
-	addrs := []agentaddr.HostAddr{ha(5, "10.0.0.1"), ha(4, "198.18.99.1"), ha(3, "198.18.1.1"), ha(2, "192.0.2.1")}
-	choose := func(cidrs ...string) string {
-		a, _, err := agentaddr.Choose("", "", preferCIDRs(addrs, cidrs))
-		if err != nil {
-			return err.Error()
-		}
-		return a.String()
-	}
-	for _, tc := range []struct {
-		cidrs []string
-		want  string
-	}{
-		{nil, "192.0.2.1"}, // the usual ranking: global before private
-		{[]string{"198.18.0.0/15"}, "198.18.1.1"},
-		{[]string{"10.0.0.0/8", "198.18.0.0/15"}, "10.0.0.1"},        // earlier line wins
-		{[]string{"198.18.0.0/15", "!198.18.1.0/24"}, "198.18.99.1"}, // excluded
-		{[]string{"!192.0.2.0/24"}, "198.18.1.1"},                    // only exclusions: the rest ranked
-		{[]string{"203.0.113.0/24"}, "192.0.2.1"},                    // nothing matches: the usual ranking
-	} {
-		if got := choose(tc.cidrs...); got != tc.want {
-			t.Errorf("agent.cidr %q: %s, want %s", tc.cidrs, got, tc.want)
-		}
 	}
 }

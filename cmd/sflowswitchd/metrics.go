@@ -3,6 +3,8 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 )
 
@@ -15,7 +17,7 @@ import (
 func (d *daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
-		featureCollector{d.dp.Features()}, &dropCollector{d: d.drops, portName: d.portName})
+		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
 	return reg
 }
 

@@ -8,11 +8,13 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // loadArgs parses args as the daemon's command line and loads the
 // settings (defaults, -config file, flags).
-func loadArgs(t *testing.T, args ...string) (Settings, error) {
+func loadArgs(t *testing.T, args ...string) (config.Settings, error) {
 	t.Helper()
 	f := newFlags()
 	if err := f.fs.Parse(args); err != nil {
@@ -50,14 +52,14 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Collectors) != 1 || s.Collectors[0].Address != DefaultCollector || s.Polling != 20 || s.HeaderBytes != 128 || s.Workers < 1 {
+	if len(s.Collectors) != 1 || s.Collectors[0].Address != config.DefaultCollector || s.Polling != 20 || s.HeaderBytes != 128 || s.Workers < 1 {
 		t.Fatalf("defaults %+v", s)
 	}
 	for _, tc := range []struct {
 		speed uint64
 		want  uint32
-	}{{1000, 1000}, {10000, 10000}, {10, 100}, {0, DefaultSamplingUnknownSpeed}, {100000, 100000}} {
-		if got := s.samplingRate(tc.speed); got != tc.want {
+	}{{1000, 1000}, {10000, 10000}, {10, 100}, {0, config.DefaultSamplingUnknownSpeed}, {100000, 100000}} {
+		if got := s.SamplingRate(tc.speed); got != tc.want {
 			t.Errorf("rate at %d Mb/s = %d, want %d", tc.speed, got, tc.want)
 		}
 	}

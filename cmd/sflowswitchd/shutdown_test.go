@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 )
@@ -56,8 +57,8 @@ func shutdownChild(t *testing.T) {
 	metricsAddr := ln.Addr().String()
 	ln.Close()
 
-	s := defaultSettings()
-	s.Collectors = []Collector{{Address: DefaultCollector}}
+	s := config.Defaults()
+	s.Collectors = []config.Collector{{Address: config.DefaultCollector}}
 	s.Ports = []string{"p1", "p2"}
 	s.Sampling = 1
 	s.Workers = 2

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 func TestSNMPSettings(t *testing.T) {
@@ -11,7 +13,7 @@ func TestSNMPSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.AgentX != DefaultAgentX || s.SNMPReceivers != 10 || s.SNMPInstances != 3 || len(s.staticCollectors()) != 1 {
+	if s.AgentX != config.DefaultAgentX || s.SNMPReceivers != 10 || s.SNMPInstances != 3 || len(s.StaticCollectors()) != 1 {
 		t.Fatalf("defaults %+v", s)
 	}
 
@@ -22,7 +24,7 @@ func TestSNMPSettings(t *testing.T) {
 	if s, err = loadArgs(t, "-config", file, "-snmp-instances", "5", "-collector", "none"); err != nil {
 		t.Fatal(err)
 	}
-	if s.AgentX != "tcp:127.0.0.1:705" || s.SNMPReceivers != 4 || s.SNMPInstances != 5 || len(s.staticCollectors()) != 0 {
+	if s.AgentX != "tcp:127.0.0.1:705" || s.SNMPReceivers != 4 || s.SNMPInstances != 5 || len(s.StaticCollectors()) != 0 {
 		t.Fatalf("got %+v", s)
 	}
 
@@ -37,9 +39,9 @@ func TestSNMPSettings(t *testing.T) {
 		{"tcp:127.0.0.1", "", "", false},
 		{"/var/agentx/master", "", "", false},
 	} {
-		n, a, err := parseAgentX(c.v)
+		n, a, err := config.ParseAgentX(c.v)
 		if (err == nil) != c.ok || n != c.network || a != c.addr {
-			t.Errorf("parseAgentX(%q) = %q %q %v", c.v, n, a, err)
+			t.Errorf("config.ParseAgentX(%q) = %q %q %v", c.v, n, a, err)
 		}
 	}
 

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -38,22 +38,22 @@ import (
 //
 // Everything else hsflowd knows is reported once as ignored, with why.
 
-// More settings taken from hsflowd.conf, also valid in the TOML file.
-// They are fields of Settings (settings.go) declared here:
-//
-//	SamplingSpeed    map[string]uint32 `toml:"sampling_speed"`
-//	SamplingBpsRatio uint64            `toml:"sampling_bps_ratio"`
-//	PortSampling     map[string]uint32 `toml:"port_sampling"`
-//	AgentCIDR        []string          `toml:"agent_cidr"`
+// More settings taken from hsflowd.conf, also valid in the TOML file,
+// are fields of Settings (settings.go): SamplingSpeed, SamplingBpsRatio,
+// PortSampling and AgentCIDR.
 
 // reportedIgnored remembers the ignored settings already printed, so a
 // reload does not print them again.
 var reportedIgnored sync.Map
 
-// applyHsflowdConf reads the hsflowd configuration file path into s and
+// ForgetReportedIgnored makes ApplyHsflowdConf print every ignored
+// setting again, as in a new process (tests).
+func ForgetReportedIgnored() { reportedIgnored.Clear() }
+
+// ApplyHsflowdConf reads the hsflowd configuration file path into s and
 // prints, once per process, each setting it ignores and why to notes.
-func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
-	data, err := readLimited(path, MaxConfigBytes)
+func ApplyHsflowdConf(path string, s *Settings, notes io.Writer) error {
+	data, err := ReadLimited(path, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading hsflowd config: %w", err)
 	}
@@ -185,13 +185,13 @@ func formatSpeed(bps uint64) string {
 	return strconv.FormatUint(bps, 10)
 }
 
-// tomlHsflowdConf returns the hsflowd_conf key of a TOML config file
+// TOMLHsflowdConf returns the hsflowd_conf key of a TOML config file
 // (read on its own, before the layers are applied).
-func tomlHsflowdConf(name string) (string, error) {
+func TOMLHsflowdConf(name string) (string, error) {
 	var peek struct {
 		HsflowdConf string `toml:"hsflowd_conf"`
 	}
-	data, err := readLimited(name, MaxConfigBytes)
+	data, err := ReadLimited(name, MaxConfigBytes)
 	if err != nil {
 		return "", fmt.Errorf("reading config: %w", err)
 	}
@@ -231,11 +231,11 @@ func (s *Settings) validateHsflowdSettings() []error {
 	return errs
 }
 
-// portSamplingRate is the configured rate of port name at speedMbps:
+// PortSamplingRate is the configured rate of port name at speedMbps:
 // the port's own rate (port_sampling, hsflowd pcap { sampling }), else
 // its speed's (sampling_speed, hsflowd sampling.<speed>), else
-// samplingRate.
-func (s *Settings) portSamplingRate(name string, speedMbps uint64) uint32 {
+// SamplingRate.
+func (s *Settings) PortSamplingRate(name string, speedMbps uint64) uint32 {
 	if r, ok := s.PortSampling[name]; ok {
 		return r
 	}
@@ -246,7 +246,7 @@ func (s *Settings) portSamplingRate(name string, speedMbps uint64) uint32 {
 			}
 		}
 	}
-	return s.samplingRate(speedMbps)
+	return s.SamplingRate(speedMbps)
 }
 
 // agentCIDR is one agent_cidr entry.
@@ -273,14 +273,14 @@ func parseAgentCIDRs(vs []string) ([]agentCIDR, error) {
 	return out, nil
 }
 
-// preferCIDRs applies agent_cidr to the agent address candidates as
+// PreferCIDRs applies agent_cidr to the agent address candidates as
 // hsflowd's agent.cidr does (hsflowconfig.c agentAddressPriority): an
 // address in an excluded ('!') prefix is never chosen; among the others,
 // those in the earliest-listed matching prefix are preferred over later
 // ones and over addresses matching none (an address's prefix is the last
 // listed one that contains it). The usual ranking
 // (internal/agentaddr) decides among the preferred.
-func preferCIDRs(addrs []agentaddr.HostAddr, cidrs []string) []agentaddr.HostAddr {
+func PreferCIDRs(addrs []agentaddr.HostAddr, cidrs []string) []agentaddr.HostAddr {
 	list, err := parseAgentCIDRs(cidrs)
 	if err != nil || len(list) == 0 {
 		return addrs // validate refused bad entries already

@@ -1,8 +1,12 @@
-package main
+// Package config is the daemon's configuration: the Settings, their
+// defaults, the layers they are read from (built-in defaults, a host
+// agent's hsflowd.conf, the TOML file, the command line), their
+// validation as a whole, the per-port sampling-rate rules, and the
+// model the settings and the ports present give the SFLOW-MIB.
+package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +14,6 @@ import (
 	"os"
 	"path"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -42,7 +46,7 @@ type Settings struct {
 	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
 	// through AF_XDP; unsampled frames there are dropped.
 	MonitorPorts []string `toml:"monitor_ports"`
-	// AgentAddress is sFlowAgentAddress; empty = chosen (see agentaddr.go).
+	// AgentAddress is sFlowAgentAddress; empty = chosen (internal/agentaddr).
 	AgentAddress string `toml:"agent_address"`
 	// AgentInterface names the interface whose address is the agent
 	// address when AgentAddress is empty.
@@ -50,7 +54,7 @@ type Settings struct {
 	// Workers is the number of sub-agents; 0 = one per CPU.
 	Workers int `toml:"workers"`
 	// Metrics is the listen address of the Prometheus endpoint; empty =
-	// off; loopback only unless MetricsAllowRemote (listen.go).
+	// off; loopback only unless MetricsAllowRemote (ListenAddress).
 	Metrics string `toml:"metrics"`
 	// MetricsAllowRemote lets Metrics be a non-loopback address.
 	MetricsAllowRemote bool `toml:"metrics_allow_remote"`
@@ -75,10 +79,10 @@ type Settings struct {
 	// systemd unit's StateDirectory.
 	StateDir string `toml:"state_dir"`
 	// HsflowdConf is a host agent (hsflowd) configuration file whose
-	// settings apply under this file's and the flags (hsflowdconf.go).
+	// settings apply under this file's and the flags (hsflowd.go).
 	HsflowdConf string `toml:"hsflowd_conf"`
 	// Rates and agent address preferences also read from hsflowd.conf
-	// (hsflowdconf.go): per link speed ("10G" = 10000), the bit/s per
+	// (hsflowd.go): per link speed ("10G" = 10000), the bit/s per
 	// sample rule's ratio (0 = 1000000, at least MinSampling), per port,
 	// and agent address prefixes ("!prefix" excludes).
 	SamplingSpeed    map[string]uint32 `toml:"sampling_speed"`
@@ -107,8 +111,11 @@ type Settings struct {
 
 // Collector is one sFlow collector.
 type Collector struct {
-	Address         string `toml:"address"`
-	MaxDatagramSize int    `toml:"max_datagram_size"`
+	// Address is host:port (collectoraddr.Parse); NoCollector alone
+	// means none.
+	Address string `toml:"address"`
+	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize; 0 = the default.
+	MaxDatagramSize int `toml:"max_datagram_size"`
 }
 
 // Defaults of a daemon started with no configuration at all.
@@ -131,7 +138,9 @@ const (
 	NoCollector = "none"
 )
 
-func defaultSettings() Settings {
+// Defaults returns the settings of a daemon started with no
+// configuration at all.
+func Defaults() Settings {
 	return Settings{
 		SamplingUnknownSpeed: DefaultSamplingUnknownSpeed,
 		Polling:              DefaultPolling,
@@ -148,116 +157,45 @@ func defaultSettings() Settings {
 	}
 }
 
-// flagValues are the command-line flags; only flags given explicitly
-// override the file.
-type flagValues struct {
-	fs         *flag.FlagSet
-	configFile string
-	collectors stringList
-	s          Settings
-	ports      string
-	monitor    string
+// Layers are where Load reads the settings from, above the defaults.
+type Layers struct {
+	// File is the TOML config file; "" = none.
+	File string
+	// HsflowdConf is the hsflowd.conf given on the command line; "" =
+	// the one File names (hsflowd_conf), if any.
+	HsflowdConf string
+	// Override applies the settings given on the command line, which
+	// take precedence over the files; nil = none.
+	Override func(*Settings)
+	// Notes receives the hsflowd settings ignored, once per process.
+	Notes io.Writer
 }
 
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
-func newFlags() *flagValues {
-	f := &flagValues{fs: flag.NewFlagSet("sflowswitchd", flag.ContinueOnError)}
-	fs := f.fs
-	fs.StringVar(&f.configFile, "config", "", "config `file` (TOML; see sflowswitchd.conf.example); SIGHUP reloads it")
-	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+DefaultCollector+"; \"none\": no static receiver, SNMP only)")
-	fs.Func("sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n == 0 {
-			return fmt.Errorf("sampling rate must be a positive integer")
-		}
-		f.s.Sampling = uint32(n)
-		return nil
-	})
-	fs.Func("sampling-unknown-speed", "sampling rate `N` of ports whose link speed is unknown (default 1000)", func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n == 0 {
-			return fmt.Errorf("must be a positive integer")
-		}
-		f.s.SamplingUnknownSpeed = uint32(n)
-		return nil
-	})
-	fs.Func("polling", "counter polling interval in `seconds` (default 20, 0 = off)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("polling interval must be a non-negative integer")
-		}
-		f.s.Polling = n
-		return nil
-	})
-	fs.Func("header-bytes", "bytes of each sampled frame to export, 20..256 (default 128)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("must be an integer")
-		}
-		f.s.HeaderBytes = n
-		return nil
-	})
-	fs.StringVar(&f.ports, "ports", "", "comma-separated port `names or globs` to sample (default: every up non-loopback port)")
-	fs.StringVar(&f.monitor, "monitor-ports", "", "comma-separated `ports` carrying mirrored traffic, sampled through AF_XDP")
-	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
-	fs.StringVar(&f.s.AgentInterface, "agent-interface", "", "take the agent address from this `interface`")
-	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
-	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116; loopback only unless -metrics-allow-remote)")
-	fs.BoolVar(&f.s.MetricsAllowRemote, "metrics-allow-remote", false, "let -metrics listen on a non-loopback address (no authentication: warned at start)")
-	fs.BoolVar(&f.s.AppAPIAllowRemote, "app-api-allow-remote", false, "let -app-api listen on a non-loopback address (no authentication: warned at start)")
-	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
-	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (e.g. 127.0.0.1:36343; loopback only unless -app-api-allow-remote)")
-	fs.IntVar(&f.s.APMInterval, "apm-interval", 0, "APM report interval in `seconds` (default 60)")
-	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "APM reports kept per report control (default 60)")
-	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+DefaultAgentX+")")
-	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
-	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
-	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+DefaultStateDir+")")
-	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
-	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", DefaultMaxPorts, dataplane.MaxPortsLimit))
-	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
-		if v != "on" && v != "off" {
-			return fmt.Errorf("want on or off")
-		}
-		f.s.Drops = v
-		return nil
-	})
-	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
-	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
-	return f
-}
-
-// load builds the effective settings: defaults, then the config file, then
-// the flags given on the command line.
-func (f *flagValues) load() (Settings, error) {
-	s := defaultSettings()
-	hsflowd := ""
-	f.fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "hsflowd-conf" {
-			hsflowd = f.s.HsflowdConf
-		}
-	})
-	if hsflowd == "" && f.configFile != "" {
+// Load builds the effective settings: defaults, then the hsflowd.conf,
+// then the config file, then the command line; then the defaults that
+// depend on the rest (one collector, one worker per CPU); then Validate.
+func Load(l Layers) (Settings, error) {
+	s := Defaults()
+	hsflowd := l.HsflowdConf
+	if hsflowd == "" && l.File != "" {
 		var err error
-		if hsflowd, err = tomlHsflowdConf(f.configFile); err != nil {
+		if hsflowd, err = TOMLHsflowdConf(l.File); err != nil {
 			return Settings{}, err
 		}
 	}
 	if hsflowd != "" {
-		if err := applyHsflowdConf(hsflowd, &s, f.fs.Output()); err != nil {
+		if err := ApplyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
 			return Settings{}, err
 		}
 	}
-	if f.configFile != "" {
-		if err := readConfigFile(f.configFile, &s); err != nil {
+	if l.File != "" {
+		if err := ReadFile(l.File, &s); err != nil {
 			return Settings{}, err
 		}
 	}
-	f.override(&s)
+	if l.Override != nil {
+		l.Override(&s)
+	}
 	s.HsflowdConf = hsflowd
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
@@ -265,68 +203,13 @@ func (f *flagValues) load() (Settings, error) {
 	if s.Workers == 0 {
 		s.Workers = runtime.NumCPU()
 	}
-	return s, s.validate()
+	return s, s.Validate()
 }
 
-// override copies into s the settings given on the command line, which
-// take precedence over the file.
-func (f *flagValues) override(s *Settings) {
-	given := map[string]func(){
-		"collector": func() {
-			s.Collectors = nil
-			for _, c := range f.collectors {
-				s.Collectors = append(s.Collectors, Collector{Address: c})
-			}
-		},
-		"sampling": func() {
-			// Every port: also over per-speed and per-port rates.
-			s.Sampling, s.SamplingSpeed, s.PortSampling = f.s.Sampling, nil, nil
-		},
-		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
-		"polling":                func() { s.Polling = f.s.Polling },
-		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
-		"ports":                  func() { s.Ports = splitList(f.ports) },
-		"monitor-ports":          func() { s.MonitorPorts = splitList(f.monitor) },
-		"agent-address":          func() { s.AgentAddress = f.s.AgentAddress },
-		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
-		"workers":                func() { s.Workers = f.s.Workers },
-		"metrics":                func() { s.Metrics = f.s.Metrics },
-		"metrics-allow-remote":   func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
-		"app-api-allow-remote":   func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
-		"log-level":              func() { s.LogLevel = f.s.LogLevel },
-		"agentx":                 func() { s.AgentX = f.s.AgentX },
-		"app-api":                func() { s.AppAPI = f.s.AppAPI },
-		"apm-interval":           func() { s.APMInterval = f.s.APMInterval },
-		"apm-reports":            func() { s.APMReports = f.s.APMReports },
-		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
-		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
-		"state-dir":              func() { s.StateDir = f.s.StateDir },
-		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
-		"drops":                  func() { s.Drops = f.s.Drops },
-		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
-		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
-	}
-	f.fs.Visit(func(fl *flag.Flag) {
-		if apply := given[fl.Name]; apply != nil { // -config has none
-			apply()
-		}
-	})
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// readConfigFile parses a TOML config file into s, refusing unknown keys
-// so that a typo is an error rather than a silently ignored setting.
-func readConfigFile(name string, s *Settings) error {
-	data, err := readLimited(name, MaxConfigBytes)
+// ReadFile parses a TOML config file into s, refusing unknown keys so
+// that a typo is an error rather than a silently ignored setting.
+func ReadFile(name string, s *Settings) error {
+	data, err := ReadLimited(name, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
@@ -347,10 +230,10 @@ func readConfigFile(name string, s *Settings) error {
 // MaxConfigBytes bounds the config file: a real one is a few KiB.
 const MaxConfigBytes = 1 << 20
 
-// readLimited reads a regular file of at most limit bytes. It never blocks
+// ReadLimited reads a regular file of at most limit bytes. It never blocks
 // on a FIFO (opened non-blocking, refused as not a regular file) and never
 // reads an endless file (/dev/zero) to exhaustion.
-func readLimited(name string, limit int64) ([]byte, error) {
+func ReadLimited(name string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -373,9 +256,10 @@ func readLimited(name string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// validate checks every value, so that an invalid file is refused whole
-// before anything changes.
-func (s *Settings) validate() error {
+// Validate checks every value, so that an invalid file is refused whole
+// before anything changes. It normalizes the listen addresses
+// (ListenAddress).
+func (s *Settings) Validate() error {
 	var errs []error
 	for i, c := range s.Collectors {
 		if c.Address == NoCollector {
@@ -384,7 +268,7 @@ func (s *Settings) validate() error {
 			}
 			continue
 		}
-		if _, err := parseCollector(c.Address); err != nil {
+		if _, err := collectoraddr.Parse(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
 		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
@@ -419,14 +303,14 @@ func (s *Settings) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
 	}
-	// Listeners: loopback unless allowed (listen.go); normalized here
+	// Listeners: loopback unless allowed (ListenAddress); normalized here
 	// (":9116" listens on 127.0.0.1:9116).
-	if a, err := listenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
+	if a, err := ListenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
 		errs = append(errs, err)
 	} else {
 		s.Metrics = a
 	}
-	if a, err := listenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
+	if a, err := ListenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
 		errs = append(errs, err)
 	} else if _, perr := netip.ParseAddrPort(a); a != "" && perr != nil {
 		errs = append(errs, fmt.Errorf("app_api %q: want IP:PORT (a UDP socket), e.g. 127.0.0.1:36343", s.AppAPI))
@@ -439,7 +323,7 @@ func (s *Settings) validate() error {
 	if s.APMReports < 0 || s.APMReports > 65535 {
 		errs = append(errs, fmt.Errorf("apm_reports %d outside 0..65535", s.APMReports))
 	}
-	if _, _, err := parseAgentX(s.AgentX); err != nil {
+	if _, _, err := ParseAgentX(s.AgentX); err != nil {
 		errs = append(errs, err)
 	}
 	if s.SNMPReceivers < 1 || s.SNMPReceivers > 65535 {
@@ -463,18 +347,18 @@ func (s *Settings) validate() error {
 	return errors.Join(errs...)
 }
 
-// staticCollectors returns the collectors that become static receivers
+// StaticCollectors returns the collectors that become static receivers
 // (none for "-collector none").
-func (s *Settings) staticCollectors() []Collector {
+func (s *Settings) StaticCollectors() []Collector {
 	if len(s.Collectors) == 1 && s.Collectors[0].Address == NoCollector {
 		return nil
 	}
 	return s.Collectors
 }
 
-// parseAgentX splits the agentx setting into a network and an address for
+// ParseAgentX splits the agentx setting into a network and an address for
 // snmpd.Config; network "" means off.
-func parseAgentX(v string) (network, addr string, err error) {
+func ParseAgentX(v string) (network, addr string, err error) {
 	switch {
 	case v == "off":
 		return "", "", nil
@@ -489,10 +373,10 @@ func parseAgentX(v string) (network, addr string, err error) {
 	return "", "", fmt.Errorf("agentx %q: want unix:PATH, tcp:HOST:PORT or off", v)
 }
 
-// samplingRate is the default rate of a port: one sample per Mb/s of link
+// SamplingRate is the default rate of a port: one sample per Mb/s of link
 // speed (1 in 1000 at 1G, 1 in 10000 at 10G), at least MinSampling; the
 // configured rate wins when set.
-func (s *Settings) samplingRate(speedMbps uint64) uint32 {
+func (s *Settings) SamplingRate(speedMbps uint64) uint32 {
 	if s.Sampling != 0 {
 		return s.Sampling
 	}
@@ -509,5 +393,5 @@ func (s *Settings) samplingRate(speedMbps uint64) uint32 {
 	return max(uint32(speedMbps), MinSampling)
 }
 
-// pollInterval returns the polling interval as a duration.
-func (s *Settings) pollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }
+// PollInterval returns the polling interval as a duration.
+func (s *Settings) PollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }

@@ -1,13 +1,20 @@
-package main
+// Package appsubagent runs the application sub-agent (agent/app): the
+// local JSON API (hsflowd's mod_json messages) feeding the app engine,
+// which sends to the daemon's receivers and computes the RFC 3729 APM
+// reports, served as JSON on GET /apm.
+package appsubagent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -16,6 +23,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // Defaults of the APM reports computed from application transactions.
@@ -24,8 +32,8 @@ const (
 	DefaultAPMReports  = 60
 )
 
-// appsConfig is the application sub-agent's part of the settings.
-type appsConfig struct {
+// Config is the application sub-agent's part of the settings.
+type Config struct {
 	// API is the UDP address of the local JSON API (loopback only, e.g.
 	// app.DefaultAPIAddress); empty = off.
 	API string
@@ -41,23 +49,23 @@ type appsConfig struct {
 	StateFile string
 }
 
-// apps is the running application sub-agent (agent/app): the local JSON
-// API feeding the app engine, which sends to the daemon's receivers and
-// computes the APM reports. A nil *apps (API off) accepts every call and
-// does nothing, so the daemon can call it unconditionally.
-type apps struct {
+// Subagent is the running application sub-agent (agent/app): the local
+// JSON API feeding the app engine, which sends to the daemon's receivers
+// and computes the APM reports. A nil *Subagent (API off) accepts every
+// call and does nothing, so the daemon can call it unconditionally.
+type Subagent struct {
 	engine *app.Engine
 	apm    *apm.Engine
 	api    netip.AddrPort
 	// conn is the API socket, for its kernel drop counter; conn6 the
-	// IPv6 loopback twin (see startApps), nil when absent.
+	// IPv6 loopback twin (see Start), nil when absent.
 	conn  *net.UDPConn
 	conn6 *net.UDPConn
 }
 
-// startApps starts the application sub-agent when c.API is set; it stops
+// Start starts the application sub-agent when c.API is set; it stops
 // with ctx. It returns nil, nil when the API is off.
-func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, error) {
+func Start(ctx context.Context, c Config, log *slog.Logger) (*Subagent, error) {
 	if c.API == "" {
 		return nil, nil
 	}
@@ -77,7 +85,7 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	listen := app.ListenJSON
 	if c.AllowRemote {
 		listen = app.ListenJSONExposed
-		warnExposed(log, "app_api", c.API)
+		config.WarnExposed(log, "app_api", c.API)
 	}
 	conn, err := listen(c.API)
 	if err != nil {
@@ -89,7 +97,7 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 		conn.Close()
 		return nil, fmt.Errorf("app API: receive buffer: %w", err)
 	}
-	a := &apps{
+	a := &Subagent{
 		engine: app.New(app.Config{APM: ae, Logger: log, StateFile: c.StateFile}),
 		apm:    ae,
 		conn:   conn,
@@ -111,7 +119,7 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 		}
 	}
 	go a.engine.Run(ctx)
-	for _, c := range a.conns() {
+	for _, c := range a.Conns() {
 		go func() {
 			if err := a.engine.ServeJSON(ctx, c.(*net.UDPConn)); err != nil {
 				log.Error("application API stopped", "err", err)
@@ -122,8 +130,8 @@ func startApps(ctx context.Context, c appsConfig, log *slog.Logger) (*apps, erro
 	return a, nil
 }
 
-// conns returns the API sockets (for serving and their drop counters).
-func (a *apps) conns() []syscall.Conn {
+// Conns returns the API sockets (for serving and their drop counters).
+func (a *Subagent) Conns() []syscall.Conn {
 	out := []syscall.Conn{a.conn}
 	if a.conn6 != nil {
 		out = append(out, a.conn6)
@@ -131,9 +139,9 @@ func (a *apps) conns() []syscall.Conn {
 	return out
 }
 
-// appStateFile is the file keeping the data source indexes of
-// applications without a service port, in the state directory.
-func appStateFile(dir string) string {
+// StateFile is the file keeping the data source indexes of applications
+// without a service port, in the state directory dir ("" = none).
+func StateFile(dir string) string {
 	if dir == "" {
 		return ""
 	}
@@ -142,23 +150,25 @@ func appStateFile(dir string) string {
 
 // SetReceivers gives the application data sources the daemon's
 // receivers.
-func (a *apps) SetReceivers(rs []agent.ReceiverConfig) {
+func (a *Subagent) SetReceivers(rs []agent.ReceiverConfig) {
 	if a != nil {
 		a.engine.SetReceivers(rs)
 	}
 }
 
 // SetAgentAddress sets the agent address of the application datagrams.
-func (a *apps) SetAgentAddress(addr netip.Addr) {
+func (a *Subagent) SetAgentAddress(addr netip.Addr) {
 	if a != nil {
 		a.engine.SetAgentAddress(addr)
 	}
 }
 
-// apmSnapshot is the JSON document of GET /apm (and `sflowswitchd apm`).
-type apmSnapshot struct {
-	Controls     []apm.ControlStatus `json:"controls"`
-	Applications []apm.AppDirEntry   `json:"applications"`
+// APMSnapshot is the JSON document of GET /apm (and `sflowswitchd apm`).
+type APMSnapshot struct {
+	// Controls are the report controls (RFC 3729 apmReportControlTable).
+	Controls []apm.ControlStatus `json:"controls"`
+	// Applications is the application directory (apmAppDirTable).
+	Applications []apm.AppDirEntry `json:"applications"`
 	// Reports are the kept reports of every control (oldest first per
 	// control), or only the latest one of each with ?last=1.
 	Reports []apm.Report `json:"reports"`
@@ -168,7 +178,7 @@ type apmSnapshot struct {
 // listener). Query: control=N restricts to one report control
 // (1 flows, 2 clients, 3 servers, 4 applications); last=1 gives only the
 // latest closed report of each.
-func (a *apps) ServeAPM(w http.ResponseWriter, r *http.Request) {
+func (a *Subagent) ServeAPM(w http.ResponseWriter, r *http.Request) {
 	if a == nil {
 		http.Error(w, "the application API is off (-app-api)", http.StatusNotFound)
 		return
@@ -183,7 +193,7 @@ func (a *apps) ServeAPM(w http.ResponseWriter, r *http.Request) {
 		only = uint32(v)
 	}
 	last := r.URL.Query().Get("last") == "1"
-	snap := apmSnapshot{Applications: a.apm.AppDir(), Controls: []apm.ControlStatus{}, Reports: []apm.Report{}}
+	snap := APMSnapshot{Applications: a.apm.AppDir(), Controls: []apm.ControlStatus{}, Reports: []apm.Report{}}
 	for _, c := range a.apm.Controls() {
 		if only != 0 && c.Index != only {
 			continue
@@ -202,4 +212,55 @@ func (a *apps) ServeAPM(w http.ResponseWriter, r *http.Request) {
 	if err := json.NewEncoder(w).Encode(&snap); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
+}
+
+// Engine is the app engine (its statistics, for metrics and the daemon's
+// per-collector figures).
+func (a *Subagent) Engine() *app.Engine { return a.engine }
+
+// APM is the APM engine (for the APM-MIB).
+func (a *Subagent) APM() *apm.Engine { return a.apm }
+
+// APMURL is the address of the /apm document served by the daemon's
+// metrics listener at addr: of report control only (0 = every one), only
+// the latest report of each when last.
+func APMURL(addr string, control uint16, last bool) string {
+	q := url.Values{}
+	if control != 0 {
+		q.Set("control", strconv.FormatUint(uint64(control), 10))
+	}
+	if last {
+		q.Set("last", "1")
+	}
+	u := url.URL{Scheme: "http", Host: addr, Path: "/apm", RawQuery: q.Encode()}
+	return u.String()
+}
+
+// FetchAPM gets the /apm document at u (APMURL) and writes it indented
+// to out: the client side of ServeAPM (`sflowswitchd apm`).
+func FetchAPM(ctx context.Context, u string, out io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", u, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", u, resp.Status, bytes.TrimSpace(body))
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, body, "", "  "); err != nil {
+		return fmt.Errorf("%s: not JSON: %w", u, err)
+	}
+	if _, err := buf.WriteTo(out); err != nil {
+		return fmt.Errorf("writing: %w", err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package featurereport
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
 )
 
 func TestKernelFeatureReport(t *testing.T) {
@@ -19,7 +20,7 @@ func TestKernelFeatureReport(t *testing.T) {
 		}
 	}
 	var logBuf bytes.Buffer
-	logKernelFeatures(slog.New(slog.NewTextHandler(&logBuf, nil)), fs)
+	Log(slog.New(slog.NewTextHandler(&logBuf, nil)), fs)
 	logs := logBuf.String()
 	for _, want := range []string{
 		"kernel feature unavailable", "feature=" + dataplane.FeatureAFXDP, "monitor ports are refused",
@@ -33,7 +34,7 @@ func TestKernelFeatureReport(t *testing.T) {
 		t.Errorf("want exactly one unavailable feature logged:\n%s", logs)
 	}
 
-	metrics := scrape(t, featureCollector{fs})
+	metrics := metricstest.Scrape(t, NewCollector(fs))
 	if !strings.Contains(metrics, "# TYPE sflowswitchd_kernel_feature gauge") {
 		t.Errorf("no TYPE line:\n%s", metrics)
 	}

@@ -1,4 +1,4 @@
-package main
+package collectoraddr
 
 import (
 	"context"
@@ -7,90 +7,37 @@ import (
 	"net"
 	"net/netip"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
-// collectorAddr is a collector setting taken apart: a literal address, or
-// a host name to resolve, and a port.
-type collectorAddr struct {
-	ip   netip.Addr // valid for a literal address
-	host string     // the host name otherwise
-	port uint16
-}
-
-// parseCollector checks the syntax of host:port (port default 6343)
-// without resolving anything, and checks a literal address with
-// agent.CheckCollectorAddress (unicast, not this host's SNMP ports).
-func parseCollector(addr string) (collectorAddr, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		host, port = addr, "6343"
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || p == 0 {
-		return collectorAddr{}, fmt.Errorf("bad port in %q", addr)
-	}
-	c := collectorAddr{port: uint16(p)}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		c.ip = ip.Unmap()
-		return c, agent.CheckCollectorAddress(netip.AddrPortFrom(c.ip, c.port))
-	}
-	if !validHostName(host) {
-		return collectorAddr{}, fmt.Errorf("%q is neither an IP address nor a host name", host)
-	}
-	c.host = host
-	return c, nil
-}
-
-// validHostName checks RFC 1123 host name syntax.
-func validHostName(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	label := 0
-	for i := 0; i < len(h); i++ {
-		switch c := h[i]; {
-		case c == '.':
-			if label == 0 || h[i-1] == '-' {
-				return false
-			}
-			label = 0
-			continue
-		case c == '-':
-			if label == 0 {
-				return false
-			}
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_':
-		default:
-			return false
-		}
-		if label++; label > 63 {
-			return false
-		}
-	}
-	return h[len(h)-1] != '-'
-}
-
 // Timing of the collector name resolution.
 const (
-	resolveTimeout = 5 * time.Second
-	resolveRefresh = time.Minute      // a resolved name is looked up again this often
-	resolveMinWait = time.Second      // first retry after a failure
-	resolveMaxWait = 30 * time.Second // longest wait between retries
+	// LookupTimeout bounds one lookup.
+	LookupTimeout = 5 * time.Second
+	// Refresh is how often a resolved name is looked up again.
+	Refresh = time.Minute
+	// RetryMinWait is the wait before the first retry after a failure.
+	RetryMinWait = time.Second
+	// RetryMaxWait is the longest wait between retries.
+	RetryMaxWait = 30 * time.Second
 )
 
-// resolver resolves collector host names in the background, so that port
+// Resolver resolves collector host names in the background, so that port
 // changes and reloads never wait on DNS and a name that stops resolving
 // stops nothing: the last address it resolved to stays in use, failures
 // are retried with backoff and counted per collector, and a change of
 // address reconfigures the daemon (onChange).
-type resolver struct {
+type Resolver struct {
+	// Lookup resolves a host name (net.DefaultResolver; tests replace it
+	// before the first use).
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Now is the clock (time.Now; tests replace it before the first use).
+	Now func() time.Time
+
 	log      *slog.Logger
-	lookup   func(ctx context.Context, host string) ([]netip.Addr, error)
 	onChange func()
 	kick     chan struct{}
 
@@ -107,16 +54,19 @@ type nameState struct {
 	wait     time.Duration
 }
 
-func newResolver(log *slog.Logger, onChange func()) *resolver {
-	return &resolver{log: log, onChange: onChange, kick: make(chan struct{}, 1), names: map[string]*nameState{},
-		lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
+// NewResolver returns a resolver that logs to log and calls onChange
+// (may be nil) when a name resolves to a new address.
+func NewResolver(log *slog.Logger, onChange func()) *Resolver {
+	return &Resolver{log: log, onChange: onChange, kick: make(chan struct{}, 1), names: map[string]*nameState{},
+		Now: time.Now,
+		Lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}}
 }
 
-// want makes hosts the set of names to resolve; new names are looked up
+// Want makes hosts the set of names to resolve; new names are looked up
 // at once in the background, names no longer wanted are forgotten.
-func (r *resolver) want(hosts []string) {
+func (r *Resolver) Want(hosts []string) {
 	r.mu.Lock()
 	keep := map[string]bool{}
 	added := false
@@ -141,8 +91,8 @@ func (r *resolver) want(hosts []string) {
 	}
 }
 
-// get returns the address host resolved to last, never blocking.
-func (r *resolver) get(host string) (netip.Addr, bool) {
+// Get returns the address host resolved to last, never blocking.
+func (r *Resolver) Get(host string) (netip.Addr, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if st := r.names[host]; st != nil && st.addr.IsValid() {
@@ -151,12 +101,12 @@ func (r *resolver) get(host string) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// resolveDue looks up every name whose time has come and returns when
+// ResolveDue looks up every name whose time has come and returns when
 // the next one is due (zero: none wanted).
-func (r *resolver) resolveDue(ctx context.Context) time.Time {
+func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 	r.mu.Lock()
 	var due []string
-	now := time.Now()
+	now := r.Now()
 	for h, st := range r.names {
 		if !st.next.After(now) {
 			due = append(due, h)
@@ -166,8 +116,8 @@ func (r *resolver) resolveDue(ctx context.Context) time.Time {
 	sort.Strings(due)
 	changed := false
 	for _, h := range due {
-		lctx, cancel := context.WithTimeout(ctx, resolveTimeout)
-		addrs, err := r.lookup(lctx, h)
+		lctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+		addrs, err := r.Lookup(lctx, h)
 		cancel()
 		a, ok := pickAddr(addrs)
 		if err == nil && !ok {
@@ -189,8 +139,8 @@ func (r *resolver) resolveDue(ctx context.Context) time.Time {
 				}
 			}
 			st.lastErr = err
-			st.wait = min(max(2*st.wait, resolveMinWait), resolveMaxWait)
-			st.next = time.Now().Add(st.wait)
+			st.wait = min(max(2*st.wait, RetryMinWait), RetryMaxWait)
+			st.next = r.Now().Add(st.wait)
 		} else {
 			if st.addr != a {
 				r.log.Info("collector name resolved", "collector", h, "addr", a)
@@ -199,7 +149,7 @@ func (r *resolver) resolveDue(ctx context.Context) time.Time {
 				r.log.Info("collector name resolves again", "collector", h, "addr", a)
 			}
 			st.addr, st.lastErr, st.wait = a, nil, 0
-			st.next = time.Now().Add(resolveRefresh)
+			st.next = r.Now().Add(Refresh)
 		}
 		r.mu.Unlock()
 	}
@@ -236,14 +186,14 @@ func pickAddr(addrs []netip.Addr) (netip.Addr, bool) {
 	return first, first.IsValid()
 }
 
-// run resolves the wanted names until ctx ends.
-func (r *resolver) run(ctx context.Context) {
+// Run resolves the wanted names until ctx ends.
+func (r *Resolver) Run(ctx context.Context) {
 	for {
-		next := r.resolveDue(ctx)
+		next := r.ResolveDue(ctx)
 		var timer *time.Timer
 		var fire <-chan time.Time
 		if !next.IsZero() {
-			timer = time.NewTimer(time.Until(next))
+			timer = time.NewTimer(next.Sub(r.Now()))
 			fire = timer.C
 		}
 		select {
@@ -260,25 +210,25 @@ func (r *resolver) run(ctx context.Context) {
 	}
 }
 
-// nameStats is one collector name's resolution figures.
-type nameStats struct {
-	host     string
-	failures uint64
-	resolved int // 1 if the last lookup succeeded
+// NameStats is one collector name's resolution figures.
+type NameStats struct {
+	Host     string
+	Failures uint64
+	Resolved int // 1 if the last lookup succeeded
 }
 
-// stats returns the figures of every wanted name, sorted by name.
-func (r *resolver) stats() []nameStats {
+// Stats returns the figures of every wanted name, sorted by name.
+func (r *Resolver) Stats() []NameStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]nameStats, 0, len(r.names))
+	out := make([]NameStats, 0, len(r.names))
 	for h, st := range r.names {
-		n := nameStats{host: h, failures: st.failures}
+		n := NameStats{Host: h, Failures: st.failures}
 		if st.addr.IsValid() && st.lastErr == nil {
-			n.resolved = 1
+			n.Resolved = 1
 		}
 		out = append(out, n)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].host < out[j].host })
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
 	return out
 }

@@ -1,4 +1,4 @@
-package main
+package privilege
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func TestCheckAgentXSocket(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		checkAgentXSocket(slog.New(slog.NewTextHandler(&buf, nil)), path)
+		CheckAgentXSocket(slog.New(slog.NewTextHandler(&buf, nil)), path)
 		l.Close()
 		if got := strings.Contains(buf.String(), "world-writable"); got != tc.warn {
 			t.Errorf("socket %v dir %v: warned %v, want %v: %s", tc.sock, tc.dir, got, tc.warn, buf.String())
@@ -52,12 +52,12 @@ func TestCheckAgentXSocket(t *testing.T) {
 // capabilities (the test runs as root: everything present, so only the
 // CAP_SYS_ADMIN note).
 func TestLogCapabilities(t *testing.T) {
-	eff, err := effectiveCaps()
+	eff, err := EffectiveCaps()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	logCapabilities(slog.New(slog.NewTextHandler(&buf, nil)))
+	LogCapabilities(slog.New(slog.NewTextHandler(&buf, nil)))
 	if eff&(1<<capSysAdmin) != 0 && !strings.Contains(buf.String(), "does not need") {
 		t.Errorf("CAP_SYS_ADMIN held but not reported: %s", buf.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 )
 
 // TestCollectorNameStopsResolving (issue 10, defect 3): the collector's
@@ -22,8 +23,10 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var mu sync.Mutex
 	fail, changes := false, 0
-	res := newResolver(log, func() { mu.Lock(); changes++; mu.Unlock() })
-	res.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+	res := collectoraddr.NewResolver(log, func() { mu.Lock(); changes++; mu.Unlock() })
+	now := time.Now()
+	res.Now = func() time.Time { return now }
+	res.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if fail || host != "collector.test" {
@@ -31,26 +34,26 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("2001:db8::9"), netip.MustParseAddr("198.18.0.77")}, nil
 	}
-	s := defaultSettings()
+	s := Defaults()
 	s.Collectors = []Collector{{Address: "collector.test:6343"}, {Address: "198.18.0.5"}}
 	s.Ports = []string{"p*"}
 	ports := []dataplane.PortInfo{{Index: 5, Name: "p1", Up: true}}
 
-	m, err := buildModel(s, ports, res, log)
+	m, err := BuildModel(s, ports, res, log)
 	if err != nil {
-		t.Fatalf("buildModel before the name resolved: %v", err)
+		t.Fatalf("BuildModel before the name resolved: %v", err)
 	}
-	if r := m.static.Receivers; len(r) != 2 || r[0].Address.Addr().IsValid() || r[0].Name != "collector.test" || r[0].Address.Port() != 6343 ||
+	if r := m.Static.Receivers; len(r) != 2 || r[0].Address.Addr().IsValid() || r[0].Name != "collector.test" || r[0].Address.Port() != 6343 ||
 		r[1].Address != netip.MustParseAddrPort("198.18.0.5:6343") {
 		t.Fatalf("receivers before resolution: %+v", r)
 	}
 	ctx := context.Background()
-	res.resolveDue(ctx)
+	res.ResolveDue(ctx)
 	if changes != 1 {
 		t.Errorf("%d reconfigurations after the name resolved, want 1", changes)
 	}
-	if m, err = buildModel(s, ports, res, log); err != nil || m.static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
-		t.Fatalf("after resolution: %+v %v", m.static.Receivers, err)
+	if m, err = BuildModel(s, ports, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+		t.Fatalf("after resolution: %+v %v", m.Static.Receivers, err)
 	}
 
 	// The name stops resolving: a new port is still taken, and the
@@ -58,28 +61,24 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	mu.Lock()
 	fail = true
 	mu.Unlock()
+	var next time.Time
 	for i := 0; i < 2; i++ {
-		res.mu.Lock()
-		res.names["collector.test"].next = time.Time{}
-		res.mu.Unlock()
-		res.resolveDue(ctx)
+		now = now.Add(time.Hour) // due again
+		next = res.ResolveDue(ctx)
 	}
 	ports = append(ports, dataplane.PortInfo{Index: 6, Name: "p2", Up: true})
-	m, err = buildModel(s, ports, res, log)
+	m, err = BuildModel(s, ports, res, log)
 	if err != nil {
 		t.Fatalf("port change refused while the collector name fails: %v", err)
 	}
-	if len(m.ports) != 2 || m.static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
-		t.Fatalf("model while the name fails: ports %+v receivers %+v", m.ports, m.static.Receivers)
+	if len(m.Ports) != 2 || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+		t.Fatalf("model while the name fails: ports %+v receivers %+v", m.Ports, m.Static.Receivers)
 	}
-	if st := res.stats(); len(st) != 1 || st[0] != (nameStats{host: "collector.test", failures: 2, resolved: 0}) {
+	if st := res.Stats(); len(st) != 1 || st[0] != (collectoraddr.NameStats{Host: "collector.test", Failures: 2, Resolved: 0}) {
 		t.Errorf("resolver stats %+v, want 2 failures of collector.test, not resolved", st)
 	}
 	// Retries back off: the next lookup is due 2 s after the second failure.
-	res.mu.Lock()
-	wait := res.names["collector.test"].wait
-	res.mu.Unlock()
-	if wait != 2*resolveMinWait {
-		t.Errorf("retry wait %v after two failures, want %v", wait, 2*resolveMinWait)
+	if wait := next.Sub(now); wait != 2*collectoraddr.RetryMinWait {
+		t.Errorf("retry wait %v after two failures, want %v", wait, 2*collectoraddr.RetryMinWait)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -11,14 +11,15 @@ import (
 // Listeners default to loopback (issue 10, defect 8): neither the metrics
 // endpoint nor the application API has authentication, so an address that
 // other hosts can reach needs an explicit opt-in (metrics_allow_remote,
-// app_api_allow_remote) and is announced with a warning at every start.
+// app_api_allow_remote) and is announced with a warning at every start
+// (WarnExposed).
 
-// listenAddress checks and normalizes the listen address of listener what
+// ListenAddress checks and normalizes the listen address of listener what
 // (a setting name, for messages): a missing host ("", ":9116") means
 // 127.0.0.1; "localhost" means 127.0.0.1; anything but a loopback IP
 // address (0.0.0.0, ::, a host's address, a host name) is refused unless
 // allowRemote.
-func listenAddress(what, addr string, allowRemote bool) (string, error) {
+func ListenAddress(what, addr string, allowRemote bool) (string, error) {
 	if addr == "" {
 		return "", nil
 	}
@@ -48,16 +49,16 @@ func listenAddress(what, addr string, allowRemote bool) (string, error) {
 	return addr, nil
 }
 
-// isLoopbackListen reports whether a normalized listen address is loopback.
-func isLoopbackListen(addr string) bool {
+// IsLoopbackListen reports whether a normalized listen address is loopback.
+func IsLoopbackListen(addr string) bool {
 	ap, err := netip.ParseAddrPort(addr)
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
 
-// warnExposed logs, loudly, that a listener without authentication is
+// WarnExposed logs, loudly, that a listener without authentication is
 // reachable from the network (the operator opted in).
-func warnExposed(log *slog.Logger, what, addr string) {
-	if isLoopbackListen(addr) {
+func WarnExposed(log *slog.Logger, what, addr string) {
+	if IsLoopbackListen(addr) {
 		return
 	}
 	log.Warn("!!! LISTENER EXPOSED BEYOND LOOPBACK: anyone who can reach this address can use it, it has no authentication; restrict it with a firewall or listen on 127.0.0.1",

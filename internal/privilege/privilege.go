@@ -1,4 +1,8 @@
-package main
+// Package privilege checks, at start, the privileges the daemon runs
+// with (least privilege: CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON, CAP_NET_RAW
+// only) and the exposure of the AgentX socket it talks to, and says what
+// is wrong in the log.
+package privilege
 
 import (
 	"fmt"
@@ -18,11 +22,11 @@ var neededCaps = []struct {
 
 const capSysAdmin = 21
 
-// logCapabilities says at start which of the needed capabilities the
+// LogCapabilities says at start which of the needed capabilities the
 // daemon lacks (it will fail to attach or to open sockets) and whether it
 // holds CAP_SYS_ADMIN, which it never needs.
-func logCapabilities(log *slog.Logger) {
-	eff, err := effectiveCaps()
+func LogCapabilities(log *slog.Logger) {
+	eff, err := EffectiveCaps()
 	if err != nil {
 		log.Warn("cannot read the process capabilities", "err", err)
 		return
@@ -42,8 +46,8 @@ func logCapabilities(log *slog.Logger) {
 	}
 }
 
-// effectiveCaps reads CapEff of /proc/self/status.
-func effectiveCaps() (uint64, error) {
+// EffectiveCaps reads CapEff of /proc/self/status.
+func EffectiveCaps() (uint64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, fmt.Errorf("reading /proc/self/status: %w", err)
@@ -56,11 +60,11 @@ func effectiveCaps() (uint64, error) {
 	return 0, fmt.Errorf("no CapEff in /proc/self/status")
 }
 
-// checkAgentXSocket warns when the AgentX socket, or the directory holding
+// CheckAgentXSocket warns when the AgentX socket, or the directory holding
 // it, is writable by every local user: anyone could then connect to
 // snmpd as a subagent and register (and answer for) any MIB subtree,
 // the SFLOW-MIB included. snmpd sets them with agentXPerms.
-func checkAgentXSocket(log *slog.Logger, path string) {
+func CheckAgentXSocket(log *slog.Logger, path string) {
 	for _, p := range []string{path, filepath.Dir(path)} {
 		fi, err := os.Stat(p)
 		if err != nil {

@@ -1,4 +1,8 @@
-package main
+// Package dropnotify runs dropped-packet notifications (issue 12): the
+// kernel program (dataplane.Drops) while enabled, the reporter
+// (agent.DropReporter) that turns its notifications into discarded_packet
+// samples, and their Prometheus metrics.
+package dropnotify
 
 import (
 	"context"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -51,11 +56,11 @@ func (s *dropSource) Lost() (uint64, error) {
 	return st.Suppressed + st.RingFull, err
 }
 
-// drops runs dropped-packet notifications (issue 12): the kernel program
-// while enabled, and the reporter that turns its notifications into
+// Runner runs dropped-packet notifications: the kernel program while
+// enabled, and the reporter that turns its notifications into
 // discarded_packet samples. Settings drops, drops_limit and
 // drops_header_bytes apply at start and on SIGHUP.
-type drops struct {
+type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
 
@@ -66,24 +71,29 @@ type drops struct {
 	done   chan struct{}
 }
 
-func newDrops(subAgent uint32, log *slog.Logger) *drops {
-	return &drops{log: log, reporter: agent.NewDropReporter(subAgent, log)}
+// New returns a runner, off until Start, whose reporter is sub-agent
+// subAgent.
+func New(subAgent uint32, log *slog.Logger) *Runner {
+	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log)}
 }
 
-// start applies the settings for the first time; notifications stop at
+// Reporter is the reporter of the notifications (receivers, statistics).
+func (d *Runner) Reporter() *agent.DropReporter { return d.reporter }
+
+// Start applies the settings for the first time; notifications stop at
 // the latest when ctx ends.
-func (d *drops) start(ctx context.Context, s Settings) error {
+func (d *Runner) Start(ctx context.Context, s config.Settings) error {
 	d.mu.Lock()
 	d.ctx = ctx
 	d.mu.Unlock()
-	return d.apply(s)
+	return d.Apply(s)
 }
 
-// apply turns notifications on or off and sets the limit and header size
+// Apply turns notifications on or off and sets the limit and header size
 // (SIGHUP). A failure leaves notifications off and is reported; nothing
 // else of the daemon depends on it. Before start and after the daemon's
 // context ended it does nothing.
-func (d *drops) apply(s Settings) error {
+func (d *Runner) Apply(s config.Settings) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil || d.ctx.Err() != nil {
@@ -119,14 +129,14 @@ func (d *drops) apply(s Settings) error {
 	return nil
 }
 
-// stop turns notifications off and unloads the program.
-func (d *drops) stop() error {
+// Stop turns notifications off and unloads the program.
+func (d *Runner) Stop() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stopLocked()
 }
 
-func (d *drops) stopLocked() error {
+func (d *Runner) stopLocked() error {
 	if d.dp == nil {
 		return nil
 	}
@@ -157,8 +167,14 @@ var (
 // dropCollector exports the drop metrics. The kernel's counters restart
 // from 0 when notifications are turned off and on again (SIGHUP).
 type dropCollector struct {
-	d        *drops
+	d        *Runner
 	portName func(uint32) string
+}
+
+// NewCollector returns the Prometheus collector of r's metrics, naming
+// ports with portName.
+func NewCollector(r *Runner, portName func(ifindex uint32) string) prometheus.Collector {
+	return &dropCollector{d: r, portName: portName}
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -1,4 +1,8 @@
-package main
+// Package featurereport reports the kernel features the dataplane probed
+// at start (dataplane.Features): in the log, what is missing and what the
+// daemon does instead (docs/KERNELS.md), and as the metric
+// sflowswitchd_kernel_feature.
+package featurereport
 
 import (
 	"log/slog"
@@ -9,10 +13,10 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
-// logKernelFeatures says at start what the kernel lacks of what the agent
+// Log says at start what the kernel lacks of what the agent
 // uses, and what the daemon does instead (docs/KERNELS.md); features
 // present are listed at debug level.
-func logKernelFeatures(log *slog.Logger, fs *dataplane.Features) {
+func Log(log *slog.Logger, fs *dataplane.Features) {
 	missing := fs.Missing()
 	for _, f := range fs.List {
 		if f.Available() {
@@ -33,6 +37,10 @@ var featureDesc = prometheus.NewDesc("sflowswitchd_kernel_feature",
 
 // featureCollector exports the features probed at start.
 type featureCollector struct{ fs *dataplane.Features }
+
+// NewCollector returns the collector of sflowswitchd_kernel_feature for
+// the features fs (nil: none).
+func NewCollector(fs *dataplane.Features) prometheus.Collector { return featureCollector{fs} }
 
 func (c featureCollector) Describe(ch chan<- *prometheus.Desc) { ch <- featureDesc }
 

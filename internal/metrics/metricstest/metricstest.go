@@ -1,4 +1,5 @@
-package main
+// Package metricstest helps tests read metrics as Prometheus scrapes them.
+package metricstest
 
 import (
 	"log/slog"
@@ -11,9 +12,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 )
 
-// scrape serves collectors through the daemon's /metrics handler and
-// returns the text exposition.
-func scrape(t *testing.T, cs ...prometheus.Collector) string {
+// Scrape serves collectors through the daemon's /metrics handler
+// (metrics.Handler) and returns the text exposition.
+func Scrape(t *testing.T, cs ...prometheus.Collector) string {
 	t.Helper()
 	reg := metrics.NewRegistry()
 	reg.MustRegister(cs...)

@@ -1,4 +1,4 @@
-package main
+package appsubagent
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -33,24 +34,24 @@ func TestStartAppsRefusesNonLoopback(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.DiscardHandler)
 	for _, addr := range []string{"0.0.0.0:0", ":36343", "198.18.0.1:0", "[::]:0", "localhost:1", "127.0.0.1"} {
-		if _, err := startApps(ctx, appsConfig{API: addr}, log); err == nil {
-			t.Errorf("startApps(%q) accepted", addr)
+		if _, err := Start(ctx, Config{API: addr}, log); err == nil {
+			t.Errorf("Start(%q) accepted", addr)
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		a, err := startApps(ctx, appsConfig{API: addr}, log)
+		a, err := Start(ctx, Config{API: addr}, log)
 		if err != nil {
-			t.Errorf("startApps(%q): %v", addr, err)
+			t.Errorf("Start(%q): %v", addr, err)
 			continue
 		}
 		if !a.api.Addr().IsLoopback() || a.api.Port() == 0 {
 			t.Errorf("listening on %v", a.api)
 		}
 	}
-	if a, err := startApps(ctx, appsConfig{}, log); a != nil || err != nil {
+	if a, err := Start(ctx, Config{}, log); a != nil || err != nil {
 		t.Errorf("API off: %v %v", a, err)
 	}
-	var off *apps // the daemon calls these unconditionally
+	var off *Subagent // the daemon calls these unconditionally
 	off.SetReceivers(nil)
 	off.SetAgentAddress(netip.Addr{})
 	rec := httptest.NewRecorder()
@@ -62,7 +63,7 @@ func TestStartAppsRefusesNonLoopback(t *testing.T) {
 
 // appLab is a running application sub-agent sending to a collector.
 type appLab struct {
-	apps *apps
+	apps *Subagent
 	col  *net.UDPConn
 	stop func()
 }
@@ -79,7 +80,7 @@ func newAppLab(t *testing.T) *appLab {
 	t.Cleanup(func() { col.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	a, err := startApps(ctx, appsConfig{API: "127.0.0.1:0", APMInterval: time.Second, APMReports: 100}, slog.New(slog.DiscardHandler))
+	a, err := Start(ctx, Config{API: "127.0.0.1:0", APMInterval: time.Second, APMReports: 100}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func (l *appLab) collect(t *testing.T, quiet time.Duration) (flows []*sflow.Flow
 	}
 }
 
-// apmCount fetches /apm like `sflowswitchd apm` does and sums the
+// apmCount fetches /apm as `sflowswitchd apm` does and sums the
 // estimated transactions of application name in the applications
 // reports, after closing the current interval.
 func (l *appLab) apmCount(t *testing.T, name string) (count, success float64) {
@@ -131,11 +132,11 @@ func (l *appLab) apmCount(t *testing.T, name string) (count, success float64) {
 	l.apps.apm.Tick(time.Now().Add(2 * time.Second))
 	srv := httptest.NewServer(http.HandlerFunc(l.apps.ServeAPM))
 	defer srv.Close()
-	var out, errOut bytes.Buffer
-	if rc := runAPM([]string{"-api", strings.TrimPrefix(srv.URL, "http://"), "-control", "4"}, &out, &errOut); rc != 0 {
-		t.Fatalf("sflowswitchd apm: exit %d: %s", rc, errOut.String())
+	var out bytes.Buffer
+	if err := FetchAPM(context.Background(), APMURL(strings.TrimPrefix(srv.URL, "http://"), 4, false), &out); err != nil {
+		t.Fatalf("sflowswitchd apm: %v", err)
 	}
-	var snap apmSnapshot
+	var snap APMSnapshot
 	if err := json.Unmarshal(out.Bytes(), &snap); err != nil {
 		t.Fatalf("apm output: %v\n%s", err, out.String())
 	}
@@ -355,7 +356,7 @@ func TestAppAPIPython(t *testing.T) {
 	for lab.apps.engine.Stats().Rejected(app.ReasonNotJSON) != 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	m := scrape(t, metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
+	m := metricstest.Scrape(t, metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
 	for _, want := range []string{
 		`sflowswitchd_app_samples_rejected_total{reason="not_json"} 1`,
 		"\nsflowswitchd_app_api_socket_drops_total 0\n",
@@ -375,7 +376,7 @@ func TestAppAPIPython(t *testing.T) {
 func TestAppAPIIPv6Loopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := startApps(ctx, appsConfig{API: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
+	a, err := Start(ctx, Config{API: "127.0.0.1:0"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +395,7 @@ func TestAppAPIIPv6Loopback(t *testing.T) {
 		t.Log("no ::1 on this host: one socket, as it should")
 		return
 	}
-	if a.conn6 == nil || len(a.conns()) != 2 {
+	if a.conn6 == nil || len(a.Conns()) != 2 {
 		t.Fatal("no ::1 socket beside 127.0.0.1")
 	}
 	c, err := net.Dial("udp", netip.AddrPortFrom(netip.IPv6Loopback(), a.api.Port()).String())
@@ -412,7 +413,7 @@ func TestAppAPIIPv6Loopback(t *testing.T) {
 	if n := a.engine.Stats().Accepted.Load(); n != 1 {
 		t.Fatalf("%d messages accepted through ::1, want 1", n)
 	}
-	if m := scrape(t, metrics.NewAppCollector(a.engine.Stats(), a.conns()...)); !strings.Contains(m, "\nsflowswitchd_app_api_socket_drops_total 0\n") {
+	if m := metricstest.Scrape(t, metrics.NewAppCollector(a.engine.Stats(), a.Conns()...)); !strings.Contains(m, "\nsflowswitchd_app_api_socket_drops_total 0\n") {
 		t.Errorf("metrics lack the API sockets' drops:\n%s", m)
 	}
 }

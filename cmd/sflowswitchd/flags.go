@@ -1,0 +1,161 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/config"
+)
+
+// flagValues are the command-line flags; only flags given explicitly
+// override the file.
+type flagValues struct {
+	fs         *flag.FlagSet
+	configFile string
+	collectors stringList
+	s          config.Settings
+	ports      string
+	monitor    string
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func newFlags() *flagValues {
+	f := &flagValues{fs: flag.NewFlagSet("sflowswitchd", flag.ContinueOnError)}
+	fs := f.fs
+	fs.StringVar(&f.configFile, "config", "", "config `file` (TOML; see sflowswitchd.conf.example); SIGHUP reloads it")
+	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+config.DefaultCollector+"; \"none\": no static receiver, SNMP only)")
+	fs.Func("sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return fmt.Errorf("sampling rate must be a positive integer")
+		}
+		f.s.Sampling = uint32(n)
+		return nil
+	})
+	fs.Func("sampling-unknown-speed", "sampling rate `N` of ports whose link speed is unknown (default 1000)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return fmt.Errorf("must be a positive integer")
+		}
+		f.s.SamplingUnknownSpeed = uint32(n)
+		return nil
+	})
+	fs.Func("polling", "counter polling interval in `seconds` (default 20, 0 = off)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("polling interval must be a non-negative integer")
+		}
+		f.s.Polling = n
+		return nil
+	})
+	fs.Func("header-bytes", "bytes of each sampled frame to export, 20..256 (default 128)", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("must be an integer")
+		}
+		f.s.HeaderBytes = n
+		return nil
+	})
+	fs.StringVar(&f.ports, "ports", "", "comma-separated port `names or globs` to sample (default: every up non-loopback port)")
+	fs.StringVar(&f.monitor, "monitor-ports", "", "comma-separated `ports` carrying mirrored traffic, sampled through AF_XDP")
+	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
+	fs.StringVar(&f.s.AgentInterface, "agent-interface", "", "take the agent address from this `interface`")
+	fs.IntVar(&f.s.Workers, "workers", 0, "number of sub-agents (default: one per CPU)")
+	fs.StringVar(&f.s.Metrics, "metrics", "", "serve Prometheus metrics on `addr` (e.g. 127.0.0.1:9116; loopback only unless -metrics-allow-remote)")
+	fs.BoolVar(&f.s.MetricsAllowRemote, "metrics-allow-remote", false, "let -metrics listen on a non-loopback address (no authentication: warned at start)")
+	fs.BoolVar(&f.s.AppAPIAllowRemote, "app-api-allow-remote", false, "let -app-api listen on a non-loopback address (no authentication: warned at start)")
+	fs.StringVar(&f.s.LogLevel, "log-level", "", "log level: debug, info, warn, error")
+	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (e.g. 127.0.0.1:36343; loopback only unless -app-api-allow-remote)")
+	fs.IntVar(&f.s.APMInterval, "apm-interval", 0, "APM report interval in `seconds` (default 60)")
+	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "APM reports kept per report control (default 60)")
+	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: unix:`PATH`, tcp:HOST:PORT or off (default "+config.DefaultAgentX+")")
+	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
+	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
+	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+config.DefaultStateDir+")")
+	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
+	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", config.DefaultMaxPorts, dataplane.MaxPortsLimit))
+	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
+		if v != "on" && v != "off" {
+			return fmt.Errorf("want on or off")
+		}
+		f.s.Drops = v
+		return nil
+	})
+	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
+	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
+	return f
+}
+
+// load builds the effective settings: defaults, then the config file, then
+// the flags given on the command line (config.Load).
+func (f *flagValues) load() (config.Settings, error) {
+	hsflowd := ""
+	f.fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "hsflowd-conf" {
+			hsflowd = f.s.HsflowdConf
+		}
+	})
+	return config.Load(config.Layers{File: f.configFile, HsflowdConf: hsflowd, Override: f.override, Notes: f.fs.Output()})
+}
+
+// override copies into s the settings given on the command line, which
+// take precedence over the file.
+func (f *flagValues) override(s *config.Settings) {
+	given := map[string]func(){
+		"collector": func() {
+			s.Collectors = nil
+			for _, c := range f.collectors {
+				s.Collectors = append(s.Collectors, config.Collector{Address: c})
+			}
+		},
+		"sampling": func() {
+			// Every port: also over per-speed and per-port rates.
+			s.Sampling, s.SamplingSpeed, s.PortSampling = f.s.Sampling, nil, nil
+		},
+		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
+		"polling":                func() { s.Polling = f.s.Polling },
+		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
+		"ports":                  func() { s.Ports = splitList(f.ports) },
+		"monitor-ports":          func() { s.MonitorPorts = splitList(f.monitor) },
+		"agent-address":          func() { s.AgentAddress = f.s.AgentAddress },
+		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
+		"workers":                func() { s.Workers = f.s.Workers },
+		"metrics":                func() { s.Metrics = f.s.Metrics },
+		"metrics-allow-remote":   func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
+		"app-api-allow-remote":   func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
+		"log-level":              func() { s.LogLevel = f.s.LogLevel },
+		"agentx":                 func() { s.AgentX = f.s.AgentX },
+		"app-api":                func() { s.AppAPI = f.s.AppAPI },
+		"apm-interval":           func() { s.APMInterval = f.s.APMInterval },
+		"apm-reports":            func() { s.APMReports = f.s.APMReports },
+		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
+		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
+		"state-dir":              func() { s.StateDir = f.s.StateDir },
+		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
+		"drops":                  func() { s.Drops = f.s.Drops },
+		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
+	}
+	f.fs.Visit(func(fl *flag.Flag) {
+		if apply := given[fl.Name]; apply != nil { // -config has none
+			apply()
+		}
+	})
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
