@@ -3,8 +3,8 @@
 # `make vagrant-box` and the package of `make deb` (both made by make
 # first). Root. Steps, each shown on this terminal:
 #   1. build on the host what the VM gets, in vagrant/.cache/vm (synced to
-#      the same path in the VM): the .deb, the source with vendored Go
-#      modules (the VM has no network) and a warm Go build cache; the
+#      the same path in the VM): the .deb, the source, its Go module cache
+#      (the VM has no network) and a warm Go build cache; the
 #      host's Go toolchain is synced to /usr/local/go in the VM; KVM or,
 #      without usable KVM, qemu's TCG;
 #   2. libvirt (libvirt.sh): the running daemon, or one started in network
@@ -43,12 +43,14 @@ rm -f "$SFLOW_LAB_VM"/*.deb
 deb=$(ls -t "$root"/bin/sflowswitchd_*.deb 2>/dev/null | head -1)
 [ -f "$deb" ] || { echo "vagrant-lab: no .deb in bin/ (make deb)" >&2; exit 1; }
 cp "$deb" "$SFLOW_LAB_VM/"
-# The source as it is in this tree, with its modules vendored, and a Go
-# build cache warmed here with the settings the VM uses (vm/tests.sh): the
+# The source as it is in this tree, its modules, and a Go build cache warmed here with the settings the VM uses (vm/tests.sh): the
 # cache is kept between runs, so only what changed compiles again.
 rsync -a --delete --exclude=/.git --exclude=/bin/ --exclude=/vagrant/.cache/ --exclude=/vagrant/.vagrant/ \
-	--exclude=/vendor/ "$root/" "$SFLOW_LAB_VM/src/"
-(cd "$SFLOW_LAB_VM/src" && go mod vendor)
+	"$root/" "$SFLOW_LAB_VM/src/"
+# The module cache of the VM, filled from this host's (not a vendor/
+# directory: tests that scan the tree for our sources would read it).
+(cd "$SFLOW_LAB_VM/src" && GOMODCACHE=$SFLOW_LAB_VM/gomod GOFLAGS=-modcacherw \
+	GOPROXY=file://$(go env GOMODCACHE)/cache/download,https://proxy.golang.org go mod download)
 # The test binaries are built here too (go test -c, one per package, listed
 # with their directories in tests/list): linking them in a VM without
 # hardware virtualization would take longer than running them.
@@ -57,12 +59,14 @@ rm -rf "$SFLOW_LAB_VM/tests"
 mkdir -p "$SFLOW_LAB_VM/tests"
 (
 	cd "$SFLOW_LAB_VM/src"
-	export GOFLAGS=-mod=vendor CGO_ENABLED=0 GOCACHE=$SFLOW_LAB_VM/gocache
+	export GOFLAGS=-modcacherw CGO_ENABLED=0 GOCACHE=$SFLOW_LAB_VM/gocache GOMODCACHE=$SFLOW_LAB_VM/gomod GOPROXY=off
 	go build -o /dev/null ./cmd/sflowswitchd
-	go test -c -o "$SFLOW_LAB_VM/tests/" ./...
-	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./... | sed "s|^$PWD/||; s|^$PWD\$|.|" >"$SFLOW_LAB_VM/tests/list"
+	go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./... | sed "s|^$PWD/||" >"$SFLOW_LAB_VM/tests/list"
+	while read -r dir; do
+		go test -c -o "$SFLOW_LAB_VM/tests/${dir//\//_}.test" "./$dir"
+	done <"$SFLOW_LAB_VM/tests/list"
 )
-echo "   $(basename "$deb"); src/ with vendor/; $(wc -l <"$SFLOW_LAB_VM/tests/list") test binaries and a warm Go build cache in $(($(date +%s) - t0)) s; Go $(go env GOVERSION) from $SFLOW_LAB_GOROOT"
+echo "   $(basename "$deb"); src/ and its modules; $(wc -l <"$SFLOW_LAB_VM/tests/list") test binaries and a warm Go build cache in $(($(date +%s) - t0)) s; Go $(go env GOVERSION) from $SFLOW_LAB_GOROOT"
 
 # Hardware virtualization when the host has it; qemu's software emulation
 # (TCG) otherwise: without /dev/kvm, or when KVM is PVM (kvm_pvm: a

@@ -52,7 +52,7 @@ echo "== systemctl stop"
 bpftool net show dev sw1
 systemctl stop sflowswitchd
 systemctl is-active sflowswitchd || true
-left=$(bpftool net show dev sw1 | grep -c xdp_sampler || true)
+left=$(bpftool net show dev sw1 | grep -c 'sw1(' || true)
 loaded=$(bpftool prog show | grep -c xdp_sampler || true)
 ip -d link show sw1 | grep -q ' xdp' && fail "sw1 still has an XDP program"
 echo "after stop: XDP on sw1: $left, xdp_sampler programs loaded: $loaded"

@@ -8,6 +8,6 @@ export DEBIAN_FRONTEND=noninteractive
 debs=("${SFLOW_LAB_VM:?}"/sflowswitchd_*.deb)
 [ -f "${debs[0]}" ] || { echo "provision: no sflowswitchd .deb in $SFLOW_LAB_VM" >&2; exit 1; }
 echo "provision: apt-get install ${debs[0]}"
-apt-get install -y --no-download "${debs[0]}"
+apt-get install -y "${debs[0]}"
 dpkg -s sflowswitchd | grep -E '^(Package|Version|Status):'
 echo "provision: sflowswitchd.service is $(systemctl is-enabled sflowswitchd || true), $(systemctl is-active sflowswitchd || true)"

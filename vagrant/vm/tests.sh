@@ -3,8 +3,8 @@
 # after building, with the packaged binary) and the Go test suite (unit and
 # integration: namespaces, XDP, AF_XDP, snmpd) on the VM's kernel.
 #
-# $SFLOW_LAB_VM/src is the repository (with its modules vendored: the VM
-# has no network), $SFLOW_LAB_VM/tests the test binaries lab.sh built on the
+# $SFLOW_LAB_VM/src is the repository and $SFLOW_LAB_VM/gomod its Go module
+# cache (the VM has no network), $SFLOW_LAB_VM/tests the test binaries lab.sh built on the
 # host (go test -c) and $SFLOW_LAB_VM/gocache the build cache it warmed
 # with the same paths and settings, for the tests that `go build` the
 # daemon; Go is the host's toolchain, rsynced to /usr/local/go. Each test
@@ -13,8 +13,8 @@
 # directories, default all), TEST_TIMEOUT (per package, default 20m).
 set -euo pipefail
 vm=${SFLOW_LAB_VM:?}
-export PATH=/usr/local/go/bin:$PATH GOFLAGS=-mod=vendor GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
-	GOCACHE=$vm/gocache CI=1
+export PATH=/usr/local/go/bin:$PATH GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
+	GOCACHE=$vm/gocache GOMODCACHE=$vm/gomod CI=1
 cd "$vm/src"
 echo "== kernel $(uname -r), $(go version)"
 
@@ -26,7 +26,7 @@ start=$(date +%s)
 failed=()
 pkgs=${TEST_PKGS:-$(cat "$vm/tests/list")}
 for dir in $pkgs; do
-	bin=$vm/tests/$(basename "$(cd "$dir" && pwd)").test
+	bin=$vm/tests/${dir//\//_}.test
 	t0=$(date +%s)
 	rc=0
 	(cd "$dir" && "$bin" -test.count=1 -test.timeout "${TEST_TIMEOUT:-20m}") >/tmp/test.out 2>&1 || rc=$?
