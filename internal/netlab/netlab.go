@@ -159,10 +159,11 @@ func findScript() (string, error) {
 	}
 }
 
-// New builds a lab with nports ports under a fresh prefix and removes it in
-// t.Cleanup, also when the test fails. It skips or fails like RequireRoot
-// when not root.
-func New(t testing.TB, nports int) *Lab {
+// newLabOwned returns a lab value under a fresh prefix, with stale labs of
+// dead processes removed, and registers the removal of everything under
+// the prefix in t.Cleanup (also when the test fails). It skips or fails
+// like RequireRoot when not root.
+func newLabOwned(t testing.TB) *Lab {
 	t.Helper()
 	RequireRoot(t)
 	script, err := findScript()
@@ -181,6 +182,15 @@ func New(t testing.TB, nports int) *Lab {
 			t.Errorf("netlab: lab.sh down %s: %v\n%s", l.Prefix, err, out)
 		}
 	})
+	return l
+}
+
+// New builds a lab with nports ports under a fresh prefix and removes it in
+// t.Cleanup, also when the test fails. It skips or fails like RequireRoot
+// when not root.
+func New(t testing.TB, nports int) *Lab {
+	t.Helper()
+	l := newLabOwned(t)
 	if out, err := l.script1("up", l.Prefix, strconv.Itoa(nports)); err != nil {
 		t.Fatalf("netlab: lab.sh up %s %d: %v\n%s", l.Prefix, nports, err, out)
 	}

@@ -13,21 +13,7 @@ import (
 // the host slices stay empty. Removed in t.Cleanup.
 func NewScale(t testing.TB, n, firstIfIndex int) *Lab {
 	t.Helper()
-	RequireRoot(t)
-	script, err := findScript()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLabValue(script)
-	removeStaleLabs(t, script)
-	if out, err := l.script1("down", l.Prefix); err != nil {
-		t.Fatalf("netlab: lab.sh down %s: %v\n%s", l.Prefix, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := l.script1("down", l.Prefix); err != nil {
-			t.Errorf("netlab: lab.sh down %s: %v\n%s", l.Prefix, err, out)
-		}
-	})
+	l := newLabOwned(t)
 	args := []string{"scale", l.Prefix, strconv.Itoa(n)}
 	if firstIfIndex > 0 {
 		args = append(args, strconv.Itoa(firstIfIndex))

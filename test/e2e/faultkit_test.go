@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -215,27 +214,7 @@ func listenCounting(t *testing.T, lab *netlab.Lab, port uint16) *countingCollect
 	t.Helper()
 	c := &countingCollector{done: make(chan struct{}), flows: map[uint32]uint64{}, lastSeq: map[uint32]uint32{},
 		lastDrops: map[uint32]uint32{}, lastPool: map[uint32]uint32{}, dgSeq: map[uint32]uint32{}, firstAt: map[uint32]time.Time{}}
-	err := lab.Do(lab.Collector, func() error {
-		var err error
-		c.conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lab.CollectorAddr, port)))
-		if err != nil {
-			return err
-		}
-		raw, err := c.conn.SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		if err := raw.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
-		}); err != nil {
-			return err
-		}
-		return serr
-	})
-	if err != nil {
-		t.Fatalf("counting collector on %d: %v", port, err)
-	}
+	c.conn = collectorSocket(t, lab, port)
 	go c.read()
 	t.Cleanup(func() { c.conn.Close(); <-c.done })
 	return c

@@ -298,27 +298,7 @@ type collector struct {
 func listen(t *testing.T, lab *netlab.Lab, port uint16) *collector {
 	t.Helper()
 	c := &collector{port: port, done: make(chan struct{})}
-	err := lab.Do(lab.Collector, func() error {
-		var err error
-		c.conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lab.CollectorAddr, port)))
-		if err != nil {
-			return err
-		}
-		raw, err := c.conn.SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		if err := raw.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
-		}); err != nil {
-			return err
-		}
-		return serr
-	})
-	if err != nil {
-		t.Fatalf("collector on port %d: %v", port, err)
-	}
+	c.conn = collectorSocket(t, lab, port)
 	go c.read()
 	t.Cleanup(c.close)
 	return c
@@ -757,4 +737,34 @@ func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
 	if b, err := os.ReadFile("/proc/net/softnet_stat"); err == nil {
 		t.Logf("softnet_stat (2nd column: backlog drops):\n%s", b)
 	}
+}
+
+// collectorSocket opens a UDP socket on the lab collector's address and
+// port, in the collector namespace, with a 32 MiB receive buffer so that
+// bursts of datagrams are not lost in the test's own socket.
+func collectorSocket(t *testing.T, lab *netlab.Lab, port uint16) *net.UDPConn {
+	t.Helper()
+	var conn *net.UDPConn
+	err := lab.Do(lab.Collector, func() error {
+		var err error
+		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(lab.CollectorAddr, port)))
+		if err != nil {
+			return err
+		}
+		raw, err := conn.SyscallConn()
+		if err != nil {
+			return err
+		}
+		var serr error
+		if err := raw.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+		}); err != nil {
+			return err
+		}
+		return serr
+	})
+	if err != nil {
+		t.Fatalf("collector on port %d: %v", port, err)
+	}
+	return conn
 }
