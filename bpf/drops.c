@@ -9,7 +9,8 @@
 //
 // For every freed skb, cheapest test first:
 //   1. reason: only real drops (not SKB_DROP_REASON_NOT_DROPPED_YET = 0,
-//      not SKB_CONSUMED = 1) go on;
+//      not SKB_CONSUMED, whose value the loader takes from the running
+//      kernel's BTF) go on;
 //   2. network namespace: only drops in the daemon's namespace go on
 //      (drop_config.netns_ino; the namespace of skb->dev, or of the socket
 //      when the skb has no device; an skb with neither cannot be placed
@@ -38,7 +39,14 @@ char __license[] SEC("license") = "Dual BSD/GPL";
 
 // The kernel's "not a drop" reasons (include/net/dropreason-core.h).
 #define SKB_DROP_REASON_NOT_DROPPED_YET 0
-#define SKB_CONSUMED 1
+
+// consumed_reason is SKB_CONSUMED of the running kernel's enum
+// skb_drop_reason, set by the loader from the kernel's BTF: 1 since Linux
+// 6.3, where consumed packets may pass through kfree_skb_reason. Older
+// kernels have no such value (1 is SKB_DROP_REASON_NOT_SPECIFIED there, a
+// real drop: bridge-family nftables drops on 6.1 carry it); the loader
+// then sets 0xffffffff, which no reason equals.
+volatile const __u32 consumed_reason = 1;
 
 // Header protocol of the copied bytes (sflow header_protocol values).
 #define HDR_NONE 0
@@ -303,7 +311,7 @@ static __always_inline void copy_header(struct drop_event *e, struct sk_buff *sk
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int reason)
 {
-	if (reason == SKB_DROP_REASON_NOT_DROPPED_YET || reason == SKB_CONSUMED)
+	if (reason == SKB_DROP_REASON_NOT_DROPPED_YET || reason == consumed_reason)
 		return 0;
 	__u32 zero = 0;
 	struct drop_config *cfg = bpf_map_lookup_elem(&config, &zero);

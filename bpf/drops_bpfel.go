@@ -48,6 +48,7 @@ const (
 	DropsMapReasonDropsExt = "reason_drops_ext"
 	DropsMapStats          = "stats"
 	DropsProgKfreeSkbDrops = "kfree_skb_drops"
+	DropsVarConsumedReason = "consumed_reason"
 )
 
 // LoadDrops returns the embedded CollectionSpec for Drops.
@@ -112,6 +113,7 @@ type DropsMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type DropsVariableSpecs struct {
+	ConsumedReason *ebpf.VariableSpec `ebpf:"consumed_reason"`
 }
 
 // DropsObjects contains all objects after they have been loaded into the kernel.
@@ -159,6 +161,7 @@ func (m *DropsMaps) Close() error {
 //
 // It can be passed to LoadDropsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type DropsVariables struct {
+	ConsumedReason *ebpf.Variable `ebpf:"consumed_reason"`
 }
 
 // DropsPrograms contains all programs after they have been loaded into the kernel.

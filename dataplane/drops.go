@@ -167,6 +167,9 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: loading drops spec: %w", err)
 	}
+	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
+		return nil, fmt.Errorf("dataplane: setting the consumed reason: %w", err)
+	}
 	spec.Maps[bpf.DropsMapEvents].MaxEntries = uint32(cfg.RingBytes)
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
@@ -384,6 +387,23 @@ func sumPerCPU(m *ebpf.Map) (map[uint32]uint64, error) {
 
 // kernelDropReasons reads enum skb_drop_reason from the running kernel's
 // BTF, so that a newer kernel's reasons are named without a code change.
+// noConsumedReason is the consumed_reason of a kernel without SKB_CONSUMED:
+// a value no drop reason has.
+const noConsumedReason = 0xffffffff
+
+// consumedReason returns the value of SKB_CONSUMED ("CONSUMED" in
+// kernelDropReasons' names) in the running kernel's enum, or
+// noConsumedReason when the kernel has none (before Linux 6.3 the value 1
+// is SKB_DROP_REASON_NOT_SPECIFIED, a real drop).
+func consumedReason(names map[uint32]string) uint32 {
+	for v, n := range names {
+		if n == "CONSUMED" {
+			return v
+		}
+	}
+	return noConsumedReason
+}
+
 func kernelDropReasons() (map[uint32]string, error) {
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {

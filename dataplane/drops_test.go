@@ -186,3 +186,24 @@ func TestMonitorAFXDP(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumedReason: the program skips SKB_CONSUMED by the value the
+// running kernel gives it; a kernel without it (before 6.3, where 1 is
+// NOT_SPECIFIED, a real drop) gets a value no reason has.
+func TestConsumedReason(t *testing.T) {
+	if got := consumedReason(map[uint32]string{0: "NOT_DROPPED_YET", 1: "CONSUMED", 2: "NOT_SPECIFIED"}); got != 1 {
+		t.Errorf("6.3+ enum: consumed reason %d, want 1", got)
+	}
+	if got := consumedReason(map[uint32]string{0: "NOT_DROPPED_YET", 1: "NOT_SPECIFIED", 2: "NO_SOCKET"}); got != noConsumedReason {
+		t.Errorf("6.1 enum: consumed reason %d, want %#x (none)", got, uint32(noConsumedReason))
+	}
+	names, err := kernelDropReasons()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := consumedReason(names)
+	if v != noConsumedReason && names[v] != "CONSUMED" {
+		t.Errorf("running kernel: consumed reason %d is %q", v, names[v])
+	}
+	t.Logf("running kernel: SKB_CONSUMED = %#x", v)
+}
