@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -62,7 +63,7 @@ func newLiveFlags(name string) *liveFlags {
 	fs.DurationVar(&f.warmup, "warmup", 2*time.Second, "load before the first round")
 	fs.IntVar(&f.maxDatagram, "max-datagram", 1400, "receiver max_datagram_size (bytes)")
 	fs.IntVar(&f.headerBytes, "header", 128, "sampled header bytes")
-	fs.StringVar(&f.source, "source", "live", "frame source: live (BPF_PROG_RUN live frames on p1, p2) or trafgen (h1->h2 and h2->h1 at max rate)")
+	fs.StringVar(&f.source, "source", "live", "frame source: live (BPF_PROG_RUN live frames on p1, p2), testrun (BPF_PROG_TEST_RUN of the ports' sampler, no frame reaches the stack; see testrun.go) or trafgen (h1->h2 and h2->h1 at max rate)")
 	fs.StringVar(&f.frame, "frame", "local", "live frames: local (dst MAC = src MAC: the bridge drops the frame on the ingress port) or forward (h1->h2, h2->h1 through the bridge)")
 	fs.IntVar(&f.frameLen, "frame-len", 60, "live frame length without FCS (60 = 64-byte frame; the sampled header is min(frame, -header))")
 	fs.IntVar(&f.ringBytes, "ring-bytes", dataplane.DefaultRingBytes, "ring buffer bytes per worker")
@@ -79,6 +80,9 @@ func (f *liveFlags) args() []string {
 	f.fs.VisitAll(func(fl *flag.Flag) { a = append(a, "-"+fl.Name+"="+fl.Value.String()) })
 	return a
 }
+
+// liveStdout receives the output of runLive's child (a test reads it).
+var liveStdout io.Writer = os.Stdout
 
 // runLive is part 2: it builds a 2-port lab and runs the measurement in a
 // child process inside the switch namespace.
@@ -114,7 +118,7 @@ func runLive(ctx context.Context, args []string) error {
 	}
 	cmd := exec.Command("nsenter", append([]string{"--net=" + nsPath(l.sw()), "--", exe, liveInNamespace}, f.args()...)...)
 	cmd.SysProcAttr = newSession()
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Stdout, cmd.Stderr = liveStdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", liveInNamespace, err)
 	}
@@ -227,6 +231,12 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 	genErr := make(chan error, 1)
 	defer func() { stopGen(); genWG.Wait() }()
 	switch f.source {
+	case "testrun":
+		stop, err := startTestrunSource(genCtx, f, ports, ifidx, &genTID, &genFrames, genErr, &genWG)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	case "live":
 		prog, err := attachedProgram(ports[0])
 		if err != nil {
@@ -326,7 +336,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var flowRates, usPer []float64
+	var flowRates, usPer, lossFracs []float64
 	for r := 1; r <= f.rounds; r++ {
 		select {
 		case err := <-genErr:
@@ -381,11 +391,21 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			// (per port) of difference at each edge.
 			fmt.Printf("#  generated %d frames (BPF_PROG_RUN repeat count), sample_pool of the ports grew by %.0f\n", b.genFrames-a.genFrames, pool)
 		}
+		if f.source == "testrun" {
+			lossFracs = append(lossFracs, testrunRound(b.genFrames-a.genFrames, ks, drops, float64(b.sinkFlows-a.sinkFlows), sec))
+		}
 		flowRates = append(flowRates, float64(w.flows)/sec)
 		usPer = append(usPer, us)
 		a = b
 	}
 	fmt.Printf("# MEDIAN flows/s %.0f, agent CPU per flow sample %.3f us; load %s\n", median(flowRates), median(usPer), loadAvg())
+	if f.source == "testrun" {
+		// Stop the generator, let the workers drain the rings and flush,
+		// then check that every produced sample is delivered or counted.
+		stopGen()
+		genWG.Wait()
+		return testrunBalance(ctx, f, dp, ag, s, l, ifidx, flowRates, lossFracs)
+	}
 	return nil
 }
 
