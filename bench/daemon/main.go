@@ -6,7 +6,7 @@
 //	go run ./bench/daemon cpu  [-bin bin/sflowswitchd] [-sampling 1000,10] [-rounds 5] [-window 10s]
 //	    whole-daemon CPU and memory while the lab forwards at trafgen's
 //	    maximum rate (4 ports, h1->h2 and h3->h4, 64-byte UDP).
-//	go run ./bench/daemon live [-duration 10s] [-rounds 3] [-max-datagram 1400] [-source live|trafgen] [-cpuprofile F]
+//	go run ./bench/daemon live [-duration 10s] [-rounds 3] [-max-datagram 1400] [-source live|testrun|trafgen] [-cpuprofile F]
 //	    samples/s end to end (kernel ring -> agent workers -> UDP datagrams
 //	    -> collector) with the XDP sampler at rate 1, in process.
 //	go run ./bench/daemon idle [-bin bin/sflowswitchd[,OTHER]] [-rounds 3] [-window 20s]
