@@ -245,13 +245,14 @@ func TestDrops(t *testing.T) {
 	// again, and notifications flow again to the same collector.
 	writeConf(100, "off")
 	d.signal(t, syscall.SIGHUP)
-	time.Sleep(500 * time.Millisecond)
-	if _, on := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); on {
+	if !waitDropsLoaded(t, lab, false) {
 		t.Errorf("drops = \"off\" left the program loaded")
 	}
 	writeConf(100)
 	d.signal(t, syscall.SIGHUP)
-	time.Sleep(500 * time.Millisecond)
+	if !waitDropsLoaded(t, lab, true) {
+		t.Fatalf("drops on again: the program was not loaded\n%s", d.log())
+	}
 	lab.SendFrames(t, dl.RoutedIdx, dl.ClosedPortFrames(5))
 	before = len(recs)
 	dgs = waitDropsQuiet(t, col)
@@ -275,4 +276,21 @@ func TestDrops(t *testing.T) {
 		}
 	}
 	checkDatagramSequences(t, dgs)
+}
+
+// waitDropsLoaded waits up to 10 s for the drop program to be loaded (on)
+// or unloaded (off) after a SIGHUP, as the metrics show it (the kernel
+// counters are exported only while it is loaded), rather than for a fixed
+// time: loading takes longer on a slow machine (1.6 s under emulation).
+func waitDropsLoaded(t *testing.T, lab *netlab.Lab, on bool) bool {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; {
+		if _, loaded := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); loaded == on {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
