@@ -15,11 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/xdptest"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
@@ -341,10 +341,8 @@ func TestConfigValidation(t *testing.T) {
 	}
 }
 
-// xdpMD is struct xdp_md (linux/bpf.h), the context of BPF_PROG_RUN.
-type xdpMD struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
+// xdpMD is struct xdp_md, the context of an XDP test run.
+type xdpMD = xdptest.MD
 
 // benchXDP runs prog b.N times with BPF_PROG_RUN on a 64-byte frame
 // "received" on p1 of a lab switch (the run happens inside the switch
@@ -385,34 +383,8 @@ func benchXDP(b *testing.B, prog func(d *Dataplane) *ebpf.Program, setup func(b 
 	b.ReportMetric(float64(ns), "kernel-ns/pkt")
 }
 
-// testRun is BPF_PROG_TEST_RUN with a context, returning the program's
-// return value and the kernel-measured mean duration per run (cilium/ebpf's
-// Run does not return the duration, Benchmark takes no context).
-func testRun(prog *ebpf.Program, data []byte, ctx *xdpMD, repeat uint32) (ret, durationNs uint32, err error) {
-	attr := struct {
-		progFD, retval, dataSizeIn, dataSizeOut uint32
-		dataIn, dataOut                         uint64
-		repeat, duration                        uint32
-		ctxSizeIn, ctxSizeOut                   uint32
-		ctxIn, ctxOut                           uint64
-		flags, cpu, batchSize                   uint32
-		_                                       uint32
-	}{
-		progFD:     uint32(prog.FD()),
-		dataSizeIn: uint32(len(data)),
-		dataIn:     uint64(uintptr(unsafe.Pointer(&data[0]))),
-		repeat:     repeat,
-		ctxSizeIn:  uint32(unsafe.Sizeof(*ctx)),
-		ctxIn:      uint64(uintptr(unsafe.Pointer(ctx))),
-	}
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(ctx)
-	if errno != 0 {
-		return 0, 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", errno)
-	}
-	return attr.retval, attr.duration, nil
-}
+// testRun is BPF_PROG_TEST_RUN with a context (internal/xdptest).
+var testRun = xdptest.Run
 
 // sampler returns the sampler instance of an attached port (every port
 // runs its own, AttachPort), or the generic instance when none is attached.

@@ -115,12 +115,13 @@ func TestDropNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := func(i int) uint32 { return uint32(portIndex(t, lab, i)) }
+	aclReason := netlab.ACLDropReason(t)
 	for _, c := range []struct {
 		reason  string
 		truth   uint64
 		in, out uint32
 	}{
-		{"NETFILTER_DROP", acl, p(0), 0},
+		{aclReason, acl, p(0), 0},
 		{"NO_SOCKET", nClosed, p(dl.RoutedIdx), 0},
 		{"QDISC_DROP", qdisc, p(0), p(dl.ShapedIdx)},
 	} {
@@ -135,8 +136,8 @@ func TestDropNotifications(t *testing.T) {
 		}
 		t.Logf("%s: %d drops, function %q", c.reason, c.truth, tl.symbol[c.reason])
 	}
-	if h := tl.header["NETFILTER_DROP"]; !bytes.Equal(h, dl.ACLFrames(1)[0]) {
-		t.Errorf("NETFILTER_DROP header %x, want the frame sent %x", h, dl.ACLFrames(1)[0])
+	if h := tl.header[aclReason]; !bytes.Equal(h, dl.ACLFrames(1)[0]) {
+		t.Errorf("%s header %x, want the frame sent %x", aclReason, h, dl.ACLFrames(1)[0])
 	}
 	if h := tl.header["QDISC_DROP"]; len(h) != DefaultDropHeaderBytes || !bytes.Equal(h, dl.OverflowFrames(1)[0][:DefaultDropHeaderBytes]) {
 		t.Errorf("QDISC_DROP header %x, want the first 128 bytes of the frame", h)
@@ -194,9 +195,10 @@ func TestDropLimit(t *testing.T) {
 	if acl != n {
 		t.Fatalf("nft counted %d of %d", acl, n)
 	}
-	got := uint64(tl.n["NETFILTER_DROP"])
-	if counts[reasonCode(t, d, "NETFILTER_DROP")] != acl {
-		t.Errorf("per-reason counter %d, true %d", counts[reasonCode(t, d, "NETFILTER_DROP")], acl)
+	aclReason := netlab.ACLDropReason(t)
+	got := uint64(tl.n[aclReason])
+	if counts[reasonCode(t, d, aclReason)] != acl {
+		t.Errorf("per-reason counter %d, true %d", counts[reasonCode(t, d, aclReason)], acl)
 	}
 	if got+st.Suppressed+st.RingFull != st.Drops || st.Drops < acl {
 		t.Errorf("notified %d + suppressed %d + ring full %d != drops %d (true ACL drops %d)", got, st.Suppressed, st.RingFull, st.Drops, acl)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf/btf"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
@@ -16,7 +18,7 @@ import (
 //
 //   - ACL: an nftables rule in the switch namespace (bridge family,
 //     prerouting) drops UDP to port DropACLPort and counts it (kernel
-//     reason NETFILTER_DROP, on the ingress port);
+//     reason NETFILTER_DROP, or NOT_SPECIFIED before 6.3: ACLDropReason; on the ingress port);
 //   - closed port: port AddrPort (Ports[RoutedIdx]) leaves the bridge and
 //     becomes a routed port with the switch's own address
 //     198.18.(RoutedIdx+1).1/24; UDP to a closed port there is dropped
@@ -186,4 +188,28 @@ func (l *Lab) runStdin(ns, stdin, name string, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("netlab: run %s in %s: %w", name, ns, err)
 	}
 	return out, nil
+}
+
+// ACLDropReason is the kernel's drop reason for the lab's nftables drops
+// (bridge family): NETFILTER_DROP, except on kernels whose enum
+// skb_drop_reason has no SKB_CONSUMED (before 6.3), where the bridge
+// family's drops come through plain kfree_skb as NOT_SPECIFIED (seen on
+// Debian 12's 6.1 in the lab VM; 6.18 gives NETFILTER_DROP). The agent
+// reports what the kernel says; the tests expect the same.
+func ACLDropReason(t testing.TB) string {
+	t.Helper()
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatalf("netlab: kernel BTF: %v", err)
+	}
+	var e *btf.Enum
+	if err := spec.TypeByName("skb_drop_reason", &e); err != nil {
+		t.Fatalf("netlab: enum skb_drop_reason: %v", err)
+	}
+	for _, v := range e.Values {
+		if v.Name == "SKB_CONSUMED" {
+			return "NETFILTER_DROP"
+		}
+	}
+	return "NOT_SPECIFIED"
 }

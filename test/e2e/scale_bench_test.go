@@ -3,18 +3,17 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/xdptest"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
@@ -206,35 +205,12 @@ func progCost(lab *netlab.Lab, name string, idx int) (float64, error) {
 	return median(runs), err
 }
 
-// xdpMD is struct xdp_md (linux/bpf.h), the context of BPF_PROG_TEST_RUN.
-type xdpMD struct {
-	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
+// xdpMD is struct xdp_md, the context of an XDP test run.
+type xdpMD = xdptest.MD
 
 // testRun is BPF_PROG_TEST_RUN with a context; it returns the kernel's
 // mean duration per run in ns.
 func testRun(prog *ebpf.Program, data []byte, ctx *xdpMD, repeat uint32) (uint32, error) {
-	attr := struct {
-		progFD, retval, dataSizeIn, dataSizeOut uint32
-		dataIn, dataOut                         uint64
-		repeat, duration                        uint32
-		ctxSizeIn, ctxSizeOut                   uint32
-		ctxIn, ctxOut                           uint64
-		flags, cpu, batchSize                   uint32
-		_                                       uint32
-	}{
-		progFD:     uint32(prog.FD()),
-		dataSizeIn: uint32(len(data)),
-		dataIn:     uint64(uintptr(unsafe.Pointer(&data[0]))),
-		repeat:     repeat,
-		ctxSizeIn:  uint32(unsafe.Sizeof(*ctx)),
-		ctxIn:      uint64(uintptr(unsafe.Pointer(ctx))),
-	}
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(ctx)
-	if errno != 0 {
-		return 0, fmt.Errorf("BPF_PROG_TEST_RUN: %w", errno)
-	}
-	return attr.duration, nil
+	_, d, err := xdptest.Run(prog, data, ctx, repeat)
+	return d, err
 }
