@@ -40,8 +40,11 @@ func (w tWriter) Write(p []byte) (int, error) {
 }
 
 // openIn opens a Dataplane in the lab's switch namespace; closed at cleanup.
-func openIn(t *testing.T, lab *netlab.Lab, cfg Config) *Dataplane {
+func openIn(t testing.TB, lab *netlab.Lab, cfg Config) *Dataplane {
 	t.Helper()
+	if _, bench := t.(*testing.B); bench && cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler) // keep benchmark output benchstat-clean
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
@@ -350,15 +353,7 @@ type xdpMD = xdptest.MD
 // configures the Dataplane for p1 first.
 func benchXDP(b *testing.B, prog func(d *Dataplane) *ebpf.Program, setup func(b *testing.B, d *Dataplane, p1 int)) {
 	lab := netlab.New(b, 1)
-	var d *Dataplane
-	if err := lab.Do(lab.Switch, func() error {
-		var err error
-		d, err = Open(Config{Workers: 1, MaxPorts: 2, RingBytes: 64 << 20})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 64 << 20})
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	setup(b, d, p1)
 	frame := seqFrames(lab, 0, noHostMAC, 0, 1, 22)[0] // 64 bytes
@@ -457,15 +452,7 @@ func BenchmarkXDPSamplerRate1(b *testing.B) {
 // BenchmarkPortCounters: summing one port's per-CPU counters via mmap.
 func BenchmarkPortCounters(b *testing.B) {
 	lab := netlab.New(b, 1)
-	var d *Dataplane
-	if err := lab.Do(lab.Switch, func() error {
-		var err error
-		d, err = Open(Config{Workers: 1, MaxPorts: 2})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2})
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	attach(PortConfig{Rate: 1, HeaderBytes: 64})(b, d, p1)
 	b.ReportAllocs()

@@ -14,15 +14,7 @@ import (
 // then drained by the worker's Source.Read in batches (timed).
 func BenchmarkRingRead(b *testing.B) {
 	lab := netlab.New(b, 1)
-	var d *Dataplane
-	if err := lab.Do(lab.Switch, func() error {
-		var err error
-		d, err = Open(Config{Workers: 1, MaxPorts: 2, RingBytes: 16 << 20})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 16 << 20})
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128}); err != nil {
 		b.Fatal(err)
@@ -70,15 +62,7 @@ func BenchmarkRingRead(b *testing.B) {
 // costs; the hash lookup happens per sample only.
 func BenchmarkXDPSamplerUnsampledHighIfIndex(b *testing.B) {
 	lab := netlab.New(b, 1)
-	var d *Dataplane
-	if err := lab.Do(lab.Switch, func() error {
-		var err error
-		d, err = Open(Config{Workers: 1, MaxPorts: 2})
-		return err
-	}); err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2})
 	idx := addVethAt(b, lab, "big0", 1<<24+7)
 	if err := d.AttachPort(idx, PortConfig{Rate: 1 << 31, HeaderBytes: 128}); err != nil {
 		b.Fatal(err)
