@@ -454,28 +454,45 @@ func (p *parser) samplingDot(key token, rest string, v token) error {
 // ParseSpeed reads a link speed as hsflowd prints them: digits with an
 // optional K, M, G or T suffix, in bit/s ("10G" is 10e9).
 func ParseSpeed(s string) (uint64, bool) {
-	mult := uint64(1)
 	if s == "" {
 		return 0, false
 	}
-	switch s[len(s)-1] {
-	case 'K', 'k':
-		mult = 1e3
-	case 'M', 'm':
-		mult = 1e6
-	case 'G', 'g':
-		mult = 1e9
-	case 'T', 't':
-		mult = 1e12
-	}
-	if mult != 1 {
-		s = s[:len(s)-1]
-	}
+	s, mult := cutMultiplier(s, "KMGT")
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil || n == 0 || n > (1<<63)/mult {
 		return 0, false
 	}
 	return n * mult, true
+}
+
+// cutMultiplier removes a trailing decimal multiplier letter (either
+// case) of those in allowed ("KMGT": 1e3, 1e6, 1e9, 1e12) and returns the
+// rest with the multiplier (1 without a suffix).
+func cutMultiplier(s, allowed string) (string, uint64) {
+	if s == "" {
+		return s, 1
+	}
+	c := s[len(s)-1]
+	if c >= 'a' && c <= 'z' {
+		c -= 'a' - 'A'
+	}
+	if strings.IndexByte(allowed, c) < 0 {
+		return s, 1
+	}
+	var mult uint64
+	switch c {
+	case 'K':
+		mult = 1e3
+	case 'M':
+		mult = 1e6
+	case 'G':
+		mult = 1e9
+	case 'T':
+		mult = 1e12
+	default:
+		return s, 1
+	}
+	return s[:len(s)-1], mult
 }
 
 func cutPrefixFold(s, prefix string) (string, bool) {
@@ -488,21 +505,7 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // uint reads an integer as hsflowd's expectInteger32: decimal digits with
 // an optional K, M or G multiplier, within [lo, hi].
 func (p *parser) uint(key, v token, lo, hi uint64) (*Uint, error) {
-	s := v.s
-	mult := uint64(1)
-	if s != "" {
-		switch s[len(s)-1] {
-		case 'K', 'k':
-			mult = 1e3
-		case 'M', 'm':
-			mult = 1e6
-		case 'G', 'g':
-			mult = 1e9
-		}
-	}
-	if mult != 1 {
-		s = s[:len(s)-1]
-	}
+	s, mult := cutMultiplier(v.s, "KMG")
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
 		return nil, p.errAt(v.Pos, "%s: %q is not a whole number", key.s, v.s)
