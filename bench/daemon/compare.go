@@ -44,6 +44,7 @@ type compareOpts struct {
 	rates               []uint32
 	rounds              int
 	window, warmup      time.Duration
+	statsWindow         time.Duration
 	idle                time.Duration
 	poolFrames          int
 	poolRate            uint32
@@ -135,6 +136,7 @@ func parseCompare(args []string) (compareOpts, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; every round runs each technique once per rate, order rotated")
 	fs.DurationVar(&o.window, "window", 2*time.Second, "measurement window per trial (samples are counted at the collector over the window shifted by up to 1.3 s)")
 	fs.DurationVar(&o.warmup, "warmup", 700*time.Millisecond, "wait after a technique is ready before measuring")
+	fs.DurationVar(&o.statsWindow, "stats-window", time.Second, "window after each trial with BPF run-time statistics on, for the kernel ns per packet (off in the main window)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "idle CPU window per sampling technique (no traffic)")
 	fs.IntVar(&o.poolFrames, "pool-frames", 100000, "frames sent per sample_pool accuracy trial")
 	fs.IntVar(&o.poolRounds, "pool-rounds", 2, "sample_pool accuracy trials per technique")
@@ -186,11 +188,9 @@ func runCompare(ctx context.Context, args []string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("compare must run as root")
 	}
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return fmt.Errorf("enabling BPF run-time statistics: %w", err)
+	if on, err := os.ReadFile("/proc/sys/kernel/bpf_stats_enabled"); err == nil && strings.TrimSpace(string(on)) != "0" {
+		return errors.New("kernel.bpf_stats_enabled is on: every BPF technique's forwarding would include the statistics' clock reads; set it to 0")
 	}
-	defer stats.Close()
 	repo, err := repoRoot()
 	if err != nil {
 		return err
@@ -459,8 +459,6 @@ type snapshot struct {
 	at      time.Time
 	cpu     time.Duration
 	in, fwd uint64
-	runNs   time.Duration
-	runCnt  uint64
 	flows   uint64
 	lost    float64
 	rcvbuf  uint64 // UDP RcvbufErrors of the collector namespace
@@ -483,14 +481,6 @@ func (c *comparer) snap(r *running) (snapshot, error) {
 		return s, err
 	}
 	s.in, s.fwd = p1.RxPackets, p2.TxPackets
-	for _, p := range r.progs {
-		st, err := p.Stats()
-		if err != nil {
-			return s, err
-		}
-		s.runNs += st.Runtime
-		s.runCnt += st.RunCount
-	}
 	s.flows = c.sink.flows.Load()
 	if s.rcvbuf, err = udpRcvbufErrors(c.lab.col()); err != nil {
 		return s, err
@@ -540,18 +530,19 @@ func (c *comparer) measure(r *running, rate uint32, round int) (trial, error) {
 		return trial{}, err
 	}
 	flowsB := c.sink.flows.Load()
+	ns, err := c.nsPerPkt(r)
+	if err != nil {
+		return trial{}, err
+	}
 	sec := b.at.Sub(a.at).Seconds()
 	t := trial{Tech: r.tech, Rate: rate, Round: round,
 		InPPS:          float64(b.in-a.in) / sec,
 		FwdPPS:         float64(b.fwd-a.fwd) / sec,
 		CPUPct:         100 * (b.cpu - a.cpu).Seconds() / sec,
-		NsPerPkt:       -1,
+		NsPerPkt:       ns,
 		SamplesPS:      float64(flowsB-flowsA) / sec,
 		KnownLost:      -1,
 		CollectorDrops: float64(b.rcvbuf - a.rcvbuf),
-	}
-	if n := b.runCnt - a.runCnt; n > 0 {
-		t.NsPerPkt = float64(b.runNs-a.runNs) / float64(n)
 	}
 	if r.lost != nil {
 		t.KnownLost = b.lost - a.lost
@@ -745,4 +736,50 @@ func xdpProgIDIn(ns, name string) (uint32, error) {
 func schedCPU(pid int) (time.Duration, error) {
 	d, _, err := procSchedRun(pid)
 	return d, err
+}
+
+// nsPerPkt is the technique's programs' run time per run, from the
+// kernel's BPF statistics over a window of its own after the main one (-1:
+// no program). The statistics are on only in that window: they wrap every
+// program run in two sched_clock() reads, which on this KVM guest are
+// kvm-clock reads costing tens of ns per packet, and would otherwise slow
+// the forwarding of every BPF technique in the main window but not of the
+// packet socket or of no program.
+func (c *comparer) nsPerPkt(r *running) (float64, error) {
+	if len(r.progs) == 0 {
+		return -1, nil
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return 0, fmt.Errorf("enabling BPF run-time statistics: %w", err)
+	}
+	defer stats.Close()
+	read := func() (time.Duration, uint64, error) {
+		var ns time.Duration
+		var n uint64
+		for _, p := range r.progs {
+			st, err := p.Stats()
+			if err != nil {
+				return 0, 0, err
+			}
+			ns += st.Runtime
+			n += st.RunCount
+		}
+		return ns, n, nil
+	}
+	ns0, n0, err := read()
+	if err != nil {
+		return 0, err
+	}
+	if err := sleepCtx(c.ctx, c.o.statsWindow); err != nil {
+		return 0, err
+	}
+	ns1, n1, err := read()
+	if err != nil {
+		return 0, err
+	}
+	if n1 == n0 {
+		return -1, nil
+	}
+	return float64(ns1-ns0) / float64(n1-n0), nil
 }
