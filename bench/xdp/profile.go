@@ -523,7 +523,7 @@ func (b *bench) profileReport(confs []config, res map[string][]profResult, perio
 		}
 		figs[c.name] = f
 	}
-	pass := figs[confPass.name]
+	pass, floor := figs[confPass.name], figs[confFloor.name]
 	// quadrature returns per round sqrt(a^2 + b^2): the 1-sigma Poisson
 	// resolution of a difference of two independent counts.
 	quadrature := func(a, b []float64) []float64 {
@@ -535,15 +535,15 @@ func (b *bench) profileReport(confs []config, res map[string][]profResult, perio
 	}
 	spread := func(xs []float64) string {
 		if len(xs) == 0 {
-			return "n/a"
+			return "—"
 		}
 		return fmt.Sprintf("%+.2f (%+.2f – %+.2f)", median(xs), slices.Min(xs), slices.Max(xs))
 	}
 	w := b.out
 	fmt.Fprintf(w, "## profile: live frames, bpf_stats off, perf record -a -g cpu-clock every %d ns (%.0f Hz per CPU); trafgen h1 -> h2, 64-byte UDP, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n",
 		period, 1e9/float64(period), b.o.rounds, b.o.profTrial, loads)
-	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program samples (median) | program ns/frame (median) | ±1σ | minus xdp_pass (median, min – max) | ±1σ | program + dispatcher ns/frame | ±1σ | minus xdp_pass (median, min – max) | ±1σ | per-round program ns | per-round program + dispatcher ns |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program samples (median) | program ns/frame (median) | ±1σ Poisson | minus xdp_pass (median, min – max) | ±1σ Poisson | σ between rounds | minus xdp_floor (median, min – max) | program + dispatcher ns/frame | minus xdp_pass (median, min – max) | per-round program ns/frame |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range confs {
 		f := figs[c.name]
 		var frames, samples []float64
@@ -551,16 +551,37 @@ func (b *bench) profileReport(confs []config, res map[string][]profResult, perio
 			frames = append(frames, float64(r.frames))
 			samples = append(samples, float64(r.c.prog))
 		}
-		dProg, dBoth, sdProg, sdBoth := "—", "—", "—", "—"
+		dProg, sdProg, sdRounds, dFloor, dBoth := "—", "—", "—", "—", "—"
 		if c.name != confPass.name {
-			dProg = spread(diffs(f.prog, pass.prog))
-			dBoth = spread(diffs(f.both, pass.both))
+			d := diffs(f.prog, pass.prog)
+			dProg = spread(d)
 			sdProg = fmt.Sprintf("%.2f", median(quadrature(f.sProg, pass.sProg)))
-			sdBoth = fmt.Sprintf("%.2f", median(quadrature(f.sBoth, pass.sBoth)))
+			sdRounds = fmt.Sprintf("%.2f", stddev(d))
+			dBoth = spread(diffs(f.both, pass.both))
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.2f | %.2f | %s | %s | %.2f | %.2f | %s | %s | %s | %s |\n",
+		if c.port != nil {
+			dFloor = spread(diffs(f.prog, floor.prog))
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %.2f | %.2f | %s | %s | %s | %s | %.2f | %s | %s |\n",
 			c.name, median(frames), median(samples), median(f.prog), median(f.sProg), dProg, sdProg,
-			median(f.both), median(f.sBoth), dBoth, sdBoth, list("%.2f", f.prog), list("%.2f", f.both))
+			sdRounds, dFloor, median(f.both), dBoth, list("%.2f", f.prog))
 	}
-	fmt.Fprintf(w, "\nns/frame = samples x %d ns / frames received by host 2 in the window (perf enabled and disabled through its control FIFO around the two rx reads). Program: samples with a call-chain frame in the attached program's JIT image, its subprograms or the program it tail-calls (by address), i.e. including the helpers it calls. Dispatcher: other samples with a frame in bpf_dispatcher_xdp_func / bpf_dispatcher_xdp (shared by every XDP program on the machine). ±1σ: Poisson resolution sqrt(samples) x period / frames, median over rounds; for differences sqrt(σa² + σb²). Differences are per round (adjacent trials), then median and range. Lost-event records in the recordings: %d.\n\n", period, lost)
+	fmt.Fprintf(w, "\nns/frame = samples x %d ns / frames received by host 2 in the window (perf enabled and disabled through its control FIFO around the two rx reads). Program: samples with a call-chain frame in the attached program's JIT image, its subprograms or the program it tail-calls (by address), i.e. including the helpers it calls. Dispatcher: other samples with a frame in bpf_dispatcher_xdp_func / bpf_dispatcher_xdp (shared by every XDP program on the machine). ±1σ Poisson: the counting resolution sqrt(samples) x period / frames, median over rounds; for differences sqrt(σa² + σb²). σ between rounds: standard deviation of the per-round differences (the actual trial-to-trial noise; the median's error is about 1.25 σ / sqrt(rounds)). Differences are per round (adjacent trials), then median and range. Lost-event records in the recordings: %d.\n\n", period, lost)
+}
+
+// stddev returns the sample standard deviation of xs (0 for fewer than 2).
+func stddev(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var m float64
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	var v float64
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return math.Sqrt(v / float64(len(xs)-1))
 }
