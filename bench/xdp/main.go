@@ -93,8 +93,11 @@ func parseFlags() (options, error) {
 	flag.StringVar(&rates, "rates", "50k,100k,200k,300k,500k,750k,1M,2M,max", "paced source rates of the delivery part (frames/s; max = unpaced)")
 	flag.DurationVar(&o.rateTrial, "rate-trial", 2*time.Second, "duration per delivery trial")
 	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "rounds of the delivery part")
-	flag.DurationVar(&o.profTrial, "profile-trial", 5*time.Second, "measurement window per profile trial")
-	flag.Float64Var(&o.profFreq, "profile-freq", 20000, "profile part: samples per second per CPU (cpu-clock period = 1e9/freq ns)")
+	flag.DurationVar(&o.profTrial, "profile-trial", 10*time.Second, "measurement window per profile trial")
+	// 4 kHz, not more: at 20 kHz the sampling interrupts (VM exits here) cost
+	// a third of the forwarding rate and the trial-to-trial noise grew
+	// from ~2 to ~10 ns/frame (bench/README.md, issue 11 profile runs).
+	flag.Float64Var(&o.profFreq, "profile-freq", 4000, "profile part: samples per second per CPU (cpu-clock period = 1e9/freq ns)")
 	flag.StringVar(&o.perf, "perf", "perf", "perf(1) executable for the profile part")
 	flag.BoolVar(&o.profKeep, "profile-keep", false, "keep the profile part's perf recordings (paths printed on stderr)")
 	flag.Parse()
