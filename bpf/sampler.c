@@ -27,112 +27,9 @@
 // Ports without configuration (or mode OFF) get XDP_PASS untouched and are
 // not counted.
 
-#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
+#include "sampler.h"
 
 char __license[] SEC("license") = "Dual BSD/GPL";
-
-// MAX_IFINDEX bounds the per-port config array, which is indexed directly by
-// the ingress ifindex. An ARRAY (not a HASH) is used because the verifier
-// inlines ARRAY lookups into a bounds check plus pointer arithmetic (no
-// helper call, no hashing): the cheapest possible lookup for the per-packet
-// path. 65536 entries x 24 bytes = 1.5 MiB. Ports with a larger ifindex (the
-// kernel's ifindex is any positive 32-bit value) are configured in the hash
-// map port_configs_high instead: only their frames pay for hashing.
-#define MAX_IFINDEX 65536
-
-// MAX_HEADER_BYTES is the largest header copy (sFlowFsMaximumHeaderSize
-// upper bound we support).
-#define MAX_HEADER_BYTES 256
-
-// Port modes (port_config.mode). Keep in sync with dataplane.Mode.
-#define MODE_OFF 0
-#define MODE_INLINE 1
-#define MODE_MONITOR 2
-
-// port_config: per-port sampling configuration, written by user space.
-struct port_config {
-	__u32 sample_mask;  // rate 2^k -> 2^k-1; rate 1 -> 0 (sample everything)
-	__u32 mode;         // MODE_OFF, MODE_INLINE or MODE_MONITOR
-	__u32 header_bytes; // bytes of the frame copied into a sample, 1..256
-	__u32 worker;       // index of the owning worker's ring in `rings`
-	__u32 slot;         // counter slot of the port in `counters`
-	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
-	__u32 _pad[2];
-	// skip_scale = round(2^SKIP_SCALE_SHIFT / -log2(1 - 2^-k)), 0 for rate
-	// 1: turns -log2(U), U uniform in (0,1], into a geometric skip
-	// (draw_skip). Computed by user space (dataplane.skipScale).
-	__u64 skip_scale;
-};
-
-// SKIP_SCALE_SHIFT: fixed-point fraction bits of port_config.skip_scale.
-#define SKIP_SCALE_SHIFT 12
-
-// port_counters: one CPU's counters of one port, padded to a 64-byte cache
-// line so two CPUs never write the same line (no false sharing).
-struct port_counters {
-	__u64 pool;    // frames seen by the sampler (sFlow sample_pool)
-	__u64 samples; // frames selected by the random test
-	__u64 drops;   // selected frames that could not be delivered
-	__u64 skip;    // frames this CPU still passes before its next sample
-	__u32 rate;    // rate the current skip was drawn at; 0 = not drawn yet
-	__u32 _pad0;
-	__u64 _pad[3];
-};
-
-// sample_meta: the fixed part of a ring buffer record; `data` holds
-// header_len bytes of the frame (the record is sized by a size class, so
-// bytes after header_len are undefined).
-struct sample_meta {
-	__u32 ifindex;      // ingress ifindex
-	__u32 frame_len;    // full frame length (all fragments)
-	__u32 rx_queue;     // RX queue index
-	__u32 cpu;          // CPU that took the sample
-	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
-	__u32 header_len;   // valid bytes in data
-	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
-	__u64 pool;         // this CPU's pool of the port, this frame included
-	__u8 data[];
-};
-
-// Per-port constants: every attached port runs its own instance of
-// xdp_sampler, loaded with these set (dataplane.AttachPort). The per-packet
-// path then needs neither the ingress ifindex (three dependent loads:
-// xdp_buff -> rxq -> dev -> ifindex) nor the port's config entry: it goes
-// from the CPU number straight to the port's counter line. The config map
-// is read only when a sample is taken.
-//
-// The two constants of the per-packet path are 64-bit immediates in the
-// instructions themselves (PORT_IMM), which the loader patches per port
-// (dataplane.patchImm): a read-only global would still cost a load from
-// the program's .rodata map on every frame.
-#define PORT_IMM_COUNTER_BASE 0x5f5f5eb1c0b4a5e1ULL // -> slot * cpu_slots
-#define PORT_IMM_MODE 0x5f5f5eb1c0b4a5e2ULL         // -> MODE_INLINE or MODE_MONITOR
-#define PORT_IMM_IFINDEX 0x5f5f5eb1c0b4a5e3ULL      // -> the port's ifindex
-
-#define PORT_IMM(magic)                                            \
-	({                                                         \
-		__u64 __v;                                         \
-		asm volatile("%[v] = %[m] ll" : [v] "=r"(__v) : [m] "i"(magic)); \
-		__v;                                               \
-	})
-
-// sample_hands: per-CPU hand-over from a port's xdp_sampler to the shared
-// xdp_take_sample, which the port's program tail-calls for a frame whose
-// skip has run out. Keeping the sampled path in one program loaded once
-// keeps each port's own program a few instructions long: loading (and
-// verifying) it per port costs little (issue 10's 1000-port start-up).
-struct sample_hand {
-	__u32 ifindex; // the port
-	__u32 idx;     // its counter line of this CPU in `counters`
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct sample_hand);
-} sample_hands SEC(".maps");
 
 // take_progs: [0] = xdp_take_sample, installed by the loader.
 struct {
@@ -142,68 +39,6 @@ struct {
 	__type(value, __u32);
 } take_progs SEC(".maps");
 
-// cpu_slots is the number of possible CPUs (set by the loader before load;
-// constant to the verifier). Counter index = slot * cpu_slots + cpu.
-volatile const __u32 cpu_slots = 1;
-
-// wakeup_bytes: a sample is submitted without waking the reader
-// (BPF_RB_NO_WAKEUP) unless it makes the ring's unread data cross a
-// multiple of this many bytes (wake_flag); meanwhile the reader sleeps
-// until its worker's one-second tick. At low sample rates this saves a
-// reader wake-up (several context switches) per sample; at high rates the
-// reader is woken in batches. 0 wakes the reader for every sample. Set by
-// the loader.
-volatile const __u64 wakeup_bytes = 0;
-
-// port_configs: struct port_config keyed by ingress ifindex.
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_IFINDEX);
-	__type(key, __u32);
-	__type(value, struct port_config);
-} port_configs SEC(".maps");
-
-// port_configs_high: struct port_config keyed by ingress ifindex, for ports
-// whose ifindex is >= MAX_IFINDEX. max_entries is set by the loader (the
-// number of port slots).
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct port_config);
-} port_configs_high SEC(".maps");
-
-// counters: struct port_counters at index slot * cpu_slots + cpu.
-//
-// Why plain (non-atomic) increments are correct: an XDP program runs with
-// migration disabled and XDP processing on one CPU is serialized (NAPI /
-// softirq, or netif_receive_skb for generic XDP), so each element has
-// exactly one writer: the CPU that owns it. No cross-CPU atomics, no shared
-// cache lines. BPF_F_MMAPABLE lets user space map the array and read the
-// counters with plain aligned 64-bit loads, without a syscall. max_entries
-// is set by the loader to MaxPorts * cpu_slots.
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct port_counters);
-} counters SEC(".maps");
-
-// rings: one BPF ring buffer per worker (inline mode), indexed by
-// port_config.worker. Outer and inner sizes are set by the loader.
-struct ring_template {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct ring_template);
-} rings SEC(".maps");
-
 // xsks: AF_XDP sockets (monitor mode), key = port_config.xsk_base + RX
 // queue. max_entries is set by the loader.
 struct {
@@ -212,78 +47,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } xsks SEC(".maps");
-
-// neg_log2_q16 returns -log2(U) in Q16 fixed point for U = (r + 1) / 2^32,
-// uniform in (0, 1] when r is uniform in 0..2^32-1: the result is in
-// [0, 32 << 16]. Integer part from the most significant bit, 16 fraction
-// bits by repeated squaring of the mantissa (each square doubles the
-// logarithm; a result >= 2 gives a 1 bit). Per sample only.
-static __always_inline __u64 neg_log2_q16(__u32 r)
-{
-	__u64 x = (__u64)r + 1, y = x, m;
-	__u32 n = 0, frac = 0;
-
-	if (y >> 32) { n += 32; y >>= 32; }
-	if (y >> 16) { n += 16; y >>= 16; }
-	if (y >> 8) { n += 8; y >>= 8; }
-	if (y >> 4) { n += 4; y >>= 4; }
-	if (y >> 2) { n += 2; y >>= 2; }
-	if (y >> 1) { n += 1; }
-	// mantissa in Q31: [2^31, 2^32) stands for [1, 2)
-	m = n <= 31 ? x << (31 - n) : x >> (n - 31);
-#pragma unroll
-	for (int i = 0; i < 16; i++) {
-		m = (m * m) >> 31; // [1, 4) in Q31
-		frac <<= 1;
-		if (m >> 32) {
-			m >>= 1;
-			frac |= 1;
-		}
-	}
-	return ((__u64)32 << 16) - (((__u64)n << 16) | frac);
-}
-
-// draw_skip returns a geometric random number of frames to pass before the
-// next sample, P(skip = g) = (1-p)^g p with p = 2^-k: floor(ln U / ln(1-p))
-// for U uniform in (0, 1] (inversion; the discrete geometric is exactly the
-// floor of an exponential), computed as -log2(U) * scale with scale =
-// 1 / -log2(1-p) in fixed point. Rate 1 (scale 0) always gives 0. The
-// largest skip, -log2(2^-32) * scale, is about 22 times the mean: the tail
-// cut is e^-22. bpf_get_prandom_u32 is called only here, once per sample.
-static __always_inline __u64 draw_skip(__u64 scale)
-{
-	if (!scale)
-		return 0;
-	return (neg_log2_q16(bpf_get_prandom_u32()) * scale) >>
-	       (16 + SKIP_SCALE_SHIFT);
-}
-
-// wake_flag tells bpf_ringbuf_submit whether to wake the ring's reader
-// for a record of size bytes just reserved (bpf_ringbuf_reserve already
-// counts it in the ring's unread data). The reader is woken each time the
-// unread data crosses a multiple of wakeup_bytes, not for every record
-// above the mark: a reader that is behind (awake, draining) would
-// otherwise take a forced wake-up (an irq_work) per sample, which made the
-// sampled path cost ~500 ns at 1 in 1. Nothing is lost by waking less: the
-// reader drains the ring before it waits again, so a sleeping reader
-// found it empty and the next crossing wakes it; should two CPUs' records
-// race over the same multiple (each seeing the other's), the next
-// multiple, or the worker's one-second tick, wakes it.
-static __always_inline __u64 wake_flag(void *ring, __u64 size)
-{
-	__u64 avail, rec;
-
-	if (wakeup_bytes == 0)
-		return BPF_RB_FORCE_WAKEUP;
-	// A record takes its 8-byte header plus its size rounded up to 8.
-	rec = BPF_RINGBUF_HDR_SZ + ((size + 7) & ~7ULL);
-	avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-	if (avail < rec)
-		return BPF_RB_FORCE_WAKEUP; // never expected: be safe
-	if (avail / wakeup_bytes != (avail - rec) / wakeup_bytes)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
-}
 
 // emit_sample reserves a record of constant size (the verifier requires a
 // constant reservation size, hence the size classes) in ring, fills the
@@ -373,53 +136,29 @@ static __always_inline int sample_monitor(struct xdp_md *ctx,
 	return XDP_REDIRECT;
 }
 
-// lookup_high returns the config of a port whose ifindex is >= MAX_IFINDEX.
-// It is a separate BPF function (noinline) on purpose: with both lookups in
-// one function clang merges them into one call on a map pointer chosen at
-// run time, which the verifier cannot inline, and the array lookup of every
-// other port becomes a helper call (measured: +18 ns per unsampled frame).
-static __noinline struct port_config *lookup_high(__u32 ifindex)
-{
-	return bpf_map_lookup_elem(&port_configs_high, &ifindex);
-}
-
 // take_sample is the path of a frame whose CPU's skip has run out (or was
 // never drawn): it samples the frame, or (first frame after attach) draws
-// the first skip, then draws the next skip. Kept out of line so the
-// per-packet path stays short. The port's config is read here only.
+// the first skip, then draws the next skip (decide). Kept out of line so
+// the per-packet path stays short. The port's config is read here only.
 static __noinline int take_sample(struct xdp_md *ctx, struct port_counters *c,
 				  __u32 ifindex, __u32 cpu)
 {
-	__u32 rate = c->rate, mode;
-	struct port_config *cfg;
-	__u64 skip;
+	struct port_config *cfg = 0;
+	__u32 rate = 0;
 
-	if (ifindex < MAX_IFINDEX)
-		cfg = bpf_map_lookup_elem(&port_configs, &ifindex);
-	else
-		cfg = lookup_high(ifindex);
+	switch (decide(c, ifindex, &cfg, &rate)) {
+	case DECIDE_SAMPLE:
+		break;
+	case DECIDE_FIRST:
+		if (cfg && cfg->mode == MODE_MONITOR)
+			return XDP_DROP;
+		return XDP_PASS;
+	default:
+		return XDP_PASS; // being configured or detached: no sample
+	}
 	if (!cfg)
 		return XDP_PASS;
-	mode = cfg->mode;
-	if (mode != MODE_INLINE && mode != MODE_MONITOR)
-		return XDP_PASS; // being configured or detached: no sample
-
-	// The next skip is drawn at the port's current rate, which travels in
-	// the next sample's record.
-	c->rate = cfg->sample_mask + 1;
-	skip = draw_skip(cfg->skip_scale);
-	if (!rate && skip) {
-		// First frame of this CPU since the slot was zeroed: it is the
-		// first trial of the first skip.
-		c->skip = skip - 1;
-		return mode == MODE_MONITOR ? XDP_DROP : XDP_PASS;
-	}
-	c->skip = skip;
-	if (!rate)
-		rate = c->rate;
-
-	c->samples++;
-	if (mode == MODE_MONITOR)
+	if (cfg->mode == MODE_MONITOR)
 		return sample_monitor(ctx, c, cfg->xsk_base);
 	sample_inline(ctx, c, ifindex, cpu, cfg->worker, cfg->header_bytes,
 		      rate);

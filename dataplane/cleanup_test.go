@@ -36,7 +36,7 @@ func TestCleanupHelperProcess(t *testing.T) {
 }
 
 func runHelper(role string) error {
-	d, err := Open(Config{Workers: 1, MaxPorts: 2})
+	d, err := Open(Config{Workers: 1, MaxPorts: 2, Hook: HookXDP})
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,9 @@ type Config struct {
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
 	MaxQueues int
+	// Hook is where ports' samplers run (HookAuto by default: TC ingress
+	// on veth, XDP elsewhere). Monitor ports always use XDP.
+	Hook Hook
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Features are the running kernel's features; nil probes them in
@@ -130,8 +133,9 @@ var ErrNotAttached = errors.New("port not attached")
 // port is the state of one attached port.
 type port struct {
 	link link.Link
-	prog *ebpf.Program // the port's own instance of xdp_sampler
-	mode string        // "native" or "generic"
+	prog *ebpf.Program // the port's own instance of xdp_sampler or tc_sampler
+	hook Hook          // HookXDP or HookTC
+	mode string        // AttachNative, AttachGeneric or AttachTCX
 	slot uint32
 	cfg  PortConfig
 }
@@ -147,6 +151,9 @@ type Dataplane struct {
 	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
 	features *Features
+	// tc is the TC sampler's shared part, loaded with the first TC port
+	// (under mu).
+	tc *tcObjects
 
 	cpuSlots int
 	counters *counterPages
@@ -316,6 +323,10 @@ func (d *Dataplane) closeObjects() error {
 		}
 	}
 	d.rings = nil
+	if err := d.tc.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
+	}
+	d.tc = nil
 	if err := d.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing sampler objects: %w", err))
 	}
@@ -421,9 +432,10 @@ func (d *Dataplane) xskBase(slot uint32) uint32 {
 }
 
 // AttachPort starts sampling on ifindex: it writes the port's config, then
-// attaches the sampler with a BPF link in native (driver) mode, falling back
-// to generic (skb) mode, which AttachMode reports. Links are owned by this
-// process: if it dies, the kernel detaches the program.
+// attaches the port's sampler with a BPF link at the hook Config.Hook
+// chooses for it: XDP in native (driver) mode, falling back to generic
+// (skb) mode, or TC ingress (TCX). AttachMode reports which. Links are
+// owned by this process: if it dies, the kernel detaches the program.
 func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
@@ -457,19 +469,16 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	var (
 		l    link.Link
+		prog *ebpf.Program
+		hook Hook
 		mode string
 	)
-	prog, err := d.portProgram(ifindex, slot, pc.Mode)
-	if err == nil {
-		err = d.inNetns(func() error {
-			var err error
-			l, mode, err = attachXDP(prog, ifindex)
-			return err
-		})
-		if err != nil {
-			err = errors.Join(err, prog.Close())
-		}
-	}
+	err := d.inNetns(func() error {
+		hook = d.hookFor(ifindex, pc.Mode)
+		var err error
+		l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
+		return err
+	})
 	if err != nil {
 		if cerr := d.clearConfig(key); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -477,9 +486,9 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
-	d.ports[ifindex] = &port{link: l, prog: prog, mode: mode, slot: slot, cfg: pc}
+	d.ports[ifindex] = &port{link: l, prog: prog, hook: hook, mode: mode, slot: slot, cfg: pc}
 	d.publishSlots()
-	d.log.Info("xdp sampler attached", "ifindex", ifindex, "mode", mode,
+	d.log.Info("sampler attached", "ifindex", ifindex, "hook", hook, "mode", mode,
 		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
 }
@@ -501,7 +510,15 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
 	}
-	if pc.Mode != p.cfg.Mode {
+	if pc.Mode != p.cfg.Mode && p.hook == HookTC {
+		// Only XDP can deliver a monitor port's frames (AF_XDP): the port
+		// moves to an XDP link, attached before the TC link goes. A
+		// monitor port's XDP program drops or redirects every frame, so
+		// none reaches TC ingress and none is counted twice meanwhile.
+		if err := d.moveToXDP(ifindex, p, pc.Mode); err != nil {
+			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+		}
+	} else if pc.Mode != p.cfg.Mode {
 		// The mode is compiled into the port's program (what an unsampled
 		// frame gets): swap in a new instance, atomically (BPF link
 		// update). The config is written after, so a frame that sees the
@@ -612,7 +629,7 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	d.publishSlots()
 	d.counters.zero(p.slot)
 	d.freeSlots = append(d.freeSlots, p.slot)
-	d.log.Info("xdp sampler detached", "ifindex", ifindex, "slot", p.slot)
+	d.log.Info("sampler detached", "ifindex", ifindex, "hook", p.hook, "slot", p.slot)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, err)
 	}
@@ -645,8 +662,8 @@ func (d *Dataplane) clearConfig(key uint32) error {
 // MaxPorts returns how many ports can be attached at the same time.
 func (d *Dataplane) MaxPorts() int { return d.cfg.MaxPorts }
 
-// AttachMode reports how the sampler is attached to ifindex: "native",
-// "generic", or "" when not attached.
+// AttachMode reports how the sampler is attached to ifindex: AttachNative,
+// AttachGeneric (XDP), AttachTCX (TC ingress), or "" when not attached.
 func (d *Dataplane) AttachMode(ifindex int) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -39,8 +39,19 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// openIn opens a Dataplane in the lab's switch namespace; closed at cleanup.
+// openIn opens a Dataplane in the lab's switch namespace; closed at
+// cleanup. Hook auto becomes XDP: most tests are of the XDP sampler; the
+// TC sampler's tests pass HookTC, and TestHookAuto uses openAuto.
 func openIn(t testing.TB, lab *netlab.Lab, cfg Config) *Dataplane {
+	t.Helper()
+	if cfg.Hook == HookAuto {
+		cfg.Hook = HookXDP
+	}
+	return openAuto(t, lab, cfg)
+}
+
+// openAuto is openIn keeping cfg.Hook as given.
+func openAuto(t testing.TB, lab *netlab.Lab, cfg Config) *Dataplane {
 	t.Helper()
 	if _, bench := t.(*testing.B); bench && cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler) // keep benchmark output benchstat-clean

@@ -31,6 +31,7 @@ const (
 	FeatureXSKMap        = "xskmap"
 	FeatureAFXDP         = "af_xdp_need_wakeup"
 	FeatureBTFTracepoint = "tp_btf_kfree_skb"
+	FeatureTCX           = "tcx"
 )
 
 // Feature is one kernel capability the agent uses, and whether the running
@@ -184,6 +185,10 @@ var featureProbes = []featureProbe{
 		UsedFor: "BTF-typed tracepoint skb:kfree_skb (tp_btf), for dropped-packet notifications",
 		Without: "dropped-packet notifications are unavailable; packet sampling and counters are unaffected"},
 		probeBTFTracepoint},
+	{Feature{Name: FeatureTCX, Since: "6.6",
+		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame)",
+		Without: "every port is sampled with XDP; hook tc is refused per port"},
+		probeTCX},
 }
 
 // ProbeFeatures probes the running kernel for every feature the agent

@@ -12,14 +12,21 @@ import (
 // from host 1 to host 2 arrives byte for byte (XDP never alters or takes
 // a frame in inline mode), and every frame is sampled into the ring.
 func TestForwardingUntouched(t *testing.T) {
+	for _, hook := range []Hook{HookXDP, HookTC} {
+		t.Run(hook.String(), func(t *testing.T) { testForwardingUntouched(t, hook) })
+	}
+}
+
+func testForwardingUntouched(t *testing.T, hook Hook) {
 	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 16 << 20})
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 16 << 20, Hook: hook})
 	p1 := portIndex(t, lab, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 256}); err != nil {
 		t.Fatal(err)
 	}
-	if m := d.AttachMode(p1); m != AttachNative {
-		t.Errorf("attach mode %q, want native", m)
+	want := map[Hook]string{HookXDP: AttachNative, HookTC: AttachTCX}[hook]
+	if m := d.AttachMode(p1); m != want {
+		t.Errorf("attach mode %q, want %s", m, want)
 	}
 	c := startCollector(t, d, 0)
 	defer c.stop(t)

@@ -14,10 +14,14 @@ import (
 // equal the kernel's rx_packets delta of p1 exactly, in both delivery
 // modes.
 func TestPoolExact(t *testing.T) {
-	for _, mode := range []Mode{ModeInline, ModeMonitor} {
-		t.Run(mode.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		hook Hook
+		mode Mode
+	}{{HookXDP, ModeInline}, {HookXDP, ModeMonitor}, {HookTC, ModeInline}} {
+		mode := c.mode
+		t.Run(c.hook.String()+"/"+mode.String(), func(t *testing.T) {
 			lab := netlab.New(t, 2)
-			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4})
+			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook})
 			p1 := portIndex(t, lab, 0)
 			if err := d.AttachPort(p1, PortConfig{Rate: 16, Mode: mode, HeaderBytes: 128}); err != nil {
 				t.Fatal(err)
@@ -58,8 +62,14 @@ func TestPoolExact(t *testing.T) {
 // distribution (chi-square goodness of fit, p > 0.001), as sFlow's random
 // skip sampling requires (sflow_version_5.txt section 4.2.1, Appendix B).
 func TestSamplingStatistics(t *testing.T) {
+	for _, hook := range []Hook{HookXDP, HookTC} {
+		t.Run(hook.String(), func(t *testing.T) { testSamplingStatistics(t, hook) })
+	}
+}
+
+func testSamplingStatistics(t *testing.T, hook Hook) {
 	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 8 << 20})
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 8 << 20, Hook: hook})
 	p1 := portIndex(t, lab, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)

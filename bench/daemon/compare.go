@@ -29,12 +29,13 @@ const (
 	techPass = "do-nothing XDP"
 	techPcap = "packet socket + cBPF (pcap)"
 	techTC   = "TCX eBPF + ring (hsflowd epcap)"
-	techSFSD = "sflowswitchd"
+	techSFSD = "sflowswitchd"           // default hook (auto: TC ingress on veth)
+	techSFSX = "sflowswitchd -hook xdp" // the XDP sampler on veth
 )
 
 var (
-	allTechs     = []string{techNone, techPass, techPcap, techTC, techSFSD}
-	samplerTechs = []string{techPcap, techTC, techSFSD}
+	allTechs     = []string{techNone, techPass, techPcap, techTC, techSFSD, techSFSX}
+	samplerTechs = []string{techPcap, techTC, techSFSD, techSFSX}
 )
 
 // compareOpts are the compare subcommand's flags.
@@ -333,7 +334,9 @@ func (c *comparer) start(tech string, rate uint32) (*running, error) {
 		}
 		return c.startBaseline(r, bin, rate)
 	case techSFSD:
-		return c.startDaemon(r, rate)
+		return c.startDaemon(r, rate, "auto")
+	case techSFSX:
+		return c.startDaemon(r, rate, "xdp")
 	}
 	return nil, fmt.Errorf("unknown technique %q", tech)
 }
@@ -398,14 +401,14 @@ func (c *comparer) startBaseline(r *running, bin string, rate uint32) (*running,
 	return r, nil
 }
 
-func (c *comparer) startDaemon(r *running, rate uint32) (*running, error) {
-	logf, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("daemon-%d.log", rate)))
+func (c *comparer) startDaemon(r *running, rate uint32, hook string) (*running, error) {
+	logf, err := os.Create(filepath.Join(c.dir, fmt.Sprintf("daemon-%s-%d.log", hook, rate)))
 	if err != nil {
 		return nil, err
 	}
 	cmd := command(c.ctx, c.lab.sw(), c.o.bin, "-collector", collectorAddr+":6343",
 		"-sampling", fmt.Sprint(rate), "-polling", "0", "-ports", "p1",
-		"-metrics", metricsAddr, "-log-level", "warn")
+		"-metrics", metricsAddr, "-log-level", "warn", "-hook", hook)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -418,12 +421,16 @@ func (c *comparer) startDaemon(r *running, rate uint32) (*running, error) {
 		return nil, fmt.Errorf("daemon not sampling: %w; log:\n%s", err, b)
 	}
 	r.pid = cmd.Process.Pid
+	// The port's program, wherever the hook put it: XDP, or TCX ingress
+	// (hook auto on veth).
 	id, err := xdpProgIDIn(c.lab.sw(), "p1")
-	if err == nil {
+	if err == nil && id != 0 {
 		var p *ebpf.Program
 		if p, err = ebpf.NewProgramFromID(ebpf.ProgramID(id)); err == nil {
 			r.progs = []*ebpf.Program{p}
 		}
+	} else {
+		r.progs, err = tcxPrograms(c.lab.sw(), c.p1)
 	}
 	if err != nil {
 		stopProc(cmd)

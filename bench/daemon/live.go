@@ -179,7 +179,8 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 	}
 	defer s.close()
 
-	dp, err := dataplane.Open(dataplane.Config{Workers: f.workers, RingBytes: f.ringBytes})
+	// The XDP sampler: -source testrun runs it with BPF_PROG_TEST_RUN.
+	dp, err := dataplane.Open(dataplane.Config{Workers: f.workers, RingBytes: f.ringBytes, Hook: dataplane.HookXDP})
 	if err != nil {
 		return err
 	}

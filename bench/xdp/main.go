@@ -243,7 +243,7 @@ func (b *bench) setup() error {
 	}
 	err = netnsutil.DoNamed(b.lab.sw, func() error {
 		var err error
-		b.dp, err = dataplane.Open(dataplane.Config{Workers: 1})
+		b.dp, err = dataplane.Open(dataplane.Config{Workers: 1, Hook: dataplane.HookXDP}) // this bench measures the XDP sampler
 		return err
 	})
 	if err != nil {

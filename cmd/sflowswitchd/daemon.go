@@ -190,9 +190,13 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Logger: log})
+	hook, err := dataplane.ParseHook(s.Hook)
 	if err != nil {
-		return nil, fmt.Errorf("loading the XDP sampler: %w", err)
+		return nil, err // validated with the settings: not expected
+	}
+	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("loading the sampler: %w", err)
 	}
 	featurereport.Log(log, dp.Features())
 	d := &daemon{
@@ -508,6 +512,10 @@ func (d *daemon) reload(s config.Settings) {
 	if s.MaxPorts != old.MaxPorts {
 		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
 		s.MaxPorts = old.MaxPorts
+	}
+	if s.Hook != old.Hook {
+		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
+		s.Hook = old.Hook
 	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")

@@ -116,6 +116,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"state-dir":              "/var/lib/elsewhere",
 		"hsflowd-conf":           representativeHsflowd,
 		"max-ports":              "300",
+		"hook":                   "xdp",
 		"drops":                  "off",
 		"drops-limit":            "7",
 		"drops-header-bytes":     "64",

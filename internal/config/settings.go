@@ -99,6 +99,10 @@ type Settings struct {
 	// dataplane's port slots, reserved at start-up). Ports beyond it are
 	// reported (log, metric, rate 0 in the MIB) and not sampled.
 	MaxPorts int `toml:"max_ports"`
+	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
+	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
+	// always sampled with XDP.
+	Hook string `toml:"hook"`
 	// Drops turns dropped-packet notifications on or off ("on", "off").
 	Drops string `toml:"drops"`
 	// DropsLimit is the drop notifications per second (0: count drops,
@@ -151,6 +155,7 @@ func Defaults() Settings {
 		SNMPInstances:        DefaultSNMPInstances,
 		StateDir:             DefaultStateDir,
 		MaxPorts:             DefaultMaxPorts,
+		Hook:                 "auto",
 		Drops:                "on",
 		DropsLimit:           dataplane.DefaultDropLimit,
 		DropsHeaderBytes:     dataplane.DefaultDropHeaderBytes,
@@ -334,6 +339,9 @@ func (s *Settings) Validate() error {
 	}
 	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
 		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if _, err := dataplane.ParseHook(s.Hook); err != nil {
+		errs = append(errs, err)
 	}
 	if s.Drops != "on" && s.Drops != "off" {
 		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))

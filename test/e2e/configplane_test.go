@@ -53,7 +53,7 @@ func TestPortSelectionTypo(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // a wrongly applied reload would detach p1 by now
-	if !xdpAttached(t, lab, "p1") {
+	if !samplerAttached(t, lab, "p1") {
 		t.Fatalf("p1 no longer sampled after a refused reload\n%s", d.log())
 	}
 	lab.SendFrames(t, 0, testFrames(lab, 0, 1, 1, 20))

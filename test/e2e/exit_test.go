@@ -33,9 +33,9 @@ func TestExit(t *testing.T) {
 			// are closed, which may trail the exit status slightly.
 			deadline := time.Now().Add(2 * time.Second)
 			for _, l := range links {
-				for xdpAttached(t, lab, l) {
+				for samplerAttached(t, lab, l) {
 					if time.Now().After(deadline) {
-						t.Errorf("XDP program still attached to %s after %s", l, c.name)
+						t.Errorf("sampler still attached to %s after %s", l, c.name)
 						break
 					}
 					time.Sleep(20 * time.Millisecond)

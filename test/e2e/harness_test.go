@@ -22,6 +22,8 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -104,7 +106,7 @@ func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
 	}
 }
 
-// waitReady waits until the daemon has attached XDP to every port in
+// waitReady waits until the daemon has attached a sampler to every port in
 // ports and reports them in its metrics, then one more worker tick: a
 // worker picks up a new configuration between ring reads, which wait at
 // most until its next 1 s tick. Frames sent earlier could be counted in the
@@ -115,8 +117,8 @@ func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
 	for {
 		missing := ""
 		for _, p := range ports {
-			if !xdpAttached(t, lab, p) {
-				missing = p + " (no XDP)"
+			if !samplerAttached(t, lab, p) {
+				missing = p + " (no sampler attached)"
 				break
 			}
 		}
@@ -154,9 +156,11 @@ func inNS(ns string, fn func(h *netlink.Handle) error) error {
 	return fn(h)
 }
 
-// xdpAttached reports whether an XDP program is attached to link name in
-// the switch namespace (false if the link is gone).
-func xdpAttached(t *testing.T, lab *netlab.Lab, name string) bool {
+// samplerAttached reports whether a sampler is attached to link name in the
+// switch namespace, at either hook (false if the link is gone): an XDP
+// program, or a program at its TCX ingress (the daemon's default hook on
+// veth ports; dataplane.HookAuto).
+func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
 	t.Helper()
 	attached := false
 	err := inNS(lab.Switch, func(h *netlink.Handle) error {
@@ -170,12 +174,34 @@ func xdpAttached(t *testing.T, lab *netlab.Lab, name string) bool {
 		}
 		x := l.Attrs().Xdp
 		attached = x != nil && (x.Attached || x.ProgId != 0)
-		return nil
+		if !attached {
+			attached, err = tcxAttached(lab, l.Attrs().Index)
+		}
+		return err
 	})
 	if err != nil {
-		t.Fatalf("XDP state of %s: %v", name, err)
+		t.Fatalf("sampler state of %s: %v", name, err)
 	}
 	return attached
+}
+
+// tcxAttached asks the kernel (BPF_PROG_QUERY) whether a program is
+// attached at TCX ingress of ifindex in the switch namespace. A link gone
+// meanwhile is not attached.
+func tcxAttached(lab *netlab.Lab, ifindex int) (bool, error) {
+	n := 0
+	err := lab.Do(lab.Switch, func() error {
+		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+		if errors.Is(err, unix.ENODEV) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("querying TCX ingress of ifindex %d: %w", ifindex, err)
+		}
+		n = len(r.Programs)
+		return nil
+	})
+	return n > 0, err
 }
 
 // metrics is a parsed Prometheus text exposition.

@@ -48,8 +48,8 @@ func TestHotplug(t *testing.T) {
 	if sampledAfter > 2*time.Second {
 		t.Errorf("hot-plugged %s first sampled %v after it was added, want within 2 s", port, sampledAfter)
 	}
-	if !xdpAttached(t, lab, port) {
-		t.Errorf("no XDP program on hot-plugged %s", port)
+	if !samplerAttached(t, lab, port) {
+		t.Errorf("no sampler on hot-plugged %s", port)
 	}
 	ds := sflow.DataSource{Type: sflow.SourceIfIndex, Index: idx}
 	col.waitFor(t, 3*time.Second, "a counter sample of the hot-plugged port", func(dgs []datagram) bool {

@@ -45,8 +45,8 @@ func TestPortSlotsExhausted(t *testing.T) {
 	if !strings.Contains(d.log(), "port not sampled") || !strings.Contains(d.log(), "p3") {
 		t.Errorf("no log line naming p3 as not sampled\n%s", d.log())
 	}
-	if xdpAttached(t, lab, "p3") {
-		t.Errorf("XDP attached to p3 although every slot is in use")
+	if samplerAttached(t, lab, "p3") {
+		t.Errorf("sampler attached to p3 although every slot is in use")
 	}
 	// The others sample.
 	p2 := uint32(lab.LinkIndex(lab.Switch, "p2"))

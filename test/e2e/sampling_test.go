@@ -22,22 +22,29 @@ const collectorPort = 6343
 // tshark read the same samples, rates and pools as our decoder.
 func TestSampling(t *testing.T) {
 	lab := newLab(t, 2)
-	for _, c := range []struct{ n, k int }{
-		{1, 20000},
-		{10, 20000},
-		{100, 200000},
-		{1000, 1000000},
+	// The default hook samples these veth ports at TC ingress; the XDP
+	// sampler runs the same cases at two rates (-hook xdp).
+	for _, c := range []struct {
+		n, k int
+		hook string
+	}{
+		{1, 20000, "auto"},
+		{10, 20000, "auto"},
+		{100, 200000, "auto"},
+		{1000, 1000000, "auto"},
+		{1, 20000, "xdp"},
+		{100, 200000, "xdp"},
 	} {
-		t.Run(fmt.Sprintf("N=%d", c.n), func(t *testing.T) { samplingCase(t, lab, c.n, c.k) })
+		t.Run(fmt.Sprintf("hook=%s/N=%d", c.hook, c.n), func(t *testing.T) { samplingCase(t, lab, c.n, c.k, c.hook) })
 	}
 }
 
-func samplingCase(t *testing.T, lab *netlab.Lab, n, k int) {
+func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listen(t, lab, collectorPort)
 	before := lab.RxPackets(t, lab.Switch, "p1")
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", strconv.Itoa(n), "-ports", "p1,p2", "-polling", "0")
+		"-sampling", strconv.Itoa(n), "-ports", "p1,p2", "-polling", "0", "-hook", hook)
 	d.waitReady(t, lab, "p1", "p2")
 	if rx := lab.RxPackets(t, lab.Switch, "p1"); rx != before {
 		t.Fatalf("p1 received %d frames nobody sent while the daemon started", rx-before)

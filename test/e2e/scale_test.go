@@ -39,8 +39,8 @@ func TestScalePorts(t *testing.T) {
 		t.Errorf("ports reported as failed:\n%s", strings.Join(m, "\n"))
 	}
 	for _, i := range []int{1, 150, n} {
-		if !xdpAttached(t, lab, fmt.Sprintf("s%d", i)) {
-			t.Errorf("no XDP program on s%d", i)
+		if !samplerAttached(t, lab, fmt.Sprintf("s%d", i)) {
+			t.Errorf("no sampler on s%d", i)
 		}
 	}
 	mac := func(i int) net.HardwareAddr { return net.HardwareAddr{0x02, 0, 0, 0x0a, byte(i >> 8), byte(i)} }

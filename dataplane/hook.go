@@ -1,0 +1,80 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Hook is where in the kernel's receive path a port's sampler runs.
+type Hook uint8
+
+const (
+	// HookAuto picks per port: TC for veth devices (see HookTC), XDP for
+	// every other device and for monitor ports. The zero Hook.
+	HookAuto Hook = iota
+	// HookXDP runs the sampler as an XDP program: native (driver) mode,
+	// or generic (skb) mode when the driver has no native XDP. The
+	// cheapest hook on a NIC with native XDP: the frame is sampled before
+	// the kernel allocates an skb for it.
+	HookXDP
+	// HookTC runs the sampler at TC ingress (TCX, Linux 6.6): after the
+	// skb exists, before the bridge, routing or any TC program of others.
+	// On veth, XDP costs a copy of every frame (veth_convert_skb_to_xdp_buff
+	// copies an skb without XDP_PACKET_HEADROOM into a page before the
+	// program runs) and moves receive onto the device's NAPI ring; at TC
+	// ingress neither happens (bench/README.md, "Hooks on veth"). Inline
+	// delivery only: a monitor port always uses XDP (AF_XDP needs it).
+	// The pool counts skbs as the stack sees them: on a device with GRO
+	// enabled a merged packet counts once, so HookTC is for devices
+	// without GRO (veth by default), which HookAuto respects.
+	HookTC
+)
+
+// String returns "auto", "xdp" or "tc".
+func (h Hook) String() string {
+	switch h {
+	case HookAuto:
+		return "auto"
+	case HookXDP:
+		return "xdp"
+	case HookTC:
+		return "tc"
+	}
+	return fmt.Sprintf("Hook(%d)", uint8(h))
+}
+
+// ParseHook parses "auto", "xdp" or "tc".
+func ParseHook(s string) (Hook, error) {
+	for _, h := range []Hook{HookAuto, HookXDP, HookTC} {
+		if s == h.String() {
+			return h, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sampler hook %q (want auto, xdp or tc)", s)
+}
+
+// hookFor resolves the configured hook for a port in mode m: monitor
+// ports are XDP; under HookAuto, veth ports are TC when the kernel has
+// TCX. Runs in the port's netns.
+func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
+	if m == ModeMonitor {
+		return HookXDP
+	}
+	switch d.cfg.Hook {
+	case HookXDP, HookTC:
+		return d.cfg.Hook
+	}
+	if !d.features.Has(FeatureTCX) {
+		return HookXDP
+	}
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		// Attaching will fail with a clearer error.
+		return HookXDP
+	}
+	if l.Type() == "veth" {
+		return HookTC
+	}
+	return HookXDP
+}

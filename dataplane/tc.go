@@ -1,0 +1,218 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+)
+
+// AttachTCX is the attach mode AttachMode reports for a port sampled at
+// TC ingress through a TCX link.
+const AttachTCX = "tcx"
+
+// tcObjects is the TC sampler's shared part (bpf/tc_sampler.c), loaded on
+// the first TC port: tc_take_sample and the program array that port
+// programs tail-call it through. Every other map is the XDP sampler's
+// (counters, configs, rings, hand-over), so a port's counters and samples
+// are the same whichever hook it uses.
+type tcObjects struct {
+	spec      *ebpf.CollectionSpec
+	take      *ebpf.Program
+	takeProgs *ebpf.Map
+}
+
+// sharedMaps are the XDP sampler's maps that the TC programs use.
+func (d *Dataplane) sharedMaps() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		bpf.TcSamplerMapCounters:        d.objs.Counters,
+		bpf.TcSamplerMapPortConfigs:     d.objs.PortConfigs,
+		bpf.TcSamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
+		bpf.TcSamplerMapRings:           d.objs.Rings,
+		bpf.TcSamplerMapSampleHands:     d.objs.SampleHands,
+	}
+}
+
+// loadTC loads the TC sampler's shared part once. Called with mu held.
+func (d *Dataplane) loadTC() (*tcObjects, error) {
+	if d.tc != nil {
+		return d.tc, nil
+	}
+	if err := d.features.need(FeatureTCX); err != nil {
+		return nil, fmt.Errorf("TC hook unavailable: %w", err)
+	}
+	spec, err := bpf.LoadTcSampler()
+	if err != nil {
+		return nil, fmt.Errorf("loading TC sampler spec: %w", err)
+	}
+	if err := spec.Variables[bpf.TcSamplerVarCpuSlots].Set(uint32(d.cpuSlots)); err != nil {
+		return nil, fmt.Errorf("TC sampler: setting cpu_slots: %w", err)
+	}
+	if err := spec.Variables[bpf.TcSamplerVarWakeupBytes].Set(uint64(d.cfg.WakeupBytes)); err != nil {
+		return nil, fmt.Errorf("TC sampler: setting wakeup_bytes: %w", err)
+	}
+	// The shared maps exist already (the XDP sampler's): their specs
+	// here must match them as sized at load, or the replacement is
+	// refused.
+	for name := range d.sharedMaps() {
+		spec.Maps[name] = d.spec.Maps[name].Copy()
+	}
+	var o struct {
+		Take      *ebpf.Program `ebpf:"tc_take_sample"`
+		TakeProgs *ebpf.Map     `ebpf:"take_progs_tc"`
+	}
+	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.sharedMaps()}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading TC sampler: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading TC sampler: %w", err)
+	}
+	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
+		return nil, errors.Join(fmt.Errorf("installing tc_take_sample: %w", err), o.Take.Close(), o.TakeProgs.Close())
+	}
+	d.tc = &tcObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs}
+	return d.tc, nil
+}
+
+// close unloads the TC sampler's shared part.
+func (t *tcObjects) close() error {
+	if t == nil {
+		return nil
+	}
+	return errors.Join(t.take.Close(), t.takeProgs.Close())
+}
+
+// portProgramTC loads the port's own instance of tc_sampler, with its
+// counter slot and ifindex patched in as for xdp_sampler (portProgram).
+func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, error) {
+	tc, err := d.loadTC()
+	if err != nil {
+		return nil, err
+	}
+	spec := tc.spec.Copy()
+	insns := spec.Programs[bpf.TcSamplerProgTcSampler].Instructions
+	for _, p := range []struct{ magic, v uint64 }{
+		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
+		{immIfIndex, uint64(ifindex)},
+	} {
+		if err := patchImm(insns, p.magic, p.v); err != nil {
+			return nil, err
+		}
+	}
+	var o struct {
+		Prog *ebpf.Program `ebpf:"tc_sampler"`
+	}
+	err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+		bpf.TcSamplerMapCounters:    d.objs.Counters,
+		bpf.TcSamplerMapSampleHands: d.objs.SampleHands,
+		bpf.TcSamplerMapTakeProgsTc: tc.takeProgs,
+	}})
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("loading the port's TC sampler: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading the port's TC sampler: %w", err)
+	}
+	return o.Prog, nil
+}
+
+// attachTC attaches prog at TC ingress of ifindex with a TCX link, first
+// in the chain so that the pool counts every frame received, before any
+// other TC program can drop it. Must run in the port's netns. Like XDP
+// links, the attachment dies with the process.
+func attachTC(prog *ebpf.Program, ifindex int) (link.Link, error) {
+	l, err := link.AttachTCX(link.TCXOptions{
+		Interface: ifindex,
+		Program:   prog,
+		Attach:    ebpf.AttachTCXIngress,
+		Anchor:    link.Head(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attaching TCX ingress: %w", err)
+	}
+	return l, nil
+}
+
+// probeTCX asks the kernel to create a TCX link for a device that cannot
+// exist: a kernel with TCX (Linux 6.6) answers ENODEV, an older one
+// refuses the attach type. Nothing is attached anywhere.
+func probeTCX() error {
+	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Type:         ebpf.SchedCLS,
+		License:      "Dual BSD/GPL",
+		Instructions: retZero,
+	}, ebpf.ProgramOptions{LogDisabled: true})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p, Attach: ebpf.AttachTCXIngress})
+	switch {
+	case err == nil:
+		return errors.Join(errors.New("TCX probe attached to an ifindex that should not exist"), l.Close())
+	case errors.Is(err, unix.ENODEV):
+		return nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("TCX links: %w", ebpf.ErrNotSupported)
+	}
+	return err
+}
+
+// attachHook loads the port's program for hook and attaches it: the link,
+// the program and the attach mode (AttachNative, AttachGeneric or
+// AttachTCX). Must run in the port's netns; called with mu held.
+func (d *Dataplane) attachHook(hook Hook, ifindex int, slot uint32, m Mode) (link.Link, *ebpf.Program, string, error) {
+	if hook == HookTC {
+		prog, err := d.portProgramTC(ifindex, slot)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		l, err := attachTC(prog, ifindex)
+		if err != nil {
+			return nil, nil, "", errors.Join(err, prog.Close())
+		}
+		return l, prog, AttachTCX, nil
+	}
+	prog, err := d.portProgram(ifindex, slot, m)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	l, mode, err := attachXDP(prog, ifindex)
+	if err != nil {
+		return nil, nil, "", errors.Join(err, prog.Close())
+	}
+	return l, prog, mode, nil
+}
+
+// moveToXDP re-attaches a TC port with XDP for mode m (a port becoming a
+// monitor port): the XDP link first, then the TC link goes. The counter
+// slot, and so the port's counters, stay. Called with mu held.
+func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
+	var (
+		l    link.Link
+		prog *ebpf.Program
+		mode string
+	)
+	err := d.inNetns(func() error {
+		var err error
+		l, prog, mode, err = d.attachHook(HookXDP, ifindex, p.slot, m)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	errs := []error{p.link.Close(), p.prog.Close()}
+	p.link, p.prog, p.hook, p.mode = l, prog, HookXDP, mode
+	d.log.Info("sampler moved from TC to XDP", "ifindex", ifindex, "mode", mode, "delivery", m)
+	if err := errors.Join(errs...); err != nil {
+		d.log.Warn("closing the port's TC link", "ifindex", ifindex, "err", err)
+	}
+	return nil
+}
