@@ -105,3 +105,12 @@ func TestAttribute(t *testing.T) {
 		}
 	}
 }
+
+func TestStddev(t *testing.T) {
+	if got := stddev([]float64{2, 4, 4, 4, 5, 5, 7, 9}); got < 2.138 || got > 2.139 {
+		t.Errorf("stddev = %v, want 2.1381 (sample standard deviation)", got)
+	}
+	if got := stddev([]float64{3}); got != 0 {
+		t.Errorf("stddev of one value = %v, want 0", got)
+	}
+}
