@@ -556,7 +556,9 @@ func (b *bench) profileReport(confs []config, res map[string][]profResult, perio
 			d := diffs(f.prog, pass.prog)
 			dProg = spread(d)
 			sdProg = fmt.Sprintf("%.2f", median(quadrature(f.sProg, pass.sProg)))
-			sdRounds = fmt.Sprintf("%.2f", stddev(d))
+			if len(d) > 1 {
+				sdRounds = fmt.Sprintf("%.2f", stddev(d))
+			}
 			dBoth = spread(diffs(f.both, pass.both))
 		}
 		if c.port != nil {
