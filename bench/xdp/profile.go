@@ -356,6 +356,29 @@ func (pr *perfRun) cleanup() {
 	}
 }
 
+// saveJited writes p's JIT image to dir/prog.jited and its load address
+// and name to dir/prog.addr (for reading the hot offsets of a kept
+// recording; perf script -F ip,sym,symoff gives them).
+func saveJited(p *ebpf.Program, dir string) error {
+	info, err := p.Info()
+	if err != nil {
+		return fmt.Errorf("program info: %w", err)
+	}
+	insns, ok := info.JitedInsns()
+	addrs, ok2 := info.JitedKsymAddrs()
+	if !ok || !ok2 || len(addrs) == 0 {
+		return fmt.Errorf("program %s: JIT image not available", info.Name)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prog.jited"), insns, 0o600); err != nil {
+		return fmt.Errorf("saving JIT image: %w", err)
+	}
+	addr := fmt.Sprintf("%#x %s\n", addrs[0], info.Name)
+	if err := os.WriteFile(filepath.Join(dir, "prog.addr"), []byte(addr), 0o600); err != nil {
+		return fmt.Errorf("saving JIT address: %w", err)
+	}
+	return nil
+}
+
 // bpfStatsEnabled reads kernel.bpf_stats_enabled, which reads 1 while any
 // BPF_ENABLE_STATS descriptor is held or the sysctl is set.
 func bpfStatsEnabled() (bool, error) {
@@ -495,6 +518,11 @@ func (b *bench) profileTrial(c config, readRx func() (uint64, error), period uin
 		}
 		if err == nil {
 			r.c, err = pr.count(b.o.perf, prog, period)
+		}
+		if b.o.profKeep && err == nil {
+			// perf (here) cannot annotate BPF; keep the JIT image for
+			// objdump -D -b binary -m i386:x86-64 --adjust-vma=<addr>.
+			err = saveJited(c.prog(b), pr.dir)
 		}
 		if b.o.profKeep {
 			pr.dir, pr.kept = "", pr.dir // cleanup leaves the recording
