@@ -2,9 +2,13 @@
 # xdp.sh — dataplane (XDP) benchmarks (issue 3): per-packet cost of the XDP
 # sampler from the kernel's BPF run-time statistics, bridge forwarding rate
 # with and without the sampler, and samples/s into user space (ring buffer
-# and AF_XDP). Runs `go run ./bench/xdp` (see bench/xdp/main.go) as root in
+# and AF_XDP). Parts (-parts, default frames,testrun,delivery): frames
+# (live frames, bpf_stats), testrun (BPF_PROG_TEST_RUN), delivery
+# (samples/s), profile (live frames with bpf_stats off, cost from `perf
+# record -a -g` samples; needs perf, Debian package linux-perf; not in the
+# default set). Runs `go run ./bench/xdp` (see bench/xdp/main.go) as root in
 # a namespace lab of its own; prints Markdown. Results: bench/README.md,
-# section "Dataplane (XDP) — issue 3".
+# sections "Dataplane (XDP) — issue 3" and "Issue 11".
 #
 # Self-cleaning: the lab (lab/lab.sh down PREFIX) is removed and
 # kernel.bpf_stats_enabled is put back to its previous value on every exit,

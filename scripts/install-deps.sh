@@ -16,6 +16,7 @@ declare -A need=(
 	[snmpget]=snmp
 	[tshark]=tshark
 	[python3]=python3
+	[perf]=linux-perf # bench/xdp.sh -parts profile only
 )
 missing=()
 for cmd in "${!need[@]}"; do

@@ -20,6 +20,11 @@
 //	          ring buffer path (inline, rate 1) and the AF_XDP path
 //	          (monitor, rate 1), sources paced at a ladder of rates plus
 //	          an unpaced run ("max"), drops counted.
+//	profile   the frames part's stream and configurations with BPF
+//	          run-time statistics off: perf record samples every CPU
+//	          during each trial and the samples in the program (and in
+//	          the XDP dispatcher) per frame give its ns/frame without
+//	          bpf_stats' two clock reads per run (profile.go). Runs last.
 //
 // BPF run-time statistics are switched on with BPF_ENABLE_STATS (a file
 // descriptor the kernel counts as one user of the stats; they stop when
@@ -62,6 +67,10 @@ type options struct {
 	rates      []float64 // 0 = unpaced
 	rateTrial  time.Duration
 	rateRounds int
+	profTrial  time.Duration
+	profFreq   float64
+	perf       string
+	profKeep   bool
 }
 
 func main() {
@@ -84,11 +93,18 @@ func parseFlags() (options, error) {
 	flag.StringVar(&rates, "rates", "50k,100k,200k,300k,500k,750k,1M,2M,max", "paced source rates of the delivery part (frames/s; max = unpaced)")
 	flag.DurationVar(&o.rateTrial, "rate-trial", 2*time.Second, "duration per delivery trial")
 	flag.IntVar(&o.rateRounds, "rate-rounds", 3, "rounds of the delivery part")
+	flag.DurationVar(&o.profTrial, "profile-trial", 10*time.Second, "measurement window per profile trial")
+	// 4 kHz, not more: at 20 kHz the sampling interrupts (VM exits here) cost
+	// a third of the forwarding rate and the trial-to-trial noise grew
+	// from ~2 to ~10 ns/frame (bench/README.md, issue 11 profile runs).
+	flag.Float64Var(&o.profFreq, "profile-freq", 4000, "profile part: samples per second per CPU (cpu-clock period = 1e9/freq ns)")
+	flag.StringVar(&o.perf, "perf", "perf", "perf(1) executable for the profile part")
+	flag.BoolVar(&o.profKeep, "profile-keep", false, "keep the profile part's perf recordings (paths printed on stderr)")
 	flag.Parse()
 	o.parts = make(map[string]bool)
 	for _, p := range strings.Split(parts, ",") {
 		switch p {
-		case "frames", "testrun", "delivery":
+		case "frames", "testrun", "delivery", "profile":
 			o.parts[p] = true
 		default:
 			return o, fmt.Errorf("unknown part %q", p)
@@ -103,6 +119,9 @@ func parseFlags() (options, error) {
 	}
 	if o.rounds < 1 || o.rateRounds < 1 || o.repeat < 1 || o.repeat > 1<<31 {
 		return o, fmt.Errorf("rounds, rate-rounds and repeat must be >= 1")
+	}
+	if o.profFreq < 1 || o.profFreq > 1e5 {
+		return o, fmt.Errorf("profile-freq must be in 1..100000")
 	}
 	return o, nil
 }
@@ -137,6 +156,7 @@ type bench struct {
 	sampler *ebpf.Program // the Dataplane's xdp_sampler (by program ID)
 	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
 	out     io.Writer
+	stats   io.Closer // BPF_ENABLE_STATS descriptor; nil when off
 }
 
 func run() error {
@@ -150,11 +170,13 @@ func run() error {
 	if runtime.NumCPU() < 2 {
 		return fmt.Errorf("needs 2 CPUs (source and receiver pinned apart), have %d", runtime.NumCPU())
 	}
-	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-	if err != nil {
-		return fmt.Errorf("enabling BPF run-time stats: %w", err)
+	// The profile part needs the stats off; it closes them itself.
+	var stats io.Closer
+	if o.parts["frames"] || o.parts["testrun"] || o.parts["delivery"] {
+		if stats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
+			return fmt.Errorf("enabling BPF run-time stats: %w", err)
+		}
 	}
-	defer stats.Close()
 
 	l, err := newLab(o.script, o.prefix, 2)
 	if err != nil {
@@ -173,7 +195,7 @@ func run() error {
 		fmt.Fprintln(os.Stderr, "xdp bench: interrupted by", s)
 		os.Exit(1)
 	}()
-	b := &bench{o: o, lab: l, out: os.Stdout}
+	b := &bench{o: o, lab: l, out: os.Stdout, stats: stats}
 	err = b.runParts()
 	if cerr := b.close(); cerr != nil && err == nil {
 		err = cerr
@@ -202,6 +224,11 @@ func (b *bench) runParts() error {
 	if b.o.parts["delivery"] {
 		if err := b.delivery(); err != nil {
 			return fmt.Errorf("delivery: %w", err)
+		}
+	}
+	if b.o.parts["profile"] {
+		if err := b.profile(); err != nil {
+			return fmt.Errorf("profile: %w", err)
 		}
 	}
 	return nil
@@ -309,6 +336,9 @@ func (b *bench) close() error {
 	}
 	if b.dp != nil {
 		errs = append(errs, b.dp.Close())
+	}
+	if b.stats != nil {
+		errs = append(errs, b.stats.Close())
 	}
 	for _, e := range errs {
 		if e != nil {

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseRate(t *testing.T) {
 	for _, c := range []struct {
@@ -46,5 +49,68 @@ func TestRatiosDiffsPairByRound(t *testing.T) {
 	d := diffs(a, b[:2])
 	if len(d) != 2 || d[0] != 1 || d[1] != 6 {
 		t.Errorf("diffs = %v, want [1 6]", d)
+	}
+}
+
+// perfScript is `perf script -F period,ip,sym` output of a call-graph
+// recording (captured on this machine, trimmed): a sample in the attached
+// xdp_floor, one in a helper called by it, one in the dispatcher, one in
+// another program of the same name at another address, one idle.
+const perfScript = `     50000 
+	ffffffffc0025f3e bpf_prog_b05fc46bfe36e060_xdp_floor
+	ffffffff81dbbecf veth_xdp_rcv_skb
+	ffffffff81dbcd19 veth_xdp_rcv
+
+     50000 
+	ffffffff8152d25d bpf_get_prandom_u32
+	ffffffffc0025f24 bpf_prog_b05fc46bfe36e060_xdp_floor
+	ffffffff81dbbecf veth_xdp_rcv_skb
+
+     50000 
+	ffffffffc0026187 bpf_dispatcher_xdp
+	ffffffff81dbbecf veth_xdp_rcv_skb
+
+     50000 
+	ffffffffc0031f3e bpf_prog_b05fc46bfe36e060_xdp_floor
+	ffffffff81dbbecf veth_xdp_rcv_skb
+
+     50000 
+	ffffffff821f2c2b pv_native_safe_halt
+	ffffffff821f4735 default_idle
+
+`
+
+func TestAttribute(t *testing.T) {
+	prog := []ipRange{{0xffffffffc0025ee0, 0xffffffffc0025f80}, {0xffffffffc0027000, 0xffffffffc0027100}}
+	c, err := attribute(strings.NewReader(perfScript+"PERF_RECORD_LOST lost 3\n"), prog, 50000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := profileCount{samples: 5, prog: 2, disp: 1, lost: 1}
+	if c != want {
+		t.Errorf("attribute = %+v, want %+v", c, want)
+	}
+	// The last sample needs no trailing blank line.
+	c, err = attribute(strings.NewReader(strings.TrimRight(perfScript, "\n")), prog[:1], 50000)
+	if err != nil || c.samples != 5 || c.prog != 2 {
+		t.Errorf("attribute without final blank line = %+v, %v", c, err)
+	}
+	for _, bad := range []string{
+		perfScript + "     40000 \n\tffffffffc0025f3e x\n", // other period
+		"\tffffffffc0025f3e x\n",                           // frame before any header
+		"     50000 \n\tzz x\n",                            // bad IP
+	} {
+		if _, err := attribute(strings.NewReader(bad), prog, 50000); err == nil {
+			t.Errorf("attribute(%q) accepted bad input", bad)
+		}
+	}
+}
+
+func TestStddev(t *testing.T) {
+	if got := stddev([]float64{2, 4, 4, 4, 5, 5, 7, 9}); got < 2.138 || got > 2.139 {
+		t.Errorf("stddev = %v, want 2.1381 (sample standard deviation)", got)
+	}
+	if got := stddev([]float64{3}); got != 0 {
+		t.Errorf("stddev of one value = %v, want 0", got)
 	}
 }
