@@ -45,6 +45,7 @@ type compareOpts struct {
 	rounds              int
 	window, warmup      time.Duration
 	statsWindow         time.Duration
+	drops               string
 	idle                time.Duration
 	poolFrames          int
 	poolRate            uint32
@@ -120,6 +121,7 @@ type results struct {
 	Start  time.Time    `json:"start"`
 	Load   []string     `json:"load"`
 	Opts   string       `json:"opts"`
+	Drops  string       `json:"drops"` // sflowswitchd's -drops
 	Trials []trial      `json:"trials"`
 	Idle   []techIdle   `json:"idle"`
 	Pools  []poolResult `json:"pools"`
@@ -136,6 +138,7 @@ func parseCompare(args []string) (compareOpts, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds; every round runs each technique once per rate, order rotated")
 	fs.DurationVar(&o.window, "window", 2*time.Second, "measurement window per trial (samples are counted at the collector over the window shifted by up to 1.3 s)")
 	fs.DurationVar(&o.warmup, "warmup", 700*time.Millisecond, "wait after a technique is ready before measuring")
+	fs.StringVar(&o.drops, "drops", "off", "sflowswitchd's dropped-packet notifications (-drops on|off): off compares the sampling techniques alone (the lab's sink drops every frame, and the drop watcher is a tracepoint program run for every drop in the kernel; its cost is measured by bench/drops)")
 	fs.DurationVar(&o.statsWindow, "stats-window", time.Second, "window after each trial with BPF run-time statistics on, for the kernel ns per packet (off in the main window)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "idle CPU window per sampling technique (no traffic)")
 	fs.IntVar(&o.poolFrames, "pool-frames", 100000, "frames sent per sample_pool accuracy trial")
@@ -215,7 +218,7 @@ func runCompare(ctx context.Context, args []string) error {
 	}
 	defer c.close()
 
-	res := &results{Start: time.Now().UTC(), Opts: strings.Join(args, " ")}
+	res := &results{Start: time.Now().UTC(), Opts: strings.Join(args, " "), Drops: o.drops}
 	res.Load = append(res.Load, loadAvg())
 	if err := c.idlePhase(res); err != nil {
 		return fmt.Errorf("idle phase: %w", err)
@@ -408,7 +411,7 @@ func (c *comparer) startDaemon(r *running, rate uint32, hook string) (*running, 
 	}
 	cmd := command(c.ctx, c.lab.sw(), c.o.bin, "-collector", collectorAddr+":6343",
 		"-sampling", fmt.Sprint(rate), "-polling", "0", "-ports", "p1",
-		"-metrics", metricsAddr, "-log-level", "warn", "-hook", hook)
+		"-metrics", metricsAddr, "-log-level", "warn", "-hook", hook, "-drops", c.o.drops)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
