@@ -22,6 +22,10 @@ type MD struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
+// maxInterrupted bounds the runs interrupted by a signal before Run gives
+// up with EINTR.
+const maxInterrupted = 100
+
 // Run runs prog repeat times on data with context ctx and returns the
 // program's return value and the kernel-measured mean duration per run
 // in ns.
@@ -42,7 +46,17 @@ func Run(prog *ebpf.Program, data []byte, ctx *MD, repeat uint32) (ret, duration
 		ctxSizeIn:  uint32(unsafe.Sizeof(*ctx)),
 		ctxIn:      uint64(uintptr(unsafe.Pointer(ctx))),
 	}
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+	// The kernel stops a test run with EINTR when a signal is pending,
+	// and the Go runtime signals its threads (SIGURG, async preemption):
+	// run again, as cilium/ebpf's Program.Run does. The duration is that
+	// of the run that completed.
+	var errno unix.Errno
+	for range maxInterrupted {
+		_, _, errno = unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr))
+		if errno != unix.EINTR {
+			break
+		}
+	}
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(ctx)
 	if errno != 0 {
