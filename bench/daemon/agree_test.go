@@ -42,6 +42,7 @@ func TestAgreeVerdict(t *testing.T) {
 	}{
 		{spread{10, 9, 11}, spread{10.5, 10, 12}, "both"},
 		{spread{10, 9, 11}, spread{12, 10, 13}, "one"}, // 10 is within 10–13, 12 is not within 9–11
+		{spread{10, 9, 11}, spread{13, 10.5, 14}, "overlap"},
 		{spread{10, 9, 11}, spread{20, 19, 21}, "no"},
 	} {
 		if got := agreeVerdict(c.a, c.b); got != c.want {
