@@ -151,14 +151,14 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 	return s, nil
 }
 
-// frames is part 1 (bpf_stats with real frames) and part 2 (bridge
-// forwarding rate): one trafgen stream for the whole part, the XDP
-// configuration of p1 changing between trials.
-func (b *bench) frames() error {
-	confs := []config{confNone, confPass, confFloor, confUnsampled, confN1000, confEvery}
+// overStream runs trial for every configuration in confs, b.o.rounds
+// times with the order rotated each round, on one trafgen stream h1 -> h2
+// kept for the whole run (the frames and profile parts). readRx reads host
+// 2's rx_packets. It returns the load average at the start of each round.
+func (b *bench) overStream(confs []config, trial func(c config, readRx func() (uint64, error)) error) ([]string, error) {
 	h2, err := netnsutil.Netlink(b.lab.hosts[1])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer h2.Close()
 	readRx := func() (uint64, error) { return rxPackets(h2, "eth0") }
@@ -166,25 +166,23 @@ func (b *bench) frames() error {
 	// Host 2 speaks once so the bridge learns its MAC: the stream is
 	// forwarded as known unicast to p2, not flooded.
 	if err := b.announceHost2(); err != nil {
-		return err
+		return nil, err
 	}
 	rc, err := b.startRingCounter()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tg, err := startTrafgen(b.lab.hosts[0], b.frame, 1)
 	if err != nil {
-		rc.close()
-		return err
+		return nil, errors.Join(err, rc.close())
 	}
-	pps, nsPkt, drops := newSeries(), newSeries(), newSeries()
 	var loads []string
 	err = func() error {
 		for round := 0; round < b.o.rounds; round++ {
 			loads = append(loads, loadavg())
 			for i := range confs {
 				c := confs[(i+round)%len(confs)] // rotate the order every round
-				if err := b.framesTrial(c, readRx, pps, nsPkt, drops); err != nil {
+				if err := trial(c, readRx); err != nil {
 					return fmt.Errorf("%s: %w", c.name, err)
 				}
 			}
@@ -198,7 +196,22 @@ func (b *bench) frames() error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%w (trafgen output: %s)", err, tg.out.String())
+		return nil, fmt.Errorf("%w (trafgen output: %s)", err, tg.out.String())
+	}
+	return loads, nil
+}
+
+// frames is part 1 (bpf_stats with real frames) and part 2 (bridge
+// forwarding rate): one trafgen stream for the whole part, the XDP
+// configuration of p1 changing between trials.
+func (b *bench) frames() error {
+	confs := []config{confNone, confPass, confFloor, confUnsampled, confN1000, confEvery}
+	pps, nsPkt, drops := newSeries(), newSeries(), newSeries()
+	loads, err := b.overStream(confs, func(c config, readRx func() (uint64, error)) error {
+		return b.framesTrial(c, readRx, pps, nsPkt, drops)
+	})
+	if err != nil {
+		return err
 	}
 
 	w := b.out

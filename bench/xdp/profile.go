@@ -42,8 +42,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
-
-	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // ipRange is a half-open range [lo, hi) of kernel text addresses.
@@ -412,47 +410,17 @@ func (b *bench) profile() error {
 	}
 	period := uint64(math.Round(1e9 / b.o.profFreq))
 	confs := []config{confPass, confFloor, confUnsampled, confN1000, confEvery}
-	h2, err := netnsutil.Netlink(b.lab.hosts[1])
-	if err != nil {
-		return err
-	}
-	defer h2.Close()
-	readRx := func() (uint64, error) { return rxPackets(h2, "eth0") }
-	if err := b.announceHost2(); err != nil {
-		return err
-	}
-	rc, err := b.startRingCounter()
-	if err != nil {
-		return err
-	}
-	tg, err := startTrafgen(b.lab.hosts[0], b.frame, 1)
-	if err != nil {
-		return errors.Join(err, rc.close())
-	}
 	res := make(map[string][]profResult)
-	var loads []string
-	err = func() error {
-		for round := 0; round < b.o.rounds; round++ {
-			loads = append(loads, loadavg())
-			for i := range confs {
-				c := confs[(i+round)%len(confs)] // rotate the order every round
-				r, err := b.profileTrial(c, readRx, period)
-				if err != nil {
-					return fmt.Errorf("%s: %w", c.name, err)
-				}
-				res[c.name] = append(res[c.name], r)
-			}
+	loads, err := b.overStream(confs, func(c config, readRx func() (uint64, error)) error {
+		r, err := b.profileTrial(c, readRx, period)
+		if err != nil {
+			return err
 		}
+		res[c.name] = append(res[c.name], r)
 		return nil
-	}()
-	if serr := tg.stop(); serr != nil && err == nil {
-		err = serr
-	}
-	if cerr := rc.close(); cerr != nil && err == nil {
-		err = cerr
-	}
+	})
 	if err != nil {
-		return fmt.Errorf("%w (trafgen output: %s)", err, tg.out.String())
+		return err
 	}
 	b.profileReport(confs, res, period, loads)
 	return nil
