@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/xdptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/xdptest"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // Integration tests: each builds its own lab (internal/netlab) and loads

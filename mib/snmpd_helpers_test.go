@@ -9,9 +9,9 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // mibsDir is the repository's MIB directory (SFLOW-MIB and its imports) for

@@ -23,7 +23,7 @@ import (
 func TestMonotonicTimeOnly(t *testing.T) {
 	allowed := map[string]string{
 		"sflow/pcap.go":               "pcap record timestamps are calendar time",
-		"internal/testutil/pcap.go":   "pcap record timestamps are calendar time",
+		"testkit/testutil/pcap.go":    "pcap record timestamps are calendar time",
 		"cmd/sflowswitchd/monitor.go": "time.Unix(1, 0) is a deadline in the past, not a clock reading",
 	}
 	wall := map[string]bool{"Unix": true, "UnixNano": true, "UnixMilli": true, "UnixMicro": true}
@@ -36,7 +36,7 @@ func TestMonotonicTimeOnly(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
 			switch rel {
-			case "bench", "test", "internal/netlab", "vagrant", "packaging", ".git":
+			case "bench", "test", "testkit/netlab", "vagrant", "packaging", ".git":
 				return filepath.SkipDir
 			}
 			return nil

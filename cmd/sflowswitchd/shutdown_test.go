@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/config"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // shutdownChildEnv marks the re-executed test process that runs the

@@ -25,8 +25,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
 
 func TestStartAppsRefusesNonLoopback(t *testing.T) {

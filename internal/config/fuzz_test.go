@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // FuzzParse feeds arbitrary text to the TOML config parser and then to

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
 
 func TestKernelFeatureReport(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // The tests in this file read the running machine's /proc and /sys and

@@ -6,8 +6,8 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics/metricstest"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
 
 // TestConfigCollector: each failing port, collector name and unmatched

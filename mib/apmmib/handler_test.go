@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm/apmtest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
 )
 
 // The worked example of RFC 3729 section 2.1 (package apmtest): nine

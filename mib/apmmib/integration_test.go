@@ -11,10 +11,10 @@ import (
 	"github.com/gosnmp/gosnmp"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm/apmtest"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // mibDir holds APM-MIB and its imports for net-snmp's tools.

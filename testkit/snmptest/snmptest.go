@@ -28,7 +28,7 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // SnmpdPath is the net-snmp master agent binary; Start skips the test when

@@ -33,7 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // Lab is one running lab. Slices are indexed by host index: Hosts[i] is the
