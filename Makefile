@@ -55,8 +55,8 @@ FUZZ_TARGETS := \
 	./snmpd:FuzzDecodePDU \
 	./agent/app:FuzzParseJSON \
 	./agent/app:FuzzParseRT \
-	./internal/hsflowdconf:FuzzParse \
-	./internal/config:FuzzParse \
+	./config/hsflowdconf:FuzzParse \
+	./config:FuzzParse \
 	./internal/ethernet:FuzzParse
 
 fuzz:

@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // unmatchedPatterns returns the port patterns matching no port present,

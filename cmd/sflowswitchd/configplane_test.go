@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused

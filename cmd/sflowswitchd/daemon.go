@@ -24,11 +24,11 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"

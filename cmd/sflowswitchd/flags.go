@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // flagValues are the command-line flags; only flags given explicitly

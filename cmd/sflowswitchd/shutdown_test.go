@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )

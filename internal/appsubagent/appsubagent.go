@@ -22,8 +22,8 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/apm"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // Defaults of the APM reports computed from application transactions.

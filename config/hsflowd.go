@@ -12,8 +12,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/sflowswitchd/sflowswitchd/config/hsflowdconf"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
-	"github.com/sflowswitchd/sflowswitchd/internal/hsflowdconf"
 )
 
 // The host agent's configuration (-hsflowd-conf / hsflowd_conf) is the
