@@ -53,8 +53,8 @@ FUZZ_TARGETS := \
 	./sflow:FuzzDecode \
 	./sflow:FuzzPcapReader \
 	./snmpd:FuzzDecodePDU \
-	./agent/app:FuzzParseJSON \
-	./agent/app:FuzzParseRT \
+	./apps/app:FuzzParseJSON \
+	./apps/app:FuzzParseRT \
 	./config/hsflowdconf:FuzzParse \
 	./config:FuzzParse \
 	./internal/ethernet:FuzzParse

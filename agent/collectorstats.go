@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
+	"github.com/sflowswitchd/sflowswitchd/agent/sender"
 	"net/netip"
 	"sort"
 	"sync"

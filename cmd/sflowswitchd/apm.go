@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
+	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 )
 
 // defaultMetricsAddress is where `sflowswitchd apm` looks for the daemon's

@@ -24,10 +24,11 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
+	"github.com/sflowswitchd/sflowswitchd/apps/apmmib"
+	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
-	"github.com/sflowswitchd/sflowswitchd/internal/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
@@ -36,7 +37,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/mib"
-	"github.com/sflowswitchd/sflowswitchd/mib/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 )
 
 type appMetric struct {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 )
 
 // procUDPDrops reads the drops column of /proc/self/net/udp for the

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
+	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"

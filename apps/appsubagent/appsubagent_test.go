@@ -21,9 +21,9 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/agent/sender"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 

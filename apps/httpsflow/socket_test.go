@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 )
 
 // TestSetSocket covers the end-point combinations: IPv4-mapped IPv6

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 )
 
 // APM application indexes. apmAppDirAppLocalIndex values must not reuse

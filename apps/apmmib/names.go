@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 

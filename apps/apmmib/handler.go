@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 

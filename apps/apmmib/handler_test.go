@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
 	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
 )

@@ -18,8 +18,8 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
-	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
 )
 
 // printReporter prints what the middleware reports. A real service uses

@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 

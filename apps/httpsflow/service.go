@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 

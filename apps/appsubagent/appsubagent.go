@@ -21,9 +21,9 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/app"
+	"github.com/sflowswitchd/sflowswitchd/apps/apm"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/internal/apm"
 )
 
 // Defaults of the APM reports computed from application transactions.
