@@ -22,7 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/xdp"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )

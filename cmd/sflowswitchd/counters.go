@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/hostcounters"
-	"github.com/sflowswitchd/sflowswitchd/internal/linkcounters"
+	"github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/counters/link"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
