@@ -8,8 +8,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/decodetool"
-	"github.com/sflowswitchd/sflowswitchd/internal/top"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
 )
 
 // subcommand is a helper command run as `sflowswitchd NAME args...`.
