@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
+	decodetool "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
 )
 

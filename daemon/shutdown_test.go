@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -67,7 +67,7 @@ func shutdownChild(t *testing.T) {
 	s.StateDir = t.TempDir() // never the machine's /var/lib/sflowswitchd
 	var logBuf strings.Builder
 	var logMu sync.Mutex
-	d, err := newDaemon(s, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil)))
+	d, err := New(Config{Settings: s, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func shutdownChild(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- d.run(ctx) }()
+	go func() { ran <- d.Run(ctx) }()
 
 	// Readers hammer the daemon until told to stop; each counts what it
 	// got while the daemon was fully up.

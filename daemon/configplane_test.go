@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"io"
@@ -17,7 +17,7 @@ func TestCheckReload(t *testing.T) {
 	old := config.Defaults()
 	old.Ports = []string{"swp*"}
 	old.Collectors = []config.Collector{{Address: "198.18.0.1"}}
-	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), settings: old, mibRows: 3,
+	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), settings: old, mibRows: 3,
 		ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
 	for _, c := range []struct {
 		name   string

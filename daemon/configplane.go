@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"slices"
@@ -11,7 +11,7 @@ import (
 
 // unmatchedPatterns returns the port patterns matching no port present,
 // sorted (for metrics).
-func (d *daemon) unmatchedPatterns() []string {
+func (d *Daemon) unmatchedPatterns() []string {
 	d.mu.Lock()
 	pats := make([]string, 0, len(d.unmatchedPats))
 	for p := range d.unmatchedPats {
@@ -26,7 +26,7 @@ func (d *daemon) unmatchedPatterns() []string {
 // monitor_ports that matches no port present (a typo would otherwise stop
 // sampling silently), and loudly when the selection matches nothing at
 // all. Called by reconfigure only (one goroutine).
-func (d *daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
+func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
 	now := map[string]bool{}
 	for _, p := range config.Unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), ports) {
 		now[p] = true
@@ -47,7 +47,7 @@ func (d *daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
 
 // checkReload refuses, before anything changes, new settings that could
 // only be applied in part (config.CheckReload) over the running ones.
-func (d *daemon) checkReload(s config.Settings) error {
+func (d *Daemon) checkReload(s config.Settings) error {
 	d.mu.Lock()
 	ports := make([]dataplane.PortInfo, 0, len(d.ports))
 	for _, p := range d.ports {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +14,7 @@ import (
 // register their own collectors on d.metrics when they start (the
 // application sub-agent in startApps; see internal/metrics); /metrics
 // serves it when -metrics is set.
-func (d *daemon) newMetrics() *prometheus.Registry {
+func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := metrics.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
@@ -22,7 +22,7 @@ func (d *daemon) newMetrics() *prometheus.Registry {
 }
 
 // portMetrics returns the sampled ports' kernel counters, read now.
-func (d *daemon) portMetrics() []metrics.Port {
+func (d *Daemon) portMetrics() []metrics.Port {
 	d.mu.Lock()
 	states := make(map[uint32]portState, len(d.sampled))
 	for k, v := range d.sampled {

@@ -1,33 +1,28 @@
-package main
+package daemon
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/signal"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	xdp "github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/apps/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
+	hostcounters "github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
@@ -44,15 +39,22 @@ import (
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
 var hostSource = mib.HostSource
 
-// version is the software revision reported in sFlowVersion; release
-// builds set it with -ldflags "-X main.version=1.2.3".
-var version = ""
+// Config is what New needs: the settings (config.Load, checked with
+// Validate), where to log, and the software revision reported in
+// sFlowVersion.
+type Config struct {
+	Settings config.Settings
+	Logger   *slog.Logger
+	// Version is the software revision; "" = the module version the
+	// binary was built from, or "dev".
+	Version string
+}
 
-// revision returns version, or the module version the binary was built
-// from, or "dev".
-func revision() string {
-	if version != "" {
-		return version
+// revision returns v, or the module version the binary was built from,
+// or "dev".
+func revision(v string) string {
+	if v != "" {
+		return v
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
@@ -60,83 +62,40 @@ func revision() string {
 	return "dev"
 }
 
-// runDaemon runs the agent until SIGINT or SIGTERM; SIGHUP reloads the
-// config file.
-func runDaemon(args []string, stdout, stderr io.Writer) int {
-	f := newFlags()
-	f.fs.SetOutput(stderr)
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+// New loads the sampler and builds the agent, the MIB and their
+// sub-agents from c; nothing runs until Run. It logs the process's
+// capabilities first, and refuses to start when no agent address can be
+// chosen (requireAgentAddress).
+func New(c Config) (*Daemon, error) {
+	privilege.LogCapabilities(c.Logger)
+	if err := config.RequireAgentAddress(c.Settings); err != nil {
+		return nil, noAgentAddress{err}
 	}
-	if f.fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sflowswitchd: unexpected argument %q (subcommands: sflowswitchd help)\n", f.fs.Arg(0))
-		return 2
-	}
-	s, err := f.load()
-	if err != nil {
-		fmt.Fprintf(stderr, "sflowswitchd: %v\n", err)
-		return 2
-	}
-	level := new(slog.LevelVar)
-	setLevel(level, s.LogLevel)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	privilege.LogCapabilities(log)
-	if err := config.RequireAgentAddress(s); err != nil {
-		log.Error("refusing to start", "err", err)
-		return 1
-	}
-	d, err := newDaemon(s, log)
-	if err != nil {
-		log.Error("starting", "err", err)
-		return 1
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				ns, err := f.load()
-				if err != nil {
-					log.Error("config reload refused; previous settings stay in force", "err", err)
-					continue
-				}
-				setLevel(level, ns.LogLevel)
-				d.reload(ns)
-			}
-		}
-	}()
-	if err := d.run(ctx); err != nil {
-		log.Error("stopped", "err", err)
-		return 1
-	}
-	return 0
+	return newDaemon(c.Settings, revision(c.Version), c.Logger)
 }
 
-func setLevel(l *slog.LevelVar, s string) {
-	switch s {
-	case "debug":
-		l.Set(slog.LevelDebug)
-	case "warn":
-		l.Set(slog.LevelWarn)
-	case "error":
-		l.Set(slog.LevelError)
-	default:
-		l.Set(slog.LevelInfo)
-	}
-}
+// ErrNoAgentAddress is New's refusal to start when no agent address can
+// be chosen (errors.Is).
+var ErrNoAgentAddress = errors.New("no agent address")
 
-// daemon ties the dataplane, the agent and port discovery together.
-type daemon struct {
+type noAgentAddress struct{ error }
+
+func (noAgentAddress) Is(target error) bool { return target == ErrNoAgentAddress }
+
+// Run serves until ctx ends, then detaches everything; it returns once
+// every part has stopped.
+func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
+
+// Reload installs new settings (SIGHUP): settings that can change while
+// running take effect at once, the others at restart (logged). Settings
+// that could only be applied in part are refused whole, before anything
+// changes; the running ones stay in force.
+func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
+
+// Daemon is the composition: it ties the dataplane, the agent, port
+// discovery, the MIB, the application sub-agent, drop notifications and
+// the metrics together, and owns their start, reload and stop.
+type Daemon struct {
 	log      *slog.Logger
 	dp       *dataplane.Dataplane
 	agent    *agent.Agent
@@ -189,7 +148,7 @@ type portState struct {
 	kernelRate uint32
 }
 
-func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
+func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, error) {
 	hook, err := dataplane.ParseHook(s.Hook)
 	if err != nil {
 		return nil, err // validated with the settings: not expected
@@ -199,7 +158,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 		return nil, fmt.Errorf("loading the sampler: %w", err)
 	}
 	featurereport.Log(log, dp.Features())
-	d := &daemon{
+	d := &Daemon{
 		log:      log,
 		dp:       dp,
 		settings: s,
@@ -211,7 +170,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
 	// fail undoes what was opened when a later step fails.
-	fail := func(err error) (*daemon, error) {
+	fail := func(err error) (*Daemon, error) {
 		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
@@ -244,7 +203,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	d.mib, err = mib.New(mib.Config{
 		Receivers: max(s.SNMPReceivers, n),
 		Instances: max(s.SNMPInstances, n),
-		Revision:  revision(),
+		Revision:  version,
 		Apply:     d.applyConfig,
 		Logger:    log,
 	})
@@ -275,7 +234,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 
 // applyConfig installs an agent configuration derived by the MIB and
 // records what each port samples, for metrics.
-func (d *daemon) applyConfig(cfg agent.Config) error {
+func (d *Daemon) applyConfig(cfg agent.Config) error {
 	err := d.agent.Apply(cfg)
 	d.portFail.Note(err)
 	// Application data sources report to the same receivers.
@@ -316,7 +275,7 @@ func minRate(rs []uint32) uint32 {
 // watchAgentX logs the AgentX session's state changes: once when the
 // master cannot be reached (the subagent keeps retrying quietly), once per
 // registration and once per loss.
-func (d *daemon) watchAgentX(ctx context.Context, address string) {
+func (d *Daemon) watchAgentX(ctx context.Context, address string) {
 	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
 	defer t.Stop()
 	connected, warned := false, false
@@ -360,7 +319,7 @@ func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h
 func (d debugOnly) WithGroup(g string) slog.Handler       { return debugOnly{d.h.WithGroup(g)} }
 
 // run serves until ctx ends, then detaches everything.
-func (d *daemon) run(ctx context.Context) error {
+func (d *Daemon) run(ctx context.Context) error {
 	// Everything started here stops with ctx, which run cancels on its way
 	// out, whatever the reason; the goroutines that read the dataplane's
 	// memory (workers) and the sockets are waited for before the dataplane
@@ -486,10 +445,9 @@ func (d *daemon) run(ctx context.Context) error {
 }
 
 // reload installs new settings (SIGHUP).
-func (d *daemon) reload(s config.Settings) {
+func (d *Daemon) reload(s config.Settings) error {
 	if err := d.checkReload(s); err != nil {
-		d.log.Error("config reload refused; previous settings stay in force", "err", err)
-		return
+		return err
 	}
 	d.mu.Lock()
 	old := d.settings
@@ -528,10 +486,11 @@ func (d *daemon) reload(s config.Settings) {
 	}
 	d.log.Info("configuration reloaded")
 	d.poke()
+	return nil
 }
 
 // poke asks the run loop to reconfigure.
-func (d *daemon) poke() {
+func (d *Daemon) poke() {
 	select {
 	case d.changed <- struct{}{}:
 	default:
@@ -541,7 +500,7 @@ func (d *daemon) poke() {
 // reconfigure feeds the settings and the ports present now to the MIB,
 // which applies the resulting configuration. Samplers and pollers set over
 // SNMP on ports that stay are kept.
-func (d *daemon) reconfigure() {
+func (d *Daemon) reconfigure() {
 	d.mu.Lock()
 	s := d.settings
 	ports := make([]dataplane.PortInfo, 0, len(d.ports))
@@ -574,7 +533,7 @@ func (d *daemon) reconfigure() {
 }
 
 // adapters lists the sampled ports' MACs for host_adapters.
-func (d *daemon) adapters() []hostcounters.Adapter {
+func (d *Daemon) adapters() []hostcounters.Adapter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]hostcounters.Adapter, 0, len(d.ports))
@@ -601,7 +560,7 @@ func sortedIndexes(m map[int]dataplane.PortInfo) []int {
 // listener closes, requests in flight (which read the dataplane's mapped
 // counters) complete, and only then is running done, so run closes the
 // dataplane after the last handler.
-func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
+func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("metrics listener: %w", err)
@@ -641,7 +600,7 @@ func (d *daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 }
 
 // portName returns the name of port ifindex, or "" if unknown.
-func (d *daemon) portName(ifindex uint32) string {
+func (d *Daemon) portName(ifindex uint32) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ports[int(ifindex)].Name
@@ -650,7 +609,7 @@ func (d *daemon) portName(ifindex uint32) string {
 // startApps starts the application sub-agent when -app-api is set, and its
 // APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
-func (d *daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
+func (d *Daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
 	var err error
 	d.apps, err = appsubagent.Start(ctx, appsubagent.Config{
 		API:         s.AppAPI,

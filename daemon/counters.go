@@ -1,12 +1,12 @@
-package main
+package daemon
 
 import (
 	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
-	"github.com/sflowswitchd/sflowswitchd/counters/link"
+	hostcounters "github.com/sflowswitchd/sflowswitchd/counters/host"
+	linkcounters "github.com/sflowswitchd/sflowswitchd/counters/link"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
