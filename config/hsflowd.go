@@ -13,7 +13,6 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/sflowswitchd/sflowswitchd/config/hsflowdconf"
-	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 )
 
 // The host agent's configuration (-hsflowd-conf / hsflowd_conf) is the
@@ -249,66 +248,33 @@ func (s *Settings) PortSamplingRate(name string, speedMbps uint64) uint32 {
 	return s.SamplingRate(speedMbps)
 }
 
-// agentCIDR is one agent_cidr entry.
-type agentCIDR struct {
-	prefix netip.Prefix
-	not    bool
+// AgentCIDR is one agent_cidr entry: a prefix whose addresses are
+// preferred as the agent address, or excluded ("!prefix").
+type AgentCIDR struct {
+	Prefix  netip.Prefix
+	Exclude bool
 }
 
-func parseAgentCIDRs(vs []string) ([]agentCIDR, error) {
-	var out []agentCIDR
+// AgentCIDRs returns agent_cidr parsed (Validate refused bad entries).
+func (s *Settings) AgentCIDRs() []AgentCIDR {
+	list, _ := parseAgentCIDRs(s.AgentCIDR)
+	return list
+}
+
+func parseAgentCIDRs(vs []string) ([]AgentCIDR, error) {
+	var out []AgentCIDR
 	for _, v := range vs {
-		c := agentCIDR{}
+		c := AgentCIDR{}
 		s := v
 		if len(s) > 0 && s[0] == '!' {
-			c.not, s = true, s[1:]
+			c.Exclude, s = true, s[1:]
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("agent_cidr %q: want a prefix such as 198.18.0.0/15, or !prefix to exclude", v)
 		}
-		c.prefix = p.Masked()
+		c.Prefix = p.Masked()
 		out = append(out, c)
 	}
 	return out, nil
-}
-
-// PreferCIDRs applies agent_cidr to the agent address candidates as
-// hsflowd's agent.cidr does (hsflowconfig.c agentAddressPriority): an
-// address in an excluded ('!') prefix is never chosen; among the others,
-// those in the earliest-listed matching prefix are preferred over later
-// ones and over addresses matching none (an address's prefix is the last
-// listed one that contains it). The usual ranking
-// (internal/agentaddr) decides among the preferred.
-func PreferCIDRs(addrs []agentaddr.HostAddr, cidrs []string) []agentaddr.HostAddr {
-	list, err := parseAgentCIDRs(cidrs)
-	if err != nil || len(list) == 0 {
-		return addrs // validate refused bad entries already
-	}
-	best := len(list)
-	ranked := make([]int, len(addrs))
-	var keep []int
-	for i, a := range addrs {
-		rank := len(list) // matches none
-		excluded := false
-		for k := len(list) - 1; k >= 0; k-- {
-			if list[k].prefix.Contains(a.Addr) {
-				rank, excluded = k, list[k].not
-				break
-			}
-		}
-		if excluded {
-			continue
-		}
-		ranked[i] = rank
-		keep = append(keep, i)
-		best = min(best, rank)
-	}
-	var out []agentaddr.HostAddr
-	for _, i := range keep {
-		if ranked[i] == best {
-			out = append(out, addrs[i])
-		}
-	}
-	return out
 }

@@ -19,10 +19,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
 // Settings is the daemon's configuration: built-in defaults, overridden by
@@ -115,14 +111,17 @@ type Settings struct {
 
 // Collector is one sFlow collector.
 type Collector struct {
-	// Address is host:port (collectoraddr.Parse); NoCollector alone
+	// Address is host:port (ParseCollector); NoCollector alone
 	// means none.
 	Address string `toml:"address"`
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize; 0 = the default.
 	MaxDatagramSize int `toml:"max_datagram_size"`
 }
 
-// Defaults of a daemon started with no configuration at all.
+// Defaults of a daemon started with no configuration at all. Where a
+// component has a default of its own (mib.DefaultReceivers,
+// dataplane.DefaultDropLimit, ...) the two agree: the daemon's tests
+// check it, since this package imports no other of the project.
 const (
 	DefaultCollector            = "127.0.0.1:6343"
 	DefaultSamplingUnknownSpeed = 1000
@@ -130,13 +129,15 @@ const (
 	DefaultHeaderBytes          = 128
 	MinSampling                 = 100
 	DefaultAgentX               = "unix:/var/agentx/master"
-	DefaultSNMPReceivers        = mib.DefaultReceivers
-	DefaultSNMPInstances        = mib.DefaultInstances
+	DefaultSNMPReceivers        = 10
+	DefaultSNMPInstances        = 3
 	DefaultStateDir             = "/var/lib/sflowswitchd"
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes
 	// per possible CPU plus 0.5 KiB of locked kernel memory each
 	// (dataplane.Config.MaxPorts).
-	DefaultMaxPorts = 4096
+	DefaultMaxPorts         = 4096
+	DefaultDropsLimit       = 100
+	DefaultDropsHeaderBytes = 128
 	// NoCollector as the only collector address means no static receiver:
 	// every receiver is configured over SNMP.
 	NoCollector = "none"
@@ -157,8 +158,8 @@ func Defaults() Settings {
 		MaxPorts:             DefaultMaxPorts,
 		Hook:                 "auto",
 		Drops:                "on",
-		DropsLimit:           dataplane.DefaultDropLimit,
-		DropsHeaderBytes:     dataplane.DefaultDropHeaderBytes,
+		DropsLimit:           DefaultDropsLimit,
+		DropsHeaderBytes:     DefaultDropsHeaderBytes,
 	}
 }
 
@@ -174,11 +175,17 @@ type Layers struct {
 	Override func(*Settings)
 	// Notes receives the hsflowd settings ignored, once per process.
 	Notes io.Writer
+	// Check validates what only the components that take the settings
+	// know (the composition's daemon.Validate: addresses the agent
+	// refuses, the dataplane's limits); its errors join Validate's, so
+	// that every problem is reported at once. nil = none.
+	Check func(Settings) error
 }
 
 // Load builds the effective settings: defaults, then the hsflowd.conf,
 // then the config file, then the command line; then the defaults that
-// depend on the rest (one collector, one worker per CPU); then Validate.
+// depend on the rest (one collector, one worker per CPU); then Validate
+// and Check.
 func Load(l Layers) (Settings, error) {
 	s := Defaults()
 	hsflowd := l.HsflowdConf
@@ -208,7 +215,11 @@ func Load(l Layers) (Settings, error) {
 	if s.Workers == 0 {
 		s.Workers = runtime.NumCPU()
 	}
-	return s, s.Validate()
+	err := s.Validate()
+	if l.Check != nil {
+		err = errors.Join(err, l.Check(s))
+	}
+	return s, err
 }
 
 // ReadFile reads a TOML config file (ReadLimited) and parses it into s
@@ -280,7 +291,7 @@ func (s *Settings) Validate() error {
 			}
 			continue
 		}
-		if _, err := collectoraddr.Parse(c.Address); err != nil {
+		if _, err := ParseCollector(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
 		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
@@ -344,20 +355,11 @@ func (s *Settings) Validate() error {
 	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
 		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
 	}
-	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
-		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
-	}
-	if _, err := dataplane.ParseHook(s.Hook); err != nil {
-		errs = append(errs, err)
-	}
 	if s.Drops != "on" && s.Drops != "off" {
 		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
 	}
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
-	}
-	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
-		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
 	}
 	return errors.Join(errs...)
 }

@@ -28,16 +28,16 @@ func (d *Daemon) unmatchedPatterns() []string {
 // all. Called by reconfigure only (one goroutine).
 func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
 	now := map[string]bool{}
-	for _, p := range config.Unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), ports) {
+	for _, p := range unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), ports) {
 		now[p] = true
 		if !d.unmatchedPats[p] {
 			d.log.Warn("port pattern matches no port; nothing is sampled through it until a matching port appears", "pattern", p)
 		}
 	}
-	if len(s.Ports) > 0 && len(config.Unmatched(s.Ports, ports)) == len(s.Ports) && len(s.MonitorPorts) == 0 && !d.selectionEmpty {
+	if len(s.Ports) > 0 && len(unmatched(s.Ports, ports)) == len(s.Ports) && len(s.MonitorPorts) == 0 && !d.selectionEmpty {
 		d.log.Error("no port matches the port selection: NOTHING IS SAMPLED until a matching port appears", "ports", strings.Join(s.Ports, ","), "ports_present", len(ports))
 		d.selectionEmpty = true
-	} else if d.selectionEmpty && len(config.Unmatched(s.Ports, ports)) < len(s.Ports) {
+	} else if d.selectionEmpty && len(unmatched(s.Ports, ports)) < len(s.Ports) {
 		d.selectionEmpty = false
 	}
 	d.mu.Lock()
@@ -46,7 +46,7 @@ func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
 }
 
 // checkReload refuses, before anything changes, new settings that could
-// only be applied in part (config.CheckReload) over the running ones.
+// only be applied in part (checkReload) over the running ones.
 func (d *Daemon) checkReload(s config.Settings) error {
 	d.mu.Lock()
 	ports := make([]dataplane.PortInfo, 0, len(d.ports))
@@ -55,5 +55,5 @@ func (d *Daemon) checkReload(s config.Settings) error {
 	}
 	old := d.settings
 	d.mu.Unlock()
-	return config.CheckReload(s, old, ports, d.mibRows)
+	return checkReload(s, old, ports, d.mibRows)
 }

@@ -68,8 +68,8 @@ func revision(v string) string {
 // chosen (requireAgentAddress).
 func New(c Config) (*Daemon, error) {
 	privilege.LogCapabilities(c.Logger)
-	if err := config.RequireAgentAddress(c.Settings); err != nil {
-		return nil, noAgentAddress{err}
+	if err := requireAgentAddress(c.Settings); err != nil {
+		return nil, err
 	}
 	return newDaemon(c.Settings, revision(c.Version), c.Logger)
 }
@@ -77,10 +77,6 @@ func New(c Config) (*Daemon, error) {
 // ErrNoAgentAddress is New's refusal to start when no agent address can
 // be chosen (errors.Is).
 var ErrNoAgentAddress = errors.New("no agent address")
-
-type noAgentAddress struct{ error }
-
-func (noAgentAddress) Is(target error) bool { return target == ErrNoAgentAddress }
 
 // Run serves until ctx ends, then detaches everything; it returns once
 // every part has stopped.
@@ -149,11 +145,11 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, error) {
-	hook, err := dataplane.ParseHook(s.Hook)
+	dpc, err := dataplaneConfig(s, log)
 	if err != nil {
-		return nil, err // validated with the settings: not expected
+		return nil, err
 	}
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log})
+	dp, err := dataplane.Open(dpc)
 	if err != nil {
 		return nil, fmt.Errorf("loading the sampler: %w", err)
 	}
@@ -364,7 +360,7 @@ func (d *Daemon) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := d.drops.Start(ctx, s); err != nil {
+	if err := d.drops.Start(ctx, dropsConfig(s)); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	running.Add(1)
@@ -390,7 +386,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	// Collector names are looked up once before the first configuration,
 	// for at most a second, so that a name that resolves at once loses no
 	// sample; a slow or failing one is retried in the background.
-	config.StaticReceivers(s, d.resolver)
+	staticReceivers(s, d.resolver)
 	primeCtx, primeCancel := context.WithTimeout(ctx, time.Second)
 	d.resolver.ResolveDue(primeCtx)
 	primeCancel()
@@ -481,7 +477,7 @@ func (d *Daemon) reload(s config.Settings) error {
 	}
 	d.settings = s
 	d.mu.Unlock()
-	if err := d.drops.Apply(s); err != nil {
+	if err := d.drops.Apply(dropsConfig(s)); err != nil {
 		d.log.Error("drop notifications off", "err", err)
 	}
 	d.log.Info("configuration reloaded")
@@ -510,7 +506,7 @@ func (d *Daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
-	m, err := config.BuildModel(s, ports, d.resolver, d.log)
+	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.log.Error("configuration refused", "err", err)
 		return
@@ -611,13 +607,7 @@ func (d *Daemon) portName(ifindex uint32) string {
 // session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
 func (d *Daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
 	var err error
-	d.apps, err = appsubagent.Start(ctx, appsubagent.Config{
-		API:         s.AppAPI,
-		AllowRemote: s.AppAPIAllowRemote,
-		APMInterval: time.Duration(s.APMInterval) * time.Second,
-		APMReports:  s.APMReports,
-		StateFile:   appsubagent.StateFile(s.StateDir),
-	}, d.log)
+	d.apps, err = appsubagent.Start(ctx, appsConfig(s), d.log)
 	if err != nil || d.apps == nil {
 		return err
 	}

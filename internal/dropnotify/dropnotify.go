@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -58,8 +57,7 @@ func (s *dropSource) Lost() (uint64, error) {
 
 // Runner runs dropped-packet notifications: the kernel program while
 // enabled, and the reporter that turns its notifications into
-// discarded_packet samples. Settings drops, drops_limit and
-// drops_header_bytes apply at start and on SIGHUP.
+// discarded_packet samples. Its Config applies at start and on SIGHUP.
 type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
@@ -80,30 +78,42 @@ func New(subAgent uint32, log *slog.Logger) *Runner {
 // Reporter is the reporter of the notifications (receivers, statistics).
 func (d *Runner) Reporter() *agent.DropReporter { return d.reporter }
 
-// Start applies the settings for the first time; notifications stop at
-// the latest when ctx ends.
-func (d *Runner) Start(ctx context.Context, s config.Settings) error {
+// Config is what drop notifications are set to (settings drops,
+// drops_limit and drops_header_bytes).
+type Config struct {
+	// On turns notifications on.
+	On bool
+	// Limit is the notifications per second (0: count drops, notify
+	// none); HeaderBytes the bytes of each dropped packet exported
+	// (dataplane.DropsConfig).
+	Limit       int
+	HeaderBytes int
+}
+
+// Start applies c for the first time; notifications stop at the latest
+// when ctx ends.
+func (d *Runner) Start(ctx context.Context, c Config) error {
 	d.mu.Lock()
 	d.ctx = ctx
 	d.mu.Unlock()
-	return d.Apply(s)
+	return d.Apply(c)
 }
 
 // Apply turns notifications on or off and sets the limit and header size
 // (SIGHUP). A failure leaves notifications off and is reported; nothing
 // else of the daemon depends on it. Before start and after the daemon's
 // context ended it does nothing.
-func (d *Runner) Apply(s config.Settings) error {
+func (d *Runner) Apply(c Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil || d.ctx.Err() != nil {
 		return nil
 	}
 	ctx := d.ctx
-	if s.Drops == "off" {
+	if !c.On {
 		return d.stopLocked()
 	}
-	cfg := dataplane.DropsConfig{Limit: uint32(s.DropsLimit), HeaderBytes: s.DropsHeaderBytes}
+	cfg := dataplane.DropsConfig{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
 	if d.dp != nil {
 		if err := d.dp.Configure(cfg); err != nil {
 			return fmt.Errorf("drop notifications: %w", err)
@@ -125,7 +135,7 @@ func (d *Runner) Apply(s config.Settings) error {
 		defer close(done)
 		d.reporter.Run(rctx, newDropSource(dp))
 	}(d.done)
-	d.log.Info("drop notifications on", "limit", s.DropsLimit, "header_bytes", s.DropsHeaderBytes)
+	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
 	return nil
 }
 

@@ -1,9 +1,10 @@
-package config
+package daemon
 
 import (
 	"net/netip"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
 )
 
@@ -14,7 +15,8 @@ func TestPreferCIDRs(t *testing.T) {
 	}
 	addrs := []agentaddr.HostAddr{ha(5, "10.0.0.1"), ha(4, "198.18.99.1"), ha(3, "198.18.1.1"), ha(2, "192.0.2.1")}
 	choose := func(cidrs ...string) string {
-		a, _, err := agentaddr.Choose("", "", PreferCIDRs(addrs, cidrs))
+		s := config.Settings{AgentCIDR: cidrs}
+		a, _, err := agentaddr.Choose("", "", preferCIDRs(addrs, s.AgentCIDRs()))
 		if err != nil {
 			return err.Error()
 		}

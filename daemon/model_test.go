@@ -1,4 +1,4 @@
-package config
+package daemon
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 )
@@ -34,12 +35,12 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 		}
 		return []netip.Addr{netip.MustParseAddr("2001:db8::9"), netip.MustParseAddr("198.18.0.77")}, nil
 	}
-	s := Defaults()
-	s.Collectors = []Collector{{Address: "collector.test:6343"}, {Address: "198.18.0.5"}}
+	s := config.Defaults()
+	s.Collectors = []config.Collector{{Address: "collector.test:6343"}, {Address: "198.18.0.5"}}
 	s.Ports = []string{"p*"}
 	ports := []dataplane.PortInfo{{Index: 5, Name: "p1", Up: true}}
 
-	m, err := BuildModel(s, ports, res, log)
+	m, err := buildModel(s, ports, res, log)
 	if err != nil {
 		t.Fatalf("BuildModel before the name resolved: %v", err)
 	}
@@ -52,7 +53,7 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	if changes != 1 {
 		t.Errorf("%d reconfigurations after the name resolved, want 1", changes)
 	}
-	if m, err = BuildModel(s, ports, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+	if m, err = buildModel(s, ports, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
 		t.Fatalf("after resolution: %+v %v", m.Static.Receivers, err)
 	}
 
@@ -67,7 +68,7 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 		next = res.ResolveDue(ctx)
 	}
 	ports = append(ports, dataplane.PortInfo{Index: 6, Name: "p2", Up: true})
-	m, err = BuildModel(s, ports, res, log)
+	m, err = buildModel(s, ports, res, log)
 	if err != nil {
 		t.Fatalf("port change refused while the collector name fails: %v", err)
 	}
