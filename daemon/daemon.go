@@ -23,14 +23,15 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	hostcounters "github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/internal/privilege"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
@@ -563,7 +564,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	}
 	config.WarnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
-	var mh http.Handler = metrics.Handler(d.metrics, d.log)
+	var mh http.Handler = prom.Handler(d.metrics, d.log)
 	if d.metricsHook != nil {
 		mh = d.metricsHook(mh)
 	}
@@ -611,7 +612,7 @@ func (d *Daemon) startApps(ctx context.Context, s config.Settings, running *sync
 	if err != nil || d.apps == nil {
 		return err
 	}
-	d.metrics.MustRegister(metrics.NewAppCollector(d.apps.Engine().Stats(), d.apps.Conns()...))
+	d.metrics.MustRegister(appsubagent.NewAppCollector(d.apps.Engine().Stats(), d.apps.Conns()...))
 	d.agent.AddCollectorSet(&d.apps.Engine().Stats().Collectors)
 	cfg := d.agent.Config()
 	d.apps.SetAgentAddress(cfg.AgentAddress)

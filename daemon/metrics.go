@@ -3,9 +3,10 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // newMetrics returns the daemon's Prometheus registry: Go runtime and
@@ -15,7 +16,7 @@ import (
 // application sub-agent in startApps; see internal/metrics); /metrics
 // serves it when -metrics is set.
 func (d *Daemon) newMetrics() *prometheus.Registry {
-	reg := metrics.NewRegistry()
+	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
 	return reg

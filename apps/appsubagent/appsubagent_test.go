@@ -24,7 +24,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
@@ -356,7 +355,7 @@ func TestAppAPIPython(t *testing.T) {
 	for lab.apps.engine.Stats().Rejected(app.ReasonNotJSON) != 1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	m := metricstest.Scrape(t, metrics.NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
+	m := metricstest.Scrape(t, NewAppCollector(lab.apps.engine.Stats(), lab.apps.conn))
 	for _, want := range []string{
 		`sflowswitchd_app_samples_rejected_total{reason="not_json"} 1`,
 		"\nsflowswitchd_app_api_socket_drops_total 0\n",
@@ -413,7 +412,7 @@ func TestAppAPIIPv6Loopback(t *testing.T) {
 	if n := a.engine.Stats().Accepted.Load(); n != 1 {
 		t.Fatalf("%d messages accepted through ::1, want 1", n)
 	}
-	if m := metricstest.Scrape(t, metrics.NewAppCollector(a.engine.Stats(), a.Conns()...)); !strings.Contains(m, "\nsflowswitchd_app_api_socket_drops_total 0\n") {
+	if m := metricstest.Scrape(t, NewAppCollector(a.engine.Stats(), a.Conns()...)); !strings.Contains(m, "\nsflowswitchd_app_api_socket_drops_total 0\n") {
 		t.Errorf("metrics lack the API sockets' drops:\n%s", m)
 	}
 }

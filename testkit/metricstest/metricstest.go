@@ -9,17 +9,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // Scrape serves collectors through the daemon's /metrics handler
-// (metrics.Handler) and returns the text exposition.
+// (prom.Handler) and returns the text exposition.
 func Scrape(t *testing.T, cs ...prometheus.Collector) string {
 	t.Helper()
-	reg := metrics.NewRegistry()
+	reg := prom.NewRegistry()
 	reg.MustRegister(cs...)
 	rec := httptest.NewRecorder()
-	metrics.Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	prom.Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
 	}

@@ -1,4 +1,13 @@
-package metrics
+// Package prom is the Prometheus exposition every part of the daemon
+// exports through (github.com/prometheus/client_golang): one registry
+// holding the Go runtime and process collectors, its /metrics handler,
+// and the helpers collectors build their metrics with. The collectors
+// themselves live with what they count (daemon/internal/metrics for the
+// agent, the ports and the configuration; apps/appsubagent for the
+// applications; the drop and feature reports beside them) and read
+// atomic counters when scraped, so the hot path never touches
+// Prometheus types.
+package prom
 
 import (
 	"log/slog"
@@ -39,17 +48,19 @@ type slogErrorLog struct{ log *slog.Logger }
 
 func (l slogErrorLog) Println(v ...any) { l.log.Error("metrics", "err", v) }
 
-// counter and gauge build a constant metric for a collector's Collect;
+// Counter and Gauge build a constant metric for a collector's Collect;
 // the values are counters of our own, so an error is a programming error
 // (wrong label count) and MustNewConstMetric's panic is right.
-func counter(d *prometheus.Desc, v uint64, labels ...string) prometheus.Metric {
+func Counter(d *prometheus.Desc, v uint64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 }
 
-func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+// Gauge: see Counter.
+func Gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
 	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 }
 
-func desc(name, help string, labels ...string) *prometheus.Desc {
+// Desc describes the metric Namespace_name with its variable labels.
+func Desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
 }

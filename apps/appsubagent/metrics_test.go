@@ -1,4 +1,4 @@
-package metrics
+package appsubagent
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/app"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // procUDPDrops reads the drops column of /proc/self/net/udp for the
@@ -73,10 +74,10 @@ func TestSocketDrops(t *testing.T) {
 
 	// The same figure is exported.
 	e := app.New(app.Config{})
-	reg := NewRegistry()
+	reg := prom.NewRegistry()
 	reg.MustRegister(NewAppCollector(e.Stats(), conn))
 	rec := httptest.NewRecorder()
-	Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	prom.Handler(reg, slog.Default()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	want := fmt.Sprintf("\nsflowswitchd_app_api_socket_drops_total %d\n", n)
 	if !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("metrics lack %q", want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // ConfigState reads, at each scrape, what of the configuration does not
@@ -24,13 +25,13 @@ type ConfigState struct {
 }
 
 var (
-	portFailed = desc("port_sampling_failed",
+	portFailed = prom.Desc("port_sampling_failed",
 		"Ports configured for sampling that the kernel does not sample (see the log for why; retried with backoff).", "port", "ifindex")
-	resolveFailures = desc("collector_resolve_failures_total",
+	resolveFailures = prom.Desc("collector_resolve_failures_total",
 		"Failed lookups of the collector's host name.", "collector")
-	resolved = desc("collector_resolved",
+	resolved = prom.Desc("collector_resolved",
 		"1 if the collector's host name resolved at its last lookup.", "collector")
-	unmatchedPattern = desc("port_pattern_unmatched",
+	unmatchedPattern = prom.Desc("port_pattern_unmatched",
 		"1 for a ports or monitor_ports pattern that matches no port present.", "pattern")
 )
 
