@@ -18,7 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	xdp "github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/apps/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
@@ -177,7 +177,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: xdp.Dataplane{DP: dp},
+		Dataplane: kernel.Dataplane{DP: dp},
 		Counters:  d.counters,
 		Output:    d.output,
 		Logger:    log,
@@ -341,7 +341,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers, err := xdp.Readers(d.dp, d.agent.Workers())
+	readers, err := kernel.Readers(d.dp, d.agent.Workers())
 	if err != nil {
 		return fmt.Errorf("sample readers: %w", err)
 	}

@@ -9,7 +9,7 @@ package main
 // generator thread only the sampler itself (~0.25 us per sampled frame at
 // rate 1) and the frame goes nowhere after XDP_PASS. Everything after the
 // sampler is the daemon's real path: ring buffer, dataplane.Source via
-// agent/xdp, agent worker, sender (sendmmsg + GSO), UDP over veth into the
+// agent/kernel, agent worker, sender (sendmmsg + GSO), UDP over veth into the
 // collector namespace, the sink.
 
 import (

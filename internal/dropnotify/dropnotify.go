@@ -1,7 +1,8 @@
 // Package dropnotify runs dropped-packet notifications (issue 12): the
-// kernel program (dataplane.Drops) while enabled, the reporter
-// (agent.DropReporter) that turns its notifications into discarded_packet
-// samples, and their Prometheus metrics.
+// kernel program (dataplane.Drops) while enabled, read through
+// agent/kernel's DropSource by the reporter (agent.DropReporter) that
+// turns its notifications into discarded_packet samples, and their
+// Prometheus metrics.
 package dropnotify
 
 import (
@@ -15,45 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
-
-// dropSource adapts dataplane.Drops to agent.DropSource.
-type dropSource struct {
-	d  *dataplane.Drops
-	ev dataplane.DropEvent
-	n  agent.DropNotification
-	fn func(*agent.DropNotification)
-	cb func(*dataplane.DropEvent)
-}
-
-func newDropSource(d *dataplane.Drops) *dropSource {
-	s := &dropSource{d: d}
-	s.cb = s.convert
-	return s
-}
-
-func (s *dropSource) convert(e *dataplane.DropEvent) {
-	s.n = agent.DropNotification{
-		ReasonName: e.ReasonName, Symbol: e.Symbol, In: e.InIfIndex, Out: e.OutIfIndex,
-		Queue: e.Queue, QueueKnown: agent.EgressQueueKnown(e.ReasonName, e.OutIfIndex),
-		FrameLen: e.FrameLen, HeaderProto: sflow.HeaderProtocol(e.HeaderProto), Header: e.Header,
-	}
-	s.fn(&s.n)
-}
-
-func (s *dropSource) ReadDrops(fn func(*agent.DropNotification)) (int, error) {
-	s.fn = fn
-	return s.d.Read(&s.ev, s.cb)
-}
-
-func (s *dropSource) Wake() error { return s.d.Wake() }
-
-func (s *dropSource) Lost() (uint64, error) {
-	st, err := s.d.Stats()
-	return st.Suppressed + st.RingFull, err
-}
 
 // Runner runs dropped-packet notifications: the kernel program while
 // enabled, and the reporter that turns its notifications into
@@ -133,7 +98,7 @@ func (d *Runner) Apply(c Config) error {
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		d.reporter.Run(rctx, newDropSource(dp))
+		d.reporter.Run(rctx, kernel.NewDropSource(dp))
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
 	return nil

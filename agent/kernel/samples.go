@@ -1,9 +1,10 @@
-// Package xdp connects the agent to the XDP dataplane: the ports the agent
-// configures become dataplane ports (inline or monitor), and each worker
-// reads its kernel samples from its dataplane.Source. The daemon and the
-// end-to-end benchmark (bench/daemon live) both use it, so the benchmark
-// measures the daemon's own sample path.
-package xdp
+// Package kernel is where the kernel dataplane meets the agent: the ports
+// the agent configures become dataplane ports (inline or monitor), each
+// worker reads its kernel samples from its dataplane.Source (samples.go),
+// and the drop reporter reads the kernel's drop notifications (drops.go).
+// The daemon and the end-to-end benchmark (bench/daemon live) both use
+// it, so the benchmark measures the daemon's own sample path.
+package kernel
 
 import (
 	"time"
