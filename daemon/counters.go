@@ -5,26 +5,26 @@ import (
 	"fmt"
 	"sync"
 
-	hostcounters "github.com/sflowswitchd/sflowswitchd/counters/host"
-	linkcounters "github.com/sflowswitchd/sflowswitchd/counters/link"
+	"github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/counters/link"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // counterSource is the agent's agent.CounterSource: port data sources read
-// through internal/linkcounters, the host (entPhysicalEntry.1) through
-// internal/hostcounters.
+// through counters/link, the host (entPhysicalEntry.1) through
+// counters/host.
 type counterSource struct {
-	*linkcounters.Reader
+	*link.Reader
 	hostMu sync.Mutex
-	host   *hostcounters.Reader
+	host   *host.Reader
 }
 
-func newCounterSource(host *hostcounters.Reader) (*counterSource, error) {
-	r, err := linkcounters.New()
+func newCounterSource(hr *host.Reader) (*counterSource, error) {
+	r, err := link.New()
 	if err != nil {
 		return nil, err
 	}
-	return &counterSource{Reader: r, host: host}, nil
+	return &counterSource{Reader: r, host: hr}, nil
 }
 
 // AppendCounters implements agent.CounterSource.

@@ -22,7 +22,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/apps/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	hostcounters "github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
@@ -171,7 +171,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
-	d.counters, err = newCounterSource(hostcounters.New(hostcounters.Options{Adapters: d.adapters}))
+	d.counters, err = newCounterSource(host.New(host.Options{Adapters: d.adapters}))
 	if err != nil {
 		return fail(err)
 	}
@@ -530,16 +530,16 @@ func (d *Daemon) reconfigure() {
 }
 
 // adapters lists the sampled ports' MACs for host_adapters.
-func (d *Daemon) adapters() []hostcounters.Adapter {
+func (d *Daemon) adapters() []host.Adapter {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]hostcounters.Adapter, 0, len(d.ports))
+	out := make([]host.Adapter, 0, len(d.ports))
 	for _, idx := range sortedIndexes(d.ports) {
 		p := d.ports[idx]
 		if p.Loopback || len(p.MAC) != 6 {
 			continue
 		}
-		out = append(out, hostcounters.Adapter{IfIndex: uint32(p.Index), MACs: [][6]byte{[6]byte(p.MAC)}})
+		out = append(out, host.Adapter{IfIndex: uint32(p.Index), MACs: [][6]byte{[6]byte(p.MAC)}})
 	}
 	return out
 }

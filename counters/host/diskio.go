@@ -1,4 +1,4 @@
-package hostcounters
+package host
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-// Package hostcounters reads the Host sFlow counter records
+// Package host reads the Host sFlow counter records
 // (spec/sflow_host.txt: host_descr, host_adapters, host_cpu, host_memory,
 // host_disk_io, host_net_io) from /proc and /sys on Linux, for the
 // physical-entity data source of the switch (2:1, entPhysicalEntry.1).
@@ -7,7 +7,7 @@
 // collector computes rates (spec section 3: "the sFlow agent exports raw
 // counter values and the sFlow analyzer computes deltas and rates").
 // Counters that the spec declares as 32 bits wrap modulo 2^32.
-package hostcounters
+package host
 
 import (
 	"errors"

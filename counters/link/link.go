@@ -1,10 +1,10 @@
-// Package linkcounters reads the counters of switch ports for the counter
+// Package link reads the counters of switch ports for the counter
 // pollers: Linux link statistics (netlink) as if_counters, ethtool dot3
 // statistics as ethernet_counters (sflow_version_5.txt, "struct
 // if_counters", "struct ethernet_counters") and the interface's name as
 // port_name (0:1005, as the host agent hsflowd sends it). It is the
-// port-side sibling of internal/hostcounters.
-package linkcounters
+// port-side sibling of counters/host.
+package link
 
 import (
 	"sync"

@@ -1,4 +1,4 @@
-package linkcounters
+package link
 
 import (
 	"testing"
