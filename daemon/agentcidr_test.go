@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/internal/agentaddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 )
 
 // TestPreferCIDRs: agent.cidr as hsflowd applies it.

@@ -3,9 +3,9 @@ package daemon
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
-	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
-	"github.com/sflowswitchd/sflowswitchd/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 

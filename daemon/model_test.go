@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
 )
 
 // TestCollectorNameStopsResolving (issue 10, defect 3): the collector's

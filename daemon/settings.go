@@ -8,9 +8,9 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/internal/dropnotify"
 )
 
 // Validate checks the settings against the components they configure,

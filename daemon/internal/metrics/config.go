@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 

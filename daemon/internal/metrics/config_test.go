@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
-	"github.com/sflowswitchd/sflowswitchd/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
 
