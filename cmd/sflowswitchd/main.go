@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/apmreports"
 	decodetool "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
 )
@@ -21,7 +22,7 @@ type subcommand struct {
 
 var subcommands = []subcommand{
 	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decodetool.Run},
-	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", runAPM},
+	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", apmreports.Run},
 	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", top.Run},
 }
 

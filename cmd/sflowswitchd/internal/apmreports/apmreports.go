@@ -1,4 +1,8 @@
-package main
+// Package apmreports is `sflowswitchd apm`: it prints the running
+// daemon's APM reports (RFC 3729 aggregation of application
+// transactions), fetched as JSON from its metrics listener (GET /apm,
+// apps/appsubagent).
+package apmreports
 
 import (
 	"context"
@@ -15,9 +19,9 @@ import (
 // metrics listener (-metrics) unless -api says otherwise.
 const defaultMetricsAddress = "127.0.0.1:9116"
 
-// runAPM implements `sflowswitchd apm`: print the daemon's current APM
-// reports (RFC 3729 aggregation of application transactions) as JSON.
-func runAPM(args []string, stdout, stderr io.Writer) int {
+// Run implements `sflowswitchd apm`: print the daemon's current APM
+// reports as JSON.
+func Run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apm", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	api := fs.String("api", defaultMetricsAddress, "the daemon's metrics listener `address` (its -metrics)")
