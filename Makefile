@@ -45,13 +45,15 @@ test: deps lint build fuzz
 	$(GOBIN)/gotestsum --format pkgname --jsonfile bin/test.json -- $(TESTFLAGS) $(PKGS)
 
 # Every fuzz target of an input that comes from outside the daemon: the
-# sFlow decoder and pcap reader (decode tool), AgentX PDUs, the application
-# JSON API and its rtmetric/rtflow messages, hsflowd.conf, the TOML config
-# and the Ethernet/VLAN walker of sampled headers. test/policy fails when a
+# sFlow decoder, the decode tool's pcap reader and JSON rendering, AgentX
+# PDUs, the application JSON API and its rtmetric/rtflow messages,
+# hsflowd.conf, the TOML config and the Ethernet/VLAN walker of sampled
+# headers. test/policy fails when a
 # Fuzz function exists that is not listed here.
 FUZZ_TARGETS := \
 	./sflow:FuzzDecode \
-	./sflow:FuzzPcapReader \
+	./cmd/sflowswitchd/internal/decode:FuzzPcapReader \
+	./cmd/sflowswitchd/internal/decode:FuzzRender \
 	./snmpd:FuzzDecodePDU \
 	./apps/app:FuzzParseJSON \
 	./apps/app:FuzzParseRT \

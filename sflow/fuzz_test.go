@@ -2,7 +2,6 @@ package sflow
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,7 +12,7 @@ import (
 // decode again, and encoding that second reading must give the same bytes.
 // (encode(decode(x)) may differ from x itself only where the encoder
 // normalises, e.g. it pads opaque data of unknown records to 4 bytes.)
-// Accepted datagrams must also render as valid JSON.
+// (That they also render as valid JSON is the decode tool's FuzzRender.)
 //
 // Seeds are the shared golden and malformed datagrams. Run with
 //
@@ -49,13 +48,6 @@ func FuzzDecode(f *testing.F) {
 		second := again.AppendXDR(nil)
 		if !bytes.Equal(first, second) {
 			t.Fatalf("encoding not stable\ninput  %x\nfirst  %x\nsecond %x", in, first, second)
-		}
-		js, err := d.MarshalJSON()
-		if err != nil {
-			t.Fatalf("MarshalJSON: %v", err)
-		}
-		if !json.Valid(js) {
-			t.Fatalf("invalid JSON %s", js)
 		}
 	})
 }

@@ -22,9 +22,9 @@ import (
 // handle real calendar timestamps.
 func TestMonotonicTimeOnly(t *testing.T) {
 	allowed := map[string]string{
-		"sflow/pcap.go":               "pcap record timestamps are calendar time",
-		"testkit/testutil/pcap.go":    "pcap record timestamps are calendar time",
-		"cmd/sflowswitchd/monitor.go": "time.Unix(1, 0) is a deadline in the past, not a clock reading",
+		"cmd/sflowswitchd/internal/decode/pcap.go": "pcap record timestamps are calendar time",
+		"testkit/testutil/pcap.go":                 "pcap record timestamps are calendar time",
+		"cmd/sflowswitchd/monitor.go":              "time.Unix(1, 0) is a deadline in the past, not a clock reading",
 	}
 	wall := map[string]bool{"Unix": true, "UnixNano": true, "UnixMilli": true, "UnixMicro": true}
 	root := "../.."

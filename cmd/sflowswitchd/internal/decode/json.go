@@ -1,4 +1,4 @@
-package sflow
+package decode
 
 import (
 	"bytes"
@@ -12,9 +12,11 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// MarshalJSON renders the datagram as one JSON object for people and
+// marshalJSON renders the datagram as one JSON object for people and
 // scripts (the `sflowswitchd decode` output):
 //
 //	{"version":5,"agent_address":"10.0.0.1","sub_agent_id":0,
@@ -33,12 +35,12 @@ import (
 // "unknown" address type), NaN and infinite floats the strings "NaN",
 // "+Inf" and "-Inf" (JSON has no such numbers, and they can arrive in a
 // decoded float field). A value implementing json.Marshaler or
-// encoding.TextMarshaler is rendered by it. Record fields whose key
+// encoding.TextMarshaler is rendered by it. sflow.Record fields whose key
 // collides with "format" or "name" are prefixed with "record_".
-func (d *Datagram) MarshalJSON() ([]byte, error) {
+func marshalJSON(d *sflow.Datagram) ([]byte, error) {
 	var e jsonEncoder
 	e.buf = append(e.buf, `{"version":`...)
-	e.uint(Version)
+	e.uint(sflow.Version)
 	e.buf = append(e.buf, `,"agent_address":`...)
 	e.addr(d.AgentAddress)
 	e.buf = append(e.buf, `,"sub_agent_id":`...)
@@ -88,7 +90,7 @@ func (e *jsonEncoder) addr(a netip.Addr) {
 	e.buf = append(e.buf, '"')
 }
 
-func (e *jsonEncoder) source(d DataSource) {
+func (e *jsonEncoder) source(d sflow.DataSource) {
 	e.buf = append(e.buf, `{"type":`...)
 	e.uint(uint64(d.Type))
 	e.buf = append(e.buf, `,"index":`...)
@@ -96,7 +98,7 @@ func (e *jsonEncoder) source(d DataSource) {
 	e.buf = append(e.buf, '}')
 }
 
-func (e *jsonEncoder) iface(i Interface) {
+func (e *jsonEncoder) iface(i sflow.Interface) {
 	e.buf = append(e.buf, `{"format":`...)
 	e.uint(uint64(i.Format))
 	e.buf = append(e.buf, `,"value":`...)
@@ -104,12 +106,12 @@ func (e *jsonEncoder) iface(i Interface) {
 	e.buf = append(e.buf, '}')
 }
 
-func (e *jsonEncoder) sample(s Sample) error {
+func (e *jsonEncoder) sample(s sflow.Sample) error {
 	f := s.SampleFormat()
 	e.buf = append(e.buf, `{"type":`...)
-	e.str(sampleTypeName(f))
+	e.str(sflow.SampleTypeName(f))
 	switch s := s.(type) {
-	case *FlowSample:
+	case *sflow.FlowSample:
 		e.buf = append(e.buf, `,"sequence_number":`...)
 		e.uint(uint64(s.SequenceNumber))
 		e.buf = append(e.buf, `,"source_id":`...)
@@ -127,7 +129,7 @@ func (e *jsonEncoder) sample(s Sample) error {
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
-	case *CounterSample:
+	case *sflow.CounterSample:
 		e.buf = append(e.buf, `,"sequence_number":`...)
 		e.uint(uint64(s.SequenceNumber))
 		e.buf = append(e.buf, `,"source_id":`...)
@@ -135,9 +137,9 @@ func (e *jsonEncoder) sample(s Sample) error {
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
-	case *RTMetricSample, *RTFlowSample:
+	case *sflow.RTMetricSample, *sflow.RTFlowSample:
 		e.rtSample(s)
-	case *DiscardedPacket:
+	case *sflow.DiscardedPacket:
 		e.buf = append(e.buf, `,"sequence_number":`...)
 		e.uint(uint64(s.SequenceNumber))
 		e.buf = append(e.buf, `,"source_id":`...)
@@ -148,19 +150,21 @@ func (e *jsonEncoder) sample(s Sample) error {
 		e.uint(uint64(s.Input))
 		e.buf = append(e.buf, `,"output":`...)
 		e.uint(uint64(s.Output))
-		e.buf = append(e.buf, `,"reason":`...)
-		b, _ := s.Reason.MarshalJSON() // cannot fail
-		e.buf = append(e.buf, b...)
+		e.buf = append(e.buf, `,"reason":{"code":`...)
+		e.uint(uint64(s.Reason))
+		e.buf = append(e.buf, `,"name":`...)
+		e.str(s.Reason.String())
+		e.buf = append(e.buf, '}')
 		if err := e.records(s.Records); err != nil {
 			return err
 		}
-	case *UnknownSample:
+	case *sflow.UnknownSample:
 		e.buf = append(e.buf, `,"format":`...)
 		e.str(s.DataFormat.String())
 		e.buf = append(e.buf, `,"data":`...)
 		e.hex(s.Data)
 	default:
-		// A Sample implemented outside this package: at least name it.
+		// A sflow.Sample implemented outside this package: at least name it.
 		e.buf = append(e.buf, `,"format":`...)
 		e.str(f.String())
 	}
@@ -168,7 +172,7 @@ func (e *jsonEncoder) sample(s Sample) error {
 	return nil
 }
 
-func (e *jsonEncoder) records(recs []Record) error {
+func (e *jsonEncoder) records(recs []sflow.Record) error {
 	e.buf = append(e.buf, `,"records":[`...)
 	for i, rec := range recs {
 		if i > 0 {
@@ -189,12 +193,12 @@ func (e *jsonEncoder) hex(b []byte) {
 }
 
 // record appends {"format":"e:n","name":"...", fields...}.
-func (e *jsonEncoder) record(rec Record) error {
+func (e *jsonEncoder) record(rec sflow.Record) error {
 	e.buf = append(e.buf, `{"format":`...)
 	e.str(rec.Format().String())
 	e.buf = append(e.buf, `,"name":`...)
 	e.str(rec.Name())
-	if u, ok := rec.(*UnknownRecord); ok {
+	if u, ok := rec.(*sflow.UnknownRecord); ok {
 		e.buf = append(e.buf, `,"data":`...)
 		e.hex(u.Data)
 		e.buf = append(e.buf, '}')
@@ -316,7 +320,7 @@ var (
 	hardwareAddrType  = reflect.TypeFor[net.HardwareAddr]()
 )
 
-// value appends one value, following the rules in Datagram.MarshalJSON.
+// value appends one value, following the rules in sflow.Datagram.MarshalJSON.
 func (e *jsonEncoder) value(v reflect.Value) error {
 	if !v.IsValid() {
 		e.buf = append(e.buf, "null"...)
@@ -358,22 +362,10 @@ func (e *jsonEncoder) value(v reflect.Value) error {
 		e.buf = strconv.AppendInt(e.buf, v.Int(), 10)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		e.uint(v.Uint())
-	case reflect.Float32, reflect.Float64:
-		f := v.Float()
-		switch {
-		case math.IsNaN(f):
-			e.str("NaN")
-		case math.IsInf(f, 1):
-			e.str("+Inf")
-		case math.IsInf(f, -1):
-			e.str("-Inf")
-		default:
-			bits := 64
-			if v.Kind() == reflect.Float32 {
-				bits = 32
-			}
-			e.buf = strconv.AppendFloat(e.buf, f, 'g', -1, bits)
-		}
+	case reflect.Float32:
+		e.float(v.Float(), 32)
+	case reflect.Float64:
+		e.float(v.Float(), 64)
 	case reflect.String:
 		e.str(v.String())
 	case reflect.Slice:
@@ -427,4 +419,94 @@ func (e *jsonEncoder) list(v reflect.Value) error {
 	}
 	e.buf = append(e.buf, ']')
 	return nil
+}
+
+// rtJSON appends the rtmetric/rtflow members of a sample's JSON object:
+//
+//	"datasource":"web1",["sampling_rate":1,"sample_pool":0,]
+//	"metrics"|"fields":[{"name":"m1","type":"counter32","value":777},...]
+func (e *jsonEncoder) rtSample(s sflow.Sample) {
+	var vals []sflow.RTValue
+	flow := false
+	switch s := s.(type) {
+	case *sflow.RTMetricSample:
+		e.buf = append(e.buf, `,"datasource":`...)
+		e.str(s.Datasource)
+		e.buf = append(e.buf, `,"metrics":[`...)
+		vals = s.Metrics
+	case *sflow.RTFlowSample:
+		flow = true
+		e.buf = append(e.buf, `,"datasource":`...)
+		e.str(s.Datasource)
+		e.buf = append(e.buf, `,"sampling_rate":`...)
+		e.uint(uint64(s.SamplingRate))
+		e.buf = append(e.buf, `,"sample_pool":`...)
+		e.uint(uint64(s.SamplePool))
+		e.buf = append(e.buf, `,"fields":[`...)
+		vals = s.Fields
+	}
+	for i := range vals {
+		v := &vals[i]
+		if i > 0 {
+			e.buf = append(e.buf, ',')
+		}
+		e.buf = append(e.buf, `{"name":`...)
+		e.str(v.Name)
+		e.buf = append(e.buf, `,"type":`...)
+		var kind int // 0 string, 1 uint, 2 float, 3 mac, 4 addr
+		if flow {
+			t := sflow.RTFlowType(v.Type)
+			e.str(t.String())
+			switch t {
+			case sflow.RTFlowMAC:
+				kind = 3
+			case sflow.RTFlowIP, sflow.RTFlowIP6:
+				kind = 4
+			case sflow.RTFlowInt32, sflow.RTFlowInt64:
+				kind = 1
+			case sflow.RTFlowFloat, sflow.RTFlowDouble:
+				kind = 2
+			}
+		} else {
+			t := sflow.RTMetricType(v.Type)
+			e.str(t.String())
+			switch t {
+			case sflow.RTMetricCounter32, sflow.RTMetricCounter64, sflow.RTMetricGauge32, sflow.RTMetricGauge64:
+				kind = 1
+			case sflow.RTMetricGaugeFloat, sflow.RTMetricGaugeDouble:
+				kind = 2
+			}
+		}
+		e.buf = append(e.buf, `,"value":`...)
+		switch kind {
+		case 0:
+			e.str(v.Str)
+		case 1:
+			e.uint(v.Uint)
+		case 2:
+			e.float(v.Float, 64)
+		case 3:
+			e.str(fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", v.MAC[0], v.MAC[1], v.MAC[2], v.MAC[3], v.MAC[4], v.MAC[5]))
+		case 4:
+			e.addr(v.Addr)
+		}
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, ']')
+}
+
+// float appends f, a float of bits (32 or 64) bits, as a JSON number in
+// its shortest form, or as the strings "NaN", "+Inf" and "-Inf" (JSON has
+// no such numbers, and they can arrive in a decoded float field).
+func (e *jsonEncoder) float(f float64, bits int) {
+	switch {
+	case math.IsNaN(f):
+		e.str("NaN")
+	case math.IsInf(f, 1):
+		e.str("+Inf")
+	case math.IsInf(f, -1):
+		e.str("-Inf")
+	default:
+		e.buf = strconv.AppendFloat(e.buf, f, 'g', -1, bits)
+	}
 }

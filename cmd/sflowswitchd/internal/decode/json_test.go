@@ -1,6 +1,7 @@
-package sflow
+package decode
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -11,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // jsonProbeRecord is a record type known only to this test, with one field
@@ -38,9 +41,11 @@ type jsonProbeSegment struct {
 	ASNs []uint32 `json:"asns"`
 }
 
-func (*jsonProbeRecord) Format() DataFormat          { return Format(4242, 7) }
-func (*jsonProbeRecord) Name() string                { return "probe_record" }
-func (r *jsonProbeRecord) AppendXDR(b []byte) []byte { return appendUint32(b, r.private) }
+func (*jsonProbeRecord) Format() sflow.DataFormat { return sflow.Format(4242, 7) }
+func (*jsonProbeRecord) Name() string             { return "probe_record" }
+func (r *jsonProbeRecord) AppendXDR(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(b, r.private)
+}
 
 // jsonValue unmarshals b into generic Go values, failing the test on
 // invalid JSON.
@@ -69,21 +74,21 @@ func TestDatagramJSONShape(t *testing.T) {
 		Hidden:   9,
 		private:  7,
 	}
-	d := &Datagram{
+	d := &sflow.Datagram{
 		AgentAddress:   netip.MustParseAddr("198.18.0.1"),
 		SubAgentID:     3,
 		SequenceNumber: 4000000000,
 		Uptime:         123456,
-		Samples: []Sample{
-			&FlowSample{SequenceNumber: 7, Source: DataSource{0, 3}, SamplingRate: 1024, SamplePool: 51200, Drops: 2,
-				Input: IfIndex(3), Output: Interface{Format: InterfaceMultiple, Value: 4},
-				Records: []Record{probe, &UnknownRecord{DataFormat: Format(9, 1), Data: []byte{1, 2, 3, 4}}}},
-			&CounterSample{SequenceNumber: 9, Source: DataSource{2, 0x1000000}, Records: []Record{}},
-			&UnknownSample{DataFormat: Format(0, 77), Data: []byte{0xde, 0xad, 0xbe, 0xef}},
+		Samples: []sflow.Sample{
+			&sflow.FlowSample{SequenceNumber: 7, Source: sflow.DataSource{Type: 0, Index: 3}, SamplingRate: 1024, SamplePool: 51200, Drops: 2,
+				Input: sflow.IfIndex(3), Output: sflow.Interface{Format: sflow.InterfaceMultiple, Value: 4},
+				Records: []sflow.Record{probe, &sflow.UnknownRecord{DataFormat: sflow.Format(9, 1), Data: []byte{1, 2, 3, 4}}}},
+			&sflow.CounterSample{SequenceNumber: 9, Source: sflow.DataSource{Type: 2, Index: 0x1000000}, Records: []sflow.Record{}},
+			&sflow.UnknownSample{DataFormat: sflow.Format(0, 77), Data: []byte{0xde, 0xad, 0xbe, 0xef}},
 		},
 	}
-	// Called directly: json.Marshal would re-escape <, > and & itself.
-	b, err := d.MarshalJSON()
+	// marshalJSON leaves <, > and & as they are (json.Marshal escapes them).
+	b, err := marshalJSON(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +127,7 @@ func TestDatagramJSONShape(t *testing.T) {
 }
 
 func TestDatagramJSONUnknownAgentAddress(t *testing.T) {
-	b, err := json.Marshal(&Datagram{})
+	b, err := marshalJSON(&sflow.Datagram{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func TestDatagramJSONUnknownAgentAddress(t *testing.T) {
 
 // TestDatagramJSONMatchesReference decodes every shared golden datagram and
 // compares the datagram and sample fields of our JSON with the reading of
-// sflowtool, an independent decoder (NAME.sflowtool.json). Record bodies are
+// sflowtool, an independent decoder (NAME.sflowtool.json). sflow.Record bodies are
 // compared by the record tests; here every record must appear, in order,
 // with sflowtool's format tag.
 func TestDatagramJSONMatchesReference(t *testing.T) {
@@ -145,11 +150,11 @@ func TestDatagramJSONMatchesReference(t *testing.T) {
 	for _, ref := range refs {
 		name := strings.TrimSuffix(filepath.Base(ref), ".sflowtool.json")
 		t.Run(name, func(t *testing.T) {
-			d, err := Decode(readTestdata(t, name+".bin"))
+			d, err := sflow.Decode(readTestdata(t, name+".bin"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := json.Marshal(d)
+			b, err := marshalJSON(d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,4 +243,166 @@ func compareWithSflowtool(t *testing.T, got, ref map[string]any) {
 			}
 		}
 	}
+}
+
+// compareRTWithSflowtool compares an rtmetric/rtflow sample of our JSON
+// with sflowtool's reading: "rtmetric_<type>_<name>" (or rtflow_...)
+// keys, numbers in decimal, floats with 3 decimals, MACs as 12 hex
+// digits, IPv6 addresses in full.
+func compareRTWithSflowtool(t *testing.T, p string, s, rs map[string]any) {
+	t.Helper()
+	typ := fmt.Sprint(s["type"])
+	tags := map[string]string{"rtmetric": "4300:1002", "rtflow": "4300:1003"}
+	if fmt.Sprint(rs["sampleType_tag"]) != tags[typ] {
+		t.Errorf("%stype %s, sflowtool %v", p, typ, rs["sampleType_tag"])
+	}
+	want := map[string]string{typ + "_datasource_name": fmt.Sprint(s["datasource"])}
+	vals, _ := s["metrics"].([]any)
+	if typ == "rtflow" {
+		vals, _ = s["fields"].([]any)
+		want["rtflow_sampling_rate"] = fmt.Sprint(s["sampling_rate"])
+		want["rtflow_sample_pool"] = fmt.Sprint(s["sample_pool"])
+	}
+	for _, v := range vals {
+		m := v.(map[string]any)
+		vt, name := fmt.Sprint(m["type"]), fmt.Sprint(m["name"])
+		var str string
+		switch val := m["value"].(type) {
+		case float64:
+			str = strconv.FormatFloat(val, 'f', -1, 64)
+			if strings.Contains(vt, "loat") || strings.Contains(vt, "ouble") {
+				str = fmt.Sprintf("%.3f", val)
+			}
+		case string:
+			str = val
+			switch vt {
+			case "mac":
+				str = strings.ReplaceAll(val, ":", "")
+			case "ip6":
+				a := netip.MustParseAddr(val).As16()
+				var parts []string
+				for i := 0; i < 16; i += 2 {
+					parts = append(parts, fmt.Sprintf("%02x%02x", a[i], a[i+1]))
+				}
+				str = strings.Join(parts, ":")
+			}
+		}
+		want[typ+"_"+vt+"_"+name] = str
+	}
+	for k, v := range want {
+		if fmt.Sprint(rs[k]) != v {
+			t.Errorf("%s%s: ours %q, sflowtool %v", p, k, v, rs[k])
+		}
+	}
+	// Every value sflowtool read is one of ours.
+	for k := range rs {
+		if strings.HasPrefix(k, typ+"_") {
+			if _, ok := want[k]; !ok {
+				t.Errorf("%ssflowtool read %s=%v, not in ours", p, k, rs[k])
+			}
+		}
+	}
+}
+
+// TestDiscardJSON: `decode` output carries the sample's fields, the reason
+// by code and name, and the records.
+func TestDiscardJSON(t *testing.T) {
+	// Two discarded_packet samples (as sflow's discard tests write them);
+	// the second, an egress drop with every record defined for one.
+	hdr := &sflow.SampledHeader{Protocol: sflow.HeaderProtocolEthernet, FrameLength: 68, Stripped: 4, Header: make([]byte, 64)}
+	in := &sflow.Datagram{AgentAddress: netip.MustParseAddr("198.18.0.1"), SubAgentID: 1, SequenceNumber: 9, Uptime: 1000, Samples: []sflow.Sample{
+		&sflow.DiscardedPacket{SequenceNumber: 5, Drops: 3, Input: 4, Reason: sflow.DropACL, Records: []sflow.Record{
+			hdr, &sflow.ExtendedFunction{Symbol: "nft_do_chain"}, &sflow.ExtendedLinuxDropReason{Reason: "NETFILTER_DROP"}}},
+		&sflow.DiscardedPacket{SequenceNumber: 6, Drops: 7, Input: 4, Output: 9, Reason: sflow.DropNoBufferSpace, Records: []sflow.Record{
+			hdr, &sflow.ExtendedEgressQueue{Queue: 2}, &sflow.ExtendedFunction{Symbol: "__dev_queue_xmit"}, &sflow.ExtendedLinuxDropReason{Reason: "QDISC_DROP"}}},
+	}}
+	d, err := sflow.Decode(in.AppendXDR(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := marshalJSON(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Samples []struct {
+			Type   string `json:"type"`
+			Drops  uint32 `json:"drops"`
+			Input  uint32 `json:"input"`
+			Output uint32 `json:"output"`
+			Reason struct {
+				Code uint32
+				Name string
+			} `json:"reason"`
+			Records []map[string]any `json:"records"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	s := v.Samples[1]
+	if s.Type != "discarded_packet" || s.Drops != 7 || s.Input != 4 || s.Output != 9 || s.Reason.Code != 259 ||
+		s.Reason.Name != "no_buffer_space" || len(s.Records) != 4 || s.Records[1]["queue"] != float64(2) ||
+		s.Records[2]["symbol"] != "__dev_queue_xmit" || s.Records[3]["reason"] != "QDISC_DROP" {
+		t.Errorf("JSON %s", b)
+	}
+}
+
+// TestRTJSON: the host agent's custom metrics (the golden rt.bin, one
+// metric and one field of each type) render with their names, types and
+// values.
+func TestRTJSON(t *testing.T) {
+	dec, err := sflow.Decode(readTestdata(t, "rt.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := marshalJSON(dec)
+	if err != nil || !json.Valid(js) {
+		t.Fatalf("JSON %s: %v", js, err)
+	}
+	for _, frag := range []string{
+		`{"type":"rtmetric","datasource":"web1","metrics":[{"name":"str","type":"string","value":"helloworld"}`,
+		`{"name":"c64","type":"counter64","value":1099511627776}`,
+		`{"name":"gf","type":"gaugeFloat","value":1.5}`,
+		`{"name":"gd","type":"gaugeDouble","value":1.234}`,
+		`{"type":"rtflow","datasource":"web1","sampling_rate":10,"sample_pool":0,"fields":[`,
+		`{"name":"mac","type":"mac","value":"02:03:04:05:06:07"}`,
+		`{"name":"src","type":"ip","value":"198.18.0.1"}`,
+		`{"name":"dst6","type":"ip6","value":"2001:db8::1"}`,
+		`{"name":"i32","type":"int32","value":4294967295}`,
+	} {
+		if !strings.Contains(string(js), frag) {
+			t.Errorf("JSON lacks %s\n%s", frag, js)
+		}
+	}
+}
+
+// FuzzRender: whatever the strict decoder accepts renders as valid JSON
+// (the decode tool prints every datagram it decodes). Seeds are the
+// shared golden and malformed datagrams.
+func FuzzRender(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join(sharedTestdata(f), "*.bin"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seed datagrams: %v", err)
+	}
+	for _, s := range seeds {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		d, err := sflow.Decode(in)
+		if err != nil {
+			return
+		}
+		js, err := marshalJSON(d)
+		if err != nil {
+			t.Fatalf("marshalJSON: %v", err)
+		}
+		if !json.Valid(js) {
+			t.Fatalf("invalid JSON %s", js)
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package sflow
+package decode
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ func TestPcapReaderObsoletePacketBlock(t *testing.T) {
 	shb = le.AppendUint16(shb, 0)
 	shb = le.AppendUint64(shb, 0xffffffffffffffff)
 	head := block(nil, 0x0A0D0D0A, shb)
-	// Interface 0: Ethernet, no options (microsecond timestamps).
+	// sflow.Interface 0: Ethernet, no options (microsecond timestamps).
 	head = block(head, 1, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 
 	payload1, payload2 := []byte{0, 0, 0, 5, 1, 2, 3, 4}, []byte{0, 0, 0, 5, 9, 9, 9, 9}

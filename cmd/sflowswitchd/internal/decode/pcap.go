@@ -1,4 +1,4 @@
-package sflow
+package decode
 
 import (
 	"bufio"
@@ -337,7 +337,7 @@ func (p *PcapReader) option(opts []byte, code uint16) ([]byte, bool) {
 		if c == code {
 			return opts[4 : 4+n], true
 		}
-		opts = opts[4+n+pad(n):]
+		opts = opts[4+n+(4-n&3)&3:] // options are padded to 32 bits
 	}
 	return nil, false
 }

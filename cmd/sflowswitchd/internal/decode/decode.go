@@ -1,8 +1,8 @@
-// Package decodetool is `sflowswitchd decode`: it decodes sFlow version 5
+// Package decode is `sflowswitchd decode`: it decodes sFlow version 5
 // datagrams received on a UDP address or read from a pcap/pcapng capture
 // with the strict decoder of package sflow, and prints one JSON object per
 // datagram (or one error object naming the structure and offset).
-package decodetool
+package decode
 
 import (
 	"bufio"
@@ -122,7 +122,7 @@ func (o *output) datagram(b []byte, source string, frame int, note string) error
 		}
 		return writeJSONLine(o.stderr, line)
 	}
-	js, err := d.MarshalJSON()
+	js, err := marshalJSON(d)
 	if err != nil {
 		return fmt.Errorf("rendering a datagram from %s: %w", source, err)
 	}
@@ -155,7 +155,7 @@ func fromPcap(path string, port uint16, count int, o *output) int {
 		return 1
 	}
 	defer f.Close()
-	r, err := sflow.NewPcapReader(f, port)
+	r, err := NewPcapReader(f, port)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "decode: %s: %v\n", path, err)
 		return 1
