@@ -13,16 +13,20 @@ import (
 // req_delayed and req_dropped), and as the spec asks for counters an
 // agent does not have. Gauges left out are 0, as in the host agent.
 
-// UnmarshalJSON reads app_operations with absent counters unavailable.
-func (o *jsonOperations) UnmarshalJSON(b []byte) error {
-	type plain jsonOperations
+// jsonStatusCounts is app_operations (the message's app_name is its
+// application) with absent counters unavailable.
+type jsonStatusCounts sflow.AppStatusCounts
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (o *jsonStatusCounts) UnmarshalJSON(b []byte) error {
+	type plain jsonStatusCounts
 	u := sflow.CounterUnavailable32
 	p := plain{Success: u, Other: u, Timeout: u, InternalError: u, BadRequest: u, Forbidden: u,
 		TooLarge: u, NotImplemented: u, NotFound: u, Unavailable: u, Unauthorized: u}
 	if err := decodeStrict(b, &p); err != nil {
 		return err
 	}
-	*o = jsonOperations(p)
+	*o = jsonStatusCounts(p)
 	return nil
 }
 

@@ -100,24 +100,10 @@ type jsonSocket struct {
 type jsonCounters struct {
 	AppName       *string             `json:"app_name"`
 	ServicePort   *uint32             `json:"service_port,omitempty"`
-	AppOperations *jsonOperations     `json:"app_operations,omitempty"`
+	AppOperations *jsonStatusCounts   `json:"app_operations,omitempty"`
 	AppResources  *sflow.AppResources `json:"app_resources,omitempty"`
 	AppWorkers    *jsonWorkers        `json:"app_workers,omitempty"`
 	HTTPCounters  *sflow.HTTPCounters `json:"http_counters,omitempty"`
-}
-
-type jsonOperations struct {
-	Success        uint32 `json:"success"`
-	Other          uint32 `json:"other"`
-	Timeout        uint32 `json:"timeout"`
-	InternalError  uint32 `json:"internal_error"`
-	BadRequest     uint32 `json:"bad_request"`
-	Forbidden      uint32 `json:"forbidden"`
-	TooLarge       uint32 `json:"too_large"`
-	NotImplemented uint32 `json:"not_implemented"`
-	NotFound       uint32 `json:"not_found"`
-	Unavailable    uint32 `json:"unavailable"`
-	Unauthorized   uint32 `json:"unauthorized"`
 }
 
 // maxMethodName bounds the http_request method string.
@@ -316,12 +302,7 @@ func (j *jsonCounters) sample() (*CounterSample, error) {
 	}
 	c := &CounterSample{AppName: name, ServicePort: port, Resources: j.AppResources, Workers: (*sflow.AppWorkers)(j.AppWorkers), HTTP: j.HTTPCounters}
 	if o := j.AppOperations; o != nil {
-		c.Operations = &sflow.AppOperations{
-			Application: name, Success: o.Success, Other: o.Other, Timeout: o.Timeout,
-			InternalError: o.InternalError, BadRequest: o.BadRequest, Forbidden: o.Forbidden,
-			TooLarge: o.TooLarge, NotImplemented: o.NotImplemented, NotFound: o.NotFound,
-			Unavailable: o.Unavailable, Unauthorized: o.Unauthorized,
-		}
+		c.Operations = &sflow.AppOperations{Application: name, AppStatusCounts: sflow.AppStatusCounts(*o)}
 	}
 	return c, nil
 }
@@ -396,10 +377,7 @@ func AppendCountersJSON(b []byte, c *CounterSample) ([]byte, error) {
 	name := c.AppName
 	j := &jsonCounters{AppName: &name, ServicePort: optPort(c.ServicePort), AppResources: c.Resources, AppWorkers: (*jsonWorkers)(c.Workers), HTTPCounters: c.HTTP}
 	if o := c.Operations; o != nil {
-		j.AppOperations = &jsonOperations{Success: o.Success, Other: o.Other, Timeout: o.Timeout,
-			InternalError: o.InternalError, BadRequest: o.BadRequest, Forbidden: o.Forbidden,
-			TooLarge: o.TooLarge, NotImplemented: o.NotImplemented, NotFound: o.NotFound,
-			Unavailable: o.Unavailable, Unauthorized: o.Unauthorized}
+		j.AppOperations = (*jsonStatusCounts)(&o.AppStatusCounts)
 	}
 	return appendJSON(b, &jsonMessage{CounterSample: j})
 }

@@ -93,8 +93,8 @@ func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *
 	checkAppCounterRecords(t, cs[0], pyPort,
 		// Counters the message leaves out are "not available", as
 		// hsflowd sends them (agent/app/counters_absent.go).
-		&sflow.AppOperations{Application: pyApp, Success: 270, NotFound: 30, Other: u, Timeout: u, InternalError: u,
-			BadRequest: u, Forbidden: u, TooLarge: u, NotImplemented: u, Unavailable: u, Unauthorized: u},
+		&sflow.AppOperations{Application: pyApp, AppStatusCounts: sflow.AppStatusCounts{Success: 270, NotFound: 30, Other: u, Timeout: u, InternalError: u,
+			BadRequest: u, Forbidden: u, TooLarge: u, NotImplemented: u, Unavailable: u, Unauthorized: u}},
 		&sflow.AppWorkers{WorkersActive: 3, WorkersIdle: 5, WorkersMax: 8, ReqDelayed: 1, ReqDropped: 2})
 
 	// goflow2: same samples; the raw app_initiator, socket and
