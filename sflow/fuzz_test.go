@@ -2,9 +2,9 @@ package sflow
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // FuzzDecode checks that Decode never panics on any input and that
@@ -18,17 +18,7 @@ import (
 //
 //	go test -fuzz FuzzDecode -fuzztime 2m ./sflow/
 func FuzzDecode(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(sharedTestdata(f), "*.bin"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed datagrams: %v", err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	testutil.AddGoldenSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d, err := Decode(in)
 		if err != nil {

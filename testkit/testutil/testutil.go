@@ -50,3 +50,20 @@ func Golden(t testing.TB, name string) []byte {
 func MIBDir() string {
 	return filepath.Join(RepoDir(), "mibs")
 }
+
+// AddGoldenSeeds adds every golden datagram of GoldenDir (the valid and
+// the malformed ones) to f's seed corpus.
+func AddGoldenSeeds(f *testing.F) {
+	f.Helper()
+	seeds, err := filepath.Glob(filepath.Join(GoldenDir(f), "*.bin"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seed datagrams: %v", err)
+	}
+	for _, s := range seeds {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}

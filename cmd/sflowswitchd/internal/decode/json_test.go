@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // jsonProbeRecord is a record type known only to this test, with one field
@@ -381,17 +382,7 @@ func TestRTJSON(t *testing.T) {
 // (the decode tool prints every datagram it decodes). Seeds are the
 // shared golden and malformed datagrams.
 func FuzzRender(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(sharedTestdata(f), "*.bin"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seed datagrams: %v", err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	testutil.AddGoldenSeeds(f)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d, err := sflow.Decode(in)
 		if err != nil {
