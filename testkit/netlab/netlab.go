@@ -127,8 +127,9 @@ func leftPad(s string, n int) string {
 }
 
 // findScript locates lab/lab.sh: $SFLOWSWITCHD_LAB_SH if set, else the
-// lab/lab.sh next to the go.mod found walking up from the working directory
-// (go test runs in the package directory, inside the module).
+// lab/lab.sh next to the first go.mod that has one, walking up from the
+// working directory (go test runs in the package directory, inside the
+// repository; bench/ is a module of its own, without a lab/).
 func findScript() (string, error) {
 	if p := os.Getenv("SFLOWSWITCHD_LAB_SH"); p != "" {
 		return filepath.Abs(p)
@@ -140,14 +141,13 @@ func findScript() (string, error) {
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			p := filepath.Join(dir, "lab", "lab.sh")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("netlab: find lab.sh: %w", err)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
 			}
-			return p, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("netlab: find lab.sh: no go.mod above the working directory (set SFLOWSWITCHD_LAB_SH)")
+			return "", errors.New("netlab: find lab.sh: no lab/lab.sh beside a go.mod above the working directory (set SFLOWSWITCHD_LAB_SH)")
 		}
 		dir = parent
 	}
