@@ -3,10 +3,12 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 
 	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/counters/link"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -46,4 +48,28 @@ func (c *counterSource) Close() error {
 	c.hostMu.Lock()
 	defer c.hostMu.Unlock()
 	return errors.Join(c.Reader.Close(), c.host.Close())
+}
+
+// adapters lists the sampled ports' MACs for host_adapters.
+func (d *Daemon) adapters() []host.Adapter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]host.Adapter, 0, len(d.ports))
+	for _, idx := range sortedIndexes(d.ports) {
+		p := d.ports[idx]
+		if p.Loopback || len(p.MAC) != 6 {
+			continue
+		}
+		out = append(out, host.Adapter{IfIndex: uint32(p.Index), MACs: [][6]byte{[6]byte(p.MAC)}})
+	}
+	return out
+}
+
+func sortedIndexes(m map[int]dataplane.PortInfo) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
 }

@@ -1,3 +1,9 @@
+// Package daemon is the composition of sflowswitchd: it builds the
+// dataplane, the agent, the SFLOW-MIB, the application sub-agent, drop
+// notifications, the counter sources and the metrics from the settings
+// (config), each from its own part of them (settings.go), and owns their
+// start (New, Run), reload (Reload, and the SNMP-driven reconfiguration
+// through the MIB) and stop. Its glue lives under daemon/internal/.
 package daemon
 
 import (
@@ -5,12 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
 	"runtime/debug"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +22,6 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
-	"github.com/sflowswitchd/sflowswitchd/apps/apmmib"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/counters/host"
@@ -31,7 +33,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
-	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
@@ -46,6 +47,9 @@ var hostSource = mib.HostSource
 type Config struct {
 	Settings config.Settings
 	Logger   *slog.Logger
+	// Level, when set, is the Logger's level: the daemon sets it from
+	// log_level at start and at every reload.
+	Level *slog.LevelVar
 	// Version is the software revision; "" = the module version the
 	// binary was built from, or "dev".
 	Version string
@@ -66,13 +70,18 @@ func revision(v string) string {
 // New loads the sampler and builds the agent, the MIB and their
 // sub-agents from c; nothing runs until Run. It logs the process's
 // capabilities first, and refuses to start when no agent address can be
-// chosen (requireAgentAddress).
+// chosen (ErrNoAgentAddress).
 func New(c Config) (*Daemon, error) {
+	setLevel(c.Level, c.Settings.LogLevel)
 	privilege.LogCapabilities(c.Logger)
 	if err := requireAgentAddress(c.Settings); err != nil {
 		return nil, err
 	}
-	return newDaemon(c.Settings, revision(c.Version), c.Logger)
+	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger)
+	if d != nil {
+		d.level = c.Level
+	}
+	return d, err
 }
 
 // ErrNoAgentAddress is New's refusal to start when no agent address can
@@ -80,13 +89,13 @@ func New(c Config) (*Daemon, error) {
 var ErrNoAgentAddress = errors.New("no agent address")
 
 // Run serves until ctx ends, then detaches everything; it returns once
-// every part has stopped.
+// every part has stopped (run.go).
 func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 
 // Reload installs new settings (SIGHUP): settings that can change while
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
-// changes; the running ones stay in force.
+// changes, and the running ones stay in force (reload.go).
 func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
 
 // Daemon is the composition: it ties the dataplane, the agent, port
@@ -114,6 +123,9 @@ type Daemon struct {
 	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.
 	metrics *prometheus.Registry
+
+	// level is the logger's level (Config.Level; nil = not ours to set).
+	level *slog.LevelVar
 
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
@@ -192,41 +204,31 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		Collectors:        d.resolver.Stats,
 		UnmatchedPatterns: d.unmatchedPatterns,
 	}))
-	// The MIB is sized once: static receivers need a receiver row and an
-	// instance each, so many collectors enlarge it (a configuration
-	// without SNMP behaves as before: instance r reports to collector r).
+	if err := d.newMIB(s, version); err != nil {
+		return fail(err)
+	}
+	if d.subagent, err = d.agentxSubagent(s.AgentX, mib.Subtree, "sflowswitchd SFLOW-MIB", d.mib); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// newMIB builds the SFLOW-MIB, the daemon's configuration model. It is
+// sized once: static receivers need a receiver row and an instance each,
+// so many collectors enlarge it (a configuration without SNMP behaves as
+// before: instance r reports to collector r).
+func (d *Daemon) newMIB(s config.Settings, version string) error {
 	n := len(s.StaticCollectors())
 	d.mibRows = min(max(s.SNMPReceivers, n), max(s.SNMPInstances, n))
+	var err error
 	d.mib, err = mib.New(mib.Config{
 		Receivers: max(s.SNMPReceivers, n),
 		Instances: max(s.SNMPInstances, n),
 		Revision:  version,
 		Apply:     d.applyConfig,
-		Logger:    log,
+		Logger:    d.log,
 	})
-	if err != nil {
-		return fail(err)
-	}
-	network, addr, err := config.ParseAgentX(s.AgentX)
-	if err != nil {
-		return fail(err)
-	}
-	if network != "" {
-		d.subagent, err = snmpd.New(snmpd.Config{
-			Network:     network,
-			Address:     addr,
-			Subtree:     mib.Subtree,
-			Description: "sflowswitchd SFLOW-MIB",
-			Handler:     d.mib,
-			// The subagent logs every reconnect attempt; those go to
-			// debug, watchAgentX reports state changes once.
-			Logger: slog.New(debugOnly{log.Handler()}),
-		})
-		if err != nil {
-			return fail(err)
-		}
-	}
-	return d, nil
+	return err
 }
 
 // applyConfig installs an agent configuration derived by the MIB and
@@ -269,221 +271,11 @@ func minRate(rs []uint32) uint32 {
 	return m
 }
 
-// watchAgentX logs the AgentX session's state changes: once when the
-// master cannot be reached (the subagent keeps retrying quietly), once per
-// registration and once per loss.
-func (d *Daemon) watchAgentX(ctx context.Context, address string) {
-	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
-	defer t.Stop()
-	connected, warned := false, false
-	start := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		switch c := d.subagent.Connected(); {
-		case c && !connected:
-			d.log.Info("SFLOW-MIB registered with the AgentX master", "agentx", address)
-			if path, ok := strings.CutPrefix(address, "unix:"); ok {
-				privilege.CheckAgentXSocket(d.log, path)
-			}
-			connected, warned = true, false
-		case !c && connected:
-			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
-			connected, warned = false, true
-		case !c && !warned && time.Since(start) > 2*time.Second:
-			d.log.Warn("AgentX master not reachable; SNMP configuration unavailable until it is, retrying in the background", "agentx", address)
-			warned = true
-		}
-	}
-}
-
-// debugOnly is a slog handler that logs every record at debug level.
-type debugOnly struct{ h slog.Handler }
-
-func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
-	return d.h.Enabled(ctx, slog.LevelDebug)
-}
-
-func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = slog.LevelDebug
-	return d.h.Handle(ctx, r)
-}
-
-func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
-func (d debugOnly) WithGroup(g string) slog.Handler       { return debugOnly{d.h.WithGroup(g)} }
-
-// run serves until ctx ends, then detaches everything.
-func (d *Daemon) run(ctx context.Context) error {
-	// Everything started here stops with ctx, which run cancels on its way
-	// out, whatever the reason; the goroutines that read the dataplane's
-	// memory (workers) and the sockets are waited for before the dataplane
-	// is closed and unmapped.
-	ctx, cancel := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	defer func() {
-		cancel()
-		if err := d.drops.Stop(); err != nil {
-			d.log.Error("stopping drop notifications", "err", err)
-		}
-		running.Wait()
-		if err := d.counters.Close(); err != nil {
-			d.log.Error("closing counter readers", "err", err)
-		}
-		if err := d.dp.Close(); err != nil {
-			d.log.Error("detaching", "err", err)
-		}
-	}()
-	// The settings read here take effect at restart only (reload keeps
-	// them); a copy taken under the lock does not race with a SIGHUP.
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *Daemon) portName(ifindex uint32) string {
 	d.mu.Lock()
-	s := d.settings
-	d.mu.Unlock()
-	readers, err := kernel.Readers(d.dp, d.agent.Workers())
-	if err != nil {
-		return fmt.Errorf("sample readers: %w", err)
-	}
-	events := make(chan dataplane.PortEvent, 256)
-	watchErr := make(chan error, 1)
-	go func() { watchErr <- dataplane.WatchPorts(ctx, netns.None(), events) }()
-	go func() {
-		if err := d.output.Run(ctx); err != nil {
-			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
-		}
-	}()
-	if err := d.startApps(ctx, s, &running); err != nil {
-		return err
-	}
-	if addr := s.Metrics; addr != "" {
-		if err := d.serveMetrics(ctx, addr, &running); err != nil {
-			return err
-		}
-	}
-	if err := d.drops.Start(ctx, dropsConfig(s)); err != nil {
-		d.log.Error("drop notifications off", "err", err)
-	}
-	running.Add(1)
-	go func() {
-		defer running.Done()
-		d.agent.Run(ctx, readers)
-	}()
-	// The MIB applies receiver timeouts, and the port retry its
-	// reapplies, through the agent to the dataplane: waited for like the
-	// workers.
-	running.Add(2)
-	go func() {
-		defer running.Done()
-		d.mib.Run(ctx)
-	}()
-	go func() {
-		defer running.Done()
-		d.portFail.Retry(ctx, func() error {
-			_, err := d.mib.Reapply()
-			return err
-		})
-	}()
-	// Collector names are looked up once before the first configuration,
-	// for at most a second, so that a name that resolves at once loses no
-	// sample; a slow or failing one is retried in the background.
-	staticReceivers(s, d.resolver)
-	primeCtx, primeCancel := context.WithTimeout(ctx, time.Second)
-	d.resolver.ResolveDue(primeCtx)
-	primeCancel()
-	go d.resolver.Run(ctx)
-	if d.subagent != nil {
-		running.Add(1)
-		go func() {
-			defer running.Done()
-			if err := d.subagent.Run(ctx); err != nil {
-				d.log.Error("AgentX subagent stopped", "err", err)
-			}
-		}()
-		running.Add(1)
-		go func() {
-			defer running.Done()
-			d.watchAgentX(ctx, s.AgentX)
-		}()
-	}
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
-
-	// Port events are coalesced: a burst of netlink messages (a port
-	// created, renamed, brought up) triggers one reconfiguration.
-	var settle <-chan time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-watchErr:
-			if ctx.Err() == nil {
-				return fmt.Errorf("port discovery stopped: %w", err)
-			}
-		case ev := <-events:
-			d.mu.Lock()
-			if ev.Kind == dataplane.PortRemoved {
-				delete(d.ports, ev.Port.Index)
-			} else {
-				d.ports[ev.Port.Index] = ev.Port
-			}
-			d.mu.Unlock()
-			if settle == nil {
-				settle = time.After(100 * time.Millisecond)
-			}
-		case <-d.changed:
-			if settle == nil {
-				settle = time.After(10 * time.Millisecond)
-			}
-		case <-settle:
-			settle = nil
-			d.reconfigure()
-		}
-	}
-}
-
-// reload installs new settings (SIGHUP).
-func (d *Daemon) reload(s config.Settings) error {
-	if err := d.checkReload(s); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	old := d.settings
-	if s.Workers != old.Workers {
-		d.log.Warn("a change of workers takes effect at restart", "running", old.Workers, "configured", s.Workers)
-		s.Workers = old.Workers
-	}
-	if s.Metrics != old.Metrics || s.MetricsAllowRemote != old.MetricsAllowRemote {
-		d.log.Warn("a change of the metrics address takes effect at restart")
-		s.Metrics, s.MetricsAllowRemote = old.Metrics, old.MetricsAllowRemote
-	}
-	if s.AppAPIAllowRemote != old.AppAPIAllowRemote {
-		s.AppAPIAllowRemote = old.AppAPIAllowRemote
-		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
-	}
-	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports || s.StateDir != old.StateDir {
-		d.log.Warn("a change of app_api, apm_interval, apm_reports or state_dir takes effect at restart")
-		s.AppAPI, s.APMInterval, s.APMReports, s.StateDir = old.AppAPI, old.APMInterval, old.APMReports, old.StateDir
-	}
-	if s.MaxPorts != old.MaxPorts {
-		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
-		s.MaxPorts = old.MaxPorts
-	}
-	if s.Hook != old.Hook {
-		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
-		s.Hook = old.Hook
-	}
-	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
-		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
-		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances
-	}
-	d.settings = s
-	d.mu.Unlock()
-	if err := d.drops.Apply(dropsConfig(s)); err != nil {
-		d.log.Error("drop notifications off", "err", err)
-	}
-	d.log.Info("configuration reloaded")
-	d.poke()
-	return nil
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
 }
 
 // poke asks the run loop to reconfigure.
@@ -492,152 +284,4 @@ func (d *Daemon) poke() {
 	case d.changed <- struct{}{}:
 	default:
 	}
-}
-
-// reconfigure feeds the settings and the ports present now to the MIB,
-// which applies the resulting configuration. Samplers and pollers set over
-// SNMP on ports that stay are kept.
-func (d *Daemon) reconfigure() {
-	d.mu.Lock()
-	s := d.settings
-	ports := make([]dataplane.PortInfo, 0, len(d.ports))
-	for _, p := range d.ports {
-		ports = append(ports, p)
-	}
-	d.mu.Unlock()
-	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
-
-	m, err := buildModel(s, ports, d.resolver, d.log)
-	if err != nil {
-		d.log.Error("configuration refused", "err", err)
-		return
-	}
-	d.noteSelection(s, ports)
-	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
-		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
-		m.AgentAddr = d.agentAddr
-	}
-	d.agentAddr = m.AgentAddr
-	if err := d.mib.SetStatic(m.Static); err != nil {
-		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
-	}
-	if err := d.mib.SetAgentAddress(m.AgentAddr); err != nil {
-		d.log.Warn("configuration applied with errors", "err", err)
-	}
-	if err := d.mib.SetPorts(m.Ports); err != nil {
-		d.log.Warn("configuration applied with errors", "err", err)
-	}
-}
-
-// adapters lists the sampled ports' MACs for host_adapters.
-func (d *Daemon) adapters() []host.Adapter {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make([]host.Adapter, 0, len(d.ports))
-	for _, idx := range sortedIndexes(d.ports) {
-		p := d.ports[idx]
-		if p.Loopback || len(p.MAC) != 6 {
-			continue
-		}
-		out = append(out, host.Adapter{IfIndex: uint32(p.Index), MACs: [][6]byte{[6]byte(p.MAC)}})
-	}
-	return out
-}
-
-func sortedIndexes(m map[int]dataplane.PortInfo) []int {
-	keys := make([]int, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
-	return keys
-}
-
-// serveMetrics starts the Prometheus listener. It stops with ctx: the
-// listener closes, requests in flight (which read the dataplane's mapped
-// counters) complete, and only then is running done, so run closes the
-// dataplane after the last handler.
-func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	config.WarnExposed(d.log, "metrics", ln.Addr().String())
-	mux := http.NewServeMux()
-	var mh http.Handler = prom.Handler(d.metrics, d.log)
-	if d.metricsHook != nil {
-		mh = d.metricsHook(mh)
-	}
-	mux.Handle("/metrics", mh)
-	mux.HandleFunc("/apm", d.apps.ServeAPM)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan struct{})
-	running.Add(1)
-	go func() {
-		defer running.Done()
-		<-ctx.Done()
-		// Shutdown waits for the handlers in flight; a scrape stuck
-		// longer (a client not reading) is cut by Close.
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
-			srv.Close()
-		}
-		<-served
-	}()
-	go func() {
-		defer close(served)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("metrics listener", "err", err)
-		}
-	}()
-	d.log.Info("metrics listening", "addr", ln.Addr().String())
-	return nil
-}
-
-// portName returns the name of port ifindex, or "" if unknown.
-func (d *Daemon) portName(ifindex uint32) string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.ports[int(ifindex)].Name
-}
-
-// startApps starts the application sub-agent when -app-api is set, and its
-// APM-MIB over AgentX when the SFLOW-MIB subagent is on: a second AgentX
-// session registering the APM-MIB subtree (RFC 3729) next to the SFLOW-MIB.
-func (d *Daemon) startApps(ctx context.Context, s config.Settings, running *sync.WaitGroup) error {
-	var err error
-	d.apps, err = appsubagent.Start(ctx, appsConfig(s), d.log)
-	if err != nil || d.apps == nil {
-		return err
-	}
-	d.metrics.MustRegister(appsubagent.NewAppCollector(d.apps.Engine().Stats(), d.apps.Conns()...))
-	d.agent.AddCollectorSet(&d.apps.Engine().Stats().Collectors)
-	cfg := d.agent.Config()
-	d.apps.SetAgentAddress(cfg.AgentAddress)
-	d.apps.SetReceivers(cfg.Receivers)
-	network, addr, err := config.ParseAgentX(s.AgentX)
-	if err != nil || network == "" {
-		return err
-	}
-	d.apmSubagent, err = snmpd.New(snmpd.Config{
-		Network:     network,
-		Address:     addr,
-		Subtree:     apmmib.OID,
-		Description: "sflowswitchd APM-MIB",
-		Handler:     apmmib.New(d.apps.APM(), apmmib.Options{Start: d.start}),
-		Logger:      slog.New(debugOnly{d.log.Handler()}),
-	})
-	if err != nil {
-		return fmt.Errorf("APM-MIB subagent: %w", err)
-	}
-	running.Add(1)
-	go func() {
-		defer running.Done()
-		if err := d.apmSubagent.Run(ctx); err != nil {
-			d.log.Error("APM-MIB AgentX subagent stopped", "err", err)
-		}
-	}()
-	return nil
 }

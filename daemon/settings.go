@@ -69,3 +69,14 @@ func appsConfig(s config.Settings) appsubagent.Config {
 		StateFile:   appsubagent.StateFile(s.StateDir),
 	}
 }
+
+// setLevel sets the logger's level l (if any) from the log_level setting
+// (validated: debug, info, warn, error or "", which is info).
+func setLevel(l *slog.LevelVar, level string) {
+	if l == nil {
+		return
+	}
+	var v slog.Level // info unless level names another
+	_ = v.UnmarshalText([]byte(level))
+	l.Set(v)
+}

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/apmreports"
-	decodetool "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
 )
 
@@ -21,7 +21,7 @@ type subcommand struct {
 }
 
 var subcommands = []subcommand{
-	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decodetool.Run},
+	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decode.Run},
 	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", apmreports.Run},
 	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", top.Run},
 }

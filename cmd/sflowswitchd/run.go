@@ -38,13 +38,12 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sflowswitchd: %v\n", err)
 		return 2
 	}
-	level := new(slog.LevelVar)
-	setLevel(level, s.LogLevel)
+	level := new(slog.LevelVar) // set by the daemon from log_level
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := daemon.New(daemon.Config{Settings: s, Logger: log, Version: version})
+	d, err := daemon.New(daemon.Config{Settings: s, Logger: log, Level: level, Version: version})
 	if errors.Is(err, daemon.ErrNoAgentAddress) {
 		log.Error("refusing to start", "err", err)
 		return 1
@@ -55,39 +54,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				ns, err := f.load()
-				if err == nil {
-					setLevel(level, ns.LogLevel)
-					err = d.Reload(ns)
-				}
-				if err != nil {
-					log.Error("config reload refused; previous settings stay in force", "err", err)
-				}
-			}
-		}
-	}()
+	go d.ReloadOn(ctx, hup, f.load)
 	if err := d.Run(ctx); err != nil {
 		log.Error("stopped", "err", err)
 		return 1
 	}
 	return 0
-}
-
-func setLevel(l *slog.LevelVar, s string) {
-	switch s {
-	case "debug":
-		l.Set(slog.LevelDebug)
-	case "warn":
-		l.Set(slog.LevelWarn)
-	case "error":
-		l.Set(slog.LevelError)
-	default:
-		l.Set(slog.LevelInfo)
-	}
 }

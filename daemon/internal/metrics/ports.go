@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 

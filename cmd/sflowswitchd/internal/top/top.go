@@ -24,9 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"golang.org/x/sys/unix"
 )
 
 const usage = `usage: sflowswitchd top [-listen ADDR] [-interval D] [-duration D] [-once] [-count N] [-flows N] [-sort frames|bytes]
