@@ -10,7 +10,7 @@ import (
 
 // FuzzParse feeds arbitrary text to the TOML config parser and then to
 // Validate, as a SIGHUP with that file would: neither may panic, and a
-// text Parse accepts must leave settings Validate can judge.
+// text parse accepts must leave settings Validate can judge.
 func FuzzParse(f *testing.F) {
 	example, err := os.ReadFile(filepath.Join(testutil.RepoDir(), "deploy", "sflowswitchd.conf.example"))
 	if err != nil {
@@ -28,7 +28,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		s := Defaults()
-		if err := Parse("fuzz.toml", data, &s); err != nil {
+		if err := parse("fuzz.toml", data, &s); err != nil {
 			return
 		}
 		_ = s.Validate()

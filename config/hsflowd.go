@@ -45,14 +45,14 @@ import (
 // reload does not print them again.
 var reportedIgnored sync.Map
 
-// ForgetReportedIgnored makes ApplyHsflowdConf print every ignored
+// ForgetReportedIgnored makes applyHsflowdConf print every ignored
 // setting again, as in a new process (tests).
 func ForgetReportedIgnored() { reportedIgnored.Clear() }
 
-// ApplyHsflowdConf reads the hsflowd configuration file path into s and
+// applyHsflowdConf reads the hsflowd configuration file path into s and
 // prints, once per process, each setting it ignores and why to notes.
-func ApplyHsflowdConf(path string, s *Settings, notes io.Writer) error {
-	data, err := ReadLimited(path, MaxConfigBytes)
+func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
+	data, err := readLimited(path, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading hsflowd config: %w", err)
 	}
@@ -184,13 +184,13 @@ func formatSpeed(bps uint64) string {
 	return strconv.FormatUint(bps, 10)
 }
 
-// TOMLHsflowdConf returns the hsflowd_conf key of a TOML config file
+// tomlHsflowdConf returns the hsflowd_conf key of a TOML config file
 // (read on its own, before the layers are applied).
-func TOMLHsflowdConf(name string) (string, error) {
+func tomlHsflowdConf(name string) (string, error) {
 	var peek struct {
 		HsflowdConf string `toml:"hsflowd_conf"`
 	}
-	data, err := ReadLimited(name, MaxConfigBytes)
+	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
 		return "", fmt.Errorf("reading config: %w", err)
 	}

@@ -14,12 +14,12 @@ import (
 // app_api_allow_remote) and is announced with a warning at every start
 // (WarnExposed).
 
-// ListenAddress checks and normalizes the listen address of listener what
+// listenAddress checks and normalizes the listen address of listener what
 // (a setting name, for messages): a missing host ("", ":9116") means
 // 127.0.0.1; "localhost" means 127.0.0.1; anything but a loopback IP
 // address (0.0.0.0, ::, a host's address, a host name) is refused unless
 // allowRemote.
-func ListenAddress(what, addr string, allowRemote bool) (string, error) {
+func listenAddress(what, addr string, allowRemote bool) (string, error) {
 	if addr == "" {
 		return "", nil
 	}
@@ -49,8 +49,8 @@ func ListenAddress(what, addr string, allowRemote bool) (string, error) {
 	return addr, nil
 }
 
-// IsLoopbackListen reports whether a normalized listen address is loopback.
-func IsLoopbackListen(addr string) bool {
+// isLoopbackListen reports whether a normalized listen address is loopback.
+func isLoopbackListen(addr string) bool {
 	ap, err := netip.ParseAddrPort(addr)
 	return err == nil && ap.Addr().Unmap().IsLoopback()
 }
@@ -58,7 +58,7 @@ func IsLoopbackListen(addr string) bool {
 // WarnExposed logs, loudly, that a listener without authentication is
 // reachable from the network (the operator opted in).
 func WarnExposed(log *slog.Logger, what, addr string) {
-	if IsLoopbackListen(addr) {
+	if isLoopbackListen(addr) {
 		return
 	}
 	log.Warn("!!! LISTENER EXPOSED BEYOND LOOPBACK: anyone who can reach this address can use it, it has no authentication; restrict it with a firewall or listen on 127.0.0.1",

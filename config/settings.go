@@ -50,7 +50,7 @@ type Settings struct {
 	// Workers is the number of sub-agents; 0 = one per CPU.
 	Workers int `toml:"workers"`
 	// Metrics is the listen address of the Prometheus endpoint; empty =
-	// off; loopback only unless MetricsAllowRemote (ListenAddress).
+	// off; loopback only unless MetricsAllowRemote (listenAddress).
 	Metrics string `toml:"metrics"`
 	// MetricsAllowRemote lets Metrics be a non-loopback address.
 	MetricsAllowRemote bool `toml:"metrics_allow_remote"`
@@ -191,17 +191,17 @@ func Load(l Layers) (Settings, error) {
 	hsflowd := l.HsflowdConf
 	if hsflowd == "" && l.File != "" {
 		var err error
-		if hsflowd, err = TOMLHsflowdConf(l.File); err != nil {
+		if hsflowd, err = tomlHsflowdConf(l.File); err != nil {
 			return Settings{}, err
 		}
 	}
 	if hsflowd != "" {
-		if err := ApplyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
+		if err := applyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
 			return Settings{}, err
 		}
 	}
 	if l.File != "" {
-		if err := ReadFile(l.File, &s); err != nil {
+		if err := readFile(l.File, &s); err != nil {
 			return Settings{}, err
 		}
 	}
@@ -222,20 +222,20 @@ func Load(l Layers) (Settings, error) {
 	return s, err
 }
 
-// ReadFile reads a TOML config file (ReadLimited) and parses it into s
-// (Parse), refusing unknown keys so that a typo is an error rather than a
+// readFile reads a TOML config file (readLimited) and parses it into s
+// (parse), refusing unknown keys so that a typo is an error rather than a
 // silently ignored setting.
-func ReadFile(name string, s *Settings) error {
-	data, err := ReadLimited(name, MaxConfigBytes)
+func readFile(name string, s *Settings) error {
+	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
-	return Parse(name, data, s)
+	return parse(name, data, s)
 }
 
-// Parse decodes the TOML text data of the config file name into s,
+// parse decodes the TOML text data of the config file name into s,
 // refusing unknown keys.
-func Parse(name string, data []byte, s *Settings) error {
+func parse(name string, data []byte, s *Settings) error {
 	md, err := toml.Decode(string(data), s)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", name, err)
@@ -253,10 +253,10 @@ func Parse(name string, data []byte, s *Settings) error {
 // MaxConfigBytes bounds the config file: a real one is a few KiB.
 const MaxConfigBytes = 1 << 20
 
-// ReadLimited reads a regular file of at most limit bytes. It never blocks
+// readLimited reads a regular file of at most limit bytes. It never blocks
 // on a FIFO (opened non-blocking, refused as not a regular file) and never
 // reads an endless file (/dev/zero) to exhaustion.
-func ReadLimited(name string, limit int64) ([]byte, error) {
+func readLimited(name string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -281,7 +281,7 @@ func ReadLimited(name string, limit int64) ([]byte, error) {
 
 // Validate checks every value, so that an invalid file is refused whole
 // before anything changes. It normalizes the listen addresses
-// (ListenAddress).
+// (listenAddress).
 func (s *Settings) Validate() error {
 	var errs []error
 	for i, c := range s.Collectors {
@@ -326,14 +326,14 @@ func (s *Settings) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
 	}
-	// Listeners: loopback unless allowed (ListenAddress); normalized here
+	// Listeners: loopback unless allowed (listenAddress); normalized here
 	// (":9116" listens on 127.0.0.1:9116).
-	if a, err := ListenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
+	if a, err := listenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
 		errs = append(errs, err)
 	} else {
 		s.Metrics = a
 	}
-	if a, err := ListenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
+	if a, err := listenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
 		errs = append(errs, err)
 	} else if _, perr := netip.ParseAddrPort(a); a != "" && perr != nil {
 		errs = append(errs, fmt.Errorf("app_api %q: want IP:PORT (a UDP socket), e.g. 127.0.0.1:36343", s.AppAPI))

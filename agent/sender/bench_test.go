@@ -25,7 +25,7 @@ func BenchmarkSend(b *testing.B) {
 		mode  string
 		batch int
 		noGSO bool
-	}{{"write", 1, true}, {"sendmmsg", DefaultBatch, true}, {"gso", DefaultBatch, false}} {
+	}{{"write", 1, true}, {"sendmmsg", defaultBatch, true}, {"gso", defaultBatch, false}} {
 		b.Run("mode="+v.mode, func(b *testing.B) {
 			col, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 			if err != nil {

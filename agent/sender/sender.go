@@ -48,12 +48,12 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// DefaultBatch is the number of datagrams sent per system call when Config
+// defaultBatch is the number of datagrams sent per system call when Config
 // leaves it 0. 32 datagrams of 1400 bytes (45 KB) are well inside the
 // default socket send buffer (net.core.wmem_default, 208 KB), and past ~16
 // datagrams per call the system call's own cost is a small share of the
 // per-datagram network stack work (BenchmarkSend).
-const DefaultBatch = 32
+const defaultBatch = 32
 
 // Counters are where a sender counts what it did. Each field may be nil
 // (not counted); the owner points them at its own statistics (its totals,
@@ -88,7 +88,7 @@ type Config struct {
 	// this sender (0 for a new stream): the first datagram is LastSeq+1.
 	LastSeq uint32
 	// Batch is the number of datagrams sent per system call (0:
-	// DefaultBatch; 1: one write(2) per datagram).
+	// defaultBatch; 1: one write(2) per datagram).
 	Batch int
 	// NoGSO sends one datagram per message even where UDP GSO could
 	// carry several (for comparisons; GSO is used where the kernel takes
@@ -103,13 +103,13 @@ type Config struct {
 // Backoff of the reconnection of a socket that could not be connected (no
 // route yet, host name not resolved).
 const (
-	RedialMin = time.Second
-	RedialMax = time.Minute
+	redialMin = time.Second
+	redialMax = time.Minute
 )
 
-// ErrUnresolved is the send error of a collector whose host name has not
+// errUnresolved is the send error of a collector whose host name has not
 // been resolved yet (Config.Collector is not valid).
-var ErrUnresolved = errors.New("collector host name not resolved yet")
+var errUnresolved = errors.New("collector host name not resolved yet")
 
 // mmsghdr is struct mmsghdr of sendmmsg(2): Go pads it like C (to 64
 // bytes on 64-bit systems).
@@ -168,7 +168,7 @@ func New(cfg Config) (*Sender, error) {
 		cfg.MaxDatagramSize = sflow.DefaultMaxDatagramSize
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = DefaultBatch
+		cfg.Batch = defaultBatch
 	}
 	if cfg.Uptime == nil {
 		return nil, errors.New("sender: no uptime clock")
@@ -468,7 +468,7 @@ func (s *Sender) refused(lo, hi int) {
 }
 
 // connect makes sure s has a socket, trying again at most every
-// RedialMin..RedialMax (doubling) while connecting fails. It reports
+// redialMin..redialMax (doubling) while connecting fails. It reports
 // whether s can send now.
 func (s *Sender) connect() bool {
 	if s.conn != nil {
@@ -480,7 +480,7 @@ func (s *Sender) connect() bool {
 	}
 	conn, raw, err := dial(s.cfg.Collector)
 	if err != nil {
-		s.dialWait = min(max(2*s.dialWait, RedialMin), RedialMax)
+		s.dialWait = min(max(2*s.dialWait, redialMin), redialMax)
 		s.nextDial = now.Add(s.dialWait)
 		s.dialErr = err
 		return false
@@ -495,7 +495,7 @@ func (s *Sender) connect() bool {
 // subnet.
 func dial(ap netip.AddrPort) (*net.UDPConn, syscall.RawConn, error) {
 	if !ap.IsValid() {
-		return nil, nil, ErrUnresolved
+		return nil, nil, errUnresolved
 	}
 	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error

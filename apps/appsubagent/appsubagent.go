@@ -28,8 +28,8 @@ import (
 
 // Defaults of the APM reports computed from application transactions.
 const (
-	DefaultAPMInterval = 60 * time.Second
-	DefaultAPMReports  = 60
+	defaultAPMInterval = 60 * time.Second
+	defaultAPMReports  = 60
 )
 
 // Config is the application sub-agent's part of the settings.
@@ -40,8 +40,8 @@ type Config struct {
 	// AllowRemote lets API be a non-loopback address (warned).
 	AllowRemote bool
 	// APMInterval is the APM report interval (whole seconds;
-	// 0 = DefaultAPMInterval); APMReports the reports kept per report
-	// control (0 = DefaultAPMReports).
+	// 0 = defaultAPMInterval); APMReports the reports kept per report
+	// control (0 = defaultAPMReports).
 	APMInterval time.Duration
 	APMReports  int
 	// StateFile keeps the data source indexes of applications without a
@@ -70,10 +70,10 @@ func Start(ctx context.Context, c Config, log *slog.Logger) (*Subagent, error) {
 		return nil, nil
 	}
 	if c.APMInterval == 0 {
-		c.APMInterval = DefaultAPMInterval
+		c.APMInterval = defaultAPMInterval
 	}
 	if c.APMReports == 0 {
-		c.APMReports = DefaultAPMReports
+		c.APMReports = defaultAPMReports
 	}
 	if c.APMReports < 0 || c.APMReports > 65535 {
 		return nil, fmt.Errorf("apm reports %d: must be 1..65535", c.APMReports)

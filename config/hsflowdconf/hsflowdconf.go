@@ -111,9 +111,9 @@ type CIDR struct {
 
 // Defaults hsflowd applies inside blocks (hsflowd.h, mod_json.c).
 const (
-	DefaultCollectorPort = 6343
-	DefaultJSONPort      = 36343
-	DefaultDropmonLimit  = 100
+	defaultCollectorPort = 6343
+	defaultJSONPort      = 36343
+	defaultDropmonLimit  = 100
 	maxDepth             = 3
 	maxToken             = 255
 )
@@ -517,7 +517,7 @@ func (p *parser) uint(key, v token, lo, hi uint64) (*Uint, error) {
 }
 
 func (p *parser) collector(key token, depth int, open Pos) error {
-	col := Collector{UDPPort: DefaultCollectorPort, Pos: key.Pos}
+	col := Collector{UDPPort: defaultCollectorPort, Pos: key.Pos}
 	err := p.block("collector", depth, open, func(k token, d int) error {
 		if p.peekOpen() {
 			return p.errAt(k.Pos, "unexpected block %q in collector { }", k.s)
@@ -592,7 +592,7 @@ func (p *parser) pcap(key token, depth int, open Pos) error {
 }
 
 func (p *parser) json(key token, depth int, open Pos) error {
-	port := &Uint{V: DefaultJSONPort, Pos: key.Pos}
+	port := &Uint{V: defaultJSONPort, Pos: key.Pos}
 	err := p.block("json", depth, open, func(k token, d int) error {
 		if p.peekOpen() {
 			return p.errAt(k.Pos, "unexpected block %q in json { }", k.s)
@@ -621,7 +621,7 @@ func (p *parser) json(key token, depth int, open Pos) error {
 }
 
 func (p *parser) dropmon(key token, depth int, open Pos) error {
-	limit := &Uint{V: DefaultDropmonLimit, Pos: key.Pos}
+	limit := &Uint{V: defaultDropmonLimit, Pos: key.Pos}
 	err := p.block("dropmon", depth, open, func(k token, d int) error {
 		if p.peekOpen() {
 			return p.errAt(k.Pos, "unexpected block %q in dropmon { }", k.s)

@@ -84,7 +84,7 @@ func TestSyntaxLikeHsflowd(t *testing.T) {
 	// A json block without udpport is hsflowd's default port; a dropmon
 	// block without limit its default limit.
 	c, err = Parse("x", []byte("sflow { json { } dropmon { start=on } }"))
-	if err != nil || c.JSONPort.V != DefaultJSONPort || c.DropmonLimit.V != DefaultDropmonLimit {
+	if err != nil || c.JSONPort.V != defaultJSONPort || c.DropmonLimit.V != defaultDropmonLimit {
 		t.Fatalf("%+v %v", c, err)
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Namespace prefixes every metric of the daemon.
-const Namespace = "sflowswitchd"
+// namespace prefixes every metric of the daemon.
+const namespace = "sflowswitchd"
 
 // NewRegistry returns a registry holding the Go runtime collector
 // (goroutines, heap, GC: go_*) and the process collector (RSS, open and
@@ -62,5 +62,5 @@ func Gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
 
 // Desc describes the metric Namespace_name with its variable labels.
 func Desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(Namespace+"_"+name, help, labels, nil)
+	return prometheus.NewDesc(namespace+"_"+name, help, labels, nil)
 }

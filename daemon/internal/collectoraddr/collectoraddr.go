@@ -11,13 +11,10 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
-// Addr is a collector setting taken apart (config.CollectorAddr).
-type Addr = config.CollectorAddr
-
 // Parse checks the syntax of host:port (config.ParseCollector, port
 // default 6343) without resolving anything, and checks a literal address
 // with agent.CheckCollectorAddress (unicast, not this host's SNMP ports).
-func Parse(addr string) (Addr, error) {
+func Parse(addr string) (config.CollectorAddr, error) {
 	c, err := config.ParseCollector(addr)
 	if err != nil || !c.IP.IsValid() {
 		return c, err

@@ -3,13 +3,15 @@ package collectoraddr
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
 // TestParse: literal addresses, host names and the default port; the
 // addresses agent.CheckCollectorAddress refuses (not unicast, this host's
 // SNMP ports) and bad syntax are refused.
 func TestParse(t *testing.T) {
-	for in, want := range map[string]Addr{
+	for in, want := range map[string]config.CollectorAddr{
 		"198.18.0.1":              {IP: netip.MustParseAddr("198.18.0.1"), Port: 6343},
 		"[::ffff:198.18.0.1]:7":   {IP: netip.MustParseAddr("198.18.0.1"), Port: 7},
 		"[2001:db8::1]:6343":      {IP: netip.MustParseAddr("2001:db8::1"), Port: 6343},

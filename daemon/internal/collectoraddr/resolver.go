@@ -15,14 +15,14 @@ import (
 
 // Timing of the collector name resolution.
 const (
-	// LookupTimeout bounds one lookup.
-	LookupTimeout = 5 * time.Second
-	// Refresh is how often a resolved name is looked up again.
-	Refresh = time.Minute
+	// lookupTimeout bounds one lookup.
+	lookupTimeout = 5 * time.Second
+	// refresh is how often a resolved name is looked up again.
+	refresh = time.Minute
 	// RetryMinWait is the wait before the first retry after a failure.
 	RetryMinWait = time.Second
-	// RetryMaxWait is the longest wait between retries.
-	RetryMaxWait = 30 * time.Second
+	// retryMaxWait is the longest wait between retries.
+	retryMaxWait = 30 * time.Second
 )
 
 // Resolver resolves collector host names in the background, so that port
@@ -116,7 +116,7 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 	sort.Strings(due)
 	changed := false
 	for _, h := range due {
-		lctx, cancel := context.WithTimeout(ctx, LookupTimeout)
+		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 		addrs, err := r.Lookup(lctx, h)
 		cancel()
 		a, ok := pickAddr(addrs)
@@ -139,7 +139,7 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 				}
 			}
 			st.lastErr = err
-			st.wait = min(max(2*st.wait, RetryMinWait), RetryMaxWait)
+			st.wait = min(max(2*st.wait, RetryMinWait), retryMaxWait)
 			st.next = r.Now().Add(st.wait)
 		} else {
 			if st.addr != a {
@@ -149,7 +149,7 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 				r.log.Info("collector name resolves again", "collector", h, "addr", a)
 			}
 			st.addr, st.lastErr, st.wait = a, nil, 0
-			st.next = r.Now().Add(Refresh)
+			st.next = r.Now().Add(refresh)
 		}
 		r.mu.Unlock()
 	}

@@ -68,23 +68,23 @@ func (t *Tracker) Note(err error) {
 
 // Backoff of the retries of failing ports.
 const (
-	// RetryMin is the wait before the first retry.
-	RetryMin = time.Second
-	// RetryMax is the longest wait between retries.
-	RetryMax = time.Minute
+	// retryMin is the wait before the first retry.
+	retryMin = time.Second
+	// retryMax is the longest wait between retries.
+	retryMax = time.Minute
 )
 
 // Retry calls reapply (which applies the configuration again, and so
-// calls Note) while some port fails, waiting RetryMin, then twice as long
-// each time up to RetryMax, until ctx ends; it sleeps while no port fails.
+// calls Note) while some port fails, waiting retryMin, then twice as long
+// each time up to retryMax, until ctx ends; it sleeps while no port fails.
 func (t *Tracker) Retry(ctx context.Context, reapply func() error) {
-	wait := RetryMin
+	wait := retryMin
 	for {
 		t.mu.Lock()
 		n := len(t.failed)
 		t.mu.Unlock()
 		if n == 0 {
-			wait = RetryMin
+			wait = retryMin
 			select {
 			case <-ctx.Done():
 				return
@@ -100,7 +100,7 @@ func (t *Tracker) Retry(ctx context.Context, reapply func() error) {
 		if err := reapply(); err != nil {
 			t.log.Warn("retrying failed ports", "err", err)
 		}
-		wait = min(2*wait, RetryMax)
+		wait = min(2*wait, retryMax)
 	}
 }
 

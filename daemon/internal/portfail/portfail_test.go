@@ -46,7 +46,7 @@ func TestNoteAndRetry(t *testing.T) {
 			return nil
 		})
 	}()
-	deadline := time.Now().Add(3 * RetryMin)
+	deadline := time.Now().Add(3 * retryMin)
 	for len(tr.Failed()) != 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

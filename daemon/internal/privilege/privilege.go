@@ -26,7 +26,7 @@ const capSysAdmin = 21
 // daemon lacks (it will fail to attach or to open sockets) and whether it
 // holds CAP_SYS_ADMIN, which it never needs.
 func LogCapabilities(log *slog.Logger) {
-	eff, err := EffectiveCaps()
+	eff, err := effectiveCaps()
 	if err != nil {
 		log.Warn("cannot read the process capabilities", "err", err)
 		return
@@ -46,8 +46,8 @@ func LogCapabilities(log *slog.Logger) {
 	}
 }
 
-// EffectiveCaps reads CapEff of /proc/self/status.
-func EffectiveCaps() (uint64, error) {
+// effectiveCaps reads CapEff of /proc/self/status.
+func effectiveCaps() (uint64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, fmt.Errorf("reading /proc/self/status: %w", err)

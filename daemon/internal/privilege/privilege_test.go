@@ -52,7 +52,7 @@ func TestCheckAgentXSocket(t *testing.T) {
 // capabilities (the test runs as root: everything present, so only the
 // CAP_SYS_ADMIN note).
 func TestLogCapabilities(t *testing.T) {
-	eff, err := EffectiveCaps()
+	eff, err := effectiveCaps()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func fromPcap(path string, port uint16, count int, o *output) int {
 		return 1
 	}
 	defer f.Close()
-	r, err := NewPcapReader(f, port)
+	r, err := newPcapReader(f, port)
 	if err != nil {
 		fmt.Fprintf(o.stderr, "decode: %s: %v\n", path, err)
 		return 1

@@ -15,12 +15,12 @@ import (
 // Link-layer header types (https://www.tcpdump.org/linktypes.html) the
 // capture reader understands.
 const (
-	LinkTypeEthernet = 1   // LINKTYPE_ETHERNET
-	LinkTypeRaw      = 101 // LINKTYPE_RAW: IPv4 or IPv6, by version nibble
-	LinkTypeLinuxSLL = 113 // LINKTYPE_LINUX_SLL: Linux cooked capture v1
-	LinkTypeIPv4     = 228 // LINKTYPE_IPV4
-	LinkTypeIPv6     = 229 // LINKTYPE_IPV6
-	LinkTypeLinuxSL2 = 276 // LINKTYPE_LINUX_SLL2: Linux cooked capture v2
+	linkTypeEthernet = 1   // LINKTYPE_ETHERNET
+	linkTypeRaw      = 101 // LINKTYPE_RAW: IPv4 or IPv6, by version nibble
+	linkTypeLinuxSLL = 113 // LINKTYPE_LINUX_SLL: Linux cooked capture v1
+	linkTypeIPv4     = 228 // LINKTYPE_IPV4
+	linkTypeIPv6     = 229 // LINKTYPE_IPV6
+	linkTypeLinuxSL2 = 276 // LINKTYPE_LINUX_SLL2: Linux cooked capture v2
 )
 
 // maxCapturedPacket bounds the captured length a (possibly corrupt) capture
@@ -31,11 +31,11 @@ const maxCapturedPacket = 256 << 10
 // maxBlock bounds a pcapng block's total length for the same reason.
 const maxBlock = 16 << 20
 
-// ErrCaptureFormat reports a capture file the reader cannot parse.
-var ErrCaptureFormat = errors.New("sflow: bad capture file")
+// errCaptureFormat reports a capture file the reader cannot parse.
+var errCaptureFormat = errors.New("sflow: bad capture file")
 
-// CapturedDatagram is the payload of one UDP datagram found in a capture.
-type CapturedDatagram struct {
+// capturedDatagram is the payload of one UDP datagram found in a capture.
+type capturedDatagram struct {
 	// Frame is the 1-based number of the packet in the capture, counting
 	// every packet (as Wireshark numbers frames).
 	Frame       int
@@ -51,12 +51,12 @@ type CapturedDatagram struct {
 	Truncated bool
 }
 
-// PcapReader reads the UDP datagrams sent to one port from a classic pcap
+// pcapReader reads the UDP datagrams sent to one port from a classic pcap
 // (microsecond or nanosecond, either byte order) or pcapng capture, with
 // Ethernet (with 802.1Q/802.1ad tags), Linux cooked (SLL and SLL2) or raw
 // IPv4/IPv6 link layers. IP fragments are skipped: the reader does not
 // reassemble, and sFlow agents keep datagrams under the path MTU.
-type PcapReader struct {
+type pcapReader struct {
 	r     *bufio.Reader
 	port  uint16
 	frame int
@@ -79,14 +79,14 @@ type pcapngInterface struct {
 	tsUnitsPerSecond uint64
 }
 
-// NewPcapReader reads the capture's file header and returns a reader of
+// newPcapReader reads the capture's file header and returns a reader of
 // the UDP datagrams to port (either the destination or, when port is 0,
 // every UDP datagram).
-func NewPcapReader(r io.Reader, port uint16) (*PcapReader, error) {
-	p := &PcapReader{r: bufio.NewReaderSize(r, 64<<10), port: port}
+func newPcapReader(r io.Reader, port uint16) (*pcapReader, error) {
+	p := &pcapReader{r: bufio.NewReaderSize(r, 64<<10), port: port}
 	magic, err := p.r.Peek(4)
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading the file header: %w", ErrCaptureFormat, err)
+		return nil, fmt.Errorf("%w: reading the file header: %w", errCaptureFormat, err)
 	}
 	switch {
 	case binary.BigEndian.Uint32(magic) == 0x0A0D0D0A:
@@ -96,13 +96,13 @@ func NewPcapReader(r io.Reader, port uint16) (*PcapReader, error) {
 		binary.LittleEndian.Uint32(magic) == 0xa1b23c4d || binary.BigEndian.Uint32(magic) == 0xa1b23c4d:
 		return p, p.readClassicHeader()
 	}
-	return nil, fmt.Errorf("%w: unknown magic %x (not pcap or pcapng)", ErrCaptureFormat, magic)
+	return nil, fmt.Errorf("%w: unknown magic %x (not pcap or pcapng)", errCaptureFormat, magic)
 }
 
-func (p *PcapReader) readClassicHeader() error {
+func (p *pcapReader) readClassicHeader() error {
 	var h [24]byte
 	if _, err := io.ReadFull(p.r, h[:]); err != nil {
-		return fmt.Errorf("%w: pcap file header: %w", ErrCaptureFormat, err)
+		return fmt.Errorf("%w: pcap file header: %w", errCaptureFormat, err)
 	}
 	p.classic = true
 	p.order = binary.LittleEndian
@@ -117,23 +117,23 @@ func (p *PcapReader) readClassicHeader() error {
 	// (pcap file format draft, "LinkType and additional information").
 	p.linkType = p.order.Uint32(h[20:]) & 0xffff
 	if !linkTypeKnown(p.linkType) {
-		return fmt.Errorf("%w: unsupported link type %d", ErrCaptureFormat, p.linkType)
+		return fmt.Errorf("%w: unsupported link type %d", errCaptureFormat, p.linkType)
 	}
 	return nil
 }
 
 func linkTypeKnown(lt uint32) bool {
 	switch lt {
-	case LinkTypeEthernet, LinkTypeRaw, LinkTypeLinuxSLL, LinkTypeIPv4, LinkTypeIPv6, LinkTypeLinuxSL2:
+	case linkTypeEthernet, linkTypeRaw, linkTypeLinuxSLL, linkTypeIPv4, linkTypeIPv6, linkTypeLinuxSL2:
 		return true
 	}
 	return false
 }
 
 // Next returns the next UDP datagram to the reader's port. It returns
-// io.EOF at the end of the capture, and an error wrapping ErrCaptureFormat
+// io.EOF at the end of the capture, and an error wrapping errCaptureFormat
 // (or io.ErrUnexpectedEOF) when the file is corrupt or cut.
-func (p *PcapReader) Next() (*CapturedDatagram, error) {
+func (p *pcapReader) Next() (*capturedDatagram, error) {
 	for {
 		var (
 			data     []byte
@@ -167,7 +167,7 @@ func (p *PcapReader) Next() (*CapturedDatagram, error) {
 }
 
 // readFull reads n bytes into the reader's reused buffer.
-func (p *PcapReader) readFull(n int) ([]byte, error) {
+func (p *pcapReader) readFull(n int) ([]byte, error) {
 	if cap(p.buf) < n {
 		p.buf = make([]byte, n)
 	}
@@ -181,22 +181,22 @@ func (p *PcapReader) readFull(n int) ([]byte, error) {
 	return b, nil
 }
 
-func (p *PcapReader) nextClassic() ([]byte, time.Time, error) {
+func (p *pcapReader) nextClassic() ([]byte, time.Time, error) {
 	var h [16]byte
 	if _, err := io.ReadFull(p.r, h[:]); err != nil {
 		if err == io.EOF {
 			return nil, time.Time{}, io.EOF
 		}
-		return nil, time.Time{}, fmt.Errorf("%w: packet header after frame %d: %w", ErrCaptureFormat, p.frame, err)
+		return nil, time.Time{}, fmt.Errorf("%w: packet header after frame %d: %w", errCaptureFormat, p.frame, err)
 	}
 	sec, frac := p.order.Uint32(h[0:]), p.order.Uint32(h[4:])
 	incl := p.order.Uint32(h[8:])
 	if incl > maxCapturedPacket {
-		return nil, time.Time{}, fmt.Errorf("%w: frame %d: captured length %d", ErrCaptureFormat, p.frame+1, incl)
+		return nil, time.Time{}, fmt.Errorf("%w: frame %d: captured length %d", errCaptureFormat, p.frame+1, incl)
 	}
 	b, err := p.readFull(int(incl))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("%w: frame %d: %w", ErrCaptureFormat, p.frame+1, err)
+		return nil, time.Time{}, fmt.Errorf("%w: frame %d: %w", errCaptureFormat, p.frame+1, err)
 	}
 	return b, time.Unix(int64(sec), int64(frac)*int64(p.tsUnit)).UTC(), nil
 }
@@ -212,19 +212,19 @@ const (
 
 // nextPcapng reads one block. For a packet block it returns the packet
 // bytes, its interface's link type and its time; for other blocks nil data.
-func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
+func (p *pcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 	var h [8]byte
 	if _, err := io.ReadFull(p.r, h[:]); err != nil {
 		if err == io.EOF {
 			return nil, 0, time.Time{}, io.EOF
 		}
-		return nil, 0, time.Time{}, fmt.Errorf("%w: block header: %w", ErrCaptureFormat, err)
+		return nil, 0, time.Time{}, fmt.Errorf("%w: block header: %w", errCaptureFormat, err)
 	}
 	if binary.BigEndian.Uint32(h[:]) == blockSectionHeader {
 		// The byte-order magic after the length tells the section's order.
 		bom, err := p.r.Peek(4)
 		if err != nil {
-			return nil, 0, time.Time{}, fmt.Errorf("%w: section header: %w", ErrCaptureFormat, err)
+			return nil, 0, time.Time{}, fmt.Errorf("%w: section header: %w", errCaptureFormat, err)
 		}
 		switch {
 		case binary.LittleEndian.Uint32(bom) == 0x1A2B3C4D:
@@ -232,23 +232,23 @@ func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 		case binary.BigEndian.Uint32(bom) == 0x1A2B3C4D:
 			p.order = binary.BigEndian
 		default:
-			return nil, 0, time.Time{}, fmt.Errorf("%w: section header byte-order magic %x", ErrCaptureFormat, bom)
+			return nil, 0, time.Time{}, fmt.Errorf("%w: section header byte-order magic %x", errCaptureFormat, bom)
 		}
 		p.ifaces = p.ifaces[:0]
 	} else if p.order == nil {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: pcapng file does not start with a section header", ErrCaptureFormat)
+		return nil, 0, time.Time{}, fmt.Errorf("%w: pcapng file does not start with a section header", errCaptureFormat)
 	}
 	typ, total := p.order.Uint32(h[0:]), p.order.Uint32(h[4:])
 	if total < 12 || total%4 != 0 || total > maxBlock {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: block type %#x length %d", ErrCaptureFormat, typ, total)
+		return nil, 0, time.Time{}, fmt.Errorf("%w: block type %#x length %d", errCaptureFormat, typ, total)
 	}
 	body, err := p.readFull(int(total) - 8)
 	if err != nil {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: block type %#x: %w", ErrCaptureFormat, typ, err)
+		return nil, 0, time.Time{}, fmt.Errorf("%w: block type %#x: %w", errCaptureFormat, typ, err)
 	}
 	body = body[:len(body)-4] // trailing copy of the total length
 	bad := func(what string) ([]byte, uint32, time.Time, error) {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: %s block too short (%d bytes)", ErrCaptureFormat, what, len(body))
+		return nil, 0, time.Time{}, fmt.Errorf("%w: %s block too short (%d bytes)", errCaptureFormat, what, len(body))
 	}
 	switch typ {
 	case blockInterface:
@@ -281,7 +281,7 @@ func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 		ts := uint64(p.order.Uint32(body[4:]))<<32 | uint64(p.order.Uint32(body[8:]))
 		capLen := p.order.Uint32(body[12:])
 		if uint64(capLen) > uint64(len(body)-20) {
-			return nil, 0, time.Time{}, fmt.Errorf("%w: packet block captured length %d exceeds block", ErrCaptureFormat, capLen)
+			return nil, 0, time.Time{}, fmt.Errorf("%w: packet block captured length %d exceeds block", errCaptureFormat, capLen)
 		}
 		return p.packet(id, ts, body[20:20+capLen])
 	case blockSimplePacket:
@@ -289,7 +289,7 @@ func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 			return bad("simple packet")
 		}
 		if len(p.ifaces) == 0 {
-			return nil, 0, time.Time{}, fmt.Errorf("%w: simple packet block before any interface", ErrCaptureFormat)
+			return nil, 0, time.Time{}, fmt.Errorf("%w: simple packet block before any interface", errCaptureFormat)
 		}
 		// Captured length: the original length cut to the snapshot length
 		// and to the block (pcapng "Simple Packet Block").
@@ -307,9 +307,9 @@ func (p *PcapReader) nextPcapng() ([]byte, uint32, time.Time, error) {
 }
 
 // packet resolves a packet block's interface.
-func (p *PcapReader) packet(id uint32, ts uint64, data []byte) ([]byte, uint32, time.Time, error) {
+func (p *pcapReader) packet(id uint32, ts uint64, data []byte) ([]byte, uint32, time.Time, error) {
 	if int64(id) >= int64(len(p.ifaces)) {
-		return nil, 0, time.Time{}, fmt.Errorf("%w: packet on undeclared interface %d", ErrCaptureFormat, id)
+		return nil, 0, time.Time{}, fmt.Errorf("%w: packet on undeclared interface %d", errCaptureFormat, id)
 	}
 	ifc := p.ifaces[id]
 	if data == nil {
@@ -325,7 +325,7 @@ func (p *PcapReader) packet(id uint32, ts uint64, data []byte) ([]byte, uint32, 
 }
 
 // option returns the value of option code in a pcapng options list.
-func (p *PcapReader) option(opts []byte, code uint16) ([]byte, bool) {
+func (p *pcapReader) option(opts []byte, code uint16) ([]byte, bool) {
 	for len(opts) >= 4 {
 		c, n := p.order.Uint16(opts[0:]), int(p.order.Uint16(opts[2:]))
 		if c == 0 { // opt_endofopt
@@ -367,29 +367,29 @@ func tsResolution(v byte) uint64 {
 const protoUDP = 17
 
 // udpFromFrame finds a UDP datagram to port in a captured frame.
-func udpFromFrame(b []byte, linkType uint32, port uint16) (*CapturedDatagram, bool) {
+func udpFromFrame(b []byte, linkType uint32, port uint16) (*capturedDatagram, bool) {
 	var etherType uint16
 	switch linkType {
-	case LinkTypeEthernet:
+	case linkTypeEthernet:
 		if len(b) < 14 {
 			return nil, false
 		}
 		etherType, b = binary.BigEndian.Uint16(b[12:]), b[14:]
-	case LinkTypeLinuxSLL:
+	case linkTypeLinuxSLL:
 		if len(b) < 16 {
 			return nil, false
 		}
 		etherType, b = binary.BigEndian.Uint16(b[14:]), b[16:]
-	case LinkTypeLinuxSL2:
+	case linkTypeLinuxSL2:
 		if len(b) < 20 {
 			return nil, false
 		}
 		etherType, b = binary.BigEndian.Uint16(b[0:]), b[20:]
-	case LinkTypeIPv4:
+	case linkTypeIPv4:
 		etherType = ethernet.TypeIPv4
-	case LinkTypeIPv6:
+	case linkTypeIPv6:
 		etherType = ethernet.TypeIPv6
-	case LinkTypeRaw:
+	case linkTypeRaw:
 		if len(b) < 1 {
 			return nil, false
 		}
@@ -438,7 +438,7 @@ func udpFromFrame(b []byte, linkType uint32, port uint16) (*CapturedDatagram, bo
 	} else if ulen-8 > len(payload) {
 		truncated = true
 	}
-	return &CapturedDatagram{
+	return &capturedDatagram{
 		Source:      netip.AddrPortFrom(src, sport),
 		Destination: netip.AddrPortFrom(dst, dport),
 		Payload:     payload,

@@ -50,7 +50,7 @@ func TestPcapReaderObsoletePacketBlock(t *testing.T) {
 	file := block(head, 2, packetBody([]byte{0, 0, 7, 0}, usec1, frame1))
 	file = block(file, 6, packetBody([]byte{0, 0, 0, 0}, usec2, frame2))
 
-	r, err := NewPcapReader(bytes.NewReader(file), 6343)
+	r, err := newPcapReader(bytes.NewReader(file), 6343)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +77,12 @@ func TestPcapReaderObsoletePacketBlock(t *testing.T) {
 	}
 
 	short := block(head, 2, make([]byte, 16))
-	r, err = NewPcapReader(bytes.NewReader(short), 6343)
+	r, err = newPcapReader(bytes.NewReader(short), 6343)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = r.Next()
-	if !errors.Is(err, ErrCaptureFormat) || !strings.Contains(err.Error(), "packet block too short") {
-		t.Fatalf("short packet block: %v, want ErrCaptureFormat (packet block too short)", err)
+	if !errors.Is(err, errCaptureFormat) || !strings.Contains(err.Error(), "packet block too short") {
+		t.Fatalf("short packet block: %v, want errCaptureFormat (packet block too short)", err)
 	}
 }

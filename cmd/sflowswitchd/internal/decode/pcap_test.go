@@ -16,19 +16,19 @@ import (
 	"time"
 )
 
-// readAllUDP returns every datagram a PcapReader yields from file.
-func readAllUDP(t *testing.T, file string, port uint16) []CapturedDatagram {
+// readAllUDP returns every datagram a pcapReader yields from file.
+func readAllUDP(t *testing.T, file string, port uint16) []capturedDatagram {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := NewPcapReader(f, port)
+	r, err := newPcapReader(f, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []CapturedDatagram
+	var out []capturedDatagram
 	for {
 		d, err := r.Next()
 		if err == io.EOF {
@@ -366,14 +366,14 @@ func TestPcapReaderLinkLayers(t *testing.T) {
 		nsec  bool
 		wants []want
 	}{
-		{"pcap le ethernet", classicPcap(binary.LittleEndian, false, LinkTypeEthernet, ethFrames), false, ethWant},
-		{"pcap be nsec ethernet", classicPcap(binary.BigEndian, true, LinkTypeEthernet, ethFrames), true, ethWant},
-		{"pcap sll", classicPcap(binary.LittleEndian, false, LinkTypeLinuxSLL, sllFrames), false, cookedWant},
-		{"pcap sll2", classicPcap(binary.LittleEndian, false, LinkTypeLinuxSL2, sll2Frames), false, cookedWant},
-		{"pcap raw", classicPcap(binary.LittleEndian, false, LinkTypeRaw, rawFrames), false, cookedWant},
-		{"pcapng le ethernet", pcapngFile(binary.LittleEndian, []uint32{LinkTypeEthernet}, ethFrames), false, ethWant},
-		{"pcapng be sll", pcapngFile(binary.BigEndian, []uint32{LinkTypeLinuxSLL}, sllFrames), false, cookedWant},
-		{"pcapng two interfaces", pcapngFile(binary.LittleEndian, []uint32{LinkTypeEthernet, LinkTypeLinuxSL2}, mixedFrames), true, cookedWant},
+		{"pcap le ethernet", classicPcap(binary.LittleEndian, false, linkTypeEthernet, ethFrames), false, ethWant},
+		{"pcap be nsec ethernet", classicPcap(binary.BigEndian, true, linkTypeEthernet, ethFrames), true, ethWant},
+		{"pcap sll", classicPcap(binary.LittleEndian, false, linkTypeLinuxSLL, sllFrames), false, cookedWant},
+		{"pcap sll2", classicPcap(binary.LittleEndian, false, linkTypeLinuxSL2, sll2Frames), false, cookedWant},
+		{"pcap raw", classicPcap(binary.LittleEndian, false, linkTypeRaw, rawFrames), false, cookedWant},
+		{"pcapng le ethernet", pcapngFile(binary.LittleEndian, []uint32{linkTypeEthernet}, ethFrames), false, ethWant},
+		{"pcapng be sll", pcapngFile(binary.BigEndian, []uint32{linkTypeLinuxSLL}, sllFrames), false, cookedWant},
+		{"pcapng two interfaces", pcapngFile(binary.LittleEndian, []uint32{linkTypeEthernet, linkTypeLinuxSL2}, mixedFrames), true, cookedWant},
 	}
 	dir := t.TempDir()
 	for _, tc := range cases {
@@ -412,8 +412,8 @@ func TestPcapReaderLinkLayers(t *testing.T) {
 }
 
 func TestPcapReaderRejectsCorruptFiles(t *testing.T) {
-	good := classicPcap(binary.LittleEndian, false, LinkTypeEthernet, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
-	goodNG := pcapngFile(binary.LittleEndian, []uint32{LinkTypeEthernet}, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
+	good := classicPcap(binary.LittleEndian, false, linkTypeEthernet, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
+	goodNG := pcapngFile(binary.LittleEndian, []uint32{linkTypeEthernet}, []capturedFrame{{data: ethFrame(0x0800, nil, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))}})
 	hugeLen := append([]byte(nil), good...)
 	binary.LittleEndian.PutUint32(hugeLen[24+8:], 0xfffffff0)
 	badLinkType := append([]byte(nil), good...)
@@ -424,16 +424,16 @@ func TestPcapReaderRejectsCorruptFiles(t *testing.T) {
 		atOpen  bool
 		wantErr error
 	}{
-		{"empty file", nil, true, ErrCaptureFormat},
-		{"not a capture", []byte("hello, world, not a capture file"), true, ErrCaptureFormat},
-		{"unsupported link type", badLinkType, true, ErrCaptureFormat},
+		{"empty file", nil, true, errCaptureFormat},
+		{"not a capture", []byte("hello, world, not a capture file"), true, errCaptureFormat},
+		{"unsupported link type", badLinkType, true, errCaptureFormat},
 		{"pcap cut in a packet", good[:len(good)-3], false, io.ErrUnexpectedEOF},
-		{"pcap huge captured length", hugeLen, false, ErrCaptureFormat},
+		{"pcap huge captured length", hugeLen, false, errCaptureFormat},
 		{"pcapng cut in a block", goodNG[:len(goodNG)-6], false, io.ErrUnexpectedEOF},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := NewPcapReader(bytes.NewReader(tc.file), 6343)
+			r, err := newPcapReader(bytes.NewReader(tc.file), 6343)
 			if tc.atOpen {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("open: %v, want %v", err, tc.wantErr)
@@ -460,10 +460,10 @@ func TestPcapReaderRejectsCorruptFiles(t *testing.T) {
 // loop.
 func FuzzPcapReader(f *testing.F) {
 	frame := ethFrame(0x0800, []uint16{5}, ipv4UDP("198.18.0.1", "198.18.0.2", 1, 6343, []byte{1, 2, 3, 4}, 0))
-	f.Add(classicPcap(binary.LittleEndian, false, LinkTypeEthernet, []capturedFrame{{data: frame}}))
-	f.Add(pcapngFile(binary.BigEndian, []uint32{LinkTypeEthernet, LinkTypeLinuxSL2}, []capturedFrame{{data: frame}, {data: sll2(0x86DD, ipv6UDP("2001:db8::1", "2001:db8::2", 1, 6343, []byte{9}))}}))
+	f.Add(classicPcap(binary.LittleEndian, false, linkTypeEthernet, []capturedFrame{{data: frame}}))
+	f.Add(pcapngFile(binary.BigEndian, []uint32{linkTypeEthernet, linkTypeLinuxSL2}, []capturedFrame{{data: frame}, {data: sll2(0x86DD, ipv6UDP("2001:db8::1", "2001:db8::2", 1, 6343, []byte{9}))}}))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		r, err := NewPcapReader(bytes.NewReader(in), 6343)
+		r, err := newPcapReader(bytes.NewReader(in), 6343)
 		if err != nil {
 			return
 		}
