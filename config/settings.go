@@ -42,7 +42,7 @@ type Settings struct {
 	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
 	// through AF_XDP; unsampled frames there are dropped.
 	MonitorPorts []string `toml:"monitor_ports"`
-	// AgentAddress is sFlowAgentAddress; empty = chosen (internal/agentaddr).
+	// AgentAddress is sFlowAgentAddress; empty = chosen (daemon/internal/agentaddr).
 	AgentAddress string `toml:"agent_address"`
 	// AgentInterface names the interface whose address is the agent
 	// address when AgentAddress is empty.

@@ -22,7 +22,7 @@ import (
 // process metrics, the agent's counters per worker and per collector and
 // the sampled ports' kernel counters. The other parts of the daemon
 // register their own collectors on d.metrics when they start (the
-// application sub-agent in startApps; see internal/metrics); /metrics
+// application sub-agent in startApps; see internal/prom); /metrics
 // serves it when -metrics is set.
 func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()

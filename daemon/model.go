@@ -151,7 +151,7 @@ func requireAgentAddress(s config.Settings) error {
 // those in the earliest-listed matching prefix are preferred over later
 // ones and over addresses matching none (an address's prefix is the last
 // listed one that contains it). The usual ranking
-// (internal/agentaddr) decides among the preferred.
+// (daemon/internal/agentaddr) decides among the preferred.
 func preferCIDRs(addrs []agentaddr.HostAddr, list []config.AgentCIDR) []agentaddr.HostAddr {
 	if len(list) == 0 {
 		return addrs

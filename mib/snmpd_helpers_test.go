@@ -18,7 +18,7 @@ import (
 // net-snmp's tools.
 var mibsDir = testutil.MIBDir()
 
-// newTestSnmpd starts a real net-snmp snmpd (see internal/snmptest) set up
+// newTestSnmpd starts a real net-snmp snmpd (see testkit/snmptest) set up
 // as mib/README.md recommends: communities "private" (read-write) and
 // "public" (read-only), both limited to the sFlow enterprise subtree by a
 // view, and SFLOW-MIB available to the tools.

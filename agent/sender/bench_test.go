@@ -18,7 +18,7 @@ import (
 // so the figures are the sender's cost without a reader competing for the
 // CPU. Compare variants with benchstat:
 //
-//	go test -run XXX -bench Send -count 10 ./agent/internal/sender/ > send.txt
+//	go test -run XXX -bench Send -count 10 ./agent/sender/ > send.txt
 //	benchstat -col /mode send.txt
 func BenchmarkSend(b *testing.B) {
 	for _, v := range []struct {

@@ -20,7 +20,7 @@ import (
 // mibDir holds APM-MIB and its imports for net-snmp's tools.
 var mibDir = testutil.MIBDir()
 
-// startSnmpd starts a real net-snmp snmpd (see internal/snmptest) with
+// startSnmpd starts a real net-snmp snmpd (see testkit/snmptest) with
 // communities "public" (read-only) and "private" (read-write) and APM-MIB
 // available to the tools.
 func startSnmpd(tb testing.TB) *snmptest.Snmpd {

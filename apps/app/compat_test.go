@@ -348,7 +348,7 @@ func checkRTRoundTrip(t *testing.T, m Message) {
 // every rejection has a known reason, and every accepted message gives a
 // sample that encodes and decodes back unchanged.
 //
-//	go test -run '^$' -fuzz '^FuzzParseRT$' -fuzztime 1m ./agent/app/
+//	go test -run '^$' -fuzz '^FuzzParseRT$' -fuzztime 1m ./apps/app/
 func FuzzParseRT(f *testing.F) {
 	f.Add([]byte(rtmetricExample))
 	f.Add([]byte(rtflowExample))

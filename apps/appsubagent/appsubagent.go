@@ -1,4 +1,4 @@
-// Package appsubagent runs the application sub-agent (agent/app): the
+// Package appsubagent runs the application sub-agent (apps/app): the
 // local JSON API (hsflowd's mod_json messages) feeding the app engine,
 // which sends to the daemon's receivers and computes the RFC 3729 APM
 // reports, served as JSON on GET /apm.
@@ -49,7 +49,7 @@ type Config struct {
 	StateFile string
 }
 
-// Subagent is the running application sub-agent (agent/app): the local
+// Subagent is the running application sub-agent (apps/app): the local
 // JSON API feeding the app engine, which sends to the daemon's receivers
 // and computes the APM reports. A nil *Subagent (API off) accepts every
 // call and does nothing, so the daemon can call it unconditionally.

@@ -35,7 +35,7 @@ func (r EngineReporter) ReportFlow(f *app.FlowSample) error { return r.Engine.Su
 // ReportCounters implements Reporter.
 func (r EngineReporter) ReportCounters(c *app.CounterSample) error { return r.Engine.SubmitCounters(c) }
 
-// UDPReporter sends samples as JSON API messages (agent/app/README.md)
+// UDPReporter sends samples as JSON API messages (apps/app/README.md)
 // to the daemon's local API, one datagram per sample.
 type UDPReporter struct {
 	conn *net.UDPConn

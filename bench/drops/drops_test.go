@@ -1,5 +1,5 @@
 // Package drops benchmarks dropped-packet notifications (issue 12) in
-// namespace labs (internal/netlab), as root:
+// namespace labs (testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
 //

@@ -1,7 +1,7 @@
 // Package hsflowdconf reads the configuration file of the host agent
 // hsflowd (/etc/hsflowd.conf) and keeps the settings that apply to a
 // switch; sflowswitchd maps them onto its own settings
-// (internal/config/hsflowd.go).
+// (config/hsflowd.go).
 //
 // The syntax is hsflowd's (src/Linux/hsflowconfig.c, readTokens and
 // HSPReadConfigFile): '#' starts a comment to the end of the line; tokens

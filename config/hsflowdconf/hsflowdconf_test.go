@@ -132,7 +132,7 @@ func TestRefusals(t *testing.T) {
 // FuzzParse: no input crashes the parser; every refusal is an *Error
 // with a position inside the file; what is accepted is consistent.
 //
-//	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 1m ./internal/hsflowdconf/
+//	go test -run '^$' -fuzz '^FuzzParse$' -fuzztime 1m ./config/hsflowdconf/
 func FuzzParse(f *testing.F) {
 	data, err := os.ReadFile("testdata/switch.hsflowd.conf")
 	if err != nil {

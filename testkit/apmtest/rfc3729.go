@@ -1,14 +1,14 @@
 // Package apmtest holds the worked example of RFC 3729 (APM-MIB) section
 // 2.1 as test data: nine transactions in a 5 minute period and the four
 // tables (flows, clients, servers, applications) the RFC aggregates them
-// into. The tests of internal/apm and mib/apmmib feed the transactions to an
+// into. The tests of apps/apm and apps/apmmib feed the transactions to an
 // engine and check its reports against the tables.
 //
 // The RFC names hosts and applications; here hosts get addresses from
 // 198.18.0.0/15 and applications directory indexes. Responsiveness is in
 // seconds, as in the RFC (the MIB unit is milliseconds).
 //
-// The package holds plain data only and does not import internal/apm, so that
+// The package holds plain data only and does not import apps/apm, so that
 // package apm's internal tests can use it without an import cycle.
 package apmtest
 

@@ -1,5 +1,5 @@
 // Package snmptest runs a real net-snmp snmpd master agent for tests of
-// AgentX subagents (packages snmpd, mib, mib/apmmib).
+// AgentX subagents (packages snmpd, mib, apps/apmmib).
 //
 // Start launches /usr/sbin/snmpd as a child process with everything it
 // writes (snmpd.conf, AgentX socket, log, PID file, persistent state) in a
