@@ -1,8 +1,10 @@
 // Package config is the daemon's configuration: the Settings, their
 // defaults, the layers they are read from (built-in defaults, a host
 // agent's hsflowd.conf, the TOML file, the command line), their
-// validation as a whole, the per-port sampling-rate rules, and the
-// model the settings and the ports present give the SFLOW-MIB.
+// validation as a whole and the per-port sampling-rate rules. It imports
+// nothing of the project: the components take config structs of their
+// own, which the composition (daemon/settings.go) fills from the
+// Settings, and checks what only the components know (Layers.Check).
 package config
 
 import (
