@@ -132,6 +132,21 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 	return v
 }
 
+// kernelAttachment is KernelAttachment in the switch namespace.
+func kernelAttachment(t *testing.T, lab *netlab.Lab, ifindex int) string {
+	t.Helper()
+	var m string
+	err := lab.Do(lab.Switch, func() error {
+		var err error
+		m, err = KernelAttachment(ifindex)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("KernelAttachment(%d): %v", ifindex, err)
+	}
+	return m
+}
+
 // tcxNames returns the names of the programs at TCX ingress of ifindex.
 func tcxNames(ifindex int) ([]string, error) {
 	r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
@@ -158,6 +173,9 @@ func tcxNames(ifindex int) ([]string, error) {
 // as c says, and only there.
 func checkTCAttached(t *testing.T, lab *netlab.Lab, ifindex int, c tcCase) {
 	t.Helper()
+	if m := kernelAttachment(t, lab, ifindex); m != c.want {
+		t.Errorf("KernelAttachment %q, want %q", m, c.want)
+	}
 	v := tcIngress(t, lab, ifindex)
 	switch c.want {
 	case AttachTCX:
@@ -176,6 +194,9 @@ func checkTCAttached(t *testing.T, lab *netlab.Lab, ifindex int, c tcCase) {
 // none of their own).
 func checkTCDetached(t *testing.T, lab *netlab.Lab, ifindex int) {
 	t.Helper()
+	if m := kernelAttachment(t, lab, ifindex); m == AttachTCX || m == AttachClsact {
+		t.Errorf("KernelAttachment %q after the sampler left TC", m)
+	}
 	if v := tcIngress(t, lab, ifindex); len(v.tcx) != 0 || len(v.filters) != 0 || v.qdisc != "" {
 		t.Errorf("left at TC ingress: TCX %q, filters %+v, qdisc %q", v.tcx, v.filters, v.qdisc)
 	}
@@ -300,6 +321,9 @@ func testHookAuto(t *testing.T, tc tcCase) {
 	}
 	if m := d.AttachMode(p1); m != AttachNative {
 		t.Fatalf("after the change to monitor: attach mode %q, want native", m)
+	}
+	if m := kernelAttachment(t, lab, p1); m != AttachNative {
+		t.Errorf("after the change to monitor: KernelAttachment %q, want native", m)
 	}
 	checkTCDetached(t, lab, p1)
 	rx += send(2000, 2000)

@@ -26,6 +26,10 @@
 //	          (dataplane.TCModeClsact, the path of kernels before 6.6),
 //	          no program and the XDP sampler, alternating (tc.go). Needs
 //	          TCX. Not in the default set.
+//	tcprofile the profile part's method on the TC configurations (TCX
+//	          and clsact, tc_pass and the sampler at 1-in-1024), counting
+//	          clsact's classifier layer (tc_run) apart. Needs TCX and perf;
+//	          runs after profile. Not in the default set.
 //	profile   the frames part's stream and configurations with BPF
 //	          run-time statistics off: perf record samples every CPU
 //	          during each trial and the samples in the program (and in
@@ -110,7 +114,7 @@ func parseFlags() (options, error) {
 	o.parts = make(map[string]bool)
 	for _, p := range strings.Split(parts, ",") {
 		switch p {
-		case "frames", "testrun", "delivery", "tc", "profile":
+		case "frames", "testrun", "delivery", "tc", "profile", "tcprofile":
 			o.parts[p] = true
 		default:
 			return o, fmt.Errorf("unknown part %q", p)
@@ -164,9 +168,9 @@ type bench struct {
 	// program; nil unless it runs.
 	dpTCX, dpClsact *dataplane.Dataplane
 	tcPass          *ebpf.Program
-	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
-	out     io.Writer
-	stats   io.Closer // BPF_ENABLE_STATS descriptor; nil when off
+	frame           []byte // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
+	out             io.Writer
+	stats           io.Closer // BPF_ENABLE_STATS descriptor; nil when off
 }
 
 func run() error {
@@ -244,6 +248,11 @@ func (b *bench) runParts() error {
 	if b.o.parts["profile"] {
 		if err := b.profile(); err != nil {
 			return fmt.Errorf("profile: %w", err)
+		}
+	}
+	if b.o.parts["tcprofile"] {
+		if err := b.tcProfile(); err != nil {
+			return fmt.Errorf("tcprofile: %w", err)
 		}
 	}
 	return nil

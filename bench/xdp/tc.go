@@ -130,6 +130,9 @@ func (b *bench) openTCSampler(mode string) error {
 // openTCDataplanes opens the two TC Dataplanes of the tc part in the
 // switch namespace: TCX, and clsact forced.
 func (b *bench) openTCDataplanes() error {
+	if b.dpTCX != nil {
+		return nil // the tc part ran first
+	}
 	for _, m := range []struct {
 		dp   **dataplane.Dataplane
 		mode dataplane.TCMode
@@ -166,23 +169,17 @@ func (b *bench) tc() error {
 	if err := b.openTCDataplanes(); err != nil {
 		return err
 	}
-	var readers []*ringCounter
-	for _, dp := range []*dataplane.Dataplane{b.dpTCX, b.dpClsact} {
-		rc, err := startRingCounter(dp)
-		if err != nil {
-			return err
-		}
-		readers = append(readers, rc)
+	stop, err := b.startTCReaders()
+	if err != nil {
+		return err
 	}
 	confs := []config{confNone, confTCXPass, confClsactPass, confTCXUnsampled, confClsactUnsampled, confTCXN1000, confClsactN1000, confXDPN1000}
 	pps, nsPkt, drops := newSeries(), newSeries(), newSeries()
 	loads, err := b.overStream(confs, func(c config, readRx func() (uint64, error)) error {
 		return b.framesTrial(c, readRx, pps, nsPkt, drops)
 	})
-	for _, rc := range readers {
-		if cerr := rc.close(); cerr != nil && err == nil {
-			err = cerr
-		}
+	if serr := stop(); serr != nil && err == nil {
+		err = serr
 	}
 	if err != nil {
 		return err
@@ -239,4 +236,86 @@ func maxOf(xs []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// startTCReaders drains the TC Dataplanes' rings for the length of a part.
+func (b *bench) startTCReaders() (func() error, error) {
+	var readers []*ringCounter
+	stop := func() error {
+		var errs []error
+		for _, rc := range readers {
+			errs = append(errs, rc.close())
+		}
+		return errors.Join(errs...)
+	}
+	for _, dp := range []*dataplane.Dataplane{b.dpTCX, b.dpClsact} {
+		rc, err := startRingCounter(dp)
+		if err != nil {
+			return nil, errors.Join(err, stop())
+		}
+		readers = append(readers, rc)
+	}
+	return stop, nil
+}
+
+// tcProfile is the tcprofile part: the profile part's method (bpf_stats
+// off, perf sampling every CPU, samples attributed by address and symbol)
+// on the TC configurations, so that clsact's classifier layer around the
+// program (tc_run: qdisc counters, tcf_classify, cls_bpf_classify) is
+// counted per frame without bpf_stats' clock reads.
+func (b *bench) tcProfile() error {
+	if err := b.openTCDataplanes(); err != nil {
+		return err
+	}
+	stop, err := b.startTCReaders()
+	if err != nil {
+		return err
+	}
+	confs := []config{confTCXPass, confClsactPass, confTCXN1000, confClsactN1000}
+	res, period, loads, err := b.profileRun(confs, tcRunSyms)
+	if serr := stop(); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	nsOf := func(n int, frames uint64) float64 { return float64(n) * float64(period) / float64(frames) }
+	type fig struct{ prog, hook, both, rx []float64 }
+	figs := map[string]*fig{}
+	lost := 0
+	for _, c := range confs {
+		f := &fig{}
+		for _, r := range res[c.name] {
+			f.prog = append(f.prog, nsOf(r.c.prog, r.frames))
+			f.hook = append(f.hook, nsOf(r.c.disp, r.frames))
+			f.both = append(f.both, nsOf(r.c.prog+r.c.disp, r.frames))
+			f.rx = append(f.rx, nsOf(r.c.rx, r.frames))
+			lost += r.c.lost
+		}
+		figs[c.name] = f
+	}
+	mm := func(xs []float64) string {
+		return fmt.Sprintf("%.1f [%.1f–%.1f]", median(xs), minOf(xs), maxOf(xs))
+	}
+	w := b.out
+	fmt.Fprintf(w, "## tcprofile: TC ingress, TCX link and clsact filter; live frames, bpf_stats off, perf record -a -g cpu-clock:k every %d ns; trafgen h1 -> h2, 64-byte UDP, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n",
+		period, b.o.rounds, b.o.profTrial, loads)
+	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program ns/frame | tc_run outside the program ns/frame | program + tc_run ns/frame | receive path ns/frame |\n|---|---|---|---|---|---|\n")
+	for _, c := range confs {
+		f := figs[c.name]
+		var frames []float64
+		for _, r := range res[c.name] {
+			frames = append(frames, float64(r.frames))
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s |\n", c.name, median(frames), mm(f.prog), mm(f.hook), mm(f.both), mm(f.rx))
+	}
+	fmt.Fprintf(w, "\nclsact − TCX per round (adjacent trials), median [min–max], σ between rounds:\n\n| pair | program + tc_run ns/frame | receive path ns/frame |\n|---|---|---|\n")
+	for _, p := range [][2]config{{confClsactPass, confTCXPass}, {confClsactN1000, confTCXN1000}} {
+		a, t := figs[p[0].name], figs[p[1].name]
+		d1, d2 := diffs(a.both, t.both), diffs(a.rx, t.rx)
+		fmt.Fprintf(w, "| %s − %s | %+.1f [%+.1f – %+.1f], σ %.1f | %+.1f [%+.1f – %+.1f], σ %.1f |\n", p[0].name, p[1].name,
+			median(d1), minOf(d1), maxOf(d1), stddev(d1), median(d2), minOf(d2), maxOf(d2), stddev(d2))
+	}
+	fmt.Fprintf(w, "\nns/frame = samples x %d ns / frames received by host 2 in the window. Program: samples with a frame in the attached program's JIT image (or what it tail-calls). tc_run: other samples with a tc_run frame (the clsact qdisc's per-frame work: its counters, tcf_classify, cls_bpf_classify around the program); with a TCX link tc_run returns at once, and TCX's own call of the program is inlined into __netif_receive_skb_core, so it has no symbol and is in neither column. Receive path: samples with a __netif_receive_skb_core frame (the TC hook, TCX's inlined call included, the bridge, and host 2's receive): the figure that counts both modes' dispatch alike, coarser (it is ~1.5 µs/frame, so its Poisson noise is larger). Lost-event records: %d.\n\n", period, lost)
+	return nil
 }
