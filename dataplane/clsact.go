@@ -277,6 +277,14 @@ func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter
 	if err != nil {
 		return nil, err
 	}
+	if q != nil {
+		if b := q.Attrs().IngressBlock; b != nil && *b != 0 {
+			// A shared block holds the filters of every port bound to
+			// it; the port's own program (its ifindex and counters
+			// compiled in) cannot go there.
+			return nil, fmt.Errorf("TC ingress of this port is the shared filter block %d (ingress_block): the sampler's per-port filter cannot be added to it (sample this port with -hook xdp)", *b)
+		}
+	}
 	f := &clsactFilter{ns: d.ns, ifindex: ifindex, progID: id, log: d.log}
 	if q == nil {
 		err := netlink.QdiscAdd(clsactQdisc(ifindex))

@@ -295,6 +295,31 @@ func TestClsactPriorityTaken(t *testing.T) {
 	}
 }
 
+// TestClsactSharedBlock: a port whose clsact qdisc binds a shared filter
+// block (ingress_block) is refused at TC, since our filter would apply to
+// every port of the block; hook auto samples it with XDP.
+func TestClsactSharedBlock(t *testing.T) {
+	lab := netlab.New(t, 2)
+	p1 := portIndex(t, lab, 0)
+	tcCmd(t, lab, "qdisc", "add", "dev", "p1", "ingress_block", "7", "clsact")
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TCMode: TCModeClsact})
+	err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64})
+	t.Logf("hook tc: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "shared filter block 7") {
+		t.Errorf("AttachPort error %v; want the shared block refused", err)
+	}
+	if v := tcIngress(t, lab, p1); len(v.filters) != 0 || v.qdisc != "clsact" {
+		t.Errorf("after the refusal: qdisc %q, filters %+v; want the operator's qdisc, no filter", v.qdisc, v.filters)
+	}
+	a := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, TCMode: TCModeClsact})
+	if err := a.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if m := a.AttachMode(p1); m != AttachNative {
+		t.Errorf("hook auto: attach mode %q, want %q", m, AttachNative)
+	}
+}
+
 // TestTCFilterName: the names our filters carry, and what is not one.
 func TestTCFilterName(t *testing.T) {
 	for _, own := range []bool{false, true} {

@@ -61,6 +61,14 @@ var dispatcherSyms = map[string]bool{"bpf_dispatcher_xdp_func": true, "bpf_dispa
 // __netif_receive_skb_core and has no symbol to count by.
 var tcRunSyms = map[string]bool{"tc_run": true}
 
+// hookLayerSyms are what each hook runs around the program, for the
+// tcprofile part, which compares TCX, clsact and XDP on veth: tc_run (see
+// tcRunSyms) and, for XDP on veth, the copy veth makes of every skb so
+// that XDP gets a page with headroom (veth_convert_skb_to_xdp_buff ->
+// skb_pp_cow_data) and the XDP dispatcher.
+var hookLayerSyms = map[string]bool{"tc_run": true, "veth_convert_skb_to_xdp_buff": true,
+	"bpf_dispatcher_xdp_func": true, "bpf_dispatcher_xdp": true}
+
 // rxCoreSym is the core of the kernel's receive path (its symbol may carry
 // a compiler suffix such as .constprop.0): every frame of the lab's stream
 // passes it at p1 (the TC hook is inlined there, then the bridge) and at

@@ -260,9 +260,10 @@ func (b *bench) startTCReaders() (func() error, error) {
 
 // tcProfile is the tcprofile part: the profile part's method (bpf_stats
 // off, perf sampling every CPU, samples attributed by address and symbol)
-// on the TC configurations, so that clsact's classifier layer around the
-// program (tc_run: qdisc counters, tcf_classify, cls_bpf_classify) is
-// counted per frame without bpf_stats' clock reads.
+// on the TC configurations and the XDP sampler on the same veth port, so
+// that what each hook runs around the program is counted per frame
+// without bpf_stats' clock reads: clsact's classifier layer (tc_run: qdisc
+// counters, tcf_classify, cls_bpf_classify) and XDP's copy on veth.
 func (b *bench) tcProfile() error {
 	if err := b.openTCDataplanes(); err != nil {
 		return err
@@ -271,8 +272,8 @@ func (b *bench) tcProfile() error {
 	if err != nil {
 		return err
 	}
-	confs := []config{confTCXPass, confClsactPass, confTCXN1000, confClsactN1000}
-	res, period, loads, err := b.profileRun(confs, tcRunSyms)
+	confs := []config{confTCXPass, confClsactPass, confTCXN1000, confClsactN1000, confXDPN1000}
+	res, period, loads, err := b.profileRun(confs, hookLayerSyms)
 	if serr := stop(); serr != nil && err == nil {
 		err = serr
 	}
@@ -300,7 +301,7 @@ func (b *bench) tcProfile() error {
 	w := b.out
 	fmt.Fprintf(w, "## tcprofile: TC ingress, TCX link and clsact filter; live frames, bpf_stats off, perf record -a -g cpu-clock:k every %d ns; trafgen h1 -> h2, 64-byte UDP, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n",
 		period, b.o.rounds, b.o.profTrial, loads)
-	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program ns/frame | tc_run outside the program ns/frame | program + tc_run ns/frame | receive path ns/frame |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program ns/frame | hook layer outside the program ns/frame | program + hook layer ns/frame | receive path ns/frame |\n|---|---|---|---|---|---|\n")
 	for _, c := range confs {
 		f := figs[c.name]
 		var frames []float64
@@ -309,13 +310,13 @@ func (b *bench) tcProfile() error {
 		}
 		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s |\n", c.name, median(frames), mm(f.prog), mm(f.hook), mm(f.both), mm(f.rx))
 	}
-	fmt.Fprintf(w, "\nclsact − TCX per round (adjacent trials), median [min–max], σ between rounds:\n\n| pair | program + tc_run ns/frame | receive path ns/frame |\n|---|---|---|\n")
-	for _, p := range [][2]config{{confClsactPass, confTCXPass}, {confClsactN1000, confTCXN1000}} {
+	fmt.Fprintf(w, "\nDifferences per round (adjacent trials), median [min–max], σ between rounds:\n\n| pair | program + hook layer ns/frame | receive path ns/frame |\n|---|---|---|\n")
+	for _, p := range [][2]config{{confClsactPass, confTCXPass}, {confClsactN1000, confTCXN1000}, {confXDPN1000, confClsactN1000}} {
 		a, t := figs[p[0].name], figs[p[1].name]
 		d1, d2 := diffs(a.both, t.both), diffs(a.rx, t.rx)
 		fmt.Fprintf(w, "| %s − %s | %+.1f [%+.1f – %+.1f], σ %.1f | %+.1f [%+.1f – %+.1f], σ %.1f |\n", p[0].name, p[1].name,
 			median(d1), minOf(d1), maxOf(d1), stddev(d1), median(d2), minOf(d2), maxOf(d2), stddev(d2))
 	}
-	fmt.Fprintf(w, "\nns/frame = samples x %d ns / frames received by host 2 in the window. Program: samples with a frame in the attached program's JIT image (or what it tail-calls). tc_run: other samples with a tc_run frame (the clsact qdisc's per-frame work: its counters, tcf_classify, cls_bpf_classify around the program); with a TCX link tc_run returns at once, and TCX's own call of the program is inlined into __netif_receive_skb_core, so it has no symbol and is in neither column. Receive path: samples with a __netif_receive_skb_core frame (the TC hook, TCX's inlined call included, the bridge, and host 2's receive): the figure that counts both modes' dispatch alike, coarser (it is ~1.5 µs/frame, so its Poisson noise is larger). Lost-event records: %d.\n\n", period, lost)
+	fmt.Fprintf(w, "\nns/frame = samples x %d ns / frames received by host 2 in the window. Program: samples with a frame in the attached program's JIT image (or what it tail-calls). Hook layer: other samples with a frame in tc_run (the clsact qdisc's per-frame work: its counters, tcf_classify, cls_bpf_classify around the program; with a TCX link tc_run returns at once, and TCX's own call of the program is inlined into __netif_receive_skb_core, so it has no symbol and is in neither column) or, for XDP, in veth_convert_skb_to_xdp_buff (veth's copy of every frame for XDP) or the XDP dispatcher. Receive path: samples with a __netif_receive_skb_core frame (the TC hook, TCX's inlined call included, the bridge, and host 2's receive): the figure that counts both TC modes' dispatch alike, coarser (hundreds of ns per frame, so its noise is larger); XDP runs before it, in veth's NAPI poll, so its receive path figure leaves the XDP part out. Lost-event records: %d.\n\n", period, lost)
 	return nil
 }
