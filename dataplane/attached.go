@@ -27,8 +27,7 @@ var haveTCX = sync.OnceValue(func() bool { return probeTCX() == nil })
 // none.
 func KernelAttachment(ifindex int) (string, error) {
 	l, err := netlink.LinkByIndex(ifindex)
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) || linkGone(err) {
+	if linkGone(err) {
 		return "", nil
 	}
 	if err != nil {

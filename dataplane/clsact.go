@@ -247,7 +247,21 @@ func removeQdiscIfEmpty(ifindex int) (bool, error) {
 // linkGone reports whether err says the device no longer exists (it took
 // its qdiscs and filters with it).
 func linkGone(err error) bool {
-	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO)
+	var nf netlink.LinkNotFoundError
+	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) || errors.As(err, &nf)
+}
+
+// linkExists reports whether ifindex names a device in the current
+// namespace. (A tc dump of a device that is gone is empty, not an error.)
+func linkExists(ifindex int) (bool, error) {
+	_, err := netlink.LinkByIndex(ifindex)
+	if linkGone(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("link %d: %w", ifindex, err)
+	}
+	return true, nil
 }
 
 // clsactFilter is a port's sampler attached as our cls_bpf filter. It
@@ -350,6 +364,9 @@ func (f *clsactFilter) Update(prog *ebpf.Program) error {
 // is gone took both with it.
 func (f *clsactFilter) Close() error {
 	return netnsutil.Do(f.ns, func() error {
+		if ok, err := linkExists(f.ifindex); !ok || err != nil {
+			return err
+		}
 		cur, err := filterAt(f.ifindex)
 		if linkGone(err) {
 			return nil

@@ -450,3 +450,37 @@ func TestCleanupClsactAfterKill(t *testing.T) {
 		}
 	}
 }
+
+// TestClsactPortGone: a port deleted while sampled through our filter took
+// the filter and the qdisc with it; RemovePort (the daemon's detach of a
+// vanished port) is no error, and a Dataplane opened afterwards finds
+// nothing to clean up.
+func TestClsactPortGone(t *testing.T) {
+	lab := netlab.New(t, 2)
+	var logs logBuffer
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TCMode: TCModeClsact, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	i := lab.AddPort(t)
+	name := fmt.Sprintf("p%d", i)
+	idx := lab.LinkIndex(lab.Switch, name)
+	if err := d.AttachPort(idx, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if m := kernelAttachment(t, lab, idx); m != AttachClsact {
+		t.Fatalf("KernelAttachment %q, want %q", m, AttachClsact)
+	}
+	lab.DelPort(t, i)
+	if err := d.RemovePort(idx); err != nil {
+		t.Errorf("RemovePort of a deleted port: %v", err)
+	}
+	if m := kernelAttachment(t, lab, idx); m != "" {
+		t.Errorf("KernelAttachment of a deleted port: %q", m)
+	}
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("warnings for a port that is simply gone:\n%s", logs.String())
+	}
+	var logs2 logBuffer
+	openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Logger: slog.New(slog.NewTextHandler(&logs2, nil))})
+	if !strings.Contains(logs2.String(), "ours_found=0 stale_removed=0") {
+		t.Errorf("Open after the port left:\n%s", logs2.String())
+	}
+}

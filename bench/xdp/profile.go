@@ -63,10 +63,11 @@ var tcRunSyms = map[string]bool{"tc_run": true}
 
 // hookLayerSyms are what each hook runs around the program, for the
 // tcprofile part, which compares TCX, clsact and XDP on veth: tc_run (see
-// tcRunSyms) and, for XDP on veth, the copy veth makes of every skb so
-// that XDP gets a page with headroom (veth_convert_skb_to_xdp_buff ->
-// skb_pp_cow_data) and the XDP dispatcher.
-var hookLayerSyms = map[string]bool{"tc_run": true, "veth_convert_skb_to_xdp_buff": true,
+// tcRunSyms) and, for XDP on veth, veth_xdp_rcv_skb, which copies every
+// skb into a page with headroom for XDP (veth_convert_skb_to_xdp_buff,
+// inlined there, -> skb_cow_data_for_xdp -> skb_pp_cow_data), runs the
+// program through the dispatcher and rebuilds the skb after it.
+var hookLayerSyms = map[string]bool{"tc_run": true, "veth_xdp_rcv_skb": true,
 	"bpf_dispatcher_xdp_func": true, "bpf_dispatcher_xdp": true}
 
 // rxCoreSym is the core of the kernel's receive path (its symbol may carry
