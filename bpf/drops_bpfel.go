@@ -27,6 +27,24 @@ type DropsDropConfig struct {
 	Pad         uint32
 }
 
+type DropsDropEvent struct {
+	_           structs.HostLayout
+	Location    uint64
+	TimestampNs uint64
+	Reason      uint32
+	InIfindex   uint32
+	OutIfindex  uint32
+	FrameLen    uint32
+	HeaderLen   uint16
+	HeaderProto uint16
+	Queue       uint16
+	Cpu         uint16
+	HeadLen     uint16
+	Pad         uint16
+	PagedLen    uint32
+	Data        [256]uint8
+}
+
 type DropsDropStats struct {
 	_          structs.HostLayout
 	Drops      uint64
@@ -46,6 +64,7 @@ const (
 	DropsMapPortDrops      = "port_drops"
 	DropsMapReasonDrops    = "reason_drops"
 	DropsMapReasonDropsExt = "reason_drops_ext"
+	DropsMapScratch        = "scratch"
 	DropsMapStats          = "stats"
 	DropsProgKfreeSkbDrops = "kfree_skb_drops"
 	DropsVarConsumedReason = "consumed_reason"
@@ -106,6 +125,7 @@ type DropsMapSpecs struct {
 	PortDrops      *ebpf.MapSpec `ebpf:"port_drops"`
 	ReasonDrops    *ebpf.MapSpec `ebpf:"reason_drops"`
 	ReasonDropsExt *ebpf.MapSpec `ebpf:"reason_drops_ext"`
+	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -142,6 +162,7 @@ type DropsMaps struct {
 	PortDrops      *ebpf.Map `ebpf:"port_drops"`
 	ReasonDrops    *ebpf.Map `ebpf:"reason_drops"`
 	ReasonDropsExt *ebpf.Map `ebpf:"reason_drops_ext"`
+	Scratch        *ebpf.Map `ebpf:"scratch"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 }
 
@@ -153,6 +174,7 @@ func (m *DropsMaps) Close() error {
 		m.PortDrops,
 		m.ReasonDrops,
 		m.ReasonDropsExt,
+		m.Scratch,
 		m.Stats,
 	)
 }

@@ -1,7 +1,9 @@
 // Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
-// skb:kfree_skb program (bpf/drops.c), its ring of notifications, its
-// exact per-reason and per-port counters, the kernel's reason names (BTF)
-// and the drop locations' function names (/proc/kallsyms).
+// skb:kfree_skb program (bpf/drops.c), its perf buffer of notifications
+// (one per CPU: bpf_skb_output, which copies the frame's paged bytes too,
+// writes only there; issue 18), its exact per-reason and per-port
+// counters, the kernel's reason names (BTF) and the drop locations'
+// function names (/proc/kallsyms).
 package dataplane
 
 import (
@@ -11,13 +13,14 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/perf"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
@@ -31,9 +34,14 @@ const (
 	DefaultDropHeaderBytes = 128
 	// MaxDropHeaderBytes is the largest header copy of drops.c.
 	MaxDropHeaderBytes = 256
-	// DefaultDropRingBytes is the size of the notification ring: at the
-	// default limit it holds several seconds of notifications.
-	DefaultDropRingBytes = 256 << 10
+	// DefaultDropRingBytes is the size of each CPU's notification buffer:
+	// at the default limit and header size it holds more than three
+	// seconds of notifications even if all of them happen on one CPU
+	// (a record is at most 48 + 256 bytes plus 12 bytes of perf framing).
+	// The buffers are locked memory: 64 KiB per CPU stays below the
+	// kernel's perf_event_mlock_kb allowance (516 KiB per CPU by default),
+	// so a daemon without CAP_IPC_LOCK can open them.
+	DefaultDropRingBytes = 64 << 10
 )
 
 // DropsConfig configures the drop program.
@@ -48,12 +56,12 @@ type DropsConfig struct {
 	// HeaderBytes is how many bytes of each dropped packet are copied,
 	// from its MAC header, 0..MaxDropHeaderBytes.
 	HeaderBytes int
-	// RingBytes is the ring size (a power of two >= the page size);
-	// 0 = DefaultDropRingBytes. Fixed at open.
+	// RingBytes is the size of each CPU's notification buffer (a power of
+	// two >= the page size); 0 = DefaultDropRingBytes. Fixed at open.
 	RingBytes int
 }
 
-// DropEvent is one notification. Header aliases the ring's memory and is
+// DropEvent is one notification. Header aliases the reader's buffer and is
 // valid only during the callback.
 type DropEvent struct {
 	// Reason is the kernel's enum skb_drop_reason value, ReasonName its
@@ -75,34 +83,59 @@ type DropEvent struct {
 	TimestampNs uint64
 	// FrameLen is the packet's length from the start of Header's protocol
 	// header; HeaderProto is the sflow header_protocol of Header (1
-	// Ethernet, 11 IPv4, 12 IPv6, 0 no header copied).
+	// Ethernet, 11 IPv4, 12 IPv6, 0 no header copied). Header is the
+	// packet's first min(HeaderBytes, FrameLen) bytes, wherever the skb
+	// held them (linear area, page fragments, frag_list).
 	FrameLen    uint32
 	HeaderProto uint32
 	Header      []byte
+	// PagedLen is the skb's data_len at the drop: how many of the
+	// packet's bytes were outside its linear area (page fragments or
+	// frag_list). Diagnostic: the tests use it to show a paged drop.
+	PagedLen uint32
 }
 
 // DropStats are the drop program's totals, summed over CPUs. Every drop is
-// notified, suppressed or lost to a full ring:
+// notified, suppressed or lost to a full buffer:
 // Drops == Notified + Suppressed + RingFull.
 type DropStats struct {
 	Drops      uint64 // drops in the namespace
-	Notified   uint64 // notifications written to the ring
+	Notified   uint64 // notifications written to the perf buffer
 	Suppressed uint64 // notifications over the per-second limit
-	RingFull   uint64 // notifications lost to a full ring
+	// RingFull are notifications the program could not write: its call to
+	// bpf_skb_output failed (this CPU's buffer was full). The program
+	// counts each failure itself, so this is exact and immediate.
+	RingFull uint64
+	// BufferLost are the lost records the perf buffers reported to the
+	// reader so far (PERF_RECORD_LOST). Every one of them is also a
+	// failed write counted in RingFull; the kernel reports them only
+	// when the buffer next accepts a record, so BufferLost <= RingFull.
+	BufferLost uint64
 	// Uncounted are drops missing from the per-reason or per-port counts
 	// (their maps were full); always 0 unless 4096 reasons or 65536 ports.
 	Uncounted uint64
 }
 
+// Lost returns the notifications lost in the kernel: suppressed by the
+// limit plus those the buffer could not take (the larger of the
+// program's count and the reader's lost records, which can only be the
+// program's; the discarded_packet drops field).
+func (s DropStats) Lost() uint64 { return s.Suppressed + max(s.RingFull, s.BufferLost) }
+
 // Drops is the loaded and attached drop program.
 type Drops struct {
 	objs    bpf.DropsObjects
 	link    link.Link
-	rd      *ringbuf.Reader
-	rec     ringbuf.Record
+	rd      *perf.Reader
+	rec     perf.Record
 	reasons map[uint32]string
 	syms    *kernelSymbols
 	netns   uint64
+	// deadline is the caller's SetDeadline (Read sets the reader's to
+	// "now" while it drains what is ready, then restores it).
+	deadline time.Time
+	// bufLost sums the lost records the reader saw (DropStats.BufferLost).
+	bufLost atomic.Uint64
 
 	mu  sync.Mutex // guards cfg
 	cfg DropsConfig
@@ -144,7 +177,7 @@ func (c *DropsConfig) validate() error {
 }
 
 // OpenDrops loads drops.c, configures it, attaches it to skb:kfree_skb and
-// opens its ring. Reason names come from the running kernel's BTF and
+// opens its per-CPU buffers. Reason names come from the running kernel's BTF and
 // function names from /proc/kallsyms, both read once here (so before any
 // privilege is dropped).
 func OpenDrops(cfg DropsConfig) (*Drops, error) {
@@ -170,7 +203,6 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
 		return nil, fmt.Errorf("dataplane: setting the consumed reason: %w", err)
 	}
-	spec.Maps[bpf.DropsMapEvents].MaxEntries = uint32(cfg.RingBytes)
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -181,9 +213,11 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := d.Configure(cfg); err != nil {
 		return nil, errors.Join(err, d.objs.Close())
 	}
-	d.rd, err = ringbuf.NewReader(d.objs.Events)
+	// One buffer per possible CPU (the map's size, set by the loader);
+	// the reader is woken for every record (at most the limit per second).
+	d.rd, err = perf.NewReader(d.objs.Events, cfg.RingBytes)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: drop ring reader: %w", err), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: drop notification buffers: %w", err), d.objs.Close())
 	}
 	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
 	if err != nil {
@@ -235,7 +269,7 @@ func (d *Drops) Close() error {
 	}
 	if d.rd != nil {
 		if err := d.rd.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: closing drop ring: %w", err))
+			errs = append(errs, fmt.Errorf("dataplane: closing drop notification buffers: %w", err))
 		}
 	}
 	if err := d.objs.Close(); err != nil {
@@ -245,7 +279,7 @@ func (d *Drops) Close() error {
 }
 
 // Wake makes a blocked Read return (nil error) once it has delivered
-// what is in the ring.
+// what is in the buffers.
 func (d *Drops) Wake() error { return d.rd.Flush() }
 
 // Program returns the attached kfree_skb program (for its run-time
@@ -254,13 +288,19 @@ func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
 
 // SetDeadline bounds the next Read (zero: no deadline). It must not be
 // called while a Read is blocked (use Wake).
-func (d *Drops) SetDeadline(t time.Time) { d.rd.SetDeadline(t) }
+func (d *Drops) SetDeadline(t time.Time) {
+	d.deadline = t
+	d.rd.SetDeadline(t)
+}
 
-// Drop record layout (struct drop_event in drops.c, little endian).
-const (
-	dropEventHeader = 40
-	dropEventSize   = dropEventHeader + MaxDropHeaderBytes
-)
+// Drop record layout (struct drop_event in drops.c, little endian): the
+// fixed fields, then header_len header bytes (a perf record may carry up
+// to 7 bytes of padding after them).
+const dropEventHeader = 48
+
+// drainNow is a deadline in the past: the reader returns
+// os.ErrDeadlineExceeded once it has emptied every CPU's buffer.
+var drainNow = time.Unix(1, 0)
 
 // Read waits for notifications and calls fn for each one ready, without
 // waiting again once at least one was delivered. It returns the number
@@ -269,30 +309,45 @@ const (
 // it or its Header.
 func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	n := 0
-	for {
-		if n > 0 && d.rd.AvailableBytes() == 0 {
-			return n, nil
+	draining := false
+	defer func() {
+		if draining {
+			d.rd.SetDeadline(d.deadline)
 		}
+	}()
+	for {
 		if err := d.rd.ReadInto(&d.rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
+			switch {
+			case errors.Is(err, perf.ErrClosed):
 				return n, os.ErrClosed
-			}
-			if errors.Is(err, ringbuf.ErrFlushed) {
+			case errors.Is(err, perf.ErrFlushed):
 				return n, nil // Wake
+			case draining && errors.Is(err, os.ErrDeadlineExceeded):
+				return n, nil // every buffer emptied
 			}
 			return n, err
+		}
+		if d.rec.LostSamples > 0 {
+			d.bufLost.Add(d.rec.LostSamples)
+			continue
 		}
 		if !d.decode(d.rec.RawSample, ev) {
 			continue
 		}
 		fn(ev)
 		n++
+		if !draining {
+			// Take what the buffers hold now, without waiting again.
+			draining = true
+			d.rd.SetDeadline(drainNow)
+		}
 	}
 }
 
-// decode fills ev from a ring record.
+// decode fills ev from a perf record; false for a record too short for
+// the header length it states.
 func (d *Drops) decode(b []byte, ev *DropEvent) bool {
-	if len(b) < dropEventSize {
+	if len(b) < dropEventHeader {
 		return false
 	}
 	le := binary.LittleEndian
@@ -306,8 +361,11 @@ func (d *Drops) decode(b []byte, ev *DropEvent) bool {
 	ev.HeaderProto = uint32(le.Uint16(b[34:]))
 	ev.Queue = uint32(le.Uint16(b[36:]))
 	ev.CPU = uint32(le.Uint16(b[38:]))
-	if hl > MaxDropHeaderBytes {
-		hl = MaxDropHeaderBytes
+	// b[40:42] head_len: how the header was split between the record and
+	// the skb copy (contiguous here); b[42:44] padding.
+	ev.PagedLen = le.Uint32(b[44:])
+	if hl > MaxDropHeaderBytes || dropEventHeader+hl > len(b) {
+		return false
 	}
 	ev.Header = b[dropEventHeader : dropEventHeader+hl]
 	ev.ReasonName = d.ReasonName(ev.Reason)
@@ -331,7 +389,7 @@ func (d *Drops) Stats() (DropStats, error) {
 	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
 		return DropStats{}, fmt.Errorf("dataplane: reading drop stats: %w", err)
 	}
-	var s DropStats
+	s := DropStats{BufferLost: d.bufLost.Load()}
 	for _, c := range per {
 		s.Drops += c.Drops
 		s.Notified += c.Notified
