@@ -38,13 +38,14 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
-// trafgen sends one frame as fast as it can out of eth0 of ns until stop.
+// trafgen sends one frame as fast as it can (or as extra arguments, e.g.
+// "-t", "20us", say) out of eth0 of ns until stop.
 type trafgen struct {
 	cmd  *exec.Cmd
 	conf string
 }
 
-func startTrafgen(b *testing.B, ns string, frame []byte) *trafgen {
+func startTrafgen(b *testing.B, ns string, frame []byte, extra ...string) *trafgen {
 	b.Helper()
 	var sb strings.Builder
 	sb.WriteString("{ ")
@@ -59,8 +60,8 @@ func startTrafgen(b *testing.B, ns string, frame []byte) *trafgen {
 	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := netnsutil.Command(context.Background(), ns, "taskset", "-c", "1",
-		"trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats")
+	args := append([]string{"-c", "1", "trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
+	cmd := netnsutil.Command(context.Background(), ns, "taskset", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("trafgen: %v", err)
