@@ -445,8 +445,15 @@ func testDropHeadersTCP(t *testing.T, lab *netlab.Lab, dl *netlab.DropLab, d *Dr
 	}
 	stream := patterned(256<<10, 99)
 	go func() { _, _ = conn.Write(stream) }() // blocks: nothing gets through
-	recs := collectRecords(t, d, 1500*time.Millisecond)
+	// The first flight and its retransmissions (RTO 200 ms, doubling),
+	// then an abort (RST, no linger): no segment is sent after it, so the
+	// nft counter read below is final.
+	time.Sleep(1200 * time.Millisecond)
+	if err := conn.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
 	conn.Close()
+	recs := collectRecords(t, d, 500*time.Millisecond)
 
 	// The client's outgoing segments, by sequence number.
 	sent := map[uint32][][]byte{}
