@@ -6,8 +6,14 @@
 // BenchmarkDropsForwarding: the bridge's forwarding rate with the drop
 // program attached (nothing dropped in the switch's namespace) against
 // without it, alternating 1 s windows, one pair per iteration.
-// BenchmarkDropsFlood: the real daemon under a flood of drops. Figures are
-// recorded in bench/README.md.
+// BenchmarkDropsFlood: the real daemon under a flood of drops.
+// BenchmarkDropCost: the kernel's cost per drop before/after the header
+// copy of issue 18 (needs DROPS_A, the earlier object:
+//
+//	git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o
+//	DROPS_A=/tmp/drops_a.o go test -run '^$' -bench DropCost -benchtime 8x ./bench/drops/
+//
+// ). Figures are recorded in bench/README.md.
 package drops
 
 import (
