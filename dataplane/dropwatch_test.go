@@ -397,6 +397,7 @@ func TestDropHeaders(t *testing.T) {
 	}
 
 	t.Run("tcp", func(t *testing.T) { testDropHeadersTCP(t, lab, dl, d) })
+	t.Run("tcp-output", func(t *testing.T) { testDropHeadersTCPOut(t, lab, dl, d) })
 
 	st, err := d.Stats()
 	if err != nil {
@@ -498,6 +499,115 @@ func testDropHeadersTCP(t *testing.T, lab *netlab.Lab, dl *netlab.DropLab, d *Dr
 	}
 	if paged == 0 {
 		t.Errorf("TCP: no notification of a paged skb")
+	}
+}
+
+// testDropHeadersTCPOut: a server in the switch namespace sends 256 KiB
+// to a client in the routed host; its data segments (GSO, payload in page
+// fragments) are dropped in the switch's inet output chain, before the
+// neighbour layer gives them a MAC header: the notification's header
+// starts at the IPv4 header (header_proto 11) and its frame_len is the
+// IPv4 total length. Nothing of them reaches a wire, so each header is
+// compared with what the server sent: addresses, protocol and ports, the
+// IPv4 total length, and the payload bytes, which must be the stream's
+// bytes at the segment's sequence number (relative to the server's
+// initial sequence number, from the SYN-ACK the client received).
+func testDropHeadersTCPOut(t *testing.T, lab *netlab.Lab, dl *netlab.DropLab, d *Drops) {
+	capt := lab.Capture(t, lab.Hosts[dl.RoutedIdx], "eth0")
+	var ln net.Listener
+	addr := netip.AddrPortFrom(dl.SwitchAddr, netlab.DropTCPOutPort)
+	if err := lab.Do(lab.Switch, func() error {
+		var err error
+		ln, err = net.Listen("tcp4", addr.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	stream := patterned(256<<10, 77)
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+		_, _ = c.Write(stream) // blocks: nothing gets through
+	}()
+	var conn net.Conn
+	if err := lab.Do(lab.Hosts[dl.RoutedIdx], func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp4", addr.String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	srv, ok := <-accepted
+	if !ok {
+		t.Fatal("no connection accepted")
+	}
+	time.Sleep(1200 * time.Millisecond) // first flight and retransmissions
+	if err := srv.(*net.TCPConn).SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	recs := collectRecords(t, d, 500*time.Millisecond)
+
+	// The server's initial sequence number, from its SYN-ACK.
+	var isn uint32
+	found := false
+	for _, f := range capt.Queued(t) {
+		if f.Outgoing || len(f.Data) < 14+20+20 || binary.BigEndian.Uint16(f.Data[12:14]) != 0x0800 || f.Data[23] != 6 {
+			continue
+		}
+		tcp := f.Data[14+int(f.Data[14]&0x0f)*4:]
+		if binary.BigEndian.Uint16(tcp[0:2]) == netlab.DropTCPOutPort && tcp[13]&0x12 == 0x12 { // SYN+ACK
+			isn, found = binary.BigEndian.Uint32(tcp[4:8]), true
+		}
+	}
+	if !found {
+		t.Fatal("the client saw no SYN-ACK")
+	}
+	var got, right, paged int
+	sa, ha := dl.SwitchAddr.As4(), dl.HostAddr.As4()
+	for _, r := range recs {
+		h := r.header
+		if r.proto != 11 || len(h) < 40 || h[9] != 6 {
+			continue
+		}
+		ihl := int(h[0]&0x0f) * 4
+		if len(h) < ihl+20 || binary.BigEndian.Uint16(h[ihl:]) != netlab.DropTCPOutPort {
+			continue
+		}
+		got++
+		if r.paged > 0 {
+			paged++
+		}
+		tcp := h[ihl:]
+		off := int(tcp[12]>>4) * 4
+		seq := binary.BigEndian.Uint32(tcp[4:8])
+		pos := int(seq - isn - 1) // stream offset of the segment's first byte
+		payload := h[min(ihl+off, len(h)):]
+		ok := h[0] == 0x45 && bytes.Equal(h[12:16], sa[:]) && bytes.Equal(h[16:20], ha[:]) &&
+			uint32(binary.BigEndian.Uint16(h[2:4])) == r.frameLen && len(h) == min(DefaultDropHeaderBytes, int(r.frameLen)) &&
+			pos >= 0 && pos+len(payload) <= len(stream) && bytes.Equal(payload, stream[pos:pos+len(payload)]) && len(payload) > 0 &&
+			netfilterReason(r.reason) && r.in == 0 && r.out == 0
+		if ok {
+			right++
+		} else if right == got-1 {
+			t.Errorf("TCP output notification %s in %d out %d frame_len %d paged %d, stream offset %d, header\n%x",
+				r.reason, r.in, r.out, r.frameLen, r.paged, pos, h)
+		}
+	}
+	truth := dl.RuleDropped(t, "inet", "acl_out")
+	t.Logf("TCP output: %d segments dropped (nft), %d notifications, %d right, %d paged", truth, got, right, paged)
+	if got == 0 || right != got || uint64(got) != truth {
+		t.Errorf("TCP output: %d notifications (%d right), nft dropped %d", got, right, truth)
+	}
+	if paged == 0 {
+		t.Errorf("TCP output: no notification of a paged skb")
 	}
 }
 

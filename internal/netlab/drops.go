@@ -40,7 +40,9 @@ import (
 //     family's forward chain;
 //   - TCP: TCP segments to the switch's address on the routed port, port
 //     DropTCPPort, longer than 200 bytes (data, not the handshake) are
-//     dropped in the inet family's input chain.
+//     dropped in the inet family's input chain; segments the switch sends
+//     from port DropTCPOutPort, longer than 200 bytes, in its output
+//     chain (locally made: no MAC header yet).
 //
 // Everything is created in the lab's own namespaces and goes with them.
 type DropLab struct {
@@ -61,6 +63,7 @@ const (
 	DropForwardPort = 7778 // UDP, bridge forward
 	DropRoutedPort  = 7779 // UDP, inet forward
 	DropTCPPort     = 7780 // TCP segments > 200 bytes, inet input
+	DropTCPOutPort  = 7781 // TCP segments > 200 bytes from it, inet output
 )
 
 // nftTable is the name of the nftables tables SetupDrops creates.
@@ -97,8 +100,12 @@ table inet %[1]s {
 		type filter hook input priority 0; policy accept;
 		tcp dport %[5]d meta length > 200 counter drop
 	}
+	chain acl_out {
+		type filter hook output priority 0; policy accept;
+		tcp sport %[6]d meta length > 200 counter drop
+	}
 }
-`, nftTable, DropACLPort, DropForwardPort, DropRoutedPort, DropTCPPort)
+`, nftTable, DropACLPort, DropForwardPort, DropRoutedPort, DropTCPPort, DropTCPOutPort)
 	steps := [][]string{
 		{l.Switch, "nft", "-f", "-"},
 		// The bridge knows the shaped host's MAC from the start: frames to
@@ -209,7 +216,8 @@ func (d *DropLab) ACLDropped(t testing.TB) uint64 {
 }
 
 // RuleDropped returns the packet counter of the rule in chain of the
-// lab's table of family ("bridge": pre, acl_fwd; "inet": acl_fwd, acl_in).
+// lab's table of family ("bridge": pre, acl_fwd; "inet": acl_fwd, acl_in,
+// acl_out).
 func (d *DropLab) RuleDropped(t testing.TB, family, chain string) uint64 {
 	t.Helper()
 	out, err := d.L.Run(d.L.Switch, "nft", "-j", "list", "table", family, nftTable)
