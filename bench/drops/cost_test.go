@@ -5,7 +5,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -72,6 +71,12 @@ func loadVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit uint32, c
 	if err := coll.Maps["config"].Put(uint32(0), cfg); err != nil {
 		b.Fatal(err)
 	}
+	// DROPS_READER=poll: the reader sleeps 20 ms, then takes what the
+	// buffers hold, instead of waiting in epoll to be woken (the daemon's
+	// way). Without a waiting reader, a notification wakes nobody: this
+	// shows the program's own work apart from the wake-ups.
+	poll := os.Getenv("DROPS_READER") == "poll"
+	const pollEvery = 20 * time.Millisecond
 	done := make(chan struct{})
 	switch ev := coll.Maps["events"]; ev.Type() {
 	case ebpf.RingBuf:
@@ -82,16 +87,27 @@ func loadVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit uint32, c
 		go func() {
 			defer close(done)
 			var rec ringbuf.Record
-			for rd.ReadInto(&rec) == nil {
-				v.read.Add(1)
+			for {
+				if poll {
+					time.Sleep(pollEvery)
+					rd.SetDeadline(time.Now())
+				}
+				for {
+					err := rd.ReadInto(&rec)
+					if err == nil {
+						v.read.Add(1)
+						continue
+					}
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						break
+					}
+					return // closed
+				}
 			}
 		}()
 		v.stop = func() { rd.Close(); <-done }
 	case ebpf.PerfEventArray:
-		// DROPS_B_WATERMARK: wake the reader only once this many bytes
-		// wait in a CPU's buffer (0, the daemon's way: every record).
-		wm, _ := strconv.Atoi(os.Getenv("DROPS_B_WATERMARK"))
-		rd, err := perf.NewReaderWithOptions(ev, dataplane.DefaultDropRingBytes, perf.ReaderOptions{Watermark: wm})
+		rd, err := perf.NewReader(ev, dataplane.DefaultDropRingBytes)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,12 +115,22 @@ func loadVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit uint32, c
 			defer close(done)
 			var rec perf.Record
 			for {
-				err := rd.ReadInto(&rec)
-				if errors.Is(err, perf.ErrClosed) {
-					return
+				if poll {
+					time.Sleep(pollEvery)
+					rd.SetDeadline(time.Now())
 				}
-				if err == nil && rec.LostSamples == 0 {
-					v.read.Add(1)
+				for {
+					err := rd.ReadInto(&rec)
+					if err == nil {
+						if rec.LostSamples == 0 {
+							v.read.Add(1)
+						}
+						continue
+					}
+					if errors.Is(err, os.ErrDeadlineExceeded) {
+						break
+					}
+					return // closed
 				}
 			}
 		}()
@@ -154,11 +180,11 @@ func spread(xs []float64) (med, lo, hi float64) {
 // 1f795a9:bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
 // area), B the current bpf/drops_bpfel.o (perf buffer, bpf_skb_output);
 // both loaded with the same minimal loader and configuration (header 128).
-// trafgen in host 1 sends the frame of the issue paced at one per
-// DROPS_GAP (default 20us, trafgen -t; it sends from a transmit ring, so
+// trafgen in host 1 sends the frame of the issue (from a transmit ring, so
 // the skb is paged): 60 bytes of UDP to port 7778, dropped by the bridge
-// forward chain's rule. Three modes, each a pair of 2 s windows (A then B,
-// or B then A) per iteration:
+// forward chain's rule; as fast as it can, or in the notified mode one per
+// DROPS_GAP (default 20us, trafgen -t). Three modes, each a pair of 2 s
+// windows (A then B, or B then A) per iteration:
 //
 //   - notified: limit 2^30, every drop of ours is notified (the header copy);
 //   - over budget: limit 100 (the default), almost every drop is counted
@@ -172,10 +198,10 @@ func spread(xs []float64) (med, lo, hi float64) {
 // drops (other jobs on the machine) are in every window: a drop of ours
 // costs the window's run time less those runs at the filtered cost of the
 // same build (median of its filtered windows), per drop of ours; the share
-// of runs that were ours is reported. A notified drop's time
-// includes waking the reader when it waits (both builds wake it per
-// record while it keeps up); DROPS_B_WATERMARK=N makes B's reader wake
-// only once N bytes wait, which shows the copy's own cost.
+// of runs that were ours is reported. A notified drop's time includes
+// waking the reader when it waits in epoll (the ring buffer build wakes
+// it when it has caught up, the perf buffer build for every record);
+// DROPS_READER=poll (see loadVariant) shows the cost without wake-ups.
 func BenchmarkDropCost(b *testing.B) {
 	pathA := os.Getenv("DROPS_A")
 	if pathA == "" {
@@ -210,16 +236,20 @@ func BenchmarkDropCost(b *testing.B) {
 	}
 	defer stats.Close()
 	frame := dl.ForwardFrames(1, 40100, make([]byte, 18))[0]
-	tg := startTrafgen(b, lab.Hosts[0], frame, "-t", gap)
-	defer tg.stop()
-	time.Sleep(time.Second)
-
+	// The notified mode is paced, so that the reader keeps up and every
+	// drop takes the notified path; the others flood, so that our drops
+	// outnumber the other namespaces' in the counted mode.
 	type mode struct {
-		name  string
-		netns uint32
-		limit uint32
+		name    string
+		netns   uint32
+		limit   uint32
+		trafgen []string
 	}
-	modes := []mode{{"notified", uint32(sw), 1 << 30}, {"over budget", uint32(sw), dataplane.DefaultDropLimit}, {"filtered", uint32(col), dataplane.DefaultDropLimit}}
+	modes := []mode{
+		{"notified", uint32(sw), 1 << 30, []string{"-t", gap}},
+		{"over budget", uint32(sw), dataplane.DefaultDropLimit, nil},
+		{"filtered", uint32(col), dataplane.DefaultDropLimit, nil},
+	}
 	// One window's BPF statistics and the program's own counts.
 	type win struct{ runtime, runs, own, notified float64 }
 	res := map[string]*[2][]win{}
@@ -249,6 +279,8 @@ func BenchmarkDropCost(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, m := range modes {
+			tg := startTrafgen(b, lab.Hosts[0], frame, m.trafgen...)
+			time.Sleep(500 * time.Millisecond)
 			if i%2 == 0 {
 				window(m, 0)
 				window(m, 1)
@@ -256,6 +288,7 @@ func BenchmarkDropCost(b *testing.B) {
 				window(m, 1)
 				window(m, 0)
 			}
+			tg.stop()
 		}
 	}
 	b.StopTimer()
