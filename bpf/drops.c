@@ -50,7 +50,10 @@
 // frag_list; skb_copy_bits is the kernel's own, kept correct by it.
 // bpf_skb_output fails (-ENOSPC) when this CPU's buffer is full (the perf
 // buffer also counts that as a lost record for its reader); the program
-// counts every failure in ring_full, so nothing is lost silently.
+// counts every failure in ring_full, so nothing is lost silently. The
+// reader is woken through a small BPF ring buffer (doorbell, below), so
+// that a notification costs a wake-up only when the reader waits, as with
+// a ring buffer alone.
 //
 // Cost: only notified drops (at most drop_config.limit per second) reach
 // the copy; a drop over the budget or in another namespace pays nothing
@@ -239,6 +242,22 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, sizeof(__u32));
 } events SEC(".maps");
+
+// doorbell: a BPF ring buffer (one page, size set by the loader) that
+// carries no data, only wake-ups: one byte per notification written to
+// events. The perf buffers are opened without per-record wake-ups (their
+// watermark is nearly their size), because perf wakes its reader with an
+// irq_work (a self-interrupt, several microseconds in a VM) for every
+// record, waiting reader or not. A ring buffer wakes only when its reader
+// has caught up (bpf_ringbuf_output without flags), i.e. when it waits:
+// the reader sleeps on the doorbell and, woken, takes everything the perf
+// buffers hold. The notification is written before its doorbell, so the
+// reader never misses one; a doorbell that does not fit (the reader has
+// not emptied the doorbell ring, so it is not asleep) is not needed.
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} doorbell SEC(".maps");
 
 // scratch: this CPU's drop_event being built (304 bytes: too large for
 // the 512-byte stack next to the rest). A tp_btf program does not nest on
@@ -432,5 +451,7 @@ int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int 
 		return 0;
 	}
 	st->notified++;
+	__u8 ring = 1;
+	bpf_ringbuf_output(&doorbell, &ring, sizeof(ring), 0);
 	return 0;
 }

@@ -59,6 +59,7 @@ type DropsDropStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	DropsMapConfig         = "config"
+	DropsMapDoorbell       = "doorbell"
 	DropsMapDropBudget     = "drop_budget"
 	DropsMapEvents         = "events"
 	DropsMapPortDrops      = "port_drops"
@@ -120,6 +121,7 @@ type DropsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type DropsMapSpecs struct {
 	Config         *ebpf.MapSpec `ebpf:"config"`
+	Doorbell       *ebpf.MapSpec `ebpf:"doorbell"`
 	DropBudget     *ebpf.MapSpec `ebpf:"drop_budget"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	PortDrops      *ebpf.MapSpec `ebpf:"port_drops"`
@@ -157,6 +159,7 @@ func (o *DropsObjects) Close() error {
 // It can be passed to LoadDropsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type DropsMaps struct {
 	Config         *ebpf.Map `ebpf:"config"`
+	Doorbell       *ebpf.Map `ebpf:"doorbell"`
 	DropBudget     *ebpf.Map `ebpf:"drop_budget"`
 	Events         *ebpf.Map `ebpf:"events"`
 	PortDrops      *ebpf.Map `ebpf:"port_drops"`
@@ -169,6 +172,7 @@ type DropsMaps struct {
 func (m *DropsMaps) Close() error {
 	return _DropsClose(
 		m.Config,
+		m.Doorbell,
 		m.DropBudget,
 		m.Events,
 		m.PortDrops,

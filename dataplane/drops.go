@@ -1,9 +1,9 @@
 // Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
-// skb:kfree_skb program (bpf/drops.c), its perf buffer of notifications
+// skb:kfree_skb program (bpf/drops.c), its perf buffers of notifications
 // (one per CPU: bpf_skb_output, which copies the frame's paged bytes too,
-// writes only there; issue 18), its exact per-reason and per-port
-// counters, the kernel's reason names (BTF) and the drop locations'
-// function names (/proc/kallsyms).
+// writes only there; issue 18) and the doorbell ring that wakes their
+// reader, its exact per-reason and per-port counters, the kernel's reason
+// names (BTF) and the drop locations' function names (/proc/kallsyms).
 package dataplane
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/perf"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
@@ -126,14 +127,13 @@ func (s DropStats) Lost() uint64 { return s.Suppressed + max(s.RingFull, s.Buffe
 type Drops struct {
 	objs    bpf.DropsObjects
 	link    link.Link
-	rd      *perf.Reader
+	rd      *perf.Reader // the notifications, never waited on
 	rec     perf.Record
+	bell    *ringbuf.Reader // the doorbell: Read waits here
+	bellRec ringbuf.Record
 	reasons map[uint32]string
 	syms    *kernelSymbols
 	netns   uint64
-	// deadline is the caller's SetDeadline (Read sets the reader's to
-	// "now" while it drains what is ready, then restores it).
-	deadline time.Time
 	// bufLost sums the lost records the reader saw (DropStats.BufferLost).
 	bufLost atomic.Uint64
 
@@ -203,6 +203,7 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
 		return nil, fmt.Errorf("dataplane: setting the consumed reason: %w", err)
 	}
+	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -213,15 +214,23 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := d.Configure(cfg); err != nil {
 		return nil, errors.Join(err, d.objs.Close())
 	}
-	// One buffer per possible CPU (the map's size, set by the loader);
-	// the reader is woken for every record (at most the limit per second).
-	d.rd, err = perf.NewReader(d.objs.Events, cfg.RingBytes)
+	// One buffer per online CPU. Its watermark is nearly its size: perf
+	// would otherwise wake the reader (an irq_work, a self-interrupt)
+	// for every record, waiting or not; the doorbell ring wakes it only
+	// when it waits (bpf/drops.c). Read never waits on these buffers: a
+	// deadline in the past makes each read take what they hold.
+	d.rd, err = perf.NewReaderWithOptions(d.objs.Events, cfg.RingBytes, perf.ReaderOptions{Watermark: cfg.RingBytes - 1})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: drop notification buffers: %w", err), d.objs.Close())
 	}
+	d.rd.SetDeadline(drainNow)
+	d.bell, err = ringbuf.NewReader(d.objs.Doorbell)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: drop notification doorbell: %w", err), d.rd.Close(), d.objs.Close())
+	}
 	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.rd.Close(), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.bell.Close(), d.rd.Close(), d.objs.Close())
 	}
 	return d, nil
 }
@@ -267,6 +276,11 @@ func (d *Drops) Close() error {
 			errs = append(errs, fmt.Errorf("dataplane: detaching drops: %w", err))
 		}
 	}
+	if d.bell != nil {
+		if err := d.bell.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: closing drop notification doorbell: %w", err))
+		}
+	}
 	if d.rd != nil {
 		if err := d.rd.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("dataplane: closing drop notification buffers: %w", err))
@@ -280,7 +294,7 @@ func (d *Drops) Close() error {
 
 // Wake makes a blocked Read return (nil error) once it has delivered
 // what is in the buffers.
-func (d *Drops) Wake() error { return d.rd.Flush() }
+func (d *Drops) Wake() error { return d.bell.Flush() }
 
 // Program returns the attached kfree_skb program (for its run-time
 // statistics in benchmarks).
@@ -288,44 +302,63 @@ func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
 
 // SetDeadline bounds the next Read (zero: no deadline). It must not be
 // called while a Read is blocked (use Wake).
-func (d *Drops) SetDeadline(t time.Time) {
-	d.deadline = t
-	d.rd.SetDeadline(t)
-}
+func (d *Drops) SetDeadline(t time.Time) { d.bell.SetDeadline(t) }
 
 // Drop record layout (struct drop_event in drops.c, little endian): the
 // fixed fields, then header_len header bytes (a perf record may carry up
 // to 7 bytes of padding after them).
 const dropEventHeader = 48
 
-// drainNow is a deadline in the past: the reader returns
-// os.ErrDeadlineExceeded once it has emptied every CPU's buffer.
+// drainNow is a deadline in the past: the perf reader returns
+// os.ErrDeadlineExceeded once it has emptied every CPU's buffer, never
+// waiting.
 var drainNow = time.Unix(1, 0)
 
 // Read waits for notifications and calls fn for each one ready, without
 // waiting again once at least one was delivered. It returns the number
 // delivered; os.ErrDeadlineExceeded after SetDeadline's time,
-// os.ErrClosed after Close, and nil (possibly with 0) after Wake. ev is reused between calls: fn must not keep
-// it or its Header.
+// os.ErrClosed after Close, and nil (possibly with 0: after Wake, or for a
+// doorbell whose notification an earlier call took) otherwise. ev is
+// reused between calls: fn must not keep it or its Header.
 func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
+	// Wait for the doorbell (a notification was written), then empty the
+	// doorbell ring: one wake-up stands for everything written so far.
+	waitErr := d.bell.ReadInto(&d.bellRec)
+	for waitErr == nil && d.bell.AvailableBytes() > 0 {
+		waitErr = d.bell.ReadInto(&d.bellRec)
+	}
+	switch {
+	case errors.Is(waitErr, ringbuf.ErrClosed):
+		return 0, os.ErrClosed
+	case waitErr != nil && !errors.Is(waitErr, ringbuf.ErrFlushed) && !errors.Is(waitErr, os.ErrDeadlineExceeded):
+		return 0, fmt.Errorf("dataplane: drop notification doorbell: %w", waitErr)
+	}
+	// Woken, flushed (Wake) or at the deadline: take what the buffers
+	// hold (every notification rings after it is written, so after the
+	// doorbell it is there).
+	n, err := d.drain(ev, fn)
+	if err != nil {
+		return n, err
+	}
+	if n == 0 && errors.Is(waitErr, os.ErrDeadlineExceeded) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return n, nil
+}
+
+// drain delivers every notification the perf buffers hold, without
+// waiting.
+func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	n := 0
-	draining := false
-	defer func() {
-		if draining {
-			d.rd.SetDeadline(d.deadline)
-		}
-	}()
 	for {
 		if err := d.rd.ReadInto(&d.rec); err != nil {
 			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return n, nil // every buffer emptied
 			case errors.Is(err, perf.ErrClosed):
 				return n, os.ErrClosed
-			case errors.Is(err, perf.ErrFlushed):
-				return n, nil // Wake
-			case draining && errors.Is(err, os.ErrDeadlineExceeded):
-				return n, nil // every buffer emptied
 			}
-			return n, err
+			return n, fmt.Errorf("dataplane: drop notification buffers: %w", err)
 		}
 		if d.rec.LostSamples > 0 {
 			d.bufLost.Add(d.rec.LostSamples)
@@ -336,11 +369,6 @@ func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 		}
 		fn(ev)
 		n++
-		if !draining {
-			// Take what the buffers hold now, without waiting again.
-			draining = true
-			d.rd.SetDeadline(drainNow)
-		}
 	}
 }
 

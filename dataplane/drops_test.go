@@ -292,3 +292,57 @@ func TestDropStatsLost(t *testing.T) {
 		}
 	}
 }
+
+// TestDropReadWakes: a Read waiting for notifications (no deadline) is
+// woken by the next one (the doorbell ring: the perf buffers themselves
+// wake nobody), and by Wake.
+func TestDropReadWakes(t *testing.T) {
+	lab := netlab.New(t, 3)
+	dl := lab.SetupDrops(t)
+	d := openDropsFor(t, lab, 1_000_000)
+	type result struct {
+		n    int
+		hdr  []byte
+		err  error
+		took time.Duration
+	}
+	read := func() chan result {
+		ch := make(chan result, 1)
+		go func() {
+			var ev DropEvent
+			var r result
+			start := time.Now()
+			r.n, r.err = d.Read(&ev, func(e *DropEvent) { r.hdr = bytes.Clone(e.Header) })
+			r.took = time.Since(start)
+			ch <- r
+		}()
+		return ch
+	}
+	// Bounds are generous (a loaded machine); without a wake-up Read
+	// would wait forever.
+	wait := func(ch chan result) result {
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("Read still waiting 10 s later")
+			return result{}
+		}
+	}
+	ch := read()
+	time.Sleep(200 * time.Millisecond) // Read is waiting
+	lab.SendFrames(t, 0, dl.ACLFrames(1))
+	if r := wait(ch); r.err != nil || r.n != 1 || !bytes.Equal(r.hdr, dl.ACLFrames(1)[0]) {
+		t.Errorf("after one drop: Read = %d, %v (header %x) after %v; want 1 notification of the frame", r.n, r.err, r.hdr, r.took)
+	} else {
+		t.Logf("one drop woke Read after %v", r.took)
+	}
+	ch = read()
+	time.Sleep(200 * time.Millisecond)
+	if err := d.Wake(); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(ch); r.err != nil || r.n != 0 {
+		t.Errorf("after Wake: Read = %d, %v; want 0, nil", r.n, r.err)
+	}
+}
