@@ -5,33 +5,28 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/perf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 )
 
-// dropVariant is one build of bpf/drops.c, loaded and attached with a
-// minimal loader that works for the ring buffer build (before issue 18)
-// and the perf buffer build (after): the same configuration, a reader
-// draining its notifications, its stats map.
+// dropVariant is one build of bpf/drops.c, loaded, attached and read the
+// way its daemon did: A (the ring buffer build before issue 18) with a
+// minimal loader equal to dataplane's of that time (configuration, one
+// ring buffer reader), B (the current build) with dataplane.OpenDrops and
+// Drops.Read. Both get the same configuration.
 type dropVariant struct {
-	coll  *ebpf.Collection
-	link  link.Link
-	stop  func()
-	read  atomic.Uint64 // notifications the reader took
-	stats *ebpf.Map
 	prog  *ebpf.Program
+	stats func() [5]uint64 // drops, notified, suppressed, ring_full, uncounted
+	close func()
 }
 
 // kernelConsumedReason is SKB_CONSUMED of the running kernel, or
@@ -53,118 +48,117 @@ func kernelConsumedReason(b *testing.B) uint32 {
 	return 0xffffffff
 }
 
-func loadVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit uint32, consumed uint32) *dropVariant {
+// DROPS_READER=poll: the reader sleeps 20 ms, then takes what is there,
+// instead of waiting to be woken (the daemon's way). A notification then
+// finds no reader waiting: this shows the program's work apart from
+// waking the reader.
+var pollReader = os.Getenv("DROPS_READER") == "poll"
+
+const pollEvery = 20 * time.Millisecond
+
+// loadRingVariant loads an object whose events map is a BPF ring buffer.
+func loadRingVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit, consumed uint32) *dropVariant {
 	b.Helper()
 	spec = spec.Copy()
 	if err := spec.Variables["consumed_reason"].Set(consumed); err != nil {
 		b.Fatal(err)
 	}
-	if spec.Maps["events"].Type == ebpf.RingBuf {
-		spec.Maps["events"].MaxEntries = 256 << 10
+	if spec.Maps["events"].Type != ebpf.RingBuf {
+		b.Fatalf("DROPS_A: events map of type %v, want a ring buffer", spec.Maps["events"].Type)
 	}
+	spec.Maps["events"].MaxEntries = 256 << 10
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		b.Fatalf("loading: %v", err)
 	}
-	v := &dropVariant{coll: coll, stats: coll.Maps["stats"], prog: coll.Programs["kfree_skb_drops"]}
 	cfg := [4]uint32{netns, limit, dataplane.DefaultDropHeaderBytes, 0}
 	if err := coll.Maps["config"].Put(uint32(0), cfg); err != nil {
 		b.Fatal(err)
 	}
-	// DROPS_READER=poll: the reader sleeps 20 ms, then takes what the
-	// buffers hold, instead of waiting in epoll to be woken (the daemon's
-	// way). Without a waiting reader, a notification wakes nobody: this
-	// shows the program's own work apart from the wake-ups.
-	poll := os.Getenv("DROPS_READER") == "poll"
-	const pollEvery = 20 * time.Millisecond
-	done := make(chan struct{})
-	switch ev := coll.Maps["events"]; ev.Type() {
-	case ebpf.RingBuf:
-		rd, err := ringbuf.NewReader(ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			defer close(done)
-			var rec ringbuf.Record
-			for {
-				if poll {
-					time.Sleep(pollEvery)
-					rd.SetDeadline(time.Now())
-				}
-				for {
-					err := rd.ReadInto(&rec)
-					if err == nil {
-						v.read.Add(1)
-						continue
-					}
-					if errors.Is(err, os.ErrDeadlineExceeded) {
-						break
-					}
-					return // closed
-				}
-			}
-		}()
-		v.stop = func() { rd.Close(); <-done }
-	case ebpf.PerfEventArray:
-		rd, err := perf.NewReader(ev, dataplane.DefaultDropRingBytes)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			defer close(done)
-			var rec perf.Record
-			for {
-				if poll {
-					time.Sleep(pollEvery)
-					rd.SetDeadline(time.Now())
-				}
-				for {
-					err := rd.ReadInto(&rec)
-					if err == nil {
-						if rec.LostSamples == 0 {
-							v.read.Add(1)
-						}
-						continue
-					}
-					if errors.Is(err, os.ErrDeadlineExceeded) {
-						break
-					}
-					return // closed
-				}
-			}
-		}()
-		v.stop = func() { rd.Close(); <-done }
-	default:
-		b.Fatalf("events map of type %v", ev.Type())
-	}
-	v.link, err = link.AttachTracing(link.TracingOptions{Program: v.prog})
+	rd, err := ringbuf.NewReader(coll.Maps["events"])
 	if err != nil {
 		b.Fatal(err)
 	}
-	return v
-}
-
-func (v *dropVariant) close() {
-	v.link.Close()
-	v.stop()
-	v.coll.Close()
-}
-
-// dropStats sums the program's per-CPU drop_stats (drops, notified,
-// suppressed, ring_full, uncounted).
-func (v *dropVariant) dropStats(b *testing.B) [5]uint64 {
-	var per [][5]uint64
-	if err := v.stats.Lookup(uint32(0), &per); err != nil {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var rec ringbuf.Record
+		for {
+			if pollReader {
+				time.Sleep(pollEvery)
+				rd.SetDeadline(time.Now())
+			}
+			for {
+				err := rd.ReadInto(&rec)
+				if err == nil {
+					continue
+				}
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					break
+				}
+				return // closed
+			}
+		}
+	}()
+	prog := coll.Programs["kfree_skb_drops"]
+	l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+	if err != nil {
 		b.Fatal(err)
 	}
-	var s [5]uint64
-	for _, c := range per {
-		for i := range s {
-			s[i] += c[i]
-		}
+	stats := coll.Maps["stats"]
+	return &dropVariant{
+		prog: prog,
+		stats: func() [5]uint64 {
+			var per [][5]uint64
+			if err := stats.Lookup(uint32(0), &per); err != nil {
+				b.Fatal(err)
+			}
+			var s [5]uint64
+			for _, c := range per {
+				for i := range s {
+					s[i] += c[i]
+				}
+			}
+			return s
+		},
+		close: func() { l.Close(); rd.Close(); <-done; coll.Close() },
 	}
-	return s
+}
+
+// openDaemonVariant opens the current build as the daemon does.
+func openDaemonVariant(b *testing.B, netns, limit uint32) *dropVariant {
+	b.Helper()
+	d, err := dataplane.OpenDrops(dataplane.DropsConfig{Netns: uint64(netns), Limit: limit, HeaderBytes: dataplane.DefaultDropHeaderBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var ev dataplane.DropEvent
+		nop := func(*dataplane.DropEvent) {}
+		for {
+			if pollReader {
+				time.Sleep(pollEvery)
+				d.SetDeadline(time.Now())
+			}
+			_, err := d.Read(&ev, nop)
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return // closed
+			}
+		}
+	}()
+	return &dropVariant{
+		prog: d.Program(),
+		stats: func() [5]uint64 {
+			st, err := d.Stats()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return [5]uint64{st.Drops, st.Notified, st.Suppressed, st.RingFull, st.Uncounted}
+		},
+		close: func() { d.Close(); <-done },
+	}
 }
 
 // spread returns the median, min and max of xs.
@@ -178,8 +172,10 @@ func spread(xs []float64) (med, lo, hi float64) {
 // before and after the header copy of issue 18, A/B alternating. A is the
 // object given by DROPS_A (the build before: `git show
 // 1f795a9:bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
-// area), B the current bpf/drops_bpfel.o (perf buffer, bpf_skb_output);
-// both loaded with the same minimal loader and configuration (header 128).
+// area), loaded as dataplane loaded it then; B the current build (perf
+// buffers filled by bpf_skb_output, woken through the doorbell ring),
+// opened by dataplane.OpenDrops and read with Drops.Read, as the daemon
+// does. Same configuration (header 128).
 // trafgen in host 1 sends the frame of the issue (from a transmit ring, so
 // the skb is paged): 60 bytes of UDP to port 7778, dropped by the bridge
 // forward chain's rule; as fast as it can, or in the notified mode one per
@@ -199,19 +195,15 @@ func spread(xs []float64) (med, lo, hi float64) {
 // costs the window's run time less those runs at the filtered cost of the
 // same build (median of its filtered windows), per drop of ours; the share
 // of runs that were ours is reported. A notified drop's time includes
-// waking the reader when it waits in epoll (the ring buffer build wakes
-// it when it has caught up, the perf buffer build for every record);
-// DROPS_READER=poll (see loadVariant) shows the cost without wake-ups.
+// waking the reader when it waits (both builds wake it only then: a ring
+// buffer's rule); DROPS_READER=poll shows the cost without a waiting
+// reader.
 func BenchmarkDropCost(b *testing.B) {
 	pathA := os.Getenv("DROPS_A")
 	if pathA == "" {
 		b.Fatal("DROPS_A must name the object to compare with (e.g. git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o)")
 	}
 	specA, err := ebpf.LoadCollectionSpec(pathA)
-	if err != nil {
-		b.Fatal(err)
-	}
-	specB, err := bpf.LoadDrops()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -257,16 +249,17 @@ func BenchmarkDropCost(b *testing.B) {
 		res[m.name] = &[2][]win{}
 	}
 	window := func(m mode, which int) {
-		spec := specA
-		if which == 1 {
-			spec = specB
+		var v *dropVariant
+		if which == 0 {
+			v = loadRingVariant(b, specA, m.netns, m.limit, consumed)
+		} else {
+			v = openDaemonVariant(b, m.netns, m.limit)
 		}
-		v := loadVariant(b, spec, m.netns, m.limit, consumed)
 		defer v.close()
 		time.Sleep(300 * time.Millisecond)
-		s0, d0 := mustStats(b, v.prog), v.dropStats(b)
+		s0, d0 := mustStats(b, v.prog), v.stats()
 		time.Sleep(2 * time.Second)
-		s1, d1 := mustStats(b, v.prog), v.dropStats(b)
+		s1, d1 := mustStats(b, v.prog), v.stats()
 		w := win{runtime: float64(s1.Runtime - s0.Runtime), runs: float64(s1.RunCount - s0.RunCount),
 			own: float64(d1[0] - d0[0]), notified: float64(d1[1] - d0[1])}
 		if w.runs == 0 {
