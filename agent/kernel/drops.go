@@ -43,8 +43,8 @@ func (s *DropSource) ReadDrops(fn func(*agent.DropNotification)) (int, error) {
 func (s *DropSource) Wake() error { return s.d.Wake() }
 
 // Lost implements agent.DropSource: notifications the kernel could not
-// deliver (over the limit, ring full).
+// deliver (dataplane.DropStats.Lost).
 func (s *DropSource) Lost() (uint64, error) {
 	st, err := s.d.Stats()
-	return st.Suppressed + st.RingFull, err
+	return st.Lost(), err
 }
