@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -396,4 +397,74 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("invalid JSON %s", js)
 		}
 	})
+}
+
+// goldenDatagram decodes the golden datagram file name (sflow's tests
+// check that it decodes to the datagram they build field by field).
+func goldenDatagram(t *testing.T, name string) *sflow.Datagram {
+	t.Helper()
+	d, err := sflow.Decode(readTestdata(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestCountersL2JSON: the `decode` rendering of the two records.
+func TestCountersL2JSON(t *testing.T) {
+	b, err := marshalJSON(goldenDatagram(t, "counters_l2.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{"format":"0:5","name":"vlan_counters","vlan_id":100,"octets":8589934597,"ucast_pkts":1001,"multicast_pkts":1002,"broadcast_pkts":1003,"discards":1004}`,
+		`"name":"lag_port_stats","actor_system_id":"02:00:00:00:00:01","partner_oper_system_id":"02:00:00:00:00:02","attached_agg_id":10,"actor_admin_state":5,"actor_oper_state":61,"partner_admin_state":1,"partner_oper_state":63,"lacpdus_rx":101`,
+	} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("JSON lacks %s:\n%s", want, b)
+		}
+	}
+}
+
+// TestFlowTransitJSON: the `decode` rendering names the three records and
+// their values.
+func TestFlowTransitJSON(t *testing.T) {
+	b, err := marshalJSON(goldenDatagram(t, "flow_transit.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`{"format":"0:1036","name":"extended_egress_queue","queue":7}`,
+		`{"format":"0:1040","name":"extended_queue","depth":11354112}`,
+		`{"format":"0:1039","name":"extended_transit","delay":4294967295}`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("JSON lacks %s: %s", want, b)
+		}
+	}
+}
+
+// TestFlowTunnelJSON: the `decode` rendering carries the tunnel records'
+// outer header and VNI under their spec names.
+func TestFlowTunnelJSON(t *testing.T) {
+	b, err := marshalJSON(goldenDatagram(t, "flow_tunnel.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Samples []struct {
+			Records []map[string]any `json:"records"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	in, vni := v.Samples[0].Records[1], v.Samples[0].Records[2]
+	hdr, _ := in["header"].(map[string]any)
+	if in["name"] != "extended_ipv4_tunnel_ingress" || in["format"] != "0:1024" || hdr["src_ip"] != "198.18.1.1" ||
+		hdr["dst_port"] != float64(4789) || vni["name"] != "extended_vni_ingress" || vni["vni"] != float64(4097) {
+		t.Errorf("JSON %s", b)
+	}
+	out := v.Samples[1].Records[1]
+	if hdr, _ := out["header"].(map[string]any); out["name"] != "extended_ipv6_tunnel_egress" || hdr["dst_ip"] != "2001:db8:2::1" {
+		t.Errorf("JSON %s", b)
+	}
 }
