@@ -2,7 +2,7 @@
 # lab.sh — network-namespace lab for sflowswitchd (integration tests,
 # benchmarks, `make lab`, the Vagrant VM).
 #
-# Topology for `lab.sh up PREFIX N` (its Go side: internal/netlab):
+# Topology for `lab.sh up PREFIX N` (its Go side: testkit/netlab):
 #
 #   PREFIX-h1  eth0 198.18.0.11/24 ──veth── p1 ┐
 #   PREFIX-h2  eth0 198.18.0.12/24 ──veth── p2 ├ br0  (PREFIX-sw)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
