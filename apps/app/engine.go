@@ -676,7 +676,12 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 		Agent:           addr,
 		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
-		Uptime:          uptime,
+		// One datagram buffer: application samples are few, and there is
+		// a stream per data source and receiver (up to MaxSources ×
+		// receivers), so each costs one datagram, not a batch (the
+		// memory budget, docs/OPERATIONS.md).
+		Batch:  1,
+		Uptime: uptime,
 		Counters: []sender.Counters{{
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
