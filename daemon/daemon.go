@@ -130,6 +130,10 @@ type Daemon struct {
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
 
+	// ready is closed once Run's start-up completed: ReloadOn applies a
+	// SIGHUP caught before then only after it.
+	ready chan struct{}
+
 	mu       sync.Mutex
 	settings config.Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
@@ -174,6 +178,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		ports:    map[int]dataplane.PortInfo{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
+		ready:    make(chan struct{}),
 		start:    time.Now(),
 	}
 	d.portFail = portfail.New(log, d.portName)

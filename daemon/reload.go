@@ -63,8 +63,14 @@ func (d *Daemon) checkReload(s config.Settings) error {
 // ReloadOn reloads the settings load returns (the config file and flags
 // read again) at each signal on hup (SIGHUP), until ctx ends. Settings
 // that cannot be read, or could only be applied in part, are refused and
-// logged; the running ones stay in force.
+// logged; the running ones stay in force. A signal that arrives while Run
+// starts waits in hup and is applied once start-up completed.
 func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, error)) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-d.ready:
+	}
 	for {
 		select {
 		case <-ctx.Done():

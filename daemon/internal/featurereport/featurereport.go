@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // Log says at start what the kernel lacks of what the agent
@@ -54,6 +55,6 @@ func (c featureCollector) Collect(ch chan<- prometheus.Metric) {
 		if f.Available() {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(featureDesc, prometheus.GaugeValue, v, f.Name, f.Since, strconv.FormatBool(f.Required), c.fs.Release)
+		ch <- prom.Gauge(featureDesc, v, f.Name, f.Since, strconv.FormatBool(f.Required), c.fs.Release)
 	}
 }

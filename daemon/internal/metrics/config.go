@@ -31,6 +31,8 @@ var (
 		"Failed lookups of the collector's host name.", "collector")
 	resolved = prom.Desc("collector_resolved",
 		"1 if the collector's host name resolved at its last lookup.", "collector")
+	refusedName = prom.Desc("collector_address_refused",
+		"1 while the collector's host name resolves only to addresses that cannot be a collector at its port (this host's SNMP/AgentX ports): nothing is sent, its samples are counted as lost.", "collector")
 	unmatchedPattern = prom.Desc("port_pattern_unmatched",
 		"1 for a ports or monitor_ports pattern that matches no port present.", "pattern")
 )
@@ -46,18 +48,20 @@ func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- portFailed
 	ch <- resolveFailures
 	ch <- resolved
+	ch <- refusedName
 	ch <- unmatchedPattern
 }
 
 func (c configCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.s.FailedPorts() {
-		ch <- prometheus.MustNewConstMetric(portFailed, prometheus.GaugeValue, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10))
+		ch <- prom.Gauge(portFailed, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10))
 	}
 	for _, n := range c.s.Collectors() {
-		ch <- prometheus.MustNewConstMetric(resolveFailures, prometheus.CounterValue, float64(n.Failures), n.Host)
-		ch <- prometheus.MustNewConstMetric(resolved, prometheus.GaugeValue, float64(n.Resolved), n.Host)
+		ch <- prom.Counter(resolveFailures, n.Failures, n.Host)
+		ch <- prom.Gauge(resolved, float64(n.Resolved), n.Host)
+		ch <- prom.Gauge(refusedName, float64(n.Refused), n.Host)
 	}
 	for _, p := range c.s.UnmatchedPatterns() {
-		ch <- prometheus.MustNewConstMetric(unmatchedPattern, prometheus.GaugeValue, 1, p)
+		ch <- prom.Gauge(unmatchedPattern, 1, p)
 	}
 }
