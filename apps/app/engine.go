@@ -362,6 +362,7 @@ func (e *Engine) Run(ctx context.Context) {
 			clear(e.queued)
 			e.queued = e.queued[:0]
 			e.expire(now)
+			e.reg.flush(false)
 			if e.cfg.APM != nil {
 				e.cfg.APM.Tick(now)
 			}
@@ -464,6 +465,7 @@ func (e *Engine) closeAll() {
 		delete(e.sources, index)
 	}
 	e.stats.Sources.Store(0)
+	e.reg.flush(true)
 }
 
 // encodeFlow encodes f as a flow sample of its data source, following
