@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -149,6 +150,12 @@ type Daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// reconfFailures counts reconfigurations that failed (reload.go),
+	// reconfFailing is set while the last one failed, reconfWait is the
+	// backoff (reconfigure only).
+	reconfFailures atomic.Uint64
+	reconfFailing  atomic.Bool
+	reconfWait     time.Duration
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -208,6 +215,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		FailedPorts:       d.portFail.Failed,
 		Collectors:        d.resolver.Stats,
 		UnmatchedPatterns: d.unmatchedPatterns,
+		Reconfigure: func() (uint64, bool) {
+			return d.reconfFailures.Load(), d.reconfFailing.Load()
+		},
 	}))
 	if err := d.newMIB(s, version); err != nil {
 		return fail(err)

@@ -134,6 +134,10 @@ type PortCounters struct {
 // ErrNotAttached is returned for operations on a port that is not attached.
 var ErrNotAttached = errors.New("port not attached")
 
+// ErrNoPortSlot is an attach refused because every port slot
+// (Config.MaxPorts) is in use (errors.Is).
+var ErrNoPortSlot = errors.New("port slots in use")
+
 // port is the state of one attached port.
 type port struct {
 	link attachment    // BPF link (XDP, TCX) or cls_bpf filter (clsact)
@@ -481,7 +485,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: already attached", ifindex)
 	}
 	if len(d.freeSlots) == 0 {
-		return fmt.Errorf("dataplane: attach ifindex %d: all %d port slots in use", ifindex, d.cfg.MaxPorts)
+		return fmt.Errorf("dataplane: attach ifindex %d: all %d %w", ifindex, d.cfg.MaxPorts, ErrNoPortSlot)
 	}
 	slot := d.freeSlots[len(d.freeSlots)-1]
 

@@ -109,11 +109,22 @@ type FeatureError struct {
 }
 
 func (e *FeatureError) Error() string {
-	parts := make([]string, len(e.Missing))
-	for i, f := range e.Missing {
-		parts[i] = fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err)
+	var lacks, denied []string
+	for _, f := range e.Missing {
+		if pe, ok := f.NotPermitted(); ok {
+			denied = append(denied, fmt.Sprintf("%s (%s: %v)", f.Name, f.UsedFor, pe))
+			continue
+		}
+		lacks = append(lacks, fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err))
 	}
-	return fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(parts, "; "))
+	var msgs []string
+	if len(denied) > 0 {
+		msgs = append(msgs, "not permitted to use "+strings.Join(denied, "; "))
+	}
+	if len(lacks) > 0 {
+		msgs = append(msgs, fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(lacks, "; ")))
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // need returns a *FeatureError naming the features of names the kernel
@@ -209,13 +220,13 @@ var featureProbes = []featureProbe{
 // ProbeFeatures probes the running kernel for every feature the agent
 // uses. Probes load tiny programs and create tiny maps (CAP_BPF), and one
 // AF_XDP socket (CAP_NET_RAW); nothing is attached anywhere. A probe that
-// fails for lack of privilege reports the feature as missing with that
-// error.
+// fails for lack of privilege reports the feature as unavailable with a
+// *PermissionError naming the capabilities missing (probeperm.go).
 func ProbeFeatures() *Features {
 	fs := &Features{Release: kernelRelease()}
 	for _, p := range featureProbes {
 		f := p.Feature
-		f.Err = p.probe()
+		f.Err = probeError(f.Name, p.probe())
 		fs.List = append(fs.List, f)
 	}
 	return fs
