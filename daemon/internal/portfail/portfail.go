@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,7 +61,7 @@ func (t *Tracker) Note(err error) {
 		}
 		if t.failed[idx].err != f.err {
 			t.log.Warn("port not sampled: the kernel sampler cannot be set up on it; other ports are not affected, retrying",
-				"port", f.name, "ifindex", idx, "reason", f.reason, "err", e)
+				"port", f.name, "ifindex", idx, "reason", f.reason, "err", firstLine(e))
 		}
 		next[idx] = f
 	}
@@ -137,19 +138,37 @@ type Port struct {
 // (every port slot in use); "refused" (anything else: a driver refusing
 // XDP, a TC setup in the way).
 func Reason(err error) string {
+	// Some loaders' errors (cilium/ebpf's BTF load) carry the errno only
+	// in their text.
+	has := func(errno syscall.Errno) bool {
+		return errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error())
+	}
 	switch {
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+	case has(syscall.EMFILE), has(syscall.ENFILE):
 		return "descriptors"
-	case errors.Is(err, syscall.ENOMEM):
+	case has(syscall.ENOMEM):
 		return "memory"
-	case errors.Is(err, syscall.EBUSY):
+	case has(syscall.EBUSY):
 		return "busy"
-	case errors.Is(err, syscall.ENODEV), errors.Is(err, syscall.ENOENT):
-		return "gone"
 	case errors.Is(err, dataplane.ErrNoPortSlot):
 		return "no_slot"
+	case has(syscall.ENODEV), errors.Is(err, syscall.ENOENT):
+		return "gone"
 	}
 	return "refused"
+}
+
+// firstLine is an error's first line, at most 300 bytes: a loader's
+// error can carry a whole BTF or verifier dump.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
 
 // Failed lists the failing ports by ifindex.
