@@ -109,22 +109,17 @@ type FeatureError struct {
 }
 
 func (e *FeatureError) Error() string {
-	var lacks, denied []string
+	var lacks []string
+	denied := deniedFeatures(e.Missing)
 	for _, f := range e.Missing {
-		if pe, ok := f.NotPermitted(); ok {
-			denied = append(denied, fmt.Sprintf("%s (%s: %v)", f.Name, f.UsedFor, pe))
-			continue
+		if _, ok := f.NotPermitted(); !ok {
+			lacks = append(lacks, fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err))
 		}
-		lacks = append(lacks, fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err))
-	}
-	var msgs []string
-	if len(denied) > 0 {
-		msgs = append(msgs, "not permitted to use "+strings.Join(denied, "; "))
 	}
 	if len(lacks) > 0 {
-		msgs = append(msgs, fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(lacks, "; ")))
+		denied = append(denied, fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(lacks, "; ")))
 	}
-	return strings.Join(msgs, "; ")
+	return strings.Join(denied, "; ")
 }
 
 // need returns a *FeatureError naming the features of names the kernel

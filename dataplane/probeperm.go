@@ -96,3 +96,33 @@ func (f Feature) NotPermitted() (*PermissionError, bool) {
 	ok := errors.As(f.Err, &pe)
 	return pe, ok
 }
+
+// deniedFeatures says, per set of missing capabilities, which of fs were
+// not permitted: "not permitted to use xdp, xdp_frags: the process lacks
+// CAP_BPF (operation not permitted)".
+func deniedFeatures(fs []Feature) []string {
+	var order []string
+	names := map[string][]string{}
+	cause := map[string]error{}
+	for _, f := range fs {
+		pe, ok := f.NotPermitted()
+		if !ok {
+			continue
+		}
+		key := strings.Join(pe.Missing, " and ")
+		if _, seen := names[key]; !seen {
+			order = append(order, key)
+			cause[key] = pe.Err
+		}
+		names[key] = append(names[key], f.Name)
+	}
+	var out []string
+	for _, key := range order {
+		who := "the process lacks " + key
+		if key == "" {
+			who = "refused although the capabilities are held (a security module, or kernel.unprivileged_bpf_disabled)"
+		}
+		out = append(out, fmt.Sprintf("not permitted to use %s: %s (%v)", strings.Join(names[key], ", "), who, errors.Unwrap(cause[key])))
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+)
+
+// startWithHosts runs the daemon in a mount namespace of its own where a
+// private file is bind-mounted over /etc/hosts (the machine's is never
+// touched): unshare(1) and sh exec, so the PID is the daemon's.
+func startWithHosts(t *testing.T, lab *netlab.Lab, hosts string, args ...string) *daemon {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(file, []byte(hosts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `mount --bind "$0" /etc/hosts && exec "$@"`
+	argv := append([]string{"--mount", "--propagation", "private", "sh", "-c", script, file, daemonBin, "-metrics", metricsAddr}, hermetic(t, -1, args)...)
+	cmd := lab.Start(t, lab.Switch, "unshare", argv...)
+	return &daemon{cmd: cmd, out: cmd.Stdout.(fmt.Stringer)}
+}
+
+// TestHostileCollectorNames (issue 25, defect 6): a collector given as a
+// host name is checked at the address it resolves to and its own port.
+// A name that resolves only to this host's loopback, configured at the
+// SNMP port 161 or the AgentX port 705, gets nothing (a UDP socket on
+// 127.0.0.1:161 and :705 in the daemon's namespace receives no datagram);
+// it is logged once and in sflowswitchd_collector_address_refused; a name
+// with another address too is sent to that one; the other collectors
+// receive as usual. Before, the resolver checked the address with port
+// 6343, and localhost:161 sent sFlow into snmpd.
+func TestHostileCollectorNames(t *testing.T) {
+	lab := newLab(t, 1)
+	col := listenCounting(t, lab, collectorPort)
+	// The reserved ports, listened on in the switch namespace.
+	var snmpSocks []*net.UDPConn
+	for _, port := range []uint16{161, 705} {
+		err := lab.Do(lab.Switch, func() error {
+			c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)))
+			if err == nil {
+				snmpSocks = append(snmpSocks, c)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("listening on 127.0.0.1:%d in the switch namespace: %v", port, err)
+		}
+	}
+	defer func() {
+		for _, c := range snmpSocks {
+			c.Close()
+		}
+	}()
+	other := listenCounting(t, lab, 705) // mixed.hhos.test's usable address, at port 705
+	hosts := fmt.Sprintf("127.0.0.1 localhost\n127.0.0.1 snmp.hhos.test\n127.0.0.1 mixed.hhos.test\n%s mixed.hhos.test\n", lab.CollectorAddr)
+	d := startWithHosts(t, lab, hosts, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
+		"-collector", "snmp.hhos.test:161", "-collector", "snmp.hhos.test:705", "-collector", "mixed.hhos.test:705",
+		"-sampling", "1", "-ports", "p1", "-polling", "1")
+	d.waitReady(t, lab, "p1")
+	samplesFlow(t, lab, col, "to the literal collector")
+	samplesFlow(t, lab, other, "to mixed.hhos.test's other address at 705")
+	time.Sleep(1500 * time.Millisecond) // a counter poll too
+	received := 0
+	for _, c := range snmpSocks {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		buf := make([]byte, 2048)
+		for {
+			if _, err := c.Read(buf); err != nil {
+				break
+			}
+			received++
+		}
+	}
+	if received > 0 {
+		t.Errorf("%d datagrams reached this host's SNMP/AgentX ports", received)
+	}
+	if n := strings.Count(d.log(), "collector name resolves to an address that cannot be a collector"); n != 2 {
+		t.Errorf("%d refusals logged, want 2 (snmp.hhos.test at 161 and at 705, once each):\n%s", n, tail(d.log(), 3000))
+	}
+	m := mustFetchMetrics(t, lab)
+	refused, _ := m.get("sflowswitchd_collector_address_refused", `collector="snmp.hhos.test"`)
+	mixed, _ := m.get("sflowswitchd_collector_address_refused", `collector="mixed.hhos.test"`)
+	if refused != 1 || mixed != 0 {
+		t.Errorf("collector_address_refused: snmp.hhos.test %d (want 1), mixed.hhos.test %d (want 0)", refused, mixed)
+	}
+	recordHostile(t, hostileRow{
+		Case:  "collector names resolving to 127.0.0.1 at ports 161 and 705 (private /etc/hosts), one with another address too",
+		Bound: "nothing sent to 161/705, logged once each and counted; the other address and collectors receive",
+		Peak:  fmt.Sprintf("%d datagrams at 161/705; refused %d", received, refused),
+	})
+}
