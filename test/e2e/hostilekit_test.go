@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -260,13 +259,5 @@ func samplesFlow(t *testing.T, lab *netlab.Lab, col *countingCollector, what str
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no flow sample of p1 within 10 s", what)
 		}
-	}
-}
-
-// mustRun runs a command and fails the test with its output.
-func mustRun(t *testing.T, name string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %q: %v\n%s", name, args, err, out)
 	}
 }
