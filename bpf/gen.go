@@ -1,6 +1,8 @@
-// Package bpf holds the XDP sampler program (sampler.c), the dropped-packet
-// program (drops.c) and their generated Go bindings. The objects and
-// bindings are committed so that `go build` needs no clang;
+// Package bpf holds the packet samplers (sampler.c at XDP, tc_sampler.c at
+// TC ingress, their shared paths in sampler.h), the dropped-packet program
+// (drops.c) and their generated Go bindings, among them the Go types of
+// the records user space reads (SamplerSampleMeta, DropsDropEvent). The
+// objects and bindings are committed so that `go build` needs no clang;
 // `go generate ./bpf/` (or `make generate`) rebuilds them.
 package bpf
 
