@@ -45,16 +45,16 @@
 // next filter of the chain classifies the frame as if the sampler were
 // not there.
 
-// What the shared paths of sampler.h need to know about TC.
-#define SAMPLER_CTX struct __sk_buff
-#define SAMPLER_PASS TC_ACT_UNSPEC
-#define RECORD_SLACK TAG_SLACK
-
 // TAG_SLACK: a TC record has room for cls + TAG_SLACK header bytes, so that
 // a VLAN tag put back into the header (ctx_copy_header) never makes a copy
 // of up to cls bytes overrun it. The reader takes header_len bytes whatever
 // the record size (dataplane/ring.go).
 #define TAG_SLACK 16
+
+// What the shared paths of sampler.h need to know about TC.
+#define SAMPLER_CTX struct __sk_buff
+#define SAMPLER_PASS TC_ACT_UNSPEC
+#define RECORD_SLACK TAG_SLACK
 
 #include <linux/pkt_cls.h>
 #include "sampler.h"
