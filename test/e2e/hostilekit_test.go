@@ -12,10 +12,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,34 +155,64 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 // refusal is how a daemon that refused to start ended.
 type refusal struct {
 	code    int
-	took    time.Duration // from start to exit
-	maxRSS  uint64        // peak RSS (getrusage)
+	took    time.Duration // from the exec of the daemon's binary to its exit
+	maxRSS  uint64        // peak RSS (VmHWM, read until the exit)
 	out     string
 	longest int // the longest output line, bytes
 }
 
 // runRefused runs the daemon with args in the lab's switch namespace and
 // waits (at most timeout) for it to exit, as a daemon refusing its
-// settings does.
+// settings does. Its peak RSS is its VmHWM, read every 200 µs until it
+// exits (getrusage's ru_maxrss would not do: it keeps the high-water
+// mark of the image before each exec, here the test's own, as Go starts
+// a child with vfork).
 func runRefused(t *testing.T, lab *netlab.Lab, timeout time.Duration, args ...string) refusal {
 	t.Helper()
-	start := time.Now()
 	cmd := lab.Start(t, lab.Switch, daemonBin, hermetic(t, -1, args)...)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		t.Fatalf("daemon %q still running after %v", args, timeout)
+	pid := cmd.Process.Pid
+	start := waitExec(t, pid, daemonBin)
+	var r refusal
+	status := fmt.Sprintf("/proc/%d/status", pid)
+	deadline := start.Add(timeout)
+	for {
+		hwm, ok := vmHWM(status)
+		if !ok {
+			break // exited (a zombie has no memory left to report)
+		}
+		r.maxRSS = max(r.maxRSS, hwm)
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %q still running after %v (peak RSS %s)", args, timeout, mib(r.maxRSS))
+		}
+		time.Sleep(200 * time.Microsecond)
 	}
-	r := refusal{code: cmd.ProcessState.ExitCode(), took: time.Since(start), out: cmd.Stdout.(fmt.Stringer).String()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSS = uint64(ru.Maxrss) << 10
+	r.took = time.Since(start)
+	if err := cmd.Wait(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("waiting for the daemon: %v", err)
+		}
 	}
+	r.code, r.out = cmd.ProcessState.ExitCode(), cmd.Stdout.(fmt.Stringer).String()
 	for _, l := range strings.Split(r.out, "\n") {
 		r.longest = max(r.longest, len(l))
 	}
 	return r
+}
+
+// vmHWM reads the VmHWM of a /proc/PID/status file; false when the
+// process is gone or has no memory (exited).
+func vmHWM(status string) (uint64, bool) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, false
 }
 
 // waitLog waits until the daemon's log contains want.
