@@ -42,9 +42,31 @@ const MaxPortsLimit = 1 << 18
 // MaxHeaderBytes is the largest header copy per sample.
 const MaxHeaderBytes = 256
 
+// MaxRingBytes bounds Config.RingBytes (a sanity limit well below the
+// kernel's; a worker's ring is kernel memory that is never swapped).
+const MaxRingBytes = 1 << 30
+
+// CheckRingBytes reports whether n is a valid ring size: the kernel wants
+// a power of two and a multiple of the page size (BPF_MAP_TYPE_RINGBUF).
+func CheckRingBytes(n int) error {
+	page := os.Getpagesize()
+	if n < page || n > MaxRingBytes || bits.OnesCount(uint(n)) != 1 {
+		return fmt.Errorf("%d is not a power of two from the page size (%d) to %d", n, page, MaxRingBytes)
+	}
+	return nil
+}
+
 // Defaults for zero Config fields.
 const (
-	DefaultRingBytes = 1 << 20
+	// DefaultRingBytes is a worker's ring size unless configured: 4 MiB,
+	// about 21 800 records of a 128-byte header at TC (192 bytes each) or
+	// 23 800 at XDP (176), i.e. 40 ms of samples at 0.5 M/s that the ring
+	// holds while its worker is off its CPU. Chosen from
+	// BenchmarkRingBurst (test/e2e; bench/README.md, "Ring size"): on the
+	// 2-core lab beside a CPU-bound process a 1 MiB ring lost samples in
+	// 10–20 % of 20 000-sample bursts, 4 MiB in none; a worker starved for
+	// a whole burst delivered exactly what 1 MiB holds (5 461 records).
+	DefaultRingBytes = 4 << 20
 	DefaultMaxPorts  = 256
 	DefaultMaxQueues = 64
 )
@@ -236,12 +258,11 @@ func (c *Config) setDefaults() error {
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
 	}
-	page := os.Getpagesize()
 	switch {
 	case c.Workers < 0:
 		return fmt.Errorf("dataplane: Workers %d < 0", c.Workers)
-	case c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1:
-		return fmt.Errorf("dataplane: RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
+	case CheckRingBytes(c.RingBytes) != nil:
+		return fmt.Errorf("dataplane: RingBytes: %w", CheckRingBytes(c.RingBytes))
 	case c.MaxPorts < 0 || c.MaxPorts > MaxPortsLimit:
 		return fmt.Errorf("dataplane: MaxPorts %d outside 1..%d", c.MaxPorts, MaxPortsLimit)
 	case c.MaxQueues < 0 || c.MaxQueues*c.MaxPorts > 1<<24:

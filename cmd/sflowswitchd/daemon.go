@@ -194,7 +194,7 @@ func newDaemon(s config.Settings, log *slog.Logger) (*daemon, error) {
 	if err != nil {
 		return nil, err // validated with the settings: not expected
 	}
-	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log})
+	dp, err := dataplane.Open(dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("loading the sampler: %w", err)
 	}
@@ -450,7 +450,7 @@ func (d *daemon) run(ctx context.Context) error {
 			d.watchAgentX(ctx, s.AgentX)
 		}()
 	}
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 
 	// Port events are coalesced: a burst of netlink messages (a port
 	// created, renamed, brought up) triggers one reconfiguration.
@@ -512,6 +512,10 @@ func (d *daemon) reload(s config.Settings) {
 	if s.MaxPorts != old.MaxPorts {
 		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
 		s.MaxPorts = old.MaxPorts
+	}
+	if s.RingBytes != old.RingBytes {
+		d.log.Warn("a change of ring_bytes takes effect at restart", "running", old.RingBytes, "configured", s.RingBytes)
+		s.RingBytes = old.RingBytes
 	}
 	if s.Hook != old.Hook {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)

@@ -99,6 +99,12 @@ type Settings struct {
 	// dataplane's port slots, reserved at start-up). Ports beyond it are
 	// reported (log, metric, rate 0 in the MIB) and not sampled.
 	MaxPorts int `toml:"max_ports"`
+	// RingBytes is the size of each worker's ring buffer, through which
+	// the kernel hands sampled headers to the worker: a power of two
+	// from the page size to dataplane.MaxRingBytes. It absorbs a burst
+	// of samples while the worker is behind or off its CPU; what does
+	// not fit is counted (drops). Kernel memory: RingBytes per worker.
+	RingBytes int `toml:"ring_bytes"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
 	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
 	// always sampled with XDP.
@@ -155,6 +161,7 @@ func Defaults() Settings {
 		SNMPInstances:        DefaultSNMPInstances,
 		StateDir:             DefaultStateDir,
 		MaxPorts:             DefaultMaxPorts,
+		RingBytes:            dataplane.DefaultRingBytes,
 		Hook:                 "auto",
 		Drops:                "on",
 		DropsLimit:           dataplane.DefaultDropLimit,
@@ -339,6 +346,9 @@ func (s *Settings) Validate() error {
 	}
 	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
 		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if err := dataplane.CheckRingBytes(s.RingBytes); err != nil {
+		errs = append(errs, fmt.Errorf("ring_bytes: %w", err))
 	}
 	if _, err := dataplane.ParseHook(s.Hook); err != nil {
 		errs = append(errs, err)

@@ -210,7 +210,7 @@ type countingCollector struct {
 	uptimes   []uint32
 }
 
-func listenCounting(t *testing.T, lab *netlab.Lab, port uint16) *countingCollector {
+func listenCounting(t testing.TB, lab *netlab.Lab, port uint16) *countingCollector {
 	t.Helper()
 	c := &countingCollector{done: make(chan struct{}), flows: map[uint32]uint64{}, lastSeq: map[uint32]uint32{},
 		lastDrops: map[uint32]uint32{}, lastPool: map[uint32]uint32{}, dgSeq: map[uint32]uint32{}, firstAt: map[uint32]time.Time{}}
@@ -288,6 +288,13 @@ func (c *countingCollector) firstSince(ifindex uint32, timeout time.Duration) (t
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// flowsOf returns the flow samples of ifindex received so far.
+func (c *countingCollector) flowsOf(ifindex uint32) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flows[ifindex]
 }
 
 func (c *countingCollector) totalFlows() uint64 {

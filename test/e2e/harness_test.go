@@ -46,7 +46,7 @@ type daemon struct {
 // startDaemon runs the daemon binary with args in the switch namespace;
 // netlab kills it by PID at cleanup. nsenter --net does not fork, so the
 // PID is the daemon's own and signals reach it directly.
-func startDaemon(t *testing.T, lab *netlab.Lab, args ...string) *daemon {
+func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 	t.Helper()
 	args = append([]string{"-metrics", metricsAddr}, args...)
 	cmd := lab.Start(t, lab.Switch, daemonBin, args...)
@@ -111,7 +111,7 @@ func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
 // worker picks up a new configuration between ring reads, which wait at
 // most until its next 1 s tick. Frames sent earlier could be counted in the
 // pool but not sampled.
-func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
+func (d *daemon) waitReady(t testing.TB, lab *netlab.Lab, ports ...string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -160,7 +160,7 @@ func inNS(ns string, fn func(h *netlink.Handle) error) error {
 // switch namespace, at either hook (false if the link is gone): an XDP
 // program, or a program at its TCX ingress (the daemon's default hook on
 // veth ports; dataplane.HookAuto).
-func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
+func samplerAttached(t testing.TB, lab *netlab.Lab, name string) bool {
 	t.Helper()
 	attached := false
 	err := inNS(lab.Switch, func(h *netlink.Handle) error {
@@ -612,7 +612,7 @@ func numberedFrames(lab *netlab.Lab, src, dst int, dstMAC net.HardwareAddr, firs
 
 // sendNumbered sends count frames from host src numbered first.. in chunks
 // (so a million frames never sit in memory at once).
-func sendNumbered(t *testing.T, lab *netlab.Lab, src, dst int, first uint64, count int) {
+func sendNumbered(t testing.TB, lab *netlab.Lab, src, dst int, first uint64, count int) {
 	t.Helper()
 	const chunk = 100000
 	for done := 0; done < count; done += chunk {
@@ -741,7 +741,7 @@ func checkIndependentDecoders(t *testing.T, dgs []datagram, port uint16, ifindex
 
 // logLossDiagnostics logs where datagrams could have been lost: the
 // daemon's send errors and the drop counters of the management link.
-func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
+func logLossDiagnostics(t testing.TB, lab *netlab.Lab) {
 	t.Helper()
 	if m, err := fetchMetrics(lab); err == nil {
 		t.Logf("daemon: send errors %d, datagrams sent %d, samples unsent/too large/unknown port %d",
@@ -768,7 +768,7 @@ func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
 // collectorSocket opens a UDP socket on the lab collector's address and
 // port, in the collector namespace, with a 32 MiB receive buffer so that
 // bursts of datagrams are not lost in the test's own socket.
-func collectorSocket(t *testing.T, lab *netlab.Lab, port uint16) *net.UDPConn {
+func collectorSocket(t testing.TB, lab *netlab.Lab, port uint16) *net.UDPConn {
 	t.Helper()
 	var conn *net.UDPConn
 	err := lab.Do(lab.Collector, func() error {

@@ -16,10 +16,18 @@ const collectorPort = 6343
 // TestSampling runs the daemon at rates 1, 10, 100 and 1000 (only 1 a power
 // of two) on p1,p2 and sends K distinct frames from host1 towards host2.
 // Checked: the pool counts every frame p1 received (kernel rx_packets),
-// the flow sample count is binomial(K, 1/N) within 4 standard deviations,
-// datagram and sample sequences are contiguous, each data source has one
-// sub-agent, the sampled headers are the frames sent, and goflow2 and
-// tshark read the same samples, rates and pools as our decoder.
+// the flow sample count plus the samples lost in the ring (the drops
+// field) is binomial(K, 1/N) within 4 standard deviations (exactly K at
+// N = 1), every sample is accounted for exactly (selected = delivered +
+// ring drops, in the metrics and in the drops field), datagram and sample
+// sequences are contiguous, each data source has one sub-agent, the
+// sampled headers are the frames sent, and goflow2 and tshark read the
+// same samples, rates and pools as our decoder.
+//
+// The burst at N = 1 (K frames in some 40–300 ms) may overflow a worker's
+// ring on a loaded 2-core machine, where the worker shares a CPU with the
+// sender and the collector: such losses are allowed, but each one must be
+// counted (BenchmarkRingBurst measures how often they happen).
 func TestSampling(t *testing.T) {
 	lab := newLab(t, 2)
 	// The default hook samples these veth ports at TC ingress; the XDP
@@ -55,6 +63,15 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 	sent := time.Now()
 	dgs := col.waitQuiet(t, sent, p1)
 	t.Logf("N=%d: sent %d frames in %v; %d datagrams", n, k, sent.Sub(start).Round(time.Millisecond), len(dgs))
+	if n == 1 {
+		// One more frame once the ring is drained: its sample follows
+		// every loss of the burst, so its drops field counts them all (a
+		// sample read while the ring was still full can precede the last
+		// loss; sflow_version_5.txt: drops is a running total).
+		sendNumbered(t, lab, 0, 1, uint64(k+1), 1)
+		k++
+		dgs = col.waitQuiet(t, time.Now(), p1)
+	}
 
 	rx := lab.RxPackets(t, lab.Switch, "p1") - before
 	if rx != uint64(k) {
@@ -82,12 +99,29 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 	if lost := m.sum("sflowswitchd_samples_dropped_total"); lost != 0 {
 		t.Errorf("metrics: %d samples dropped in user space (unknown port, send error or too large)", lost)
 	}
+	// Exact accounting: every frame the kernel selected was read by the
+	// agent or counted as a ring drop, and every sample read was sent
+	// (or sub-sampled away at N not a power of two).
+	_, selected, kdrops := portCounters(m, "p1")
+	read, away := m.sum("sflowswitchd_kernel_samples_total"), m.sum("sflowswitchd_subsampled_away_total")
+	if selected != read+kdrops || read != uint64(len(flows))+away {
+		t.Errorf("metrics: kernel selected %d, agent read %d + ring drops %d; read = %d flow samples + %d sub-sampled away?",
+			selected, read, kdrops, len(flows), away)
+	}
 	last := flows[len(flows)-1]
 	if uint64(last.pool) > rx {
 		t.Errorf("last sample_pool %d > frames received %d", last.pool, rx)
 	}
-	if n == 1 && uint64(last.pool) != rx {
+	// With N=1 every frame is a sample and the last one is the frame that
+	// came last, so its pool is every frame received, unless a sample
+	// lost in the ring left another CPU's last count untold (pool.go).
+	if n == 1 && kdrops == 0 && uint64(last.pool) != rx {
 		t.Errorf("N=1: last sample_pool %d, want every frame received: %d", last.pool, rx)
+	}
+	// The drops field carries the port's ring losses: all of them in the
+	// last sample at N=1 (it follows the burst), at most them before.
+	if uint64(last.drops) > kdrops || (n == 1 && uint64(last.drops) != kdrops) {
+		t.Errorf("drops field of the last sample %d, metrics: %d ring drops", last.drops, kdrops)
 	}
 	var prevPool uint32
 	var prevFrame uint64
@@ -132,17 +166,14 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 		}
 	}
 
-	// (b) Sample count: binomial(K, 1/N); samples lost in the ring are
-	// reported in drops and counted as taken.
+	// (b) Sample count: binomial(K, 1/N), exactly K at N=1; samples lost
+	// in the ring are reported in drops and counted as taken.
 	drops := int(last.drops)
 	mean, sd, ok := withinSigmas(len(flows)+drops, k, 1/float64(n), 4)
 	t.Logf("N=%d: %d flow samples + %d drops, expected %.0f ± %.1f; last pool %d, kernel rx %d; %d samples' pool = their frame's number (the rest: frames another CPU received since its last sample)",
 		n, len(flows), drops, mean, sd, last.pool, rx, exact)
 	if !ok {
 		t.Errorf("N=%d: %d flow samples + %d drops of %d frames, want %.0f ± 4×%.1f", n, len(flows), drops, k, mean, sd)
-	}
-	if drops != 0 {
-		t.Errorf("N=%d: the ring dropped %d samples", n, drops)
 	}
 
 	// (c)-(e) Sequences and sub-agents; agent address.
