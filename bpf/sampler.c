@@ -2,8 +2,8 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
-// sampler.c: the XDP packet sampler of sflowswitchd (see DESIGN.md "Packet
-// sampling" and sflow_version_5.txt section 4, flow_sample.sample_pool and
+// sampler.c: the XDP packet sampler of sflowswitchd (docs/ARCHITECTURE.md,
+// "Packet sampling"; sflow_version_5.txt section 4, flow_sample.sample_pool and
 // flow_sample.drops).
 //
 // For every frame received on a configured port the program

@@ -19,13 +19,14 @@ import (
 // helperEnv selects the helper role of a re-executed test binary.
 const helperEnv = "SFLOWSWITCHD_DATAPLANE_HELPER"
 
-// TestCleanupHelperProcess is not a test: run by TestCleanupAfterKill in
-// the switch namespace, it attaches the sampler to p1 (with a BPF link, or
+// TestMain runs the helper role of a re-executed test binary instead of
+// the tests when helperEnv is set: TestCleanupAfterKill starts it in the
+// switch namespace, and it attaches the sampler to p1 (with a BPF link, or
 // in legacy netlink mode) and waits to be killed.
-func TestCleanupHelperProcess(t *testing.T) {
+func TestMain(m *testing.M) {
 	role := os.Getenv(helperEnv)
 	if role == "" {
-		t.Skip("helper process for TestCleanupAfterKill")
+		os.Exit(m.Run())
 	}
 	if err := runHelper(role); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -108,7 +109,7 @@ func TestCleanupAfterKill(t *testing.T) {
 	lab := netlab.New(t, 2)
 	start := func(role string) *os.Process {
 		t.Setenv(helperEnv, role)
-		cmd := lab.Start(t, lab.Switch, os.Args[0], "-test.run=^TestCleanupHelperProcess$", "-test.count=1")
+		cmd := lab.Start(t, lab.Switch, os.Args[0])
 		if !waitXDP(t, lab, true, 10*time.Second) {
 			t.Fatalf("%s helper (pid %d) did not attach to p1", role, cmd.Process.Pid)
 		}

@@ -75,6 +75,21 @@ func (fs *Features) Has(name string) bool {
 	return false
 }
 
+// Unavailable returns nil when the feature called name is available, and
+// otherwise why not: the probe's error with the first release that has
+// the feature (testskip.Features; tests skip only with this reason).
+func (fs *Features) Unavailable(name string) error {
+	for _, f := range fs.List {
+		if f.Name == name {
+			if f.Err == nil {
+				return nil
+			}
+			return fmt.Errorf("needs Linux %s: %w", f.Since, f.Err)
+		}
+	}
+	return fmt.Errorf("no probe for feature %q", name)
+}
+
 // Missing returns the features the kernel lacks.
 func (fs *Features) Missing() []Feature {
 	var out []Feature

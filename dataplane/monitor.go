@@ -12,7 +12,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
 )
 
-// Monitor is the user-space end of a monitor-mode port (DESIGN.md, "Packet
+// Monitor is the user-space end of a monitor-mode port (docs/ARCHITECTURE.md, "Packet
 // sampling", monitor path): one AF_XDP socket per RX queue of the port,
 // each installed in the sampler's XSKMAP at XSKKey(ifindex, queue), so the
 // sampler redirects every sampled frame of that queue into it.

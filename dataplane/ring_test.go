@@ -115,7 +115,8 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 	if last >= k {
 		t.Errorf("last sequence %d, sent 0..%d", last, k-1)
 	}
-	// Ring records are 8 (header) + 32 (sample_meta) + a header size class.
+	// Ring records are 8 (ring header) + metaSize (sample_meta, 40 bytes) +
+	// a header size class.
 	if consumed := uint64(seqs) * (8 + metaSize + 64); consumed < 4*ringBytes {
 		t.Errorf("only %d bytes went through the %d-byte ring: no wrap-around tested", consumed, ringBytes)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
 )
 
 // tagged returns f with 802.1Q/802.1ad tags inserted after the MAC
@@ -129,9 +130,8 @@ func TestTCSampleFields(t *testing.T) {
 // ingress and a monitor port with XDP; a TC port that becomes a monitor
 // port moves to XDP and keeps its counters, its pool still exact.
 func TestHookAuto(t *testing.T) {
-	if !ProbeFeatures().Has(FeatureTCX) {
-		t.Skip("kernel without TCX: hook auto is XDP everywhere")
-	}
+	// Without TCX hook auto is XDP everywhere (TestHookAutoWithoutTCX).
+	testskip.Feature(t, ProbeFeatures(), FeatureTCX)
 	lab := netlab.New(t, 2)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4})
 	if d.cfg.Hook != HookAuto {

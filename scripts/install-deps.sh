@@ -1,33 +1,92 @@
 #!/usr/bin/env bash
-# Installs what building, testing and the lab need on Debian 12, only when
-# missing: Debian packages with apt-get and the Go linter with `go install`.
-# Safe to run repeatedly; prints what it installs.
+# install-deps.sh [PROFILE...] — installs what a make target needs on
+# Debian 12 or 13, only what is missing: Debian packages with apt-get, Go
+# tools with `go install`. Safe to run repeatedly; prints what it installs.
+#
+# Profiles (each make target asks for its own; default: test):
+#   build     Go at the version go.mod asks for (checked; see README)
+#   generate  clang, llvm, libbpf headers, bpftool: `make generate`
+#   test      everything a test of `make test` runs: iproute2 (ip, tc,
+#             bridge), nsenter/setpriv, trafgen, nftables, snmpd and its
+#             tools, tshark, python3, bpftool, sysctl; staticcheck and
+#             gotestsum
+#   stress    stress-ng (`make stress-exact`)
+#   lab       iproute2, nsenter, trafgen, nftables, python3 (`make lab`)
+#   bench     the test profile plus perf, and the C toolchain of the
+#             baselines (`make bench`)
+#   deb       dpkg-dev, lintian, fakeroot (`make deb`)
+#   vm        debootstrap, qemu, libvirt, vagrant and what the box build
+#             and `make vagrant-*` run (vagrant/README.md)
 set -euo pipefail
 
-# command -> Debian package that provides it
-declare -A need=(
-	[clang]=clang
-	[llvm-strip]=llvm
-	[bpftool]=bpftool
-	[ip]=iproute2
-	[nsenter]=util-linux
-	[trafgen]=netsniff-ng
-	[snmpd]=snmpd
-	[snmpget]=snmp
-	[tshark]=tshark
-	[python3]=python3
-	[perf]=linux-perf # bench/xdp.sh -parts profile only
-)
-missing=()
-for cmd in "${!need[@]}"; do
-	if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
-		missing+=("${need[$cmd]}")
-	fi
-done
-# libbpf headers are needed by `make generate` only, but cheap to have.
-[ -f /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+[ $# -gt 0 ] || set -- test
 
+# Each entry: "command-or-path:package". A path (starting with /) is
+# checked for existence; a command is looked up in PATH and /usr/sbin.
+declare -A profile=(
+	[build]=""
+	[generate]="clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev bpftool:bpftool"
+	[test]="ip:iproute2 tc:iproute2 bridge:iproute2 nsenter:util-linux setpriv:util-linux
+		trafgen:netsniff-ng nft:nftables snmpd:snmpd snmpget:snmp tshark:tshark python3:python3
+		bpftool:bpftool sysctl:procps"
+	[stress]="stress-ng:stress-ng"
+	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
+	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"
+	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot"
+	[vm]="debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils
+		mkfs.ext4:e2fsprogs sfdisk:fdisk extlinux:extlinux /usr/lib/EXTLINUX/mbr.bin:extlinux
+		/usr/lib/grub/i386-pc:grub-pc-bin vagrant:vagrant /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
+		virsh:libvirt-clients libvirtd:libvirt-daemon-system virtlogd:libvirt-daemon-system
+		dnsmasq:dnsmasq-base rsync:rsync bc:bc ssh:openssh-client"
+)
+# Go tools: profile -> "binary@module@version ..."
+declare -A gotools=(
+	[test]="staticcheck@honnef.co/go/tools/cmd/staticcheck@v0.8.2 gotestsum@gotest.tools/gotestsum@v1.13.0"
+	[bench]="benchstat@golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
+)
+# bench runs the tests' tools too.
+declare -A includes=([bench]=test)
+
+have() {
+	case $1 in
+	/*) [ -e "$1" ] ;;
+	*) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] ;;
+	esac
+}
+
+# Go: the version go.mod asks for (go's toolchain line is the minimum).
+check_go() {
+	local want have_v
+	want=$(awk '$1 == "go" { print $2; exit }' "$root/go.mod")
+	if ! command -v go >/dev/null 2>&1; then
+		echo "install-deps: Go $want is needed and not installed: see README.md, \"Go\"" >&2
+		exit 1
+	fi
+	have_v=$(go env GOVERSION | sed 's/^go//')
+	if [ "$(printf '%s\n%s\n' "$want" "$have_v" | sort -V | head -1)" != "$want" ]; then
+		echo "install-deps: go.mod needs Go $want, this is $have_v: see README.md, \"Go\"" >&2
+		exit 1
+	fi
+}
+
+profiles=()
+for p in "$@"; do
+	[ -n "${profile[$p]+x}" ] || { echo "install-deps: unknown profile $p (build generate test stress lab bench deb vm)" >&2; exit 2; }
+	profiles+=("$p")
+	[ -z "${includes[$p]:-}" ] || profiles+=("${includes[$p]}")
+done
+
+check_go
+missing=()
+for p in "${profiles[@]}"; do
+	for e in ${profile[$p]}; do
+		have "${e%%:*}" || missing+=("${e##*:}")
+	done
+done
 if [ ${#missing[@]} -gt 0 ]; then
+	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "install-deps: missing packages ${missing[*]}; run as root to install them" >&2
 		exit 1
@@ -39,12 +98,17 @@ if [ ${#missing[@]} -gt 0 ]; then
 	echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-
 # The Debian snmpd package starts a system snmpd; tests start their own on
 # private ports and sockets and never use it.
 
 gobin=$(go env GOPATH)/bin
-if [ ! -x "$gobin/staticcheck" ]; then
-	echo "install-deps: installing staticcheck"
-	GOFLAGS=-mod=mod go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
-fi
+for p in "${profiles[@]}"; do
+	for t in ${gotools[$p]:-}; do
+		bin=${t%%@*}
+		mod=${t#*@}
+		if [ ! -x "$gobin/$bin" ]; then
+			echo "install-deps: installing $bin ($mod)"
+			GOFLAGS=-mod=mod go install "$mod"
+		fi
+	done
+done

@@ -64,6 +64,7 @@ func shutdownChild(t *testing.T) {
 	s.Workers = 2
 	s.Metrics = metricsAddr
 	s.AgentX = "unix:" + snmp.SocketPath
+	s.StateDir = t.TempDir() // never the machine's /var/lib/sflowswitchd
 	var logBuf strings.Builder
 	var logMu sync.Mutex
 	d, err := newDaemon(s, slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logBuf}, nil)))

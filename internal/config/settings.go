@@ -218,13 +218,20 @@ func Load(l Layers) (Settings, error) {
 	return s, s.Validate()
 }
 
-// ReadFile parses a TOML config file into s, refusing unknown keys so
-// that a typo is an error rather than a silently ignored setting.
+// ReadFile reads a TOML config file (ReadLimited) and parses it into s
+// (Parse), refusing unknown keys so that a typo is an error rather than a
+// silently ignored setting.
 func ReadFile(name string, s *Settings) error {
 	data, err := ReadLimited(name, MaxConfigBytes)
 	if err != nil {
 		return fmt.Errorf("reading config: %w", err)
 	}
+	return Parse(name, data, s)
+}
+
+// Parse decodes the TOML text data of the config file name into s,
+// refusing unknown keys.
+func Parse(name string, data []byte, s *Settings) error {
 	md, err := toml.Decode(string(data), s)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", name, err)

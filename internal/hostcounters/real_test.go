@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -85,7 +86,7 @@ func newRealReader(t testing.TB) *Reader {
 
 func TestRealMachine(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads Linux /proc")
+		testskip.Skip(t, "reads Linux /proc")
 	}
 	// Independent readings taken before the poll: every counter read by
 	// the poll must be at least these.

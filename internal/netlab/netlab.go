@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
 )
 
 // Lab is one running lab. Slices are indexed by host index: Hosts[i] is the
@@ -56,18 +57,11 @@ type Lab struct {
 	script string // absolute path of lab.sh
 }
 
-// RequireRoot skips the test unless it runs as root. When the environment
-// variable CI is set, it fails the test instead: CI runs as root, so a
-// missing privilege there is a setup error that must not hide as a skip.
+// RequireRoot skips the test unless it runs as root; under CI it fails
+// it instead (testskip.Root).
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("netlab: test needs root (network namespaces) and CI is set: run the tests as root")
-	}
-	t.Skip("netlab: test needs root to create network namespaces; skipped (set CI to make this a failure)")
+	testskip.Root(t)
 }
 
 // labSeq numbers the labs of this process; with the PID it makes prefixes

@@ -9,7 +9,8 @@
 # enable or start the service (see postinst).
 #
 # Environment: VERSION (default: git describe, else 0.1.0~gitDATE.HASH),
-# GOARCH (default: the host's), OUT (output directory, default bin/).
+# GOARCH (default: the host's), OUT (output directory, default bin/),
+# LINTIAN=0 to skip the lintian check (which fails the build on any error).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,3 +66,11 @@ chmod 0644 "$pkg/DEBIAN/control" "$pkg/DEBIAN/conffiles" "$pkg/DEBIAN/md5sums"
 
 dpkg-deb --root-owner-group -Zxz --build "$pkg" "$deb" >/dev/null
 echo "$deb"
+
+# lintian judges the package as Debian would; any error fails the build.
+# Warnings and informational tags are printed, not fatal (the one expected
+# warning: a static Go binary has no shared library dependency).
+if [ "${LINTIAN:-1}" != 0 ]; then
+	echo "lintian $(lintian --version | awk '{print $2}'): $(basename "$deb")"
+	lintian --fail-on error "$deb"
+fi

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ type daemon struct {
 // PID is the daemon's own and signals reach it directly.
 func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 	t.Helper()
-	args = append([]string{"-metrics", metricsAddr}, args...)
+	args = append([]string{"-metrics", metricsAddr}, hermetic(t, -1, args)...)
 	cmd := lab.Start(t, lab.Switch, daemonBin, args...)
 	out, ok := cmd.Stdout.(fmt.Stringer)
 	if !ok {
@@ -61,6 +62,49 @@ func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 		}
 	})
 	return &daemon{cmd: cmd, out: out}
+}
+
+// hermetic adds to the daemon's args what keeps it off the machine's
+// global state, unless the test set it: its own state directory (a fresh
+// one, owned by uid when uid >= 0) instead of /var/lib/sflowswitchd, and
+// no AgentX master instead of the machine's /var/agentx/master. A test
+// that wants either passes the flag itself (a flag overrides the -config
+// file: a test whose file sets agentx passes -agentx too).
+func hermetic(t *testing.T, uid int, args []string) []string {
+	t.Helper()
+	has := func(flag string) bool {
+		for _, a := range args {
+			if a == flag || strings.HasPrefix(a, flag+"=") {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("-state-dir") {
+		dir, err := os.MkdirTemp("", "sflowswitchd-state-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if uid >= 0 {
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(dir, "state")
+			if err := os.Mkdir(state, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(state, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+			dir = state
+		}
+		args = append(args, "-state-dir", dir)
+	}
+	if !has("-agentx") {
+		args = append(args, "-agentx", "off")
+	}
+	return args
 }
 
 // log returns what the daemon printed so far.

@@ -80,7 +80,11 @@ func startDaemonWithCaps(t *testing.T, lab *netlab.Lab, nobody bool, args ...str
 	caps := "-all," + "+" + strings.ReplaceAll(daemonCaps, ",", ",+")
 	sp = append(sp, "--inh-caps="+caps, "--ambient-caps="+caps, "--bounding-set="+caps, "--no-new-privs",
 		bin, "-metrics", metricsAddr)
-	cmd := lab.Start(t, lab.Switch, "setpriv", append(sp, args...)...)
+	uid := -1
+	if nobody {
+		uid = 65534
+	}
+	cmd := lab.Start(t, lab.Switch, "setpriv", append(sp, hermetic(t, uid, args)...)...)
 	out, ok := cmd.Stdout.(fmt.Stringer)
 	if !ok {
 		t.Fatalf("netlab.Start output %T", cmd.Stdout)

@@ -187,7 +187,10 @@ func TestSendErrorThenSuccess(t *testing.T) {
 
 	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
 	if err != nil {
-		t.Skipf("the port was taken meanwhile: %v", err)
+		// Another process took the ephemeral port between probe.Close
+		// and here; the kernel hands ports out round-robin, so this
+		// needs a full cycle of the ephemeral range meanwhile.
+		t.Fatalf("re-binding the collector's port: %v", err)
 	}
 	col := &collector{t: t, conn: c}
 	t.Cleanup(func() { c.Close() })
