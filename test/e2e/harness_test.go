@@ -70,7 +70,7 @@ func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 // no AgentX master instead of the machine's /var/agentx/master. A test
 // that wants either passes the flag itself (a flag overrides the -config
 // file: a test whose file sets agentx passes -agentx too).
-func hermetic(t *testing.T, uid int, args []string) []string {
+func hermetic(t testing.TB, uid int, args []string) []string {
 	t.Helper()
 	has := func(flag string) bool {
 		for _, a := range args {
