@@ -67,7 +67,7 @@ fuzz:
 	done
 
 bench: build
-	$(DEPS) bench
+	$(DEPS) bench stress
 	./bench/run.sh
 
 # The fault and soak suite at full length (docs/OPERATIONS.md): every fault

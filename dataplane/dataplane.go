@@ -67,8 +67,12 @@ const (
 	// 10–20 % of 20 000-sample bursts, 4 MiB in none; a worker starved for
 	// a whole burst delivered exactly what 1 MiB holds (5 461 records).
 	DefaultRingBytes = 4 << 20
-	DefaultMaxPorts  = 256
-	DefaultMaxQueues = 64
+	// DefaultWakeupBytes is the default wake-up mark: a quarter of the
+	// 1 MiB ring it was measured with (bench/README.md, "After batching
+	// wake-ups"), kept when the ring grew.
+	DefaultWakeupBytes = 256 << 10
+	DefaultMaxPorts    = 256
+	DefaultMaxQueues   = 64
 )
 
 // Config configures Open. Zero fields take the defaults.
@@ -88,8 +92,9 @@ type Config struct {
 	// wakes its reader; below it the samples wait for the reader's
 	// deadline (Source.Read; a worker's one-second tick). This spares a
 	// wake-up per sample at low and moderate sample rates and lets an
-	// idle reader sleep. Default RingBytes/4; negative: wake the reader
-	// for every sample.
+	// idle reader sleep. Default DefaultWakeupBytes, at most RingBytes/4
+	// (a batch of about 1 400 samples; a larger ring adds room for bursts,
+	// not latency); negative: wake the reader for every sample.
 	WakeupBytes int
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
@@ -250,7 +255,7 @@ func (c *Config) setDefaults() error {
 		c.MaxPorts = DefaultMaxPorts
 	}
 	if c.WakeupBytes == 0 {
-		c.WakeupBytes = c.RingBytes / 4
+		c.WakeupBytes = min(DefaultWakeupBytes, c.RingBytes/4)
 	}
 	if c.WakeupBytes < 0 {
 		c.WakeupBytes = 0

@@ -307,6 +307,12 @@ func (c *countingCollector) totalFlows() uint64 {
 	return n
 }
 
+// waitDelivered is waitAccounted for a daemon whose only receiver is c.
+func (c *countingCollector) waitDelivered(t testing.TB, lab *netlab.Lab) accounted {
+	t.Helper()
+	return waitAccounted(t, lab, c.totalFlows)
+}
+
 // waitQuiet waits until no flow sample arrived for quiet (at most 20 s:
 // counter samples may keep coming).
 func (c *countingCollector) waitQuiet(quiet time.Duration) {

@@ -414,7 +414,7 @@ func (c *collector) close() {
 
 // snapshot returns the datagrams received so far and fails the test on
 // any decode error of either decoder.
-func (c *collector) snapshot(t *testing.T) []datagram {
+func (c *collector) snapshot(t testing.TB) []datagram {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -439,6 +439,89 @@ func (c *collector) waitFor(t *testing.T, timeout time.Duration, what string, co
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// accounted is the daemon's packet-sample accounting, from its metrics
+// and what the test's collectors received.
+type accounted struct {
+	selected, kernelDrops, read uint64 // kernel: every port; agent: every worker
+	encoded, lost, received     uint64 // flow samples of ports: encoded, lost in sending, received
+}
+
+// done reports whether every sample is where it can be counted: read by
+// the agent or dropped in the kernel, and (unless kernelOnly) received or
+// counted lost.
+func (a accounted) done(kernelOnly bool) bool {
+	return a.read+a.kernelDrops == a.selected && (kernelOnly || a.received+a.lost == a.encoded)
+}
+
+// waitAccounted waits until the daemon's own accounting says that every
+// packet sample is where a test can count it: the agent read every sample
+// the kernel selected on any port, or the kernel counted it as dropped
+// (ring full, no AF_XDP socket, socket full), and every flow sample the
+// workers encoded was received (received: the flow samples of ports the
+// test's collectors got, from every receiver the daemon has) or counted
+// as lost in sending. The state must hold on two polls 100 ms apart, so
+// that frames still on their way through the kernel are not missed.
+// Unlike a quiet period, it does not depend on when the workers' ticks
+// read and flush (a worker reads a ring below its wake-up mark, and sends
+// the datagram being filled, at its one-second tick, which a loaded
+// machine delays). With received nil it waits for the kernel part only.
+func waitAccounted(t testing.TB, lab *netlab.Lab, received func() uint64) accounted {
+	t.Helper()
+	var prev, a accounted
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		m, err := fetchMetrics(lab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = accounted{
+			selected:    m.sum("sflowswitchd_port_kernel_samples_total"),
+			kernelDrops: m.sum("sflowswitchd_port_kernel_drops_total") + m.sum("sflowswitchd_port_afxdp_drops_total"),
+			read:        m.sum("sflowswitchd_kernel_samples_total"),
+			encoded:     m.sum("sflowswitchd_flow_samples_total"),
+			lost:        m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, ""),
+		}
+		if received != nil {
+			a.received = received()
+		}
+		if i > 0 && a.done(received == nil) && a == prev {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: kernel selected %d, agent read %d + kernel drops %d; flow samples encoded %d, received %d + lost in sending %d",
+				a.selected, a.read, a.kernelDrops, a.encoded, a.received, a.lost)
+		}
+		prev = a
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// portFlows counts the flow samples of ports (data source type 0) in dgs.
+func portFlows(dgs []datagram) uint64 {
+	var n uint64
+	for _, f := range flowSamplesOf(dgs, 0) {
+		if f.source.Type == sflow.SourceIfIndex {
+			n++
+		}
+	}
+	return n
+}
+
+// waitDelivered is waitAccounted for the daemon's receivers c and others
+// (collectors of this package, closed ones included: what they received
+// before they closed still counts) and returns c's datagrams.
+func (c *collector) waitDelivered(t testing.TB, lab *netlab.Lab, others ...*collector) []datagram {
+	t.Helper()
+	waitAccounted(t, lab, func() uint64 {
+		n := portFlows(c.snapshot(t))
+		for _, o := range others {
+			n += portFlows(o.snapshot(t))
+		}
+		return n
+	})
+	return c.snapshot(t)
 }
 
 // waitQuiet waits until at least 1.3 s after since (the 1 s flush) and until

@@ -88,7 +88,7 @@ func samplingCase(t *testing.T, lab *netlab.Lab, c samplingParams) {
 	if c.stalled {
 		d.signal(t, syscall.SIGCONT)
 	}
-	dgs := col.waitQuiet(t, sent, p1)
+	dgs := col.waitDelivered(t, lab)
 	t.Logf("N=%d: sent %d frames in %v; %d datagrams", n, k, sent.Sub(start).Round(time.Millisecond), len(dgs))
 	if n == 1 {
 		// One more frame once the ring is drained: its sample follows
@@ -97,7 +97,7 @@ func samplingCase(t *testing.T, lab *netlab.Lab, c samplingParams) {
 		// loss; sflow_version_5.txt: drops is a running total).
 		sendNumbered(t, lab, 0, 1, uint64(k+1), 1)
 		k++
-		dgs = col.waitQuiet(t, time.Now(), p1)
+		dgs = col.waitDelivered(t, lab)
 	}
 
 	rx := lab.RxPackets(t, lab.Switch, "p1") - before
