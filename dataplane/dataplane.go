@@ -59,13 +59,14 @@ func CheckRingBytes(n int) error {
 // Defaults for zero Config fields.
 const (
 	// DefaultRingBytes is a worker's ring size unless configured: 4 MiB,
-	// about 21 800 records of a 128-byte header at TC (192 bytes each) or
-	// 23 800 at XDP (176), i.e. 40 ms of samples at 0.5 M/s that the ring
-	// holds while its worker is off its CPU. Chosen from
-	// BenchmarkRingBurst (test/e2e; bench/README.md, "Ring size"): on the
-	// 2-core lab beside a CPU-bound process a 1 MiB ring lost samples in
-	// 10–20 % of 20 000-sample bursts, 4 MiB in none; a worker starved for
-	// a whole burst delivered exactly what 1 MiB holds (5 461 records).
+	// 21 845 records of a 128-byte header at TC (192 bytes each) or
+	// 23 831 at XDP (176): a 20 000-sample burst with its worker off the
+	// CPU, or some 40 ms of samples at 0.5 M/s. Chosen from
+	// BenchmarkRingBurst (bench/ring.sh; bench/README.md, "Ring size"):
+	// on the 2-core lab, idle and beside a CPU-bound process, 1 MiB lost
+	// samples in 5 of 6 rounds of ten 20 000-sample bursts (up to 39 % of
+	// a burst), 2 MiB in none but in one burst of an earlier run under a
+	// heavier load, 4 and 8 MiB never. Kernel memory: RingBytes per worker.
 	DefaultRingBytes = 4 << 20
 	// DefaultWakeupBytes is the default wake-up mark: a quarter of the
 	// 1 MiB ring it was measured with (bench/README.md, "After batching
