@@ -53,7 +53,7 @@ func (s *dropSource) Wake() error { return s.d.Wake() }
 
 func (s *dropSource) Lost() (uint64, error) {
 	st, err := s.d.Stats()
-	return st.Suppressed + st.RingFull, err
+	return st.Lost(), err
 }
 
 // Runner runs dropped-packet notifications: the kernel program while
@@ -157,7 +157,8 @@ var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
 	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
 	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
-	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full.", []string{"outcome"}, nil)
+	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full (the CPU's perf buffer was full).", []string{"outcome"}, nil)
+	dropBufLost     = prometheus.NewDesc("sflowswitchd_drop_notifications_buffer_lost_total", "Lost records the perf buffers reported to the reader (each one is also counted in outcome ring_full, which may be ahead: the kernel reports a loss when the buffer next takes a record).", nil, nil)
 	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
 	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
 	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
@@ -178,7 +179,7 @@ func NewCollector(r *Runner, portName func(ifindex uint32) string) prometheus.Co
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropBufLost, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
 		ch <- d
 	}
 }
@@ -213,6 +214,7 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(dropNotif, ks.Notified, "notified")
 	cnt(dropNotif, ks.Suppressed, "suppressed")
 	cnt(dropNotif, ks.RingFull, "ring_full")
+	cnt(dropBufLost, ks.BufferLost)
 	cnt(dropsUncounted, ks.Uncounted)
 	for code, v := range reasons {
 		name := dp.ReasonName(code)

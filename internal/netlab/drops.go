@@ -26,6 +26,24 @@ import (
 //   - queue overflow: port Ports[ShapedIdx] gets a tbf root qdisc far
 //     slower than a burst of frames (QDISC_DROP, an egress drop on it).
 //
+// And, for the header bytes of drop notifications (issue 18), rules that
+// drop where a frame's bytes are spread over the skb's linear area and its
+// page fragments:
+//
+//   - bridge forward: UDP to DropForwardPort is dropped in the bridge
+//     family's forward chain (the frames go to the shaped port's host,
+//     whose MAC the bridge knows statically, so one drop per frame);
+//   - routed forward (labs of 4 ports or more): port Ports[ForwardedIdx]
+//     becomes a second routed port (198.18.(ForwardedIdx+1).1/24), the
+//     switch forwards IPv4, and UDP to DropRoutedPort routed from the
+//     routed host to the forwarded host's address is dropped in the inet
+//     family's forward chain;
+//   - TCP: TCP segments to the switch's address on the routed port, port
+//     DropTCPPort, longer than 200 bytes (data, not the handshake) are
+//     dropped in the inet family's input chain; segments the switch sends
+//     from port DropTCPOutPort, longer than 200 bytes, in its output
+//     chain (locally made: no MAC header yet).
+//
 // Everything is created in the lab's own namespaces and goes with them.
 type DropLab struct {
 	L          *Lab
@@ -33,34 +51,66 @@ type DropLab struct {
 	ShapedIdx  int        // host/port index of the shaped port
 	SwitchAddr netip.Addr // the switch's address on the routed port
 	HostAddr   netip.Addr // the routed host's address on that subnet
+	// ForwardedIdx is the host/port index of the second routed port (-1
+	// in a lab of 3 ports); ForwardedAddr its host's address.
+	ForwardedIdx  int
+	ForwardedAddr netip.Addr
 }
 
-// DropACLPort is the UDP destination port the nftables rule drops.
-const DropACLPort = 7777
+// Ports the nftables rules of DropLab drop.
+const (
+	DropACLPort     = 7777 // UDP, bridge prerouting
+	DropForwardPort = 7778 // UDP, bridge forward
+	DropRoutedPort  = 7779 // UDP, inet forward
+	DropTCPPort     = 7780 // TCP segments > 200 bytes, inet input
+	DropTCPOutPort  = 7781 // TCP segments > 200 bytes from it, inet output
+)
 
-// nftTable is the name of the nftables table SetupDrops creates.
+// nftTable is the name of the nftables tables SetupDrops creates.
 const nftTable = "sflowswitchd_drops"
 
 // SetupDrops configures the drops on a lab of at least 3 ports: port
-// index 1 routed, index 2 shaped (index 0 stays a plain bridge port).
+// index 1 routed, index 2 shaped, index 3 (if any) routed too (index 0
+// stays a plain bridge port).
 func (l *Lab) SetupDrops(t testing.TB) *DropLab {
 	t.Helper()
 	if len(l.Ports) < 3 {
 		t.Fatalf("netlab: SetupDrops needs 3 ports, lab has %d", len(l.Ports))
 	}
-	d := &DropLab{L: l, RoutedIdx: 1, ShapedIdx: 2}
+	d := &DropLab{L: l, RoutedIdx: 1, ShapedIdx: 2, ForwardedIdx: -1}
 	d.SwitchAddr = netip.AddrFrom4([4]byte{198, 18, byte(d.RoutedIdx + 1), 1})
 	d.HostAddr = netip.AddrFrom4([4]byte{198, 18, byte(d.RoutedIdx + 1), 2})
 	rp, rh := l.Ports[d.RoutedIdx], l.Hosts[d.RoutedIdx]
-	nft := fmt.Sprintf(`table bridge %s {
+	nft := fmt.Sprintf(`table bridge %[1]s {
 	chain pre {
 		type filter hook prerouting priority 0; policy accept;
-		udp dport %d counter drop
+		udp dport %[2]d counter drop
+	}
+	chain acl_fwd {
+		type filter hook forward priority 0; policy accept;
+		udp dport %[3]d counter drop
 	}
 }
-`, nftTable, DropACLPort)
+table inet %[1]s {
+	chain acl_fwd {
+		type filter hook forward priority 0; policy accept;
+		udp dport %[4]d counter drop
+	}
+	chain acl_in {
+		type filter hook input priority 0; policy accept;
+		tcp dport %[5]d meta length > 200 counter drop
+	}
+	chain acl_out {
+		type filter hook output priority 0; policy accept;
+		tcp sport %[6]d meta length > 200 counter drop
+	}
+}
+`, nftTable, DropACLPort, DropForwardPort, DropRoutedPort, DropTCPPort, DropTCPOutPort)
 	steps := [][]string{
 		{l.Switch, "nft", "-f", "-"},
+		// The bridge knows the shaped host's MAC from the start: frames to
+		// it go to its port only (no flooding, one forward drop per frame).
+		{l.Switch, "bridge", "fdb", "replace", l.HostMACs[d.ShapedIdx].String(), "dev", l.Ports[d.ShapedIdx], "master", "static"},
 		{l.Switch, "ip", "link", "set", rp, "nomaster"},
 		{l.Switch, "ip", "addr", "add", d.SwitchAddr.String() + "/24", "dev", rp},
 		{l.Switch, "ip", "neigh", "replace", d.HostAddr.String(), "lladdr", l.HostMACs[d.RoutedIdx].String(), "dev", rp, "nud", "permanent"},
@@ -68,6 +118,20 @@ func (l *Lab) SetupDrops(t testing.TB) *DropLab {
 		{rh, "ip", "neigh", "replace", d.SwitchAddr.String(), "lladdr", PortMAC(d.RoutedIdx + 1).String(), "dev", "eth0", "nud", "permanent"},
 		// 1 Mbit/s with a one-frame bucket and queue: a burst overflows.
 		{l.Switch, "tc", "qdisc", "add", "dev", l.Ports[d.ShapedIdx], "root", "tbf", "rate", "1mbit", "burst", "1600", "limit", "1600"},
+	}
+	if len(l.Ports) >= 4 {
+		d.ForwardedIdx = 3
+		fp, fh := l.Ports[d.ForwardedIdx], l.Hosts[d.ForwardedIdx]
+		sw := netip.AddrFrom4([4]byte{198, 18, byte(d.ForwardedIdx + 1), 1})
+		d.ForwardedAddr = netip.AddrFrom4([4]byte{198, 18, byte(d.ForwardedIdx + 1), 2})
+		steps = append(steps,
+			[]string{l.Switch, "ip", "link", "set", fp, "nomaster"},
+			[]string{l.Switch, "ip", "addr", "add", sw.String() + "/24", "dev", fp},
+			[]string{l.Switch, "ip", "neigh", "replace", d.ForwardedAddr.String(), "lladdr", l.HostMACs[d.ForwardedIdx].String(), "dev", fp, "nud", "permanent"},
+			[]string{fh, "ip", "addr", "add", d.ForwardedAddr.String() + "/24", "dev", "eth0"},
+			// The namespace's own forwarding switch (not the machine's).
+			[]string{l.Switch, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+		)
 	}
 	for _, s := range steps {
 		var out []byte
@@ -121,17 +185,50 @@ func repeat(f []byte, n int) [][]byte {
 	return out
 }
 
-// ACLDropped returns the nftables rule's packet counter.
+// ForwardFrames returns n frames from host 0 to the shaped host (MAC and
+// address), UDP from port srcPort to DropForwardPort, with payload bytes
+// of payload: dropped by the rule in the bridge's forward chain.
+func (d *DropLab) ForwardFrames(n int, srcPort uint16, payload []byte) [][]byte {
+	l := d.L
+	src := netip.AddrPortFrom(l.HostAddrs[0], srcPort)
+	dst := netip.AddrPortFrom(l.HostAddrs[d.ShapedIdx], DropForwardPort)
+	return repeat(UDPFrame(l.HostMACs[0], l.HostMACs[d.ShapedIdx], src, dst, payload), n)
+}
+
+// RoutedFrames returns n frames from the routed host to the forwarded
+// host's address through the switch (destination MAC: the routed port's),
+// UDP from srcPort to DropRoutedPort: dropped in the inet forward chain.
+// Only in labs of 4 ports or more (nil otherwise).
+func (d *DropLab) RoutedFrames(n int, srcPort uint16, payload []byte) [][]byte {
+	if d.ForwardedIdx < 0 {
+		return nil
+	}
+	l := d.L
+	src := netip.AddrPortFrom(d.HostAddr, srcPort)
+	dst := netip.AddrPortFrom(d.ForwardedAddr, DropRoutedPort)
+	return repeat(UDPFrame(l.HostMACs[d.RoutedIdx], PortMAC(d.RoutedIdx+1), src, dst, payload), n)
+}
+
+// ACLDropped returns the packet counter of the bridge prerouting rule.
 func (d *DropLab) ACLDropped(t testing.TB) uint64 {
 	t.Helper()
-	out, err := d.L.Run(d.L.Switch, "nft", "-j", "list", "table", "bridge", nftTable)
+	return d.RuleDropped(t, "bridge", "pre")
+}
+
+// RuleDropped returns the packet counter of the rule in chain of the
+// lab's table of family ("bridge": pre, acl_fwd; "inet": acl_fwd, acl_in,
+// acl_out).
+func (d *DropLab) RuleDropped(t testing.TB, family, chain string) uint64 {
+	t.Helper()
+	out, err := d.L.Run(d.L.Switch, "nft", "-j", "list", "table", family, nftTable)
 	if err != nil {
 		t.Fatalf("netlab: nft list: %v\n%s", err, out)
 	}
 	var v struct {
 		Nftables []struct {
 			Rule *struct {
-				Expr []map[string]json.RawMessage `json:"expr"`
+				Chain string                       `json:"chain"`
+				Expr  []map[string]json.RawMessage `json:"expr"`
 			} `json:"rule"`
 		} `json:"nftables"`
 	}
@@ -139,7 +236,7 @@ func (d *DropLab) ACLDropped(t testing.TB) uint64 {
 		t.Fatalf("netlab: nft -j: %v", err)
 	}
 	for _, o := range v.Nftables {
-		if o.Rule == nil {
+		if o.Rule == nil || o.Rule.Chain != chain {
 			continue
 		}
 		for _, e := range o.Rule.Expr {
@@ -152,7 +249,7 @@ func (d *DropLab) ACLDropped(t testing.TB) uint64 {
 			}
 		}
 	}
-	t.Fatalf("netlab: no counter in nft output %s", out)
+	t.Fatalf("netlab: no counter in chain %s of nft output %s", chain, out)
 	return 0
 }
 
