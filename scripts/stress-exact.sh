@@ -5,10 +5,11 @@
 # duration, and a summary; exits non-zero if any run failed. Root (the
 # tests build network namespace labs). Not part of `make test`.
 #
-# The exact-count tests are the ones that count every frame, sample or
-# datagram: sampling, pools, rings, monitor ports, counters, floods, faults,
-# scale (docs/OPERATIONS.md, "Exact counts under load"). A burst may overflow
-# a worker's ring on a loaded machine; these tests must then account for
+# The exact-count tests are the ones that count every frame, sample,
+# notification or datagram: sampling, pools, rings, monitor ports,
+# counters, drop notifications, applications, floods, faults, scale
+# (docs/OPERATIONS.md, "Exact counts under load"). A burst may overflow a
+# worker's ring on a loaded machine; these tests must then account for
 # every lost sample exactly, not fail.
 #
 # Knobs: RUNS (20), STRESS_CPUS (1), KEEP_LOGS=1 keeps every run's log
@@ -28,17 +29,19 @@ command -v stress-ng >/dev/null || die "stress-ng missing: run scripts/install-d
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "RUNS=$runs: want a positive integer"
 
 # Package (directory) -> the tests of it that count exactly (-run regexp).
-# test/e2e: every test that counts frames, samples or datagrams exactly;
-# the others (exit, idle CPU, configuration, SNMP, applications' own
-# sockets) count nothing a CPU-bound neighbour could take away.
+# Every test that counts frames, samples, notifications or datagrams
+# exactly (or within a binomial's 4 standard deviations, which a silent
+# loss would break); the packages' other tests (exit, idle CPU, port
+# selection, configuration, SNMP, feature probes, unit tests without a
+# lab) count nothing a CPU-bound neighbour could take away.
 pkgs=(dataplane dataplane/afxdp agent/xdp bench/daemon bench/baselines test/e2e)
 declare -A tests=(
-	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*)$'
+	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*|TestSocketDrops|TestDrop.*|TestConsumedReason)$'
 	[dataplane/afxdp]='^(TestReceive|TestDropAccounting)$'
 	[agent/xdp]='.'
 	[bench/daemon]='.'
 	[bench/baselines]='.'
-	[test/e2e]='^(TestSampling|TestCounters|TestTwoCollectors|TestFaultCollectorUnreachable|TestFaultSIGKILLUnderLoad|TestFaultPorts|TestDaemonMonitorPort|TestPortSlotsExhausted|TestLeastPrivilege|TestReload|TestHotplug|TestHsflowdConf|TestScalePorts|TestSoak|TestFloodEveryPort)$'
+	[test/e2e]='^(TestSampling|TestCounters|TestTwoCollectors|TestDrops|TestFaultCollectorUnreachable|TestFaultSIGKILLUnderLoad|TestFaultPorts|TestDaemonMonitorPort|TestPortSlotsExhausted|TestLeastPrivilege|TestReload|TestHotplug|TestHsflowdConf|TestHsflowdJSONExample|TestHsflowdRTMetrics|TestApplications|TestScalePorts|TestSoak|TestFloodEveryPort)$'
 )
 
 mkdir -p "$out/bin"
