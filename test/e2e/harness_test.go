@@ -111,10 +111,45 @@ func hermetic(t testing.TB, uid int, args []string) []string {
 func (d *daemon) log() string { return d.out.String() }
 
 // signal sends sig to the daemon.
-func (d *daemon) signal(t *testing.T, sig syscall.Signal) {
+func (d *daemon) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to daemon: %v\n%s", sig, err, d.log())
+	}
+}
+
+// stop sends SIGSTOP to the daemon and returns once every thread of it
+// is stopped: a thread must run to stop, which on a loaded machine can
+// take a while after kill(2) returned.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	d.signal(t, syscall.SIGSTOP)
+	task := fmt.Sprintf("/proc/%d/task", d.cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tids, err := os.ReadDir(task)
+		if err != nil {
+			t.Fatalf("threads of the daemon: %v", err)
+		}
+		running := 0
+		for _, tid := range tids {
+			b, err := os.ReadFile(filepath.Join(task, tid.Name(), "stat"))
+			if err != nil {
+				continue // thread gone
+			}
+			// The state is the field after the parenthesised command.
+			s := string(b)
+			if i := strings.LastIndexByte(s, ')'); i < 0 || len(s) < i+3 || (s[i+2] != 'T' && s[i+2] != 't') {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d threads of the daemon not stopped 10 s after SIGSTOP", running, len(tids))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 

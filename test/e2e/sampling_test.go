@@ -80,7 +80,7 @@ func samplingCase(t *testing.T, lab *netlab.Lab, c samplingParams) {
 	}
 
 	if c.stalled {
-		d.signal(t, syscall.SIGSTOP)
+		d.stop(t)
 	}
 	start := time.Now()
 	sendNumbered(t, lab, 0, 1, 1, k)
