@@ -26,7 +26,8 @@ func Log(log *slog.Logger, fs *dataplane.Features) {
 		log.Warn("kernel feature unavailable", "feature", f.Name, "since", "Linux "+f.Since,
 			"used_for", f.UsedFor, "effect", f.Without, "err", f.Err)
 	}
-	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing))
+	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing),
+		"tc_attach", fs.TCAttachMode())
 }
 
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel

@@ -49,3 +49,27 @@ func TestKernelFeatureReport(t *testing.T) {
 		}
 	}
 }
+
+// TestTCAttachReported: the probe summary says how TC ports are attached,
+// tcx where the kernel has TCX links and clsact where it does not.
+func TestTCAttachReported(t *testing.T) {
+	fs := dataplane.ProbeFeatures()
+	for _, c := range []struct {
+		tcx  bool
+		want string
+	}{{true, "tc_attach=tcx"}, {false, "tc_attach=clsact"}} {
+		for i := range fs.List {
+			if fs.List[i].Name == dataplane.FeatureTCX {
+				fs.List[i].Err = nil
+				if !c.tcx {
+					fs.List[i].Err = ebpf.ErrNotSupported // as on Linux < 6.6
+				}
+			}
+		}
+		var logBuf bytes.Buffer
+		Log(slog.New(slog.NewTextHandler(&logBuf, nil)), fs)
+		if !strings.Contains(logBuf.String(), c.want) {
+			t.Errorf("tcx available %v: the log lacks %q:\n%s", c.tcx, c.want, logBuf.String())
+		}
+	}
+}

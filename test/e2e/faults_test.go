@@ -342,7 +342,7 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 	if rx < sent {
 		t.Errorf("forwarding lost %d of %d frames across SIGKILL and restart", sent-rx, sent)
 	}
-	if !strings.Contains(d.log(), "startup XDP cleanup") {
+	if !strings.Contains(d.log(), "startup XDP cleanup") || !strings.Contains(d.log(), "startup TC cleanup") {
 		t.Errorf("restarted daemon did not report its start-up clean-up:\n%s", d.log())
 	}
 	hwm = max(hwm, usage(t, d.cmd.Process.Pid).HWM)
