@@ -17,6 +17,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
@@ -74,7 +75,38 @@ func newVethPair(t testing.TB, mtu int) *vethPair {
 	run(t, "ip", "-n", p.nsB, "link", "set", p.devB, "up")
 	p.ifA = ifindexIn(t, p.nsA, p.devA)
 	p.ifB = ifindexIn(t, p.nsB, p.devB)
+	waitOperUp(t, p.nsA, p.devA)
+	waitOperUp(t, p.nsB, p.devB)
 	return p
+}
+
+// waitOperUp waits until dev in ns is operationally up. The kernel sets
+// the operational state in its link watch work, the same step that gives
+// the device its transmit qdisc: until then a frame sent on it goes to
+// the noop qdisc and is dropped without an error to the sender, which
+// made a test's first frames vanish on a loaded machine.
+func waitOperUp(t testing.TB, ns, dev string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var state netlink.LinkOperState
+		if err := netnsutil.DoNamed(ns, func() error {
+			l, err := netlink.LinkByName(dev)
+			if err == nil {
+				state = l.Attrs().OperState
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("operstate of %s in %s: %v", dev, ns, err)
+		}
+		if state == netlink.OperUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s: operstate %q 10 s after link up", dev, ns, state)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func ifindexIn(t testing.TB, ns, dev string) int {
