@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/testskip"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // TestPoolExact: sample_pool is every frame the port received

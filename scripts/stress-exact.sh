@@ -57,9 +57,14 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Test binaries built once (each run is then go test -count=1's equivalent).
+# Test binaries built once (each run is then go test -count=1's equivalent),
+# each in its module (bench/ is a module of its own).
 for p in "${pkgs[@]}"; do
-	go test -c -o "$out/bin/${p//\//_}.test" "./$p"
+	if [[ "$p" == bench/* ]]; then
+		(cd bench && go test -c -o "$out/bin/${p//\//_}.test" "./${p#bench/}")
+	else
+		go test -c -o "$out/bin/${p//\//_}.test" "./$p"
+	fi
 done
 
 stress-ng --cpu "$cpus" --quiet &

@@ -108,15 +108,6 @@ func DropReasonByName(name string) (DropReason, bool) {
 	return 0, false
 }
 
-// MarshalJSON renders the reason as {"code":N,"name":"..."} in `decode`
-// output.
-func (r DropReason) MarshalJSON() ([]byte, error) {
-	b := append([]byte(`{"code":`), strconv.FormatUint(uint64(r), 10)...)
-	b = append(b, `,"name":`...)
-	b = strconv.AppendQuote(b, r.String())
-	return append(b, '}'), nil
-}
-
 // DiscardedPacket is a discarded_packet sample (format 5): one dropped
 // packet, where and why (sflow_drops.md "The sample").
 type DiscardedPacket struct {

@@ -2,7 +2,6 @@ package sflow
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/netip"
@@ -180,22 +179,6 @@ func TestFlowTransitTshark(t *testing.T) {
 	}
 	if f, l := got["sflow_245.flow_record_format"], got["sflow_5.flow_data_length"]; len(f) == 0 || f[0] != "1036" || len(l) == 0 || l[0] != "4" {
 		t.Errorf("tshark flow record formats %q, lengths %q: want 1036 of 4 bytes first", f, l)
-	}
-}
-
-// TestFlowTransitJSON: the `decode` rendering names the three records and
-// their values.
-func TestFlowTransitJSON(t *testing.T) {
-	b, err := json.Marshal(flowTransitDatagram())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`{"format":"0:1036","name":"extended_egress_queue","queue":7}`,
-		`{"format":"0:1040","name":"extended_queue","depth":11354112}`,
-		`{"format":"0:1039","name":"extended_transit","delay":4294967295}`} {
-		if !bytes.Contains(b, []byte(want)) {
-			t.Errorf("JSON lacks %s: %s", want, b)
-		}
 	}
 }
 

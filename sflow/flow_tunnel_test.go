@@ -3,7 +3,6 @@ package sflow
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -423,33 +422,6 @@ func TestFlowTunnelTshark(t *testing.T) {
 		if g := strings.Join(got[f], ","); g != w {
 			t.Errorf("tshark %s = %q, want %q", f, g, w)
 		}
-	}
-}
-
-// TestFlowTunnelJSON: the `decode` rendering carries the tunnel records'
-// outer header and VNI under their spec names.
-func TestFlowTunnelJSON(t *testing.T) {
-	b, err := json.Marshal(flowTunnelDatagram())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		Samples []struct {
-			Records []map[string]any `json:"records"`
-		} `json:"samples"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	in, vni := v.Samples[0].Records[1], v.Samples[0].Records[2]
-	hdr, _ := in["header"].(map[string]any)
-	if in["name"] != "extended_ipv4_tunnel_ingress" || in["format"] != "0:1024" || hdr["src_ip"] != "198.18.1.1" ||
-		hdr["dst_port"] != float64(4789) || vni["name"] != "extended_vni_ingress" || vni["vni"] != float64(4097) {
-		t.Errorf("JSON %s", b)
-	}
-	out := v.Samples[1].Records[1]
-	if hdr, _ := out["header"].(map[string]any); out["name"] != "extended_ipv6_tunnel_egress" || hdr["dst_ip"] != "2001:db8:2::1" {
-		t.Errorf("JSON %s", b)
 	}
 }
 

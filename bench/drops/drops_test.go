@@ -1,5 +1,5 @@
 // Package drops benchmarks dropped-packet notifications (issue 12) in
-// namespace labs (internal/netlab), as root:
+// namespace labs (testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
 //
@@ -40,8 +40,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // trafgen sends one frame as fast as it can (or as extra arguments, e.g.

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // loadArgs parses args as the daemon's command line and loads the

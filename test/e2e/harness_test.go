@@ -21,16 +21,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // metricsAddr is where every test daemon serves metrics, inside its own
