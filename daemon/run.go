@@ -66,7 +66,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.startAgent(ctx, readers, &running)
 	d.startResolver(ctx, s)
 	d.startAgentX(ctx, s.AgentX, &running)
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 	close(d.ready)
 	if err := sdnotify.Notify("READY=1"); err != nil {
 		d.log.Warn("telling systemd the daemon is ready", "err", err)

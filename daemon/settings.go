@@ -18,10 +18,10 @@ import (
 // Validate checks the settings against the components they configure,
 // which package config does not know (it imports none of them): the
 // collectors' literal addresses (agent.CheckCollectorAddress: unicast,
-// not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit), hook
-// (dataplane.ParseHook) and drops_header_bytes
-// (dataplane.MaxDropHeaderBytes), and the products of settings that size
-// its memory (checkBudget). The command gives it to config.Load
+// not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit),
+// ring_bytes (dataplane.CheckRingBytes), hook (dataplane.ParseHook) and
+// drops_header_bytes (dataplane.MaxDropHeaderBytes), and the products of
+// settings that size its memory (checkBudget). The command gives it to config.Load
 // (Layers.Check), so a file is refused whole, with every error at once.
 func Validate(s config.Settings) error {
 	var errs []error
@@ -35,6 +35,9 @@ func Validate(s config.Settings) error {
 	}
 	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
 		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if err := dataplane.CheckRingBytes(s.RingBytes); err != nil {
+		errs = append(errs, fmt.Errorf("ring_bytes: %w", err))
 	}
 	if _, err := dataplane.ParseHook(s.Hook); err != nil {
 		errs = append(errs, err)
@@ -93,7 +96,7 @@ func dataplaneConfig(s config.Settings, log *slog.Logger) (dataplane.Config, err
 	if err != nil {
 		return dataplane.Config{}, err // validated with the settings: not expected
 	}
-	return dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log}, nil
+	return dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log}, nil
 }
 
 // dropsConfig is drop notifications' part (at start and on SIGHUP).
