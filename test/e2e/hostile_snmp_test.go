@@ -62,6 +62,19 @@ func TestHostileSNMPSets(t *testing.T) {
 	if st := set(1, lab.CollectorAddr.AsSlice(), collectorPort); st != gosnmp.NoError {
 		t.Errorf("a valid receiver refused: %v", st)
 	}
+	// The address and port a SET leaves are checked, not only those it
+	// carries: a receiver at 127.0.0.1:6343 (allowed), then a SET of its
+	// port alone to 705.
+	if st := set(2, loop4, 6343); st != gosnmp.NoError {
+		t.Errorf("a receiver at 127.0.0.1:6343 refused: %v", st)
+	}
+	if r, err := g.Set([]gosnmp.SnmpPDU{{Name: rcvrOID(7, 2), Type: gosnmp.Integer, Value: 705}}); err != nil {
+		t.Fatalf("SET: %v", err)
+	} else if r.Error == gosnmp.NoError {
+		t.Errorf("a SET of the port alone to 705 on a receiver at 127.0.0.1 accepted")
+	} else {
+		refused++
+	}
 	// Wrong types and values.
 	bad := 0
 	for i := 0; i < 500; i++ {
@@ -85,9 +98,9 @@ func TestHostileSNMPSets(t *testing.T) {
 	}
 	t.Logf("%d reserved-port SETs refused; %d of 500 malformed SETs refused; peak RSS %s → %s", refused, bad, mib(hwm0), mib(hwm))
 	recordHostile(t, hostileRow{
-		Case:  "SNMP SETs of receivers at 127.0.0.1/::1 ports 161, 162, 705; 500 SETs of wrong types and values",
+		Case:  "SNMP SETs of receivers at 127.0.0.1/::1 ports 161, 162, 705 (also the port alone); 500 SETs of wrong types and values",
 		Bound: "reserved ports refused whole; a valid receiver taken; RSS +16 MiB",
-		Peak:  fmt.Sprintf("%d/6 refused; %d/500 refused; RSS %s → %s", refused, bad, mib(hwm0), mib(hwm)),
+		Peak:  fmt.Sprintf("%d/7 refused; %d/500 refused; RSS %s → %s", refused, bad, mib(hwm0), mib(hwm)),
 	})
 }
 
