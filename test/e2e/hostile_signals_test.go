@@ -82,7 +82,11 @@ func TestHostileSignalsAtStart(t *testing.T) {
 				t.Errorf("offset %v: first state %q, want READY=1", off, st)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("SIGHUP %v after the start: no READY=1 within 10 s (alive %v, exit %v)\n%s", sent, d.alive(), d.cmd.ProcessState, tail(d.log(), 2000))
+			if !d.alive() {
+				d.waitExit(t, 5*time.Second)
+				t.Fatalf("SIGHUP %v after the start killed the daemon (%v), no READY=1\n%s", sent, d.cmd.ProcessState, tail(d.log(), 2000))
+			}
+			t.Fatalf("SIGHUP %v after the start: no READY=1 within 10 s\n%s", sent, tail(d.log(), 2000))
 		}
 		worstReady = max(worstReady, ready)
 		// READY=1 follows the start-up's last log line (which reaches
