@@ -102,7 +102,7 @@ soak: deps build
 # unit-level bounds (the TOML decoder's input, the state file at its cap,
 # the listener, the scrape log). It writes the table of cases, bounds and
 # measured peaks to HOSTILE_REPORT. Root; `make test` runs the short form
-# (about 70 s).
+# (about 90 s; 2 minutes at load 15).
 HOSTILE_REPORT ?= $(CURDIR)/bin/hostile.md
 hostile: deps build
 	@mkdir -p $(dir $(HOSTILE_REPORT))
