@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
@@ -20,15 +21,20 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("sampling = 1000\n[[collector]]\naddress = \"198.18.0.1:6343\"\n"))
 	f.Add([]byte("port_sampling = { swp1 = 100 }\nsampling_speed = { \"10G\" = 10000 }\n"))
 	f.Add([]byte("a = {b={c={d=1}}}\n"))
+	f.Add([]byte("a = " + strings.Repeat("{b=", 3000) + "\n"))
+	f.Add([]byte(strings.Repeat("[", 20000)))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// The decoder's memory grows with the square of the nesting depth
-		// (issue 25); inputs are kept to a few KiB so that a fuzzing
-		// worker stays small.
-		if len(data) > 4096 {
+		// The daemon reads no larger file (readLimited); within it the
+		// nesting is bounded before the decoder sees the text
+		// (checkTOMLShape), and a refusal is one short line.
+		if len(data) > MaxConfigBytes {
 			return
 		}
 		s := Defaults()
 		if err := parse("fuzz.toml", data, &s); err != nil {
+			if msg := bound(err).Error(); strings.Contains(msg, "\n") || len(msg) > MaxErrorBytes+64 {
+				t.Fatalf("refusal of %d bytes, on more than one line: %.400q", len(msg), msg)
+			}
 			return
 		}
 		_ = s.Validate()

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/sflowswitchd/sflowswitchd/config/hsflowdconf"
 )
 
@@ -194,8 +192,8 @@ func tomlHsflowdConf(name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading config: %w", err)
 	}
-	if _, err := toml.Decode(string(data), &peek); err != nil {
-		return "", fmt.Errorf("config %s: %w", name, err)
+	if _, err := decodeTOML(name, data, &peek); err != nil {
+		return "", err
 	}
 	if peek.HsflowdConf != "" && !filepath.IsAbs(peek.HsflowdConf) {
 		// Relative to the TOML file, as a reader of that file expects.

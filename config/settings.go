@@ -19,8 +19,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/BurntSushi/toml"
 )
 
 // Settings is the daemon's configuration: built-in defaults, overridden by
@@ -198,24 +196,26 @@ type Layers struct {
 // Load builds the effective settings: defaults, then the hsflowd.conf,
 // then the config file, then the command line; then the defaults that
 // depend on the rest (one collector, one worker per CPU); then Validate
-// and Check.
+// and Check. A refusal's text is bounded (boundedError): at most
+// MaxErrorLines problems of at most MaxErrorBytes each, whatever the file
+// holds.
 func Load(l Layers) (Settings, error) {
 	s := Defaults()
 	hsflowd := l.HsflowdConf
 	if hsflowd == "" && l.File != "" {
 		var err error
 		if hsflowd, err = tomlHsflowdConf(l.File); err != nil {
-			return Settings{}, err
+			return Settings{}, bound(err)
 		}
 	}
 	if hsflowd != "" {
 		if err := applyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
-			return Settings{}, err
+			return Settings{}, bound(err)
 		}
 	}
 	if l.File != "" {
 		if err := readFile(l.File, &s); err != nil {
-			return Settings{}, err
+			return Settings{}, bound(err)
 		}
 	}
 	if l.Override != nil {
@@ -232,7 +232,7 @@ func Load(l Layers) (Settings, error) {
 	if l.Check != nil {
 		err = errors.Join(err, l.Check(s))
 	}
-	return s, err
+	return s, bound(err)
 }
 
 // readFile reads a TOML config file (readLimited) and parses it into s
@@ -247,24 +247,25 @@ func readFile(name string, s *Settings) error {
 }
 
 // parse decodes the TOML text data of the config file name into s,
-// refusing unknown keys.
+// refusing unknown keys (decodeTOML: the nesting is bounded first, and
+// every refusal is one short line).
 func parse(name string, data []byte, s *Settings) error {
-	md, err := toml.Decode(string(data), s)
+	md, err := decodeTOML(name, data, s)
 	if err != nil {
-		return fmt.Errorf("config %s: %w", name, err)
+		return err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		keys := make([]string, len(und))
-		for i, k := range und {
-			keys[i] = k.String()
-		}
-		return fmt.Errorf("config %s: unknown setting(s) %s", name, strings.Join(keys, ", "))
+		return fmt.Errorf("config %s: unknown setting(s) %s", name, unknownKeys(und))
 	}
 	return nil
 }
 
-// MaxConfigBytes bounds the config file: a real one is a few KiB.
-const MaxConfigBytes = 1 << 20
+// MaxConfigBytes bounds the config file (and hsflowd.conf): a real one
+// is a few KiB. With the nesting bounded (checkTOMLShape) the decoder
+// allocates some 100 bytes per byte of the worst flat file (a key per
+// line), so the bound keeps a hostile file's cost to about 30 MB
+// (docs/OPERATIONS.md, "Bounds").
+const MaxConfigBytes = 256 << 10
 
 // readLimited reads a regular file of at most limit bytes. It never blocks
 // on a FIFO (opened non-blocking, refused as not a regular file) and never
@@ -296,8 +297,12 @@ func readLimited(name string, limit int64) ([]byte, error) {
 // before anything changes. It normalizes the listen addresses
 // (listenAddress).
 func (s *Settings) Validate() error {
-	var errs []error
-	for i, c := range s.Collectors {
+	errs := s.validateLimits()
+	collectors := s.Collectors
+	if len(collectors) > MaxCollectors {
+		collectors = nil // refused above, whatever each one is
+	}
+	for i, c := range collectors {
 		if c.Address == NoCollector {
 			if len(s.Collectors) > 1 {
 				errs = append(errs, fmt.Errorf("collector %q must be the only collector", NoCollector))
@@ -362,11 +367,11 @@ func (s *Settings) Validate() error {
 	if _, _, err := ParseAgentX(s.AgentX); err != nil {
 		errs = append(errs, err)
 	}
-	if s.SNMPReceivers < 1 || s.SNMPReceivers > 65535 {
-		errs = append(errs, fmt.Errorf("snmp_receivers %d outside 1..65535", s.SNMPReceivers))
+	if s.SNMPReceivers < 1 || s.SNMPReceivers > MaxSNMPReceivers {
+		errs = append(errs, fmt.Errorf("snmp_receivers %d outside 1..%d", s.SNMPReceivers, MaxSNMPReceivers))
 	}
-	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
-		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	if s.SNMPInstances < 1 || s.SNMPInstances > MaxSNMPInstances {
+		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..%d", s.SNMPInstances, MaxSNMPInstances))
 	}
 	if s.Drops != "on" && s.Drops != "off" {
 		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))

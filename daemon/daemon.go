@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,6 +131,10 @@ type Daemon struct {
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
 
+	// ready is closed once Run's start-up completed: ReloadOn applies a
+	// SIGHUP caught before then only after it.
+	ready chan struct{}
+
 	mu       sync.Mutex
 	settings config.Settings
 	ports    map[int]dataplane.PortInfo // every link, by ifindex
@@ -145,6 +150,12 @@ type Daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// reconfFailures counts reconfigurations that failed (reload.go),
+	// reconfFailing is set while the last one failed, reconfWait is the
+	// backoff (reconfigure only).
+	reconfFailures atomic.Uint64
+	reconfFailing  atomic.Bool
+	reconfWait     time.Duration
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -174,6 +185,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		ports:    map[int]dataplane.PortInfo{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
+		ready:    make(chan struct{}),
 		start:    time.Now(),
 	}
 	d.portFail = portfail.New(log, d.portName)
@@ -203,6 +215,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		FailedPorts:       d.portFail.Failed,
 		Collectors:        d.resolver.Stats,
 		UnmatchedPatterns: d.unmatchedPatterns,
+		Reconfigure: func() (uint64, bool) {
+			return d.reconfFailures.Load(), d.reconfFailing.Load()
+		},
 	}))
 	if err := d.newMIB(s, version); err != nil {
 		return fail(err)

@@ -2,12 +2,8 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/listener"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
@@ -56,45 +53,27 @@ func (d *Daemon) portMetrics() []metrics.Port {
 	return out
 }
 
-// serveMetrics starts the Prometheus listener. It stops with ctx: the
-// listener closes, requests in flight (which read the dataplane's mapped
-// counters) complete, and only then is running done, so run closes the
-// dataplane after the last handler.
+// serveMetrics starts the Prometheus listener (/metrics, /apm), with its
+// bounds (internal/listener: a connection cap, timeouts, GET only). It
+// stops with ctx: the listener closes, requests in flight (which read the
+// dataplane's mapped counters) complete, and only then is running done,
+// so run closes the dataplane after the last handler.
 func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("metrics listener: %w", err)
-	}
-	config.WarnExposed(d.log, "metrics", ln.Addr().String())
 	mux := http.NewServeMux()
-	var mh http.Handler = prom.Handler(d.metrics, d.log)
+	scrapeErrs := prom.HandlerErrors(d.log)
+	var mh http.Handler = prom.HandlerLimited(d.metrics, scrapeErrs)
 	if d.metricsHook != nil {
 		mh = d.metricsHook(mh)
 	}
 	mux.Handle("/metrics", mh)
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan struct{})
-	running.Add(1)
-	go func() {
-		defer running.Done()
-		<-ctx.Done()
-		// Shutdown waits for the handlers in flight; a scrape stuck
-		// longer (a client not reading) is cut by Close.
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
-			srv.Close()
-		}
-		<-served
-	}()
-	go func() {
-		defer close(served)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("metrics listener", "err", err)
-		}
-	}()
-	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	srv, err := listener.Listen("metrics", addr, mux, listener.Defaults, d.log)
+	if err != nil {
+		return err
+	}
+	config.WarnExposed(d.log, "metrics", srv.Addr().String())
+	d.metrics.MustRegister(listener.Collector(scrapeErrs, srv))
+	running.Go(func() { srv.Serve(ctx) })
+	d.log.Info("metrics listening", "addr", srv.Addr().String())
 	return nil
 }

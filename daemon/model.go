@@ -77,7 +77,7 @@ func staticReceivers(s config.Settings, res *collectoraddr.Resolver) []mib.Stati
 		if ca.Host != "" {
 			hosts = append(hosts, ca.Host)
 			r.Name = ca.Host
-			if a, ok := res.Get(ca.Host); ok {
+			if a, ok := res.Get(ca.Host, ca.Port); ok {
 				r.Address = netip.AddrPortFrom(a, ca.Port)
 			}
 		}

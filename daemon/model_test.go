@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,5 +82,57 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	// Retries back off: the next lookup is due 2 s after the second failure.
 	if wait := next.Sub(now); wait != 2*collectoraddr.RetryMinWait {
 		t.Errorf("retry wait %v after two failures, want %v", wait, 2*collectoraddr.RetryMinWait)
+	}
+}
+
+// TestCollectorNameResolvesToReservedPort (issue 25, defect 6): a
+// collector given as a host name is checked once resolved, with its own
+// port: a name resolving only to this host's loopback, configured at the
+// SNMP or AgentX port, gets no address (nothing is sent; logged once,
+// collector_address_refused), while the same name at port 6343 is used;
+// a name with another address too uses that one. The resolver used to
+// check the address at 6343, so localhost:161 sent sFlow into snmpd.
+func TestCollectorNameResolvesToReservedPort(t *testing.T) {
+	var logBuf strings.Builder
+	log := slog.New(slog.NewTextHandler(&logBuf, nil))
+	res := collectoraddr.NewResolver(log, nil)
+	res.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "snmp.test":
+			return []netip.Addr{netip.MustParseAddr("::1"), netip.MustParseAddr("127.0.0.1")}, nil
+		case "both.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.18.0.9")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	s := config.Defaults()
+	s.Collectors = []config.Collector{{Address: "snmp.test:161"}, {Address: "snmp.test:705"}, {Address: "snmp.test:6343"}, {Address: "both.test:705"}}
+	for i := 0; i < 2; i++ { // the first model asks for the names
+		res.ResolveDue(context.Background())
+		m, err := buildModel(s, nil, res, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := m.Static.Receivers
+		if i == 0 {
+			continue
+		}
+		if r[0].Address.Addr().IsValid() || r[1].Address.Addr().IsValid() {
+			t.Errorf("snmp.test at 161 and 705 given addresses %v, %v", r[0].Address, r[1].Address)
+		}
+		if r[2].Address != netip.MustParseAddrPort("127.0.0.1:6343") {
+			t.Errorf("snmp.test at 6343: %v, want 127.0.0.1:6343", r[2].Address)
+		}
+		if r[3].Address != netip.MustParseAddrPort("198.18.0.9:705") {
+			t.Errorf("both.test at 705: %v, want 198.18.0.9:705", r[3].Address)
+		}
+	}
+	if n := strings.Count(logBuf.String(), "collector name resolves to an address that cannot be a collector"); n != 2 {
+		t.Errorf("%d refusals logged for two ports over two reconfigurations, want 2 (once each):\n%s", n, logBuf.String())
+	}
+	for _, st := range res.Stats() {
+		if want := map[string]int{"snmp.test": 1, "both.test": 0}[st.Host]; st.Refused != want {
+			t.Errorf("%s: Refused %d, want %d", st.Host, st.Refused, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
@@ -63,8 +64,14 @@ func (d *Daemon) checkReload(s config.Settings) error {
 // ReloadOn reloads the settings load returns (the config file and flags
 // read again) at each signal on hup (SIGHUP), until ctx ends. Settings
 // that cannot be read, or could only be applied in part, are refused and
-// logged; the running ones stay in force.
+// logged; the running ones stay in force. A signal that arrives while Run
+// starts waits in hup and is applied once start-up completed.
 func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, error)) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-d.ready:
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,9 +153,10 @@ func (d *Daemon) reconfigure() {
 
 	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
-		d.log.Error("configuration refused", "err", err)
+		d.reconfigureFailed(err)
 		return
 	}
+	d.reconfigured()
 	d.noteSelection(s, ports)
 	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
 		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
@@ -164,4 +172,36 @@ func (d *Daemon) reconfigure() {
 	if err := d.mib.SetPorts(m.Ports); err != nil {
 		d.log.Warn("configuration applied with errors", "err", err)
 	}
+}
+
+// Backoff of a reconfiguration that failed for a reason from outside (no
+// descriptor left to list the links, netlink busy): it is tried again,
+// as failed ports are (issue 25: while descriptors were exhausted a new
+// port was refused with "listing links: too many open files", and 80 s
+// after they were freed it was still not sampled, with no metric and no
+// log line naming it; only a SIGHUP attached it).
+const (
+	reconfigureRetryMin = time.Second
+	reconfigureRetryMax = time.Minute
+)
+
+// reconfigureFailed logs the first failure of a streak, counts every one
+// and tries again after the backoff (reconfigure's goroutine only).
+func (d *Daemon) reconfigureFailed(err error) {
+	d.reconfFailures.Add(1)
+	d.reconfWait = min(max(2*d.reconfWait, reconfigureRetryMin), reconfigureRetryMax)
+	if !d.reconfFailing.Load() {
+		d.log.Error("configuration not applied: port changes wait, retrying with backoff", "err", err, "retry_in", d.reconfWait)
+	}
+	d.reconfFailing.Store(true)
+	time.AfterFunc(d.reconfWait, d.poke)
+}
+
+// reconfigured ends a failure streak (reconfigure's goroutine only).
+func (d *Daemon) reconfigured() {
+	if d.reconfFailing.Load() {
+		d.log.Info("configuration applied again")
+	}
+	d.reconfFailing.Store(false)
+	d.reconfWait = 0
 }

@@ -58,7 +58,8 @@ func TestCheckReload(t *testing.T) {
 // and settings that could only be applied in part are refused and logged,
 // the running settings staying in force; accepted settings take effect,
 // except those that need a restart (logged), and the log level follows
-// log_level.
+// log_level. A SIGHUP caught before start-up completed is applied
+// once it has.
 func TestReloadOn(t *testing.T) {
 	var logMu sync.Mutex
 	var logBuf strings.Builder
@@ -74,7 +75,7 @@ func TestReloadOn(t *testing.T) {
 	old.Collectors = []config.Collector{{Address: "198.18.0.1"}}
 	old.Workers = 2
 	level := new(slog.LevelVar)
-	d := &Daemon{log: log, level: level, settings: old, mibRows: 3, changed: make(chan struct{}, 1),
+	d := &Daemon{log: log, level: level, settings: old, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
 		drops: dropnotify.New(2, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
 
 	typo, next := old, old
@@ -107,7 +108,16 @@ func TestReloadOn(t *testing.T) {
 		return d.settings
 	}
 
-	hup <- syscall.SIGHUP
+	// A SIGHUP during start-up waits until start-up completed (issue 25,
+	// defect 5).
+	early := make(chan os.Signal, 1)
+	early <- syscall.SIGHUP
+	go d.ReloadOn(ctx, early, load)
+	time.Sleep(100 * time.Millisecond)
+	if n.Load() != 0 {
+		t.Fatalf("settings read on a SIGHUP before start-up completed")
+	}
+	close(d.ready)
 	waitLog("unknown setting(s) samplng")
 	hup <- syscall.SIGHUP
 	waitLog("match none")

@@ -11,6 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/sdnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
@@ -66,6 +67,11 @@ func (d *Daemon) run(ctx context.Context) error {
 	d.startResolver(ctx, s)
 	d.startAgentX(ctx, s.AgentX, &running)
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
+	close(d.ready)
+	if err := sdnotify.Notify("READY=1"); err != nil {
+		d.log.Warn("telling systemd the daemon is ready", "err", err)
+	}
+	defer func() { _ = sdnotify.Notify("STOPPING=1") }()
 	return d.watch(ctx, events, watchErr)
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/sender"
+	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
@@ -18,8 +20,8 @@ import (
 // collectors' literal addresses (agent.CheckCollectorAddress: unicast,
 // not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit),
 // ring_bytes (dataplane.CheckRingBytes), hook (dataplane.ParseHook) and
-// drops_header_bytes
-// (dataplane.MaxDropHeaderBytes). The command gives it to config.Load
+// drops_header_bytes (dataplane.MaxDropHeaderBytes), and the products of
+// settings that size its memory (checkBudget). The command gives it to config.Load
 // (Layers.Check), so a file is refused whole, with every error at once.
 func Validate(s config.Settings) error {
 	var errs []error
@@ -43,7 +45,46 @@ func Validate(s config.Settings) error {
 	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
 		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, checkBudget(s)...)...)
+}
+
+// The memory budget (docs/OPERATIONS.md, "Bounds"): the products of
+// settings that size the daemon's memory. Each factor is bounded on its
+// own (config's limits); their products here.
+const (
+	// maxMIBRows bounds max_ports × the SFLOW-MIB's instances per data
+	// source (max(snmp_instances, collectors)): a port's instance costs
+	// about 1.2 KB (mib's TestMemoryPerRow), so at most about 80 MB.
+	maxMIBRows = 1 << 16
+	// maxStreams bounds the datagram streams the receivers can need: one
+	// per receiver (max(snmp_receivers, collectors)) and sub-agent (the
+	// workers, drop notifications, and with app_api up to
+	// app.DefaultMaxSources application data sources), each at most
+	// sender.MaxBatchBytes of buffers: at most 512 MiB, about 2 MiB per
+	// worker and receiver.
+	maxStreams = 8192
+)
+
+// checkBudget refuses settings whose products exceed the memory budget,
+// saying what to lower.
+func checkBudget(s config.Settings) []error {
+	var errs []error
+	n := len(s.StaticCollectors())
+	inst := max(s.SNMPInstances, n)
+	if s.MaxPorts > 0 && inst > 0 && s.MaxPorts*inst > maxMIBRows {
+		errs = append(errs, fmt.Errorf("max_ports %d × %d SFLOW-MIB instances per port (snmp_instances, or the number of collectors when larger) = %d rows, at most %d (about 80 MB): lower max_ports to %d or the instances to %d",
+			s.MaxPorts, inst, s.MaxPorts*inst, maxMIBRows, maxMIBRows/inst, max(maxMIBRows/s.MaxPorts, 1)))
+	}
+	rcv := max(s.SNMPReceivers, n)
+	subAgents := s.Workers + 1
+	if s.AppAPI != "" {
+		subAgents += app.DefaultMaxSources
+	}
+	if rcv > 0 && rcv*subAgents > maxStreams {
+		errs = append(errs, fmt.Errorf("%d receivers (snmp_receivers, or the number of collectors when larger) × %d sub-agents (workers %d, drop notifications, %d application data sources with app_api) = %d datagram streams, at most %d (%d MiB of datagram buffers): lower snmp_receivers or workers",
+			rcv, subAgents, s.Workers, subAgents-s.Workers-1, rcv*subAgents, maxStreams, maxStreams*sender.MaxBatchBytes>>20))
+	}
+	return errs
 }
 
 // The settings each component takes, in its own terms: the components

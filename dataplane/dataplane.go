@@ -14,12 +14,14 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
@@ -161,6 +163,10 @@ type PortCounters struct {
 
 // ErrNotAttached is returned for operations on a port that is not attached.
 var ErrNotAttached = errors.New("port not attached")
+
+// ErrNoPortSlot is an attach refused because every port slot
+// (Config.MaxPorts) is in use (errors.Is).
+var ErrNoPortSlot = errors.New("port slots in use")
 
 // port is the state of one attached port.
 type port struct {
@@ -508,7 +514,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: already attached", ifindex)
 	}
 	if len(d.freeSlots) == 0 {
-		return fmt.Errorf("dataplane: attach ifindex %d: all %d port slots in use", ifindex, d.cfg.MaxPorts)
+		return fmt.Errorf("dataplane: attach ifindex %d: all %d %w", ifindex, d.cfg.MaxPorts, ErrNoPortSlot)
 	}
 	slot := d.freeSlots[len(d.freeSlots)-1]
 
@@ -530,10 +536,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		hook = d.hookFor(ifindex, pc.Mode)
 		var err error
 		l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
-		if err != nil && hook == HookTC && d.cfg.Hook == HookAuto {
+		if err != nil && hook == HookTC && d.cfg.Hook == HookAuto && !outOfResources(err) {
 			// Auto picked TC for a veth port: XDP samples it too, at a
-			// higher cost, and runs before TC anyway.
-			d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", err)
+			// higher cost, and runs before TC anyway. Not when the
+			// process ran out of descriptors or memory: XDP would fail
+			// alike, and the port is retried at TC.
+			d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", firstLine(err))
 			hook = HookXDP
 			l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
 		}
@@ -794,4 +802,30 @@ func (d *Dataplane) deleteXSK(queueKey uint32) error {
 		return fmt.Errorf("removing xsk %d: %w", queueKey, err)
 	}
 	return nil
+}
+
+// outOfResources reports whether err is the process running out of
+// descriptors or memory (EMFILE, ENFILE, ENOMEM): transient, unlike a
+// hook refusing the program. cilium/ebpf's BTF load errors carry the
+// errno in their text only.
+func outOfResources(err error) bool {
+	for _, e := range []unix.Errno{unix.EMFILE, unix.ENFILE, unix.ENOMEM} {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
+}
+
+// firstLine is an error's first line, at most 300 bytes: a loader's
+// error can carry a whole BTF or verifier dump.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }

@@ -109,11 +109,17 @@ type FeatureError struct {
 }
 
 func (e *FeatureError) Error() string {
-	parts := make([]string, len(e.Missing))
-	for i, f := range e.Missing {
-		parts[i] = fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err)
+	var lacks []string
+	denied := deniedFeatures(e.Missing)
+	for _, f := range e.Missing {
+		if _, ok := f.NotPermitted(); !ok {
+			lacks = append(lacks, fmt.Sprintf("%s (Linux %s, %s: %v)", f.Name, f.Since, f.UsedFor, f.Err))
+		}
 	}
-	return fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(parts, "; "))
+	if len(lacks) > 0 {
+		denied = append(denied, fmt.Sprintf("kernel %s lacks %s", e.Release, strings.Join(lacks, "; ")))
+	}
+	return strings.Join(denied, "; ")
 }
 
 // need returns a *FeatureError naming the features of names the kernel
@@ -209,13 +215,13 @@ var featureProbes = []featureProbe{
 // ProbeFeatures probes the running kernel for every feature the agent
 // uses. Probes load tiny programs and create tiny maps (CAP_BPF), and one
 // AF_XDP socket (CAP_NET_RAW); nothing is attached anywhere. A probe that
-// fails for lack of privilege reports the feature as missing with that
-// error.
+// fails for lack of privilege reports the feature as unavailable with a
+// *PermissionError naming the capabilities missing (probeperm.go).
 func ProbeFeatures() *Features {
 	fs := &Features{Release: kernelRelease()}
 	for _, p := range featureProbes {
 		f := p.Feature
-		f.Err = p.probe()
+		f.Err = probeError(f.Name, p.probe())
 		fs.List = append(fs.List, f)
 	}
 	return fs

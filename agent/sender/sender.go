@@ -55,6 +55,17 @@ import (
 // per-datagram network stack work (BenchmarkSend).
 const defaultBatch = 32
 
+// MaxBatchBytes bounds the datagram buffers of a sender with the default
+// batch: larger datagrams mean fewer per batch (9000 bytes: 7; 65507: 1),
+// so a stream costs at most about 64 KiB whatever the collector's maximum
+// datagram size (the memory budget, docs/OPERATIONS.md). 32 datagrams of
+// the default 1400 bytes fit.
+const MaxBatchBytes = 64 << 10
+
+// writerOverhead is a datagram writer's buffer beyond the maximum
+// datagram size (sflow.NewDatagramWriter).
+const writerOverhead = 256
+
 // Counters are where a sender counts what it did. Each field may be nil
 // (not counted); the owner points them at its own statistics (its totals,
 // shared by all its senders; its counters of the collector).
@@ -88,7 +99,8 @@ type Config struct {
 	// this sender (0 for a new stream): the first datagram is LastSeq+1.
 	LastSeq uint32
 	// Batch is the number of datagrams sent per system call (0:
-	// defaultBatch; 1: one write(2) per datagram).
+	// defaultBatch, fewer when they would take more than MaxBatchBytes;
+	// 1: one write(2) per datagram).
 	Batch int
 	// NoGSO sends one datagram per message even where UDP GSO could
 	// carry several (for comparisons; GSO is used where the kernel takes
@@ -168,7 +180,7 @@ func New(cfg Config) (*Sender, error) {
 		cfg.MaxDatagramSize = sflow.DefaultMaxDatagramSize
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = defaultBatch
+		cfg.Batch = min(max(MaxBatchBytes/(cfg.MaxDatagramSize+writerOverhead), 1), defaultBatch)
 	}
 	if cfg.Uptime == nil {
 		return nil, errors.New("sender: no uptime clock")

@@ -350,3 +350,24 @@ func TestGSO(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchBytesBounded (issue 25, the memory budget): with the default
+// batch a sender's datagram buffers stay within MaxBatchBytes whatever the
+// maximum datagram size, and hold at least one datagram; the default
+// 1400-byte datagrams keep the full batch.
+func TestBatchBytesBounded(t *testing.T) {
+	col := newCollector(t)
+	clk := &clock{}
+	for size, want := range map[int]int{0: defaultBatch, 1400: defaultBatch, 9000: 7, 65507: 1} {
+		s := newSender(t, Config{Collector: col.addr(), MaxDatagramSize: size, Uptime: clk.uptime})
+		got := len(s.slots)
+		bytes := got * (s.cfg.MaxDatagramSize + writerOverhead) // sflow.NewDatagramWriter's buffer
+		s.Close()
+		if got != want {
+			t.Errorf("max datagram %d: batch %d, want %d", size, got, want)
+		}
+		if bytes > MaxBatchBytes+65507+writerOverhead || (got > 1 && bytes > MaxBatchBytes) {
+			t.Errorf("max datagram %d: %d bytes of buffers, bound %d", size, bytes, MaxBatchBytes)
+		}
+	}
+}

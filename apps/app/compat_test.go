@@ -231,6 +231,7 @@ func TestStateFileDamaged(t *testing.T) {
 			if err != nil || idx != NamedIndexBase {
 				t.Fatalf("resolve: %d %v", idx, err)
 			}
+			e.reg.flush(false) // the engine's next tick
 			if got := e.Assignments(); len(got) != 1 || got[0] != (NamedSource{"zeta", NamedIndexBase}) {
 				t.Fatalf("assignments %v", got)
 			}
@@ -256,43 +257,46 @@ func TestStateDirUnwritable(t *testing.T) {
 		if err != nil || idx != NamedIndexBase+uint32(i) {
 			t.Fatalf("%s: %d %v", name, idx, err)
 		}
+		e.reg.flush(false)
 	}
 	if n := strings.Count(logged.String(), "application state file not written"); n != 1 {
 		t.Fatalf("logged %d times: %s", n, logged.String())
 	}
 }
 
-// TestNamedRangeExhausted: when the 50000 indexes of the named range are
-// all assigned, a new application takes over the index of the one seen
-// least recently that is not running; with every one running it is
-// refused (too_many_sources), never given a clashing index.
+// TestNamedRangeExhausted: when maxNamed names are assigned (issue 25,
+// defect 7; before, all 50000 indexes of the named range), a new
+// application takes over the index of the one seen least recently that
+// is not running; with every one running it is refused
+// (too_many_sources), never given a clashing index.
 func TestNamedRangeExhausted(t *testing.T) {
 	r := newRegistry("", DefaultMaxSources, testLogger(nil))
-	for i := uint32(NamedIndexBase); i < namedIndexEnd; i++ {
-		n := "app" + strconv.Itoa(int(i))
-		r.named[n], r.used[i] = i, n
+	for i := 0; i < maxNamed; i++ {
+		if _, err := r.assign("app" + strconv.Itoa(NamedIndexBase+i)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r.resolve("app150000", 0) // running (live), and seen
-	r.resolve("app150001", 0) // seen: more recent than the never-seen ones
+	r.live = map[string]uint32{} // none running but those below
+	r.resolve("app150000", 0)    // running (live), and seen
+	r.resolve("app150001", 0)    // seen: more recent than the others
+	r.forget(NamedIndexBase + 1) // and not running
 	idx, err := r.assign("late")
 	if err != nil || idx != NamedIndexBase+2 {
-		t.Fatalf("took %d (%v), want %d: the lowest of the never-seen, non-running ones", idx, err, NamedIndexBase+2)
+		t.Fatalf("took %d (%v), want %d: the least recently seen non-running one", idx, err, NamedIndexBase+2)
 	}
-	if _, still := r.named["app150002"]; still || r.used[idx] != "late" || len(r.named) != namedIndexEnd-NamedIndexBase {
-		t.Fatalf("take-over not recorded: %v %q", still, r.used[idx])
+	if _, still := r.named["app150002"]; still || r.used[idx] != "late" || len(r.named) != maxNamed {
+		t.Fatalf("take-over not recorded: %v %q %d", still, r.used[idx], len(r.named))
 	}
 	if idx, err := r.resolve("late", 443), error(nil); err != nil || idx != 443 {
 		t.Fatalf("with a port: %d", idx)
 	}
 	// Every index running: refused.
-	full := newRegistry("", 1, testLogger(nil))
-	full.named["only"], full.used[NamedIndexBase] = NamedIndexBase, "only"
-	for i := uint32(NamedIndexBase + 1); i < namedIndexEnd; i++ {
-		n := "x" + strconv.Itoa(int(i))
-		full.named[n], full.used[i] = i, n
-		full.live[n] = i
+	full := newRegistry("", maxNamed, testLogger(nil))
+	for i := 0; i < maxNamed; i++ {
+		if _, err := full.assign("x" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	full.live["only"] = NamedIndexBase
 	_, err = full.assign("new")
 	var re *RejectError
 	if !errors.As(err, &re) || re.Reason != ReasonTooManySources {

@@ -362,6 +362,7 @@ func (e *Engine) Run(ctx context.Context) {
 			clear(e.queued)
 			e.queued = e.queued[:0]
 			e.expire(now)
+			e.reg.flush(false)
 			if e.cfg.APM != nil {
 				e.cfg.APM.Tick(now)
 			}
@@ -464,6 +465,7 @@ func (e *Engine) closeAll() {
 		delete(e.sources, index)
 	}
 	e.stats.Sources.Store(0)
+	e.reg.flush(true)
 }
 
 // encodeFlow encodes f as a flow sample of its data source, following
@@ -676,7 +678,12 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 		Agent:           addr,
 		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
-		Uptime:          uptime,
+		// One datagram buffer: application samples are few, and there is
+		// a stream per data source and receiver (up to MaxSources ×
+		// receivers), so each costs one datagram, not a batch (the
+		// memory budget, docs/OPERATIONS.md).
+		Batch:  1,
+		Uptime: uptime,
 		Counters: []sender.Counters{{
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,

@@ -20,6 +20,7 @@ func TestStateFileNotWorldAccessible(t *testing.T) {
 	if _, err := e.reg.assign("inventory"); err != nil {
 		t.Fatal(err)
 	}
+	e.reg.flush(false)
 	for _, p := range []string{state, dir} {
 		fi, err := os.Stat(p)
 		if err != nil {

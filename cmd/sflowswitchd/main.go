@@ -11,6 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/apmreports"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
+	"github.com/sflowswitchd/sflowswitchd/internal/earlysignal"
 )
 
 // subcommand is a helper command run as `sflowswitchd NAME args...`.
@@ -42,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, c := range subcommands {
 			if args[0] == c.name {
+				earlysignal.Release() // the daemon's signals only
 				return c.run(args[1:], stdout, stderr)
 			}
 		}

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/sflowswitchd/sflowswitchd/daemon"
+	"github.com/sflowswitchd/sflowswitchd/internal/earlysignal"
 )
 
 // version is the software revision reported in sFlowVersion; release
@@ -19,7 +17,7 @@ import (
 var version = ""
 
 // runDaemon runs the agent until SIGINT or SIGTERM; SIGHUP reloads the
-// config file.
+// config file (one during start-up once it completes).
 func runDaemon(args []string, stdout, stderr io.Writer) int {
 	f := newFlags()
 	f.fs.SetOutput(stderr)
@@ -41,7 +39,10 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	level := new(slog.LevelVar) // set by the daemon from log_level
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Signals are caught from the process's start (earlysignal): a
+	// SIGHUP during start-up is applied once start-up completes
+	// (ReloadOn), a SIGTERM stops it.
+	ctx, stop := earlysignal.Context(context.Background())
 	defer stop()
 	d, err := daemon.New(daemon.Config{Settings: s, Logger: log, Level: level, Version: version})
 	if errors.Is(err, daemon.ErrNoAgentAddress) {
@@ -51,10 +52,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		log.Error("starting", "err", err)
 		return 1
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go d.ReloadOn(ctx, hup, f.load)
+	go d.ReloadOn(ctx, earlysignal.HUP(), f.load)
 	if err := d.Run(ctx); err != nil {
 		log.Error("stopped", "err", err)
 		return 1

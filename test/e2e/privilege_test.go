@@ -244,8 +244,8 @@ const sflowAgentAddressOID = ".1.3.6.1.4.1.14706.1.1.3.0"
 
 // TestSystemdUnit checks that the shipped unit grants exactly the
 // capabilities TestLeastPrivilege runs the daemon with, forbids gaining
-// more (NoNewPrivileges), mounts the system read-only and gives the daemon
-// a private state directory.
+// more (NoNewPrivileges), mounts the system read-only, gives the daemon
+// a private state directory, and lets systemd know when it is ready.
 func TestSystemdUnit(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/sflowswitchd.service")
 	if err != nil {
@@ -278,7 +278,10 @@ func TestSystemdUnit(t *testing.T) {
 			}
 		}
 	}
-	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077"} {
+	// Type=notify: a reload waits for the daemon's READY=1; a death by
+	// SIGHUP before it catches signals is restarted (issue 25, defect 5).
+	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077",
+		"Type": "notify", "RestartForceExitStatus": "SIGHUP", "ExecReload": "/bin/kill -HUP $MAINPID"} {
 		if len(set[k]) != 1 || set[k][0] != v {
 			t.Errorf("%s=%v, want %s", k, set[k], v)
 		}

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -47,11 +49,16 @@ type Resolver struct {
 
 // nameState is one host name's resolution.
 type nameState struct {
-	addr     netip.Addr // last address it resolved to; invalid until then
-	failures uint64     // lookups that failed
+	// addrs are the usable addresses it last resolved to (unicast, in
+	// the resolver's order); none until then.
+	addrs    []netip.Addr
+	failures uint64 // lookups that failed
 	lastErr  error
 	next     time.Time // when to look it up again
 	wait     time.Duration
+	// refused are the ports for which every address is refused
+	// (CheckCollectorAddress: this host's SNMP/AgentX ports), as logged.
+	refused map[uint16]bool
 }
 
 // NewResolver returns a resolver that logs to log and calls onChange
@@ -91,14 +98,37 @@ func (r *Resolver) Want(hosts []string) {
 	}
 }
 
-// Get returns the address host resolved to last, never blocking.
-func (r *Resolver) Get(host string) (netip.Addr, bool) {
+// Get returns the address host resolved to last for a collector on port,
+// never blocking: the first IPv4 address, else the first, of those
+// agent.CheckCollectorAddress allows with that port. A name that resolves
+// only to addresses refused with that port (localhost:161, a name of
+// this host at its AgentX port) has none: the check applies to the
+// resolved address and the configured port (issue 25, defect 6), logged
+// once and counted (NameStats.Refused).
+func (r *Resolver) Get(host string, port uint16) (netip.Addr, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if st := r.names[host]; st != nil && st.addr.IsValid() {
-		return st.addr, true
+	st := r.names[host]
+	if st == nil || len(st.addrs) == 0 {
+		return netip.Addr{}, false
 	}
-	return netip.Addr{}, false
+	a, err := pickAddr(st.addrs, port)
+	if err != nil {
+		if !st.refused[port] {
+			if st.refused == nil {
+				st.refused = map[uint16]bool{}
+			}
+			st.refused[port] = true
+			r.log.Error("collector name resolves to an address that cannot be a collector at its port: nothing is sent there, its samples are counted as lost",
+				"collector", net.JoinHostPort(host, strconv.Itoa(int(port))), "addrs", st.addrs, "err", err)
+		}
+		return netip.Addr{}, false
+	}
+	if st.refused[port] {
+		delete(st.refused, port)
+		r.log.Info("collector name resolves to a usable address again", "collector", net.JoinHostPort(host, strconv.Itoa(int(port))), "addr", a)
+	}
+	return a, true
 }
 
 // ResolveDue looks up every name whose time has come and returns when
@@ -119,8 +149,8 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 		lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 		addrs, err := r.Lookup(lctx, h)
 		cancel()
-		a, ok := pickAddr(addrs)
-		if err == nil && !ok {
+		usable := usableAddrs(addrs)
+		if err == nil && len(usable) == 0 {
 			err = fmt.Errorf("no usable address for %q", h)
 		}
 		r.mu.Lock()
@@ -132,8 +162,8 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 		if err != nil {
 			st.failures++
 			if st.lastErr == nil {
-				if st.addr.IsValid() {
-					r.log.Warn("collector name no longer resolves; still sending to its last address, retrying", "collector", h, "addr", st.addr, "err", err)
+				if len(st.addrs) > 0 {
+					r.log.Warn("collector name no longer resolves; still sending to its last address, retrying", "collector", h, "addrs", st.addrs, "err", err)
 				} else {
 					r.log.Warn("collector name does not resolve; its samples are counted as lost until it does, retrying", "collector", h, "err", err)
 				}
@@ -142,13 +172,13 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 			st.wait = min(max(2*st.wait, RetryMinWait), retryMaxWait)
 			st.next = r.Now().Add(st.wait)
 		} else {
-			if st.addr != a {
-				r.log.Info("collector name resolved", "collector", h, "addr", a)
+			if !slices.Equal(st.addrs, usable) {
+				r.log.Info("collector name resolved", "collector", h, "addrs", usable)
 				changed = true
 			} else if st.lastErr != nil {
-				r.log.Info("collector name resolves again", "collector", h, "addr", a)
+				r.log.Info("collector name resolves again", "collector", h, "addrs", usable)
 			}
-			st.addr, st.lastErr, st.wait = a, nil, 0
+			st.addrs, st.lastErr, st.wait = usable, nil, 0
 			st.next = r.Now().Add(refresh)
 		}
 		r.mu.Unlock()
@@ -167,23 +197,48 @@ func (r *Resolver) ResolveDue(ctx context.Context) time.Time {
 	return next
 }
 
-// pickAddr prefers the first IPv4 address (the order the resolver gives
-// otherwise), skipping addresses that cannot be collectors.
-func pickAddr(addrs []netip.Addr) (netip.Addr, bool) {
-	var first netip.Addr
+// maxAddrs bounds the addresses kept of one name (a DNS answer can hold
+// hundreds).
+const maxAddrs = 16
+
+// usableAddrs returns the addresses of a lookup that can be a collector
+// at some port (unicast; agent.CheckCollectorAddress with the default
+// port), at most maxAddrs of them, in the resolver's order.
+func usableAddrs(addrs []netip.Addr) []netip.Addr {
+	var out []netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap()
-		if agent.CheckCollectorAddress(netip.AddrPortFrom(a, 6343)) != nil {
+		if agent.CheckCollectorAddress(netip.AddrPortFrom(a, 6343)) == nil && len(out) < maxAddrs {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// pickAddr prefers the first IPv4 address (the order the resolver gives
+// otherwise) among those that can be a collector at port; it returns the
+// first address's refusal when none can.
+func pickAddr(addrs []netip.Addr, port uint16) (netip.Addr, error) {
+	var first netip.Addr
+	var refusal error
+	for _, a := range addrs {
+		if err := agent.CheckCollectorAddress(netip.AddrPortFrom(a, port)); err != nil {
+			if refusal == nil {
+				refusal = err
+			}
 			continue
 		}
 		if a.Is4() {
-			return a, true
+			return a, nil
 		}
 		if !first.IsValid() {
 			first = a
 		}
 	}
-	return first, first.IsValid()
+	if first.IsValid() {
+		return first, nil
+	}
+	return first, refusal
 }
 
 // Run resolves the wanted names until ctx ends.
@@ -215,6 +270,9 @@ type NameStats struct {
 	Host     string
 	Failures uint64
 	Resolved int // 1 if the last lookup succeeded
+	// Refused is 1 while the name's addresses cannot be a collector at a
+	// port it is configured with (this host's SNMP/AgentX ports).
+	Refused int
 }
 
 // Stats returns the figures of every wanted name, sorted by name.
@@ -224,8 +282,11 @@ func (r *Resolver) Stats() []NameStats {
 	out := make([]NameStats, 0, len(r.names))
 	for h, st := range r.names {
 		n := NameStats{Host: h, Failures: st.failures}
-		if st.addr.IsValid() && st.lastErr == nil {
+		if len(st.addrs) > 0 && st.lastErr == nil {
 			n.Resolved = 1
+		}
+		if len(st.refused) > 0 {
+			n.Refused = 1
 		}
 		out = append(out, n)
 	}

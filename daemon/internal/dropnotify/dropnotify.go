@@ -18,6 +18,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // Runner runs dropped-packet notifications: the kernel program while
@@ -161,7 +162,7 @@ func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+		ch <- prom.Counter(d, v, labels...) // port names from the kernel: prom.Label
 	}
 	st := c.d.reporter.Stats()
 	cnt(dropNotifSent, st.Notifications.Load())
@@ -174,7 +175,7 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	if dp != nil && dp.FunctionNames() {
 		names = 1
 	}
-	ch <- prometheus.MustNewConstMetric(dropFuncNames, prometheus.GaugeValue, names)
+	ch <- prom.Gauge(dropFuncNames, names)
 	if dp == nil {
 		return
 	}

@@ -7,27 +7,39 @@ package featurereport
 import (
 	"log/slog"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
 // Log says at start what the kernel lacks of what the agent
 // uses, and what the daemon does instead (docs/KERNELS.md); features
-// present are listed at debug level.
+// present are listed at debug level. A feature whose probe the kernel
+// refused for lack of privilege is not said to be missing from the
+// kernel: the line names the capabilities the daemon lacks (issue 25,
+// defect 9).
 func Log(log *slog.Logger, fs *dataplane.Features) {
 	missing := fs.Missing()
+	denied := 0
 	for _, f := range fs.List {
 		if f.Available() {
 			log.Debug("kernel feature available", "feature", f.Name, "since", "Linux "+f.Since)
+			continue
+		}
+		if pe, ok := f.NotPermitted(); ok {
+			denied++
+			log.Warn("kernel feature not probed: the daemon is not permitted to use it (a capability is missing), the kernel may well have it",
+				"feature", f.Name, "missing", strings.Join(pe.Missing, ","), "used_for", f.UsedFor, "effect", f.Without, "err", pe.Err)
 			continue
 		}
 		log.Warn("kernel feature unavailable", "feature", f.Name, "since", "Linux "+f.Since,
 			"used_for", f.UsedFor, "effect", f.Without, "err", f.Err)
 	}
 	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing),
-		"tc_attach", fs.TCAttachMode())
+		"not_permitted", denied, "tc_attach", fs.TCAttachMode())
 }
 
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel
@@ -43,7 +55,10 @@ type featureCollector struct{ fs *dataplane.Features }
 // the features fs (nil: none).
 func NewCollector(fs *dataplane.Features) prometheus.Collector { return featureCollector{fs} }
 
-func (c featureCollector) Describe(ch chan<- *prometheus.Desc) { ch <- featureDesc }
+func (c featureCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- featureDesc
+	ch <- deniedDesc
+}
 
 func (c featureCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.fs == nil {
@@ -54,6 +69,16 @@ func (c featureCollector) Collect(ch chan<- prometheus.Metric) {
 		if f.Available() {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(featureDesc, prometheus.GaugeValue, v, f.Name, f.Since, strconv.FormatBool(f.Required), c.fs.Release)
+		ch <- prom.Gauge(featureDesc, v, f.Name, f.Since, strconv.FormatBool(f.Required), c.fs.Release)
+		if pe, ok := f.NotPermitted(); ok {
+			ch <- prom.Gauge(deniedDesc, 1, f.Name, strings.Join(pe.Missing, ","))
+		}
 	}
 }
+
+// deniedDesc is sflowswitchd_kernel_feature_not_permitted: 1 per feature
+// whose probe was refused for lack of privilege (unknown whether the
+// kernel has it), with the capabilities missing.
+var deniedDesc = prometheus.NewDesc("sflowswitchd_kernel_feature_not_permitted",
+	"Kernel features whose probe the kernel refused for lack of privilege (whether the kernel has them is unknown), with the capabilities the daemon lacks.",
+	[]string{"feature", "missing"}, nil)

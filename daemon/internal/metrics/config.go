@@ -22,15 +22,24 @@ type ConfigState struct {
 	// UnmatchedPatterns are the ports and monitor_ports patterns that
 	// match no port present, sorted.
 	UnmatchedPatterns func() []string
+	// Reconfigure returns the reconfigurations that failed (retried with
+	// backoff) and whether the last one did; nil: none.
+	Reconfigure func() (failures uint64, failing bool)
 }
 
 var (
 	portFailed = prom.Desc("port_sampling_failed",
-		"Ports configured for sampling that the kernel does not sample (see the log for why; retried with backoff).", "port", "ifindex")
+		"Ports configured for sampling that the kernel does not sample, retried with backoff; reason: descriptors, memory, busy (transient: EMFILE/ENFILE, ENOMEM, EBUSY), no_slot, gone, refused (see the log).", "port", "ifindex", "reason")
 	resolveFailures = prom.Desc("collector_resolve_failures_total",
 		"Failed lookups of the collector's host name.", "collector")
 	resolved = prom.Desc("collector_resolved",
 		"1 if the collector's host name resolved at its last lookup.", "collector")
+	refusedName = prom.Desc("collector_address_refused",
+		"1 while the collector's host name resolves only to addresses that cannot be a collector at its port (this host's SNMP/AgentX ports): nothing is sent, its samples are counted as lost.", "collector")
+	reconfFailures = prom.Desc("reconfigure_failures_total",
+		"Reconfigurations (port changes, reloads, collector addresses) that could not be applied for a reason from outside, such as no descriptor left to list the links; retried with backoff.")
+	reconfFailing = prom.Desc("configuration_stale",
+		"1 while the last reconfiguration failed: port changes since are not applied yet (retried with backoff).")
 	unmatchedPattern = prom.Desc("port_pattern_unmatched",
 		"1 for a ports or monitor_ports pattern that matches no port present.", "pattern")
 )
@@ -46,18 +55,31 @@ func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- portFailed
 	ch <- resolveFailures
 	ch <- resolved
+	ch <- refusedName
 	ch <- unmatchedPattern
+	ch <- reconfFailures
+	ch <- reconfFailing
 }
 
 func (c configCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.s.FailedPorts() {
-		ch <- prometheus.MustNewConstMetric(portFailed, prometheus.GaugeValue, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10))
+		ch <- prom.Gauge(portFailed, 1, p.Name, strconv.FormatUint(uint64(p.IfIndex), 10), p.Reason)
 	}
 	for _, n := range c.s.Collectors() {
-		ch <- prometheus.MustNewConstMetric(resolveFailures, prometheus.CounterValue, float64(n.Failures), n.Host)
-		ch <- prometheus.MustNewConstMetric(resolved, prometheus.GaugeValue, float64(n.Resolved), n.Host)
+		ch <- prom.Counter(resolveFailures, n.Failures, n.Host)
+		ch <- prom.Gauge(resolved, float64(n.Resolved), n.Host)
+		ch <- prom.Gauge(refusedName, float64(n.Refused), n.Host)
 	}
 	for _, p := range c.s.UnmatchedPatterns() {
-		ch <- prometheus.MustNewConstMetric(unmatchedPattern, prometheus.GaugeValue, 1, p)
+		ch <- prom.Gauge(unmatchedPattern, 1, p)
+	}
+	if c.s.Reconfigure != nil {
+		n, failing := c.s.Reconfigure()
+		stale := 0.0
+		if failing {
+			stale = 1
+		}
+		ch <- prom.Counter(reconfFailures, n)
+		ch <- prom.Gauge(reconfFailing, stale)
 	}
 }

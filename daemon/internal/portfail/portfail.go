@@ -9,12 +9,16 @@ package portfail
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
 // Tracker is the set of failing ports.
@@ -23,14 +27,21 @@ type Tracker struct {
 	name func(ifindex uint32) string
 
 	mu     sync.Mutex
-	failed map[uint32]string // ifindex -> reason
-	kick   chan struct{}     // wakes the retry loop when a port fails
+	failed map[uint32]failure // by ifindex
+	kick   chan struct{}      // wakes the retry loop when a port fails
+}
+
+// failure is why a port is not sampled, and its name when it failed (the
+// port may vanish meanwhile).
+type failure struct {
+	err, reason string
+	name        string
 }
 
 // New returns an empty tracker that logs to log, naming ports with name
 // (which returns "" for an unknown port).
 func New(log *slog.Logger, name func(ifindex uint32) string) *Tracker {
-	return &Tracker{log: log, name: name, failed: map[uint32]string{}, kick: make(chan struct{}, 1)}
+	return &Tracker{log: log, name: name, failed: map[uint32]failure{}, kick: make(chan struct{}, 1)}
 }
 
 // Note records the outcome of an agent.Apply: err's PortErrors are the
@@ -42,22 +53,31 @@ func (t *Tracker) Note(err error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	next := make(map[uint32]failure, len(ports))
 	for idx, e := range ports {
-		reason := e.Error()
-		if t.failed[idx] != reason {
-			t.log.Warn("port not sampled: the kernel sampler cannot be set up on it; other ports are not affected, retrying",
-				"port", t.name(idx), "ifindex", idx, "err", e)
+		f := failure{err: e.Error(), reason: Reason(e), name: t.name(idx)}
+		if f.name == "" { // vanished since: the name it had
+			f.name = t.failed[idx].name
 		}
+		if t.failed[idx].err != f.err {
+			t.log.Warn("port not sampled: the kernel sampler cannot be set up on it; other ports are not affected, retrying",
+				"port", f.name, "ifindex", idx, "reason", f.reason, "err", firstLine(e))
+		}
+		next[idx] = f
 	}
-	for idx := range t.failed {
-		if _, still := ports[idx]; !still {
+	for idx, f := range t.failed {
+		if _, still := ports[idx]; still {
+			continue
+		}
+		// No longer failing: sampled now, or gone (a port that vanished
+		// mid-attach is not "sampled again", and has no name left).
+		if t.name(idx) == "" {
+			t.log.Info("failing port gone; no longer retried", "port", f.name, "ifindex", idx)
+		} else {
 			t.log.Info("port sampled again", "port", t.name(idx), "ifindex", idx)
 		}
 	}
-	t.failed = make(map[uint32]string, len(ports))
-	for idx, e := range ports {
-		t.failed[idx] = e.Error()
-	}
+	t.failed = next
 	if len(ports) > 0 {
 		select {
 		case t.kick <- struct{}{}:
@@ -108,20 +128,62 @@ func (t *Tracker) Retry(ctx context.Context, reapply func() error) {
 type Port struct {
 	Name    string
 	IfIndex uint32
+	// Reason classifies why (Reason).
+	Reason string
+}
+
+// Reason classifies a port's failure for metrics: "descriptors" (EMFILE,
+// ENFILE), "memory" (ENOMEM), "busy" (EBUSY): transient, retried like
+// every failure; "gone" (the port vanished: ENODEV, ENOENT); "no_slot"
+// (every port slot in use); "refused" (anything else: a driver refusing
+// XDP, a TC setup in the way).
+func Reason(err error) string {
+	// Some loaders' errors (cilium/ebpf's BTF load) carry the errno only
+	// in their text.
+	has := func(errno syscall.Errno) bool {
+		return errors.Is(err, errno) || strings.Contains(err.Error(), errno.Error())
+	}
+	switch {
+	case has(syscall.EMFILE), has(syscall.ENFILE):
+		return "descriptors"
+	case has(syscall.ENOMEM):
+		return "memory"
+	case has(syscall.EBUSY):
+		return "busy"
+	case errors.Is(err, dataplane.ErrNoPortSlot):
+		return "no_slot"
+	case has(syscall.ENODEV), errors.Is(err, syscall.ENOENT):
+		return "gone"
+	}
+	return "refused"
+}
+
+// firstLine is an error's first line, at most 300 bytes: a loader's
+// error can carry a whole BTF or verifier dump.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
 }
 
 // Failed lists the failing ports by ifindex.
 func (t *Tracker) Failed() []Port {
 	t.mu.Lock()
-	idxs := make([]uint32, 0, len(t.failed))
-	for idx := range t.failed {
-		idxs = append(idxs, idx)
+	out := make([]Port, 0, len(t.failed))
+	for idx, f := range t.failed {
+		out = append(out, Port{Name: f.name, IfIndex: idx, Reason: f.reason})
 	}
 	t.mu.Unlock()
-	sort.Slice(idxs, func(i, j int) bool { return idxs[i] < idxs[j] })
-	out := make([]Port, len(idxs))
-	for i, idx := range idxs {
-		out[i] = Port{Name: t.name(idx), IfIndex: idx}
+	for i := range out {
+		if n := t.name(out[i].IfIndex); n != "" {
+			out[i].Name = n // renamed since
+		}
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].IfIndex < out[j].IfIndex })
 	return out
 }
