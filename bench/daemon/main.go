@@ -36,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|agree [flags]  (see go doc ./bench/daemon)")
+		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|e2e|agree [flags]  (see go doc ./bench/daemon)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -55,6 +55,8 @@ func main() {
 		err = runEncode(ctx, os.Args[2:])
 	case "compare":
 		err = runCompare(ctx, os.Args[2:])
+	case "e2e":
+		err = runE2E(ctx, os.Args[2:])
 	case "agree":
 		err = runAgree(os.Args[2:])
 	default:
