@@ -486,9 +486,9 @@ type e2eWindow struct {
 	// Sub-sampled: kernel samples the agent leaves out on purpose (the
 	// kernel samples at the power of two below N, the agent thins to N).
 	Kernel, RingDrops, Read, Subsampled, AgentDrops, Encoded, Delivered float64
-	CollectorDrops                                          float64 // datagrams (RcvbufErrors)
-	DaemonCPU, SinkCPU                                      float64 // % of one core
-	SoftirqAll, IdleAll                                     float64 // % of the machine (all CPUs)
+	CollectorDrops                                                      float64 // datagrams (RcvbufErrors)
+	DaemonCPU, SinkCPU                                                  float64 // % of one core
+	SoftirqAll, IdleAll                                                 float64 // % of the machine (all CPUs)
 }
 
 // loss is the fraction of the kernel samples meant for the collector (not
