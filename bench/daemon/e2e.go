@@ -157,17 +157,22 @@ type e2eBench struct {
 	napiPID []int // threaded NAPI: p1's kernel threads
 }
 
-// genSender is a running Send of the generator.
+// genSender is a running Send of a generator.
 type genSender struct {
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func (e *e2eBench) startGen(ctx context.Context, n uint64) *genSender {
+// startSend runs g.Send(ctx, n, rate) in the background.
+func startSend(ctx context.Context, g *gen.Generator, n uint64, rate float64) *genSender {
 	gctx, cancel := context.WithCancel(ctx)
 	s := &genSender{cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- e.g.Send(gctx, n, e.o.genRate) }()
+	go func() { s.done <- g.Send(gctx, n, rate) }()
 	return s
+}
+
+func (e *e2eBench) startGen(ctx context.Context, n uint64) *genSender {
+	return startSend(ctx, e.g, n, e.o.genRate)
 }
 
 // stop ends the Send and returns its error.
