@@ -134,15 +134,15 @@ type poolResult struct {
 
 // results is everything one compare run measured.
 type results struct {
-	Start  time.Time    `json:"start"`
-	Load   []string     `json:"load"`
-	Opts   string       `json:"opts"`
-	Drops  string       `json:"drops"` // sflowswitchd's -drops
+	Start time.Time `json:"start"`
+	Load  []string  `json:"load"`
+	Opts  string    `json:"opts"`
+	Drops string    `json:"drops"` // sflowswitchd's -drops
 	// Traffic describes the frame source ("" in older results: trafgen).
-	Traffic string `json:"traffic,omitempty"`
-	Trials []trial      `json:"trials"`
-	Idle   []techIdle   `json:"idle"`
-	Pools  []poolResult `json:"pools"`
+	Traffic string       `json:"traffic,omitempty"`
+	Trials  []trial      `json:"trials"`
+	Idle    []techIdle   `json:"idle"`
+	Pools   []poolResult `json:"pools"`
 }
 
 func parseCompare(args []string) (compareOpts, error) {
