@@ -55,10 +55,12 @@ volatile const __u32 flow_count = 1;
 volatile const __u16 sport_base = 10000;
 volatile const __u32 target_ifindex = 0;
 volatile const __u32 target_netns = 0;
+// magic: the first 8 bytes of the template's UDP payload. The program is
+// also attached to the veth it sends from (see gen_frame), where a frame
+// without it is left alone.
+volatile const __u64 magic = 0;
 
-// gen_counters: one per CPU. The cycle positions live here too (the
-// generator runs on one CPU at a time; a second CPU keeps a cycle of its
-// own).
+// gen_counters: one per CPU.
 struct gen_counters {
 	__u64 runs;       // program runs
 	__u64 redirected; // frames handed to the redirect (XDP_REDIRECT)
@@ -68,8 +70,14 @@ struct gen_counters {
 	__u64 flushes;    // bulk-queue flushes to the veth
 	__u64 errors;     // flushes that failed as a whole (err != 0)
 	__u64 bytes;      // bytes of the redirected frames (without FCS)
-	__u32 size_idx;   // next index into frame_len
-	__u32 flow_idx;   // next flow
+};
+
+// gen_cycle: where the cycles stand, shared by all CPUs (the sending
+// thread may move between CPUs from one BPF_PROG_RUN call to the next; one
+// thread sends at a time, so the cycles stay exact).
+struct gen_cycle {
+	__u32 size_idx; // next index into frame_len
+	__u32 flow_idx; // next flow
 };
 
 // counters: per-CPU array, one entry.
@@ -79,6 +87,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct gen_counters);
 } counters SEC(".maps");
+
+// cycle: array, one entry.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_cycle);
+} cycle SEC(".maps");
 
 // tx_port: devmap, one entry (key 0): the veth the frames leave through.
 // Its ifindex is resolved in the updater's network namespace.
@@ -123,25 +139,39 @@ static __always_inline __u16 ip_csum(const struct iphdr *iph)
 	return (__u16)~s;
 }
 
+// gen_frame makes one frame per run. It is also attached (XDP, native) to
+// the veth it sends from, only so that the kernel's XDP dispatcher holds
+// it for good: BPF_PROG_RUN with a repeat count adds the program to the
+// dispatcher and removes it again after the run, and the removal waits
+// for an RCU grace period (tens of ms on a busy VM) unless another user
+// holds it there. Frames the veth receives do not carry the magic and
+// pass untouched, uncounted.
 SEC("xdp")
 int gen_frame(struct xdp_md *ctx)
 {
 	__u32 zero = 0, len, full, idx;
-	struct gen_counters *c = bpf_map_lookup_elem(&counters, &zero);
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct gen_counters *c;
+	struct gen_cycle *cy;
 	struct ethhdr *eth;
 	struct iphdr *iph;
 	struct udphdr *udp;
-	void *data, *data_end;
+	__u64 *m = data + sizeof(*eth) + sizeof(*iph) + sizeof(*udp);
 
-	if (!c)
+	if ((void *)(m + 1) > data_end || *m != magic)
+		return XDP_PASS;
+	c = bpf_map_lookup_elem(&counters, &zero);
+	cy = bpf_map_lookup_elem(&cycle, &zero);
+	if (!c || !cy)
 		return XDP_ABORTED;
 	c->runs++;
 
-	idx = c->size_idx;
+	idx = cy->size_idx;
 	if (idx >= MAX_SIZES) // bounds check for the verifier; never true
 		idx = 0;
 	len = frame_len[idx];
-	c->size_idx = idx + 1 < size_count ? idx + 1 : 0;
+	cy->size_idx = idx + 1 < size_count ? idx + 1 : 0;
 
 	full = ctx->data_end - ctx->data;
 	if (len < full && bpf_xdp_adjust_tail(ctx, (int)len - (int)full)) {
@@ -164,9 +194,9 @@ int gen_frame(struct xdp_md *ctx)
 	iph->check = 0;
 	iph->check = ip_csum(iph);
 	udp->len = bpf_htons(len - sizeof(*eth) - sizeof(*iph));
-	udp->source = bpf_htons(sport_base + c->flow_idx);
+	udp->source = bpf_htons(sport_base + cy->flow_idx);
 	udp->check = 0;
-	c->flow_idx = c->flow_idx + 1 < flow_count ? c->flow_idx + 1 : 0;
+	cy->flow_idx = cy->flow_idx + 1 < flow_count ? cy->flow_idx + 1 : 0;
 
 	if (bpf_redirect_map(&tx_port, 0, 0) != XDP_REDIRECT) {
 		c->bad++;

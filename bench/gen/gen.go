@@ -24,6 +24,8 @@ package gen
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -106,7 +108,8 @@ type Counters struct {
 type Generator struct {
 	cfg      Config
 	objs     progObjects
-	tp       link.Link
+	tp       link.Link // gen_xmit on the tracepoint
+	xdp      link.Link // gen_frame on the device (see New)
 	template []byte
 	tid      atomic.Int64
 }
@@ -134,7 +137,13 @@ func New(cfg Config) (*Generator, error) {
 	for i, s := range cfg.Sizes {
 		lens[i] = uint32(s)
 	}
+	var mg [8]byte
+	if _, err := rand.Read(mg[:]); err != nil {
+		return nil, err
+	}
+	magic := binary.LittleEndian.Uint64(mg[:]) // as gen_frame loads it
 	for name, v := range map[string]any{
+		progVarMagic:         magic,
 		progVarFrameLen:      lens,
 		progVarSizeCount:     uint32(len(cfg.Sizes)),
 		progVarFlowCount:     uint32(cfg.Flows),
@@ -162,13 +171,27 @@ func New(cfg Config) (*Generator, error) {
 		g.objs.Close()
 		return nil, fmt.Errorf("attaching the xdp_devmap_xmit counter: %w", err)
 	}
+	// Attached to the device it sends from, so that the XDP dispatcher
+	// holds the program (gen.c, gen_frame): without it every BPF_PROG_RUN
+	// call waits for an RCU grace period.
+	err = netnsutil.DoNamed(cfg.Namespace, func() error {
+		var err error
+		g.xdp, err = link.AttachXDP(link.XDPOptions{Program: g.objs.GenFrame, Interface: ifindex, Flags: link.XDPDriverMode})
+		return err
+	})
+	if err != nil {
+		g.tp.Close()
+		g.objs.Close()
+		return nil, fmt.Errorf("attaching the generator to %s: %w", cfg.Device, err)
+	}
 	maxLen := 0
 	for _, s := range cfg.Sizes {
 		maxLen = max(maxLen, s)
 	}
+	payload := make([]byte, maxLen-42)
+	copy(payload, mg[:])
 	g.template = netlab.UDPFrame(cfg.SrcMAC, cfg.DstMAC,
-		netip.AddrPortFrom(cfg.Src, cfg.SrcPort), netip.AddrPortFrom(cfg.Dst, cfg.DstPort),
-		make([]byte, maxLen-42))
+		netip.AddrPortFrom(cfg.Src, cfg.SrcPort), netip.AddrPortFrom(cfg.Dst, cfg.DstPort), payload)
 	return g, nil
 }
 
@@ -210,7 +233,7 @@ func (c *Config) normalize() error {
 
 // Close detaches and unloads the generator.
 func (g *Generator) Close() error {
-	return errors.Join(g.tp.Close(), g.objs.Close())
+	return errors.Join(g.xdp.Close(), g.tp.Close(), g.objs.Close())
 }
 
 // Template returns the longest frame the generator sends (flow 0), as
@@ -315,16 +338,30 @@ func (g *Generator) send(ctx context.Context, n uint64, rate float64) error {
 		}
 		done += k
 		if rate > 0 {
+			// A sleep of the thread itself (clock_nanosleep on the
+			// monotonic clock, absolute): a Go timer would have to hand
+			// the wake-up to this locked, pinned thread through the
+			// scheduler, which on a busy machine takes tens of ms.
 			due := start.Add(time.Duration(float64(done) / rate * 1e9))
 			if d := time.Until(due); d > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(d):
+				ts := unix.NsecToTimespec(monoNow() + d.Nanoseconds())
+				for {
+					err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
+					if !errors.Is(err, unix.EINTR) {
+						break
+					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// monoNow reads CLOCK_MONOTONIC in ns.
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts) // cannot fail for this clock
+	return ts.Nano()
 }
 
 // testRunAttr is the test member of union bpf_attr

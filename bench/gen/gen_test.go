@@ -50,9 +50,14 @@ func TestFrames(t *testing.T) {
 	}
 	var got [][]byte
 	err := capt.Collect(2*time.Second, func(f netlab.Frame) bool {
-		if !f.Outgoing {
-			got = append(got, f.Data)
+		// The generator's frames: IPv4, UDP, to port 7000. Anything else
+		// is the lab's own (an IGMP report of a namespace, say).
+		d := f.Data
+		if f.Outgoing || len(d) < 42 || binary.BigEndian.Uint16(d[12:14]) != 0x0800 || d[23] != 17 || binary.BigEndian.Uint16(d[36:38]) != 7000 {
+			t.Logf("not the generator's: % x", d)
+			return true
 		}
+		got = append(got, d)
 		return len(got) < n
 	})
 	if err != nil {
@@ -65,7 +70,7 @@ func TestFrames(t *testing.T) {
 	for i, f := range got {
 		wantLen := IMIX[i%len(IMIX)]
 		if len(f) != wantLen {
-			t.Fatalf("frame %d: %d bytes, want %d", i, len(f), wantLen)
+			t.Fatalf("frame %d: %d bytes, want %d: % x", i, len(f), wantLen, f)
 		}
 		ip, udp := f[14:34], f[34:42]
 		if tl := binary.BigEndian.Uint16(ip[2:4]); int(tl) != wantLen-14 {

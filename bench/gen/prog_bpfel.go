@@ -23,8 +23,12 @@ type progGenCounters struct {
 	Flushes    uint64
 	Errors     uint64
 	Bytes      uint64
-	SizeIdx    uint32
-	FlowIdx    uint32
+}
+
+type progGenCycle struct {
+	_       structs.HostLayout
+	SizeIdx uint32
+	FlowIdx uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -32,11 +36,13 @@ type progGenCounters struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	progMapCounters      = "counters"
+	progMapCycle         = "cycle"
 	progMapTxPort        = "tx_port"
 	progProgGenFrame     = "gen_frame"
 	progProgGenXmit      = "gen_xmit"
 	progVarFlowCount     = "flow_count"
 	progVarFrameLen      = "frame_len"
+	progVarMagic         = "magic"
 	progVarSizeCount     = "size_count"
 	progVarSportBase     = "sport_base"
 	progVarTargetIfindex = "target_ifindex"
@@ -94,6 +100,7 @@ type progProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type progMapSpecs struct {
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Cycle    *ebpf.MapSpec `ebpf:"cycle"`
 	TxPort   *ebpf.MapSpec `ebpf:"tx_port"`
 }
 
@@ -103,6 +110,7 @@ type progMapSpecs struct {
 type progVariableSpecs struct {
 	FlowCount     *ebpf.VariableSpec `ebpf:"flow_count"`
 	FrameLen      *ebpf.VariableSpec `ebpf:"frame_len"`
+	Magic         *ebpf.VariableSpec `ebpf:"magic"`
 	SizeCount     *ebpf.VariableSpec `ebpf:"size_count"`
 	SportBase     *ebpf.VariableSpec `ebpf:"sport_base"`
 	TargetIfindex *ebpf.VariableSpec `ebpf:"target_ifindex"`
@@ -130,12 +138,14 @@ func (o *progObjects) Close() error {
 // It can be passed to loadProgObjects or ebpf.CollectionSpec.LoadAndAssign.
 type progMaps struct {
 	Counters *ebpf.Map `ebpf:"counters"`
+	Cycle    *ebpf.Map `ebpf:"cycle"`
 	TxPort   *ebpf.Map `ebpf:"tx_port"`
 }
 
 func (m *progMaps) Close() error {
 	return _ProgClose(
 		m.Counters,
+		m.Cycle,
 		m.TxPort,
 	)
 }
@@ -146,6 +156,7 @@ func (m *progMaps) Close() error {
 type progVariables struct {
 	FlowCount     *ebpf.Variable `ebpf:"flow_count"`
 	FrameLen      *ebpf.Variable `ebpf:"frame_len"`
+	Magic         *ebpf.Variable `ebpf:"magic"`
 	SizeCount     *ebpf.Variable `ebpf:"size_count"`
 	SportBase     *ebpf.Variable `ebpf:"sport_base"`
 	TargetIfindex *ebpf.Variable `ebpf:"target_ifindex"`
