@@ -53,11 +53,15 @@ type e2eOpts struct {
 	perfDir        string
 	perfFreq       int
 	out            io.Writer
+	args           []string
 }
+
+// e2eStdout receives e2e's report (a test reads it).
+var e2eStdout io.Writer = os.Stdout
 
 func parseE2E(args []string) (e2eOpts, error) {
 	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
-	o := e2eOpts{out: os.Stdout}
+	o := e2eOpts{out: e2eStdout, args: args}
 	var hooks, rates, sizes, genRate string
 	fs.StringVar(&o.bin, "bin", "bin/sflowswitchd", "daemon binary")
 	fs.StringVar(&hooks, "hooks", "tc,xdp", "daemon hooks (-hook) to measure")
@@ -494,6 +498,10 @@ type e2eWindow struct {
 	CollectorDrops                                                      float64 // datagrams (RcvbufErrors)
 	DaemonCPU, SinkCPU                                                  float64 // % of one core
 	SoftirqAll, IdleAll                                                 float64 // % of the machine (all CPUs)
+	// Over the whole trial (daemon start to drain, exact): the fractions
+	// of the samples meant for the collector lost in the ring, in the
+	// agent and in all.
+	TrialRingLoss, TrialAgentLoss, TrialLoss float64
 }
 
 // loss is the fraction of the kernel samples meant for the collector (not
@@ -546,7 +554,7 @@ func (e *e2eBench) run() error {
 	if o.genRate > 0 {
 		rate = fmt.Sprintf("%.0f frames/s", o.genRate)
 	}
-	fmt.Fprintf(w, "# e2e: samples/s end to end on generator frames (bench/daemon e2e %s)\n\n", strings.Join(os.Args[2:], " "))
+	fmt.Fprintf(w, "# e2e: samples/s end to end on generator frames (bench/daemon e2e %s)\n\n", strings.Join(o.args, " "))
 	fmt.Fprintf(w, "- date %s, kernel %s, %d CPUs, load %s, lab %s\n", time.Now().UTC().Format(time.RFC3339), kernelRelease(), numCPU(), loadAvg(), e.lab.prefix)
 	fmt.Fprintf(w, "- generator: bench/gen in %s -> eth0 -> p1, frames %v (without FCS, cycled), %d flows, %s, rate %s, thread pinned to CPU %d; p1 NAPI %s\n",
 		e.lab.host(1), o.sizes, o.flows, o.frame, rate, o.genCPU, o.napi)
@@ -585,8 +593,8 @@ func (e *e2eBench) run() error {
 			}
 			res[c] = append(res[c], win)
 			balances = append(balances, bal)
-			fmt.Fprintf(os.Stderr, "e2e: round %d hook %s 1-in-%d: sent %.0f/s delivered %.0f/s loss %.4f gen %.0f%% daemon %.0f%% load %s\n",
-				round, c.hook, c.rate, win.GenSent, win.Delivered, win.loss(), win.GenCPU, win.DaemonCPU, win.Load)
+			fmt.Fprintf(os.Stderr, "e2e: round %d hook %s 1-in-%d: sent %.0f/s delivered %.0f/s loss %.4f (trial %.5f) gen %.0f%% daemon %.0f%% load %s\n",
+				round, c.hook, c.rate, win.GenSent, win.Delivered, win.loss(), win.TrialLoss, win.GenCPU, win.DaemonCPU, win.Load)
 		}
 	}
 
@@ -599,20 +607,20 @@ func (e *e2eBench) run() error {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.hook, c.rate,
 			col(func(x e2eWindow) float64 { return x.GenSent }),
 			col(func(x e2eWindow) float64 { return x.Delivered }),
-			col(func(x e2eWindow) float64 { return x.loss() }),
-			col(func(x e2eWindow) float64 { return frac(x.RingDrops, x.Kernel) }),
-			col(func(x e2eWindow) float64 { return frac(x.AgentDrops, x.Kernel) }),
+			col(func(x e2eWindow) float64 { return x.TrialLoss }),
+			col(func(x e2eWindow) float64 { return x.TrialRingLoss }),
+			col(func(x e2eWindow) float64 { return x.TrialAgentLoss }),
 			col(func(x e2eWindow) float64 { return x.GenCPU }),
 			col(func(x e2eWindow) float64 { return x.DaemonCPU }),
 			col(func(x e2eWindow) float64 { return x.usPerSample() }),
 			col(func(x e2eWindow) float64 { return x.SinkCPU }),
 			col(func(x e2eWindow) float64 { return x.IdleAll }))
 	}
-	fmt.Fprintf(w, "\nloss = 1 − delivered / (kernel samples − sub-sampled away) over the window (at 1-in-10 the kernel samples 1 in 8, the agent keeps 8 in 10); ring loss = samples the sampler could not put in a full ring; agent loss = samples the agent dropped (sflowswitchd_samples_dropped_total); daemon µs per sample = daemon CPU / delivered samples. Generator CPU includes the softirq work the kernel runs on its thread (p1's NAPI poll, the hook, the bridge) when p1's NAPI is not threaded.\n\n")
+	fmt.Fprintf(w, "\nRates and CPU over the window. Losses over the whole trial (the daemon's start to its drain, exact counts): loss = 1 − delivered / (kernel samples − sub-sampled away) (at 1-in-10 the kernel samples 1 in 8, the agent keeps 8 in 10); ring loss = samples the sampler could not put in a full ring / kernel samples; agent loss = samples the agent dropped (sflowswitchd_samples_dropped_total) or sent into the collector's full socket / samples meant for the collector; daemon µs per sample = daemon CPU / delivered samples. Generator CPU includes the softirq work the kernel runs on its thread (p1's NAPI poll, the hook, the bridge) when p1's NAPI is not threaded.\n\n")
 
 	fmt.Fprintf(w, "## e2e per round\n\n")
-	fmt.Fprintf(w, "| hook 1-in-N | frames/s sent | frames/s refused by the veth | p1 rx/s | kernel samples/s | ring drops/s | agent drops/s | samples/s delivered | generator CPU %% | of it softirq %% | NAPI thread CPU %% | daemon CPU %% | daemon µs per sample | collector CPU %% | softirq %% of machine | load |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| hook 1-in-N | frames/s sent | frames/s refused by the veth | p1 rx/s | kernel samples/s | ring drops/s | agent drops/s | samples/s delivered | trial loss | generator CPU %% | of it softirq %% | NAPI thread CPU %% | daemon CPU %% | daemon µs per sample | collector CPU %% | softirq %% of machine | load |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range confs {
 		ws := res[c]
 		l := func(f func(e2eWindow) float64, format string) string { return roundList(ws, f, format) }
@@ -620,7 +628,7 @@ func (e *e2eBench) run() error {
 		for _, x := range ws {
 			loads = append(loads, x.Load)
 		}
-		fmt.Fprintf(w, "| %s 1-in-%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.hook, c.rate,
+		fmt.Fprintf(w, "| %s 1-in-%d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.hook, c.rate,
 			l(func(x e2eWindow) float64 { return x.GenSent }, "%.0f"),
 			l(func(x e2eWindow) float64 { return x.GenRefused }, "%.0f"),
 			l(func(x e2eWindow) float64 { return x.P1Rx }, "%.0f"),
@@ -628,6 +636,7 @@ func (e *e2eBench) run() error {
 			l(func(x e2eWindow) float64 { return x.RingDrops }, "%.0f"),
 			l(func(x e2eWindow) float64 { return x.AgentDrops }, "%.0f"),
 			l(func(x e2eWindow) float64 { return x.Delivered }, "%.0f"),
+			l(func(x e2eWindow) float64 { return x.TrialLoss }, "%.5f"),
 			l(func(x e2eWindow) float64 { return x.GenCPU }, "%.1f"),
 			l(func(x e2eWindow) float64 { return x.GenCPUSoftirq }, "%.1f"),
 			l(func(x e2eWindow) float64 { return x.NAPICPU }, "%.1f"),
@@ -798,8 +807,18 @@ func (e *e2eBench) trial(hook string, rate uint32, round int) (e2eWindow, string
 	if err != nil {
 		return win, "", err
 	}
-	bal, err := balance(hook, rate, round, start, end)
+	bal, tot, err := balance(hook, rate, round, start, end)
+	if meant := float64(tot.kernel - tot.subsampled); meant > 0 {
+		win.TrialRingLoss = float64(tot.ring) / float64(tot.kernel)
+		win.TrialAgentLoss = float64(tot.agentDrops) / meant
+		win.TrialLoss = 1 - float64(tot.delivered)/meant
+	}
 	return win, bal, err
+}
+
+// e2eTotals are a trial's counts from the daemon's start to its drain.
+type e2eTotals struct {
+	kernel, ring, subsampled, agentDrops, delivered uint64
 }
 
 // drained waits until the daemon has read, encoded and sent everything
@@ -832,7 +851,7 @@ func (e *e2eBench) drained(pid int) (e2eSnap, error) {
 
 // balance checks a trial's totals from the daemon's start (a) to its
 // drain (b) and returns them as one line.
-func balance(hook string, rate uint32, round int, a, b e2eSnap) (string, error) {
+func balance(hook string, rate uint32, round int, a, b e2eSnap) (string, e2eTotals, error) {
 	d := func(name string) uint64 { return uint64(b.m.sum(name) - a.m.sum(name)) }
 	sent := b.gen.Sent - a.gen.Sent
 	refused := b.gen.Dropped - a.gen.Dropped
@@ -872,10 +891,13 @@ func balance(hook string, rate uint32, round int, a, b e2eSnap) (string, error) 
 	if rate == 1 && kernel != pool {
 		bad = append(bad, "at 1-in-1 kernel samples != sample_pool")
 	}
+	// Agent drops: before encoding (too large, unknown port), unsent
+	// (send errors), and lost in the collector's socket.
+	tot := e2eTotals{kernel: kernel, ring: ring, subsampled: subsampled, agentDrops: dropped + (encoded - unsent - delivered), delivered: delivered}
 	if len(bad) > 0 {
-		return line, fmt.Errorf("accounting does not balance (%s): %s", strings.Join(bad, "; "), line)
+		return line, tot, fmt.Errorf("accounting does not balance (%s): %s", strings.Join(bad, "; "), line)
 	}
-	return line + ": balanced", nil
+	return line + ": balanced", tot, nil
 }
 
 // startPerf records the whole machine (perf record -a -g) for d and
