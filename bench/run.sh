@@ -9,13 +9,17 @@ cd "$(dirname "$0")/.."
 out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 count=${BENCH_COUNT:-6}
-# The whole run stays within about 15 minutes: short benchmark times, fewer
-# rounds than the scripts' defaults (override with the variables below).
+# The whole run takes about 25 minutes: short benchmark times, fewer rounds
+# than the scripts' defaults (override with the variables below).
 benchtime=${BENCH_TIME:-100ms}
 export BENCH_OUT="$out"
 export DAEMON_BENCH_ROUNDS=${DAEMON_BENCH_ROUNDS:-3}
 export DAEMON_BENCH_WINDOW=${DAEMON_BENCH_WINDOW:-5s}
-xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delivery,profile -profile-trial 5s}
+xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delivery,tc,profile -profile-trial 5s}
+# The side-by-side comparison runs on bench/gen's frames (issue 24): rates
+# trafgen cannot offer on 2 cores. COMPARE_BENCH_ARGS="-traffic trafgen"
+# for the packet-socket source.
+compare_args=${COMPARE_BENCH_ARGS:--traffic gen}
 
 echo "== Go micro-benchmarks (count=$count, benchtime=$benchtime; benchstat-friendly) -> $out/go.txt"
 {
@@ -32,6 +36,8 @@ for script in bench/*.sh; do
 	extra=()
 	# shellcheck disable=SC2206 # word splitting of the argument list is wanted
 	[ "$name" = xdp ] && extra=($xdp_args)
+	# shellcheck disable=SC2206
+	[ "$name" = compare ] && extra=($compare_args)
 	bash "$script" "${extra[@]}" | tee "$out/$name.txt"
 done
 echo "results in $out"
