@@ -922,8 +922,8 @@ func (e *e2eBench) startPerf(hook string, rate uint32, d time.Duration) chan err
 			suffix string
 			args   []string
 		}{
-			{".comm.txt", []string{"--sort", "comm"}},
-			{".sym.txt", []string{"--sort", "comm,dso,sym", "--percent-limit", "0.3"}},
+			{".comm.txt", []string{"--sort", "comm", "-g", "none"}},
+			{".sym.txt", []string{"--sort", "comm,dso,sym", "-g", "none", "--percent-limit", "0.3"}},
 		} {
 			args := append([]string{"report", "-i", base + ".data", "--stdio", "--no-children"}, r.args...)
 			out, err := exec.CommandContext(e.ctx, "perf", args...).Output()

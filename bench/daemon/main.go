@@ -20,6 +20,14 @@
 //	    techniques side by side on one lab port: no program, a do-nothing
 //	    XDP program, the pcap and TC baselines (bench/baselines) and
 //	    sflowswitchd; Markdown table, results.json and PNG plots in DIR.
+//	    -traffic gen: on bench/gen's frames instead of trafgen's.
+//	go run ./bench/daemon e2e [-bin bin/sflowswitchd] [-hooks tc,xdp] [-sampling 1,10] [-rounds 3] [-rate max] [-perf DIR]
+//	    samples/s end to end on real frames: bench/gen's frames received
+//	    by p1, the daemon binary sampling it, a counting collector; the
+//	    generator's and the daemon's CPU apart, every trial's accounting
+//	    checked (e2e.go).
+//	go run ./bench/daemon agree RUN_A RUN_B
+//	    do two make bench runs agree within their reported spread?
 //
 // Results are printed as text tables; bench/README.md records them.
 package main
