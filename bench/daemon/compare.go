@@ -576,10 +576,8 @@ func (c *comparer) snap(r *running) (snapshot, error) {
 		if s.gen, err = c.g.Counters(); err != nil {
 			return s, err
 		}
-		if tid := c.g.ThreadID(); tid != 0 {
-			if s.genCPU, err = threadSched(tid); err != nil {
-				return s, err
-			}
+		if s.genCPU, err = c.g.CPU(); err != nil {
+			return s, err
 		}
 	}
 	if r.lost != nil {

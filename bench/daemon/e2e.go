@@ -227,7 +227,7 @@ func (e *e2eBench) setup() error {
 		return err
 	}
 	if e.o.napi == "threaded" {
-		pids, err := threadedNAPI(l.sw(), "p1")
+		pids, err := gen.ThreadedNAPI(l.sw(), "p1")
 		if err != nil {
 			return err
 		}
@@ -287,63 +287,6 @@ func announce(ns string, s, d int) error {
 		}
 		return nil
 	})
-}
-
-// threadedNAPI switches dev's NAPI poll in namespace ns to a kernel thread
-// of its own (/sys/class/net/DEV/threaded, written through `ip netns
-// exec`, which mounts the namespace's /sys) and returns the PIDs of the
-// threads that appeared (named napi/DEV-ID).
-func threadedNAPI(ns, dev string) ([]int, error) {
-	before, err := napiThreads(dev)
-	if err != nil {
-		return nil, err
-	}
-	out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/"+dev+"/threaded").CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("threaded NAPI on %s: %w: %s", dev, err, out)
-	}
-	after, err := napiThreads(dev)
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, p := range after {
-		if !containsInt(before, p) {
-			pids = append(pids, p)
-		}
-	}
-	if len(pids) == 0 {
-		return nil, fmt.Errorf("threaded NAPI on %s: no napi/%s-* thread appeared", dev, dev)
-	}
-	return pids, nil
-}
-
-func napiThreads(dev string) ([]int, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var pids []int
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm"))
-		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "napi/"+dev+"-") {
-			pids = append(pids, pid)
-		}
-	}
-	return pids, nil
-}
-
-func containsInt(v []int, x int) bool {
-	for _, y := range v {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // cpuTimes is the machine's CPU time by kind (/proc/stat, clock ticks),
@@ -414,10 +357,8 @@ func (e *e2eBench) snap(daemonPID int) (e2eSnap, error) {
 	if s.gen, err = e.g.Counters(); err != nil {
 		return s, err
 	}
-	if tid := e.g.ThreadID(); tid != 0 {
-		if s.genCPU, err = threadSched(tid); err != nil {
-			return s, err
-		}
+	if s.genCPU, err = e.g.CPU(); err != nil {
+		return s, err
 	}
 	if daemonPID != 0 {
 		if s.daemonCPU, err = schedCPU(daemonPID); err != nil {

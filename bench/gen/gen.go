@@ -30,7 +30,14 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -112,6 +119,13 @@ type Generator struct {
 	xdp      link.Link // gen_frame on the device (see New)
 	template []byte
 	tid      atomic.Int64
+
+	// The sending threads' CPU time: finished Sends, and where the running
+	// one's thread started (CPU).
+	cpuMu    sync.Mutex
+	cpuDone  time.Duration
+	cpuTID   int
+	cpuStart time.Duration
 }
 
 // New loads the generator's programs for cfg and points its devmap at
@@ -297,11 +311,71 @@ func (g *Generator) Send(ctx context.Context, n uint64, rate float64) error {
 				return
 			}
 		}
-		g.tid.Store(int64(unix.Gettid()))
-		defer g.tid.Store(0)
-		errc <- g.send(ctx, n, rate)
+		tid := unix.Gettid()
+		if err := g.threadStart(tid); err != nil {
+			errc <- err
+			return
+		}
+		err := g.send(ctx, n, rate)
+		errc <- errors.Join(err, g.threadEnd(tid))
 	}()
 	return <-errc
+}
+
+// threadStart records the sending thread and its CPU time so far.
+func (g *Generator) threadStart(tid int) error {
+	c, err := threadCPU(tid)
+	if err != nil {
+		return err
+	}
+	g.cpuMu.Lock()
+	g.cpuTID, g.cpuStart = tid, c
+	g.cpuMu.Unlock()
+	g.tid.Store(int64(tid))
+	return nil
+}
+
+// threadEnd adds the sending thread's CPU time to the finished Sends'.
+func (g *Generator) threadEnd(tid int) error {
+	g.tid.Store(0)
+	c, err := threadCPU(tid)
+	g.cpuMu.Lock()
+	defer g.cpuMu.Unlock()
+	if err == nil {
+		g.cpuDone += c - g.cpuStart
+	}
+	g.cpuTID = 0
+	return err
+}
+
+// CPU returns the CPU time the sending threads have used since New: the
+// finished Sends and the running one (schedstat, nanoseconds). It
+// includes the softirq work the kernel ran on them (see ThreadID).
+func (g *Generator) CPU() (time.Duration, error) {
+	g.cpuMu.Lock()
+	defer g.cpuMu.Unlock()
+	total := g.cpuDone
+	if g.cpuTID != 0 {
+		c, err := threadCPU(g.cpuTID)
+		if err != nil {
+			return 0, err
+		}
+		total += c - g.cpuStart
+	}
+	return total, nil
+}
+
+// threadCPU returns the run time of thread tid of this process.
+func threadCPU(tid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		return 0, fmt.Errorf("gen: CPU time of thread %d: %w", tid, err)
+	}
+	var ns int64
+	if _, err := fmt.Sscan(string(b), &ns); err != nil {
+		return 0, fmt.Errorf("gen: schedstat of thread %d: %w", tid, err)
+	}
+	return time.Duration(ns), nil
 }
 
 // send is Send's loop, on the locked thread.
@@ -463,4 +537,55 @@ func EnableNAPI(ns, dev string) error {
 		}
 		return nil
 	})
+}
+
+// ThreadedNAPI switches dev's NAPI poll in namespace ns to a kernel thread
+// of its own (/sys/class/net/DEV/threaded, written through `ip netns
+// exec`, which mounts the namespace's /sys) and returns the PIDs of the
+// threads that appeared (named napi/DEV-ID): the receive path of the
+// generator's frames then runs there, not on the generator's thread at
+// the end of each of its batches. dev must have NAPI on (EnableNAPI).
+func ThreadedNAPI(ns, dev string) ([]int, error) {
+	before, err := napiThreads(dev)
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo 1 > /sys/class/net/"+dev+"/threaded").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("threaded NAPI on %s: %w: %s", dev, err, out)
+	}
+	after, err := napiThreads(dev)
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, p := range after {
+		if !slices.Contains(before, p) {
+			pids = append(pids, p)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("threaded NAPI on %s: no napi/%s-* thread appeared", dev, dev)
+	}
+	return pids, nil
+}
+
+// napiThreads lists the kernel threads named napi/DEV-*.
+func napiThreads(dev string) ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "comm"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(b)), "napi/"+dev+"-") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
 }
