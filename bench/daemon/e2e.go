@@ -52,6 +52,7 @@ type e2eOpts struct {
 	napi           string
 	perfDir        string
 	perfFreq       int
+	daemonArgs     []string
 	out            io.Writer
 	args           []string
 }
@@ -62,7 +63,7 @@ var e2eStdout io.Writer = os.Stdout
 func parseE2E(args []string) (e2eOpts, error) {
 	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
 	o := e2eOpts{out: e2eStdout, args: args}
-	var hooks, rates, sizes, genRate string
+	var hooks, rates, sizes, genRate, daemonArgs string
 	fs.StringVar(&o.bin, "bin", "bin/sflowswitchd", "daemon binary")
 	fs.StringVar(&hooks, "hooks", "tc,xdp", "daemon hooks (-hook) to measure")
 	fs.StringVar(&rates, "sampling", "1,10", "sampling rates N (1-in-N)")
@@ -78,9 +79,11 @@ func parseE2E(args []string) (e2eOpts, error) {
 	fs.StringVar(&o.napi, "napi", "softirq", "p1's NAPI poll: softirq (run where it is scheduled: on the generator's CPU, at the end of each of its batches) or threaded (a kernel thread of its own)")
 	fs.StringVar(&o.perfDir, "perf", "", "record `dir`/e2e-HOOK-N.data with perf record -a -g during the first round's window of each trial, and its report")
 	fs.IntVar(&o.perfFreq, "perf-freq", 1999, "perf sampling frequency (Hz per CPU)")
+	fs.StringVar(&daemonArgs, "daemon-args", "", "extra daemon arguments, space-separated (e.g. \"-ring-bytes 33554432\")")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	o.daemonArgs = strings.Fields(daemonArgs)
 	for _, h := range strings.Split(hooks, ",") {
 		if h != "tc" && h != "xdp" && h != "auto" {
 			return o, fmt.Errorf("bad hook %q", h)
@@ -499,7 +502,8 @@ func (e *e2eBench) run() error {
 	fmt.Fprintf(w, "- date %s, kernel %s, %d CPUs, load %s, lab %s\n", time.Now().UTC().Format(time.RFC3339), kernelRelease(), numCPU(), loadAvg(), e.lab.prefix)
 	fmt.Fprintf(w, "- generator: bench/gen in %s -> eth0 -> p1, frames %v (without FCS, cycled), %d flows, %s, rate %s, thread pinned to CPU %d; p1 NAPI %s\n",
 		e.lab.host(1), o.sizes, o.flows, o.frame, rate, o.genCPU, o.napi)
-	fmt.Fprintf(w, "- daemon: %s -ports p1 -sampling N -hook H -drops off -polling 0 (collector %s:6343, counting sink)\n\n", filepath.Base(e.bin), collectorAddr)
+	fmt.Fprintf(w, "- daemon: %s -ports p1 -sampling N -hook H -drops off -polling 0%s (collector %s:6343, counting sink)\n\n",
+		filepath.Base(e.bin), strings.Join(append([]string{""}, o.daemonArgs...), " "), collectorAddr)
 
 	var alone []e2eWindow
 	for r := 1; r <= o.genRounds; r++ {
@@ -698,9 +702,10 @@ func (e *e2eBench) trial(hook string, rate uint32, round int) (e2eWindow, string
 		return e2eWindow{}, "", err
 	}
 	defer logf.Close()
-	cmd := command(e.ctx, e.lab.sw(), e.bin, "-collector", collectorAddr+":6343",
+	args := append([]string{"-collector", collectorAddr + ":6343",
 		"-sampling", fmt.Sprint(rate), "-polling", "0", "-ports", "p1", "-metrics", metricsAddr,
-		"-log-level", "warn", "-hook", hook, "-drops", "off", "-agentx", "off", "-state-dir", state)
+		"-log-level", "warn", "-hook", hook, "-drops", "off", "-agentx", "off", "-state-dir", state}, e.o.daemonArgs...)
+	cmd := command(e.ctx, e.lab.sw(), e.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return e2eWindow{}, "", fmt.Errorf("starting daemon: %w", err)
