@@ -6,8 +6,8 @@
 # 1-in-1 and 1-in-10 and sends to a counting collector. Prints Markdown:
 # the generator alone, then per hook and rate the frames/s sent, samples/s
 # delivered, ring and agent loss (exact, per trial), the generator's and
-# the daemon's CPU. Results: bench/README.md, "Samples per second on real
-# frames". Extra arguments go to `bench/daemon e2e` (e.g. -perf DIR for a
+# the daemon's CPU. Results: bench/README.md, "Samples per second end to
+# end". Extra arguments go to `bench/daemon e2e` (e.g. -perf DIR for a
 # whole-machine profile, -rate 1.5M, -frame local, -napi threaded).
 #
 # Self-cleaning: the Go program removes its lab on exit and on

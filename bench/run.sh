@@ -2,8 +2,9 @@
 # Runs the project's benchmarks and writes raw results under bench/results/.
 # `make bench` calls it as root (the dataplane benchmarks attach XDP programs
 # inside network namespaces they create). Figures are recorded by hand in
-# bench/README.md with the command that produced them; these machines are
-# shared and noisy, so compare ratios measured in one run and quote medians.
+# bench/README.md (today's results page) with the command that produced
+# them; these machines are shared and noisy, so compare ratios measured in
+# one run and quote medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)

@@ -25,7 +25,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// The techniques compared (bench/README.md, "Techniques side by side").
+// The techniques compared (bench/README.md, "Forwarding next to the other techniques").
 const (
 	techNone = "no program"
 	techPass = "do-nothing XDP"
