@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,7 +41,8 @@ func TestE2EBalances(t *testing.T) {
 	// Paced: the accounting, not the rate, is under test, and the
 	// machine may be busy.
 	err = runE2E(ctx, []string{"-bin", bin, "-hooks", "tc,xdp", "-sampling", "1,10", "-rounds", "1",
-		"-window", "1s", "-warmup", "300ms", "-gen-rounds", "1", "-rate", "100k"})
+		"-window", "1s", "-warmup", "300ms", "-gen-rounds", "1", "-rate", "100k",
+		"-daemon-args", "-ring-bytes 8388608"})
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -63,9 +65,27 @@ func TestE2EBalances(t *testing.T) {
 			t.Errorf("%s 1-in-%s: nothing delivered", m[1], m[2])
 		}
 	}
-	for _, want := range []string{"## e2e: the generator alone", "| tc | 1 |", "| xdp | 10 |", "## e2e per round"} {
+	for _, want := range []string{"## e2e: the generator alone", "| tc | 1 |", "| xdp | 10 |", "## e2e per round",
+		"-polling 0 -ring-bytes 8388608 (collector"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestParseE2EDaemonArgs: -daemon-args is split on white space and kept
+// in order (they follow the daemon's own arguments, so a repeated flag
+// overrides e2e's).
+func TestParseE2EDaemonArgs(t *testing.T) {
+	o, err := parseE2E([]string{"-daemon-args", " -ring-bytes  67108864 -log-level info "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-ring-bytes", "67108864", "-log-level", "info"}
+	if !slices.Equal(o.daemonArgs, want) {
+		t.Fatalf("daemonArgs %q, want %q", o.daemonArgs, want)
+	}
+	if o, err = parseE2E(nil); err != nil || len(o.daemonArgs) != 0 {
+		t.Fatalf("no -daemon-args: %q, %v", o.daemonArgs, err)
 	}
 }
