@@ -22,11 +22,13 @@ DEPS      := ./scripts/install-deps.sh
 deps:
 	$(DEPS) test
 
-# Regenerates the XDP program's object and Go bindings (committed, so a plain
-# `go build` needs no clang).
+# Regenerates the XDP programs' objects and Go bindings (committed, so a plain
+# `go build` needs no clang): the daemon's (bpf/) and the benchmarks' frame
+# generator (bench/gen).
 generate:
 	$(DEPS) generate
 	$(GO) generate ./bpf/...
+	cd bench && $(GO) generate ./gen/...
 
 # bench/ is a Go module of its own (its plotting libraries stay out of the
 # daemon's go.mod; it builds the repository's code through a replace

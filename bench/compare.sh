@@ -5,8 +5,8 @@
 # (bench/baselines/tcsample) and sflowswitchd, on the same namespace lab,
 # alternating within each round. Prints the Markdown table; with BENCH_OUT
 # set (bench/run.sh sets it) also writes BENCH_OUT/compare/results.md,
-# results.json and the PNG plots. Results: bench/README.md, "Techniques
-# side by side". Extra arguments go to `bench/daemon compare`.
+# results.json and the PNG plots. Results: bench/README.md, "Forwarding
+# next to the other techniques" and "CPU per million packets". Extra arguments go to `bench/daemon compare`.
 #
 # Self-cleaning: the Go program removes its lab on exit and on SIGINT/TERM;
 # bpf_stats are enabled through a file descriptor the kernel drops with

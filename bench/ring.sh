@@ -4,7 +4,7 @@
 # (test/e2e/ringburst_bench_test.go) on an otherwise idle machine and
 # beside a CPU-bound process (stress-ng --cpu 1), alternating, ROUNDS
 # times. Root: it builds its own namespace lab and removes it. Results:
-# bench/README.md, "Ring size — issue 18" (the default ring_bytes).
+# bench/README.md, "Ring size" (the default ring_bytes).
 #
 # Knobs: RING_BENCH_ROUNDS (default 2), RING_BENCH_BURSTS (bursts per ring
 # size and round, default 10).

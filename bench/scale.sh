@@ -4,7 +4,7 @@
 # and a full GETBULK walk of the SFLOW-MIB through a real snmpd. Runs
 # BenchmarkScale (test/e2e/scale_bench_test.go) as root; it builds its own
 # scale labs (lab/lab.sh scale, veth pairs in namespaces) and removes them.
-# Results: bench/README.md, section "Scale — issue 10".
+# Results: bench/README.md, "Scale to 1000 ports".
 #
 # Extra arguments go to `go test`, e.g. bench/scale.sh -benchtime 1x
 set -euo pipefail

@@ -8,7 +8,7 @@
 # record -a -g` samples; needs perf, Debian package linux-perf; not in the
 # default set). Builds and runs bench/xdp (its own module: go -C bench) as root in
 # a namespace lab of its own; prints Markdown. Results: bench/README.md,
-# sections "Dataplane (XDP) — issue 3" and "Issue 11".
+# "Per-packet cost".
 #
 # Self-cleaning: the lab (lab/lab.sh down PREFIX) is removed and
 # kernel.bpf_stats_enabled is put back to its previous value on every exit,

@@ -1,5 +1,5 @@
 // Package baselines holds the benchmark baselines `make bench` compares
-// sflowswitchd with (bench/README.md, "Techniques side by side"): small
+// sflowswitchd with (bench/README.md, "Forwarding next to the other techniques"): small
 // programs that sample a port the way other agents do, each sending the
 // same sFlow datagrams through bench/baselines/internal/emit.
 //

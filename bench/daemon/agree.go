@@ -202,6 +202,8 @@ func agreeCompare(ra, rb *results) []agreeRow {
 				{"CPU ms per M pkts", x.cpuM, y.cpuM},
 				{"samples/s", x.sps, y.sps},
 				{"lost fraction", x.loss, y.loss},
+				{"generator frames/s", x.genPPS, y.genPPS},
+				{"generator CPU %", x.genCPU, y.genCPU},
 			} {
 				if len(m.a) < 2 || len(m.b) < 2 {
 					continue

@@ -20,10 +20,12 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/bench/gen"
 	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// The techniques compared (bench/README.md, "Techniques side by side").
+// The techniques compared (bench/README.md, "Forwarding next to the other techniques").
 const (
 	techNone = "no program"
 	techPass = "do-nothing XDP"
@@ -51,6 +53,13 @@ type compareOpts struct {
 	poolRate            uint32
 	poolRounds          int
 	out                 string
+	// traffic is the frame source: trafgen, or gen (bench/gen) with its
+	// rate (0: as fast as its thread can), frame lengths, flows and CPU.
+	traffic  string
+	genRate  float64
+	genSizes []int
+	genFlows int
+	genCPU   int
 }
 
 // trial is one measurement window of one technique at one rate.
@@ -73,6 +82,13 @@ type trial struct {
 	// CollectorDrops is datagrams the collector's socket dropped (UDP
 	// RcvbufErrors of its namespace): losses of the lab, not the technique.
 	CollectorDrops float64 `json:"collector_drops"`
+	// With -traffic gen: frames per second the generator sent (the veth
+	// accepted) and refused (p1's ring full), and its thread's CPU in % of
+	// one core (with the softirq work the kernel ran on it: p1's NAPI
+	// poll, the hook, the bridge, host 2's receive).
+	GenPPS     float64 `json:"gen_pps,omitempty"`
+	GenRefused float64 `json:"gen_refused_pps,omitempty"`
+	GenCPU     float64 `json:"gen_cpu_pct,omitempty"`
 }
 
 // expected is the samples per second the technique should deliver.
@@ -118,13 +134,15 @@ type poolResult struct {
 
 // results is everything one compare run measured.
 type results struct {
-	Start  time.Time    `json:"start"`
-	Load   []string     `json:"load"`
-	Opts   string       `json:"opts"`
-	Drops  string       `json:"drops"` // sflowswitchd's -drops
-	Trials []trial      `json:"trials"`
-	Idle   []techIdle   `json:"idle"`
-	Pools  []poolResult `json:"pools"`
+	Start time.Time `json:"start"`
+	Load  []string  `json:"load"`
+	Opts  string    `json:"opts"`
+	Drops string    `json:"drops"` // sflowswitchd's -drops
+	// Traffic describes the frame source ("" in older results: trafgen).
+	Traffic string       `json:"traffic,omitempty"`
+	Trials  []trial      `json:"trials"`
+	Idle    []techIdle   `json:"idle"`
+	Pools   []poolResult `json:"pools"`
 }
 
 func parseCompare(args []string) (compareOpts, error) {
@@ -146,7 +164,23 @@ func parseCompare(args []string) (compareOpts, error) {
 	var poolRate uint
 	fs.UintVar(&poolRate, "pool-rate", 100, "sampling rate of the sample_pool trials")
 	fs.StringVar(&o.out, "out", "", "directory for results.md, results.json and the PNG plots (none: stdout only)")
+	var genRate, genSizes string
+	fs.StringVar(&o.traffic, "traffic", "trafgen", "frame source: trafgen (64-byte UDP from a packet socket in host 1, at trafgen's maximum rate) or gen (bench/gen: an XDP program run in live-frames mode, redirecting into host 1's veth; p1 gets GRO on, so that its veth receives through NAPI)")
+	fs.StringVar(&genRate, "gen-rate", "max", "-traffic gen: frames/s (250k, 1.5M, ...; max = as fast as the generator's thread can, with p1's receive path run on that thread)")
+	fs.StringVar(&genSizes, "gen-sizes", "60", "-traffic gen: frame lengths without FCS, cycled (imix = "+fmt.Sprint(gen.IMIX)+")")
+	fs.IntVar(&o.genFlows, "gen-flows", 1000, "-traffic gen: flows (UDP source ports), cycled")
+	fs.IntVar(&o.genCPU, "gen-cpu", numCPU()-1, "-traffic gen: CPU the generator's thread is pinned to (-1: none)")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.traffic != "trafgen" && o.traffic != "gen" {
+		return o, fmt.Errorf("bad -traffic %q", o.traffic)
+	}
+	var err error
+	if o.genRate, err = parseRate(genRate); err != nil {
+		return o, err
+	}
+	if o.genSizes, err = parseSizes(genSizes); err != nil {
 		return o, err
 	}
 	o.poolRate = uint32(poolRate)
@@ -178,6 +212,9 @@ type comparer struct {
 	ctx     context.Context
 	traffic *exec.Cmd
 	colXDP  link.Link // xdp_pass on the collector's eth0
+	// -traffic gen: the generator and its Send running for the rate phase.
+	g       *gen.Generator
+	sending *genSender
 }
 
 // runCompare is the compare subcommand: techniques side by side on the
@@ -218,7 +255,7 @@ func runCompare(ctx context.Context, args []string) error {
 	}
 	defer c.close()
 
-	res := &results{Start: time.Now().UTC(), Opts: strings.Join(args, " "), Drops: o.drops}
+	res := &results{Start: time.Now().UTC(), Opts: strings.Join(args, " "), Drops: o.drops, Traffic: c.trafficDesc()}
 	res.Load = append(res.Load, loadAvg())
 	if err := c.idlePhase(res); err != nil {
 		return fmt.Errorf("idle phase: %w", err)
@@ -283,10 +320,55 @@ func (c *comparer) setup() error {
 		return fmt.Errorf("xdp_pass on the collector's eth0: %w", err)
 	}
 	c.sink.ifindex.Store(uint32(idx))
+	if c.o.traffic == "gen" {
+		return c.setupGen()
+	}
 	return nil
 }
 
+// setupGen loads the generator (host 1 -> host 2 through the bridge) and
+// turns on p1's NAPI receive, which a veth needs to accept redirected
+// frames.
+func (c *comparer) setupGen() error {
+	if err := gen.EnableNAPI(c.lab.sw(), "p1"); err != nil {
+		return err
+	}
+	if err := announce(c.lab.host(2), 2, 1); err != nil {
+		return err
+	}
+	var err error
+	c.g, err = gen.New(gen.Config{
+		Namespace: c.lab.host(1), Device: "eth0",
+		SrcMAC: netlab.HostMAC(1), DstMAC: netlab.HostMAC(2), Src: netlab.HostAddr(1), Dst: netlab.HostAddr(2), DstPort: 7000,
+		Flows: c.o.genFlows, Sizes: c.o.genSizes, CPU: c.o.genCPU,
+	})
+	return err
+}
+
+// trafficDesc describes the frame source for the report.
+func (c *comparer) trafficDesc() string {
+	if c.o.traffic != "gen" {
+		return "trafgen: 64-byte UDP frames from a packet socket in h1 at trafgen's maximum rate"
+	}
+	rate := "as fast as its thread can (p1's NAPI poll, the hook and the bridge run on that thread, in softirq at the end of each batch)"
+	if c.o.genRate > 0 {
+		rate = fmt.Sprintf("paced at %.0f frames/s", c.o.genRate)
+	}
+	return fmt.Sprintf("bench/gen: frames of %v bytes without FCS (cycled), %d flows, from an XDP program run by BPF_PROG_RUN in live-frames mode in h1, redirected into h1's veth, received by p1 through NAPI (GRO on), %s, thread pinned to CPU %d",
+		c.o.genSizes, c.o.genFlows, rate, c.o.genCPU)
+}
+
 func (c *comparer) close() {
+	if c.sending != nil {
+		if err := c.sending.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "compare: generator:", err)
+		}
+	}
+	if c.g != nil {
+		if err := c.g.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+		}
+	}
 	if c.traffic != nil {
 		stopProc(c.traffic)
 	}
@@ -465,6 +547,8 @@ type snapshot struct {
 	flows   uint64
 	lost    float64
 	rcvbuf  uint64 // UDP RcvbufErrors of the collector namespace
+	gen     gen.Counters
+	genCPU  time.Duration
 }
 
 func (c *comparer) snap(r *running) (snapshot, error) {
@@ -487,6 +571,14 @@ func (c *comparer) snap(r *running) (snapshot, error) {
 	s.flows = c.sink.flows.Load()
 	if s.rcvbuf, err = udpRcvbufErrors(c.lab.col()); err != nil {
 		return s, err
+	}
+	if c.g != nil {
+		if s.gen, err = c.g.Counters(); err != nil {
+			return s, err
+		}
+		if s.genCPU, err = c.g.CPU(); err != nil {
+			return s, err
+		}
 	}
 	if r.lost != nil {
 		if s.lost, err = r.lost(); err != nil {
@@ -546,6 +638,11 @@ func (c *comparer) measure(r *running, rate uint32, round int) (trial, error) {
 		SamplesPS:      float64(flowsB-flowsA) / sec,
 		KnownLost:      -1,
 		CollectorDrops: float64(b.rcvbuf - a.rcvbuf),
+	}
+	if c.g != nil {
+		t.GenPPS = float64(b.gen.Sent-a.gen.Sent) / sec
+		t.GenRefused = float64(b.gen.Dropped-a.gen.Dropped) / sec
+		t.GenCPU = 100 * (b.genCPU - a.genCPU).Seconds() / sec
 	}
 	if r.lost != nil {
 		t.KnownLost = b.lost - a.lost
@@ -623,10 +720,16 @@ func (c *comparer) poolTrial(r *running, conf string) (poolResult, error) {
 		return pr, err
 	}
 	f0 := c.sink.flows.Load()
-	g := command(c.ctx, c.lab.host(1), "trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1",
-		"--no-sock-mem", "--notouch-irq", "--no-cpu-stats", "--num", fmt.Sprint(c.o.poolFrames))
-	if out, err := g.CombinedOutput(); err != nil {
-		return pr, fmt.Errorf("trafgen --num %d: %w: %s", c.o.poolFrames, err, out)
+	if c.g != nil {
+		if err := c.g.Send(c.ctx, uint64(c.o.poolFrames), c.o.genRate); err != nil {
+			return pr, fmt.Errorf("generator, %d frames: %w", c.o.poolFrames, err)
+		}
+	} else {
+		g := command(c.ctx, c.lab.host(1), "trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1",
+			"--no-sock-mem", "--notouch-irq", "--no-cpu-stats", "--num", fmt.Sprint(c.o.poolFrames))
+		if out, err := g.CombinedOutput(); err != nil {
+			return pr, fmt.Errorf("trafgen --num %d: %w: %s", c.o.poolFrames, err, out)
+		}
 	}
 	// The daemon sends what it holds within a second.
 	if err := sleepCtx(c.ctx, 1500*time.Millisecond); err != nil {
@@ -649,11 +752,15 @@ func (c *comparer) poolTrial(r *running, conf string) (poolResult, error) {
 // round by round), with no program and the do-nothing XDP program as the
 // references of that same rate block.
 func (c *comparer) ratePhase(res *results) error {
-	g, err := startTrafgen(c.ctx, c.lab, c.dir, 1, 2)
-	if err != nil {
-		return err
+	if c.g != nil {
+		c.sending = startSend(c.ctx, c.g, 0, c.o.genRate)
+	} else {
+		g, err := startTrafgen(c.ctx, c.lab, c.dir, 1, 2)
+		if err != nil {
+			return err
+		}
+		c.traffic = g
 	}
-	c.traffic = g
 	if err := sleepCtx(c.ctx, time.Second); err != nil {
 		return err
 	}
@@ -679,8 +786,8 @@ func (c *comparer) ratePhase(res *results) error {
 					t.Tech = tech + "@" + fmt.Sprint(rate) // reference of this rate block
 				}
 				res.Trials = append(res.Trials, t)
-				fmt.Fprintf(os.Stderr, "compare: round %d 1-in-%d %-32s fwd %8.0f pps cpu %6.2f%% ns/pkt %6.1f samples/s %8.0f lost %.0f\n",
-					round+1, rate, tech, t.FwdPPS, t.CPUPct, t.NsPerPkt, t.SamplesPS, t.KnownLost)
+				fmt.Fprintf(os.Stderr, "compare: round %d 1-in-%d %-32s fwd %8.0f pps cpu %6.2f%% ns/pkt %6.1f samples/s %8.0f lost %.0f gen %.0f pps %.0f%%\n",
+					round+1, rate, tech, t.FwdPPS, t.CPUPct, t.NsPerPkt, t.SamplesPS, t.KnownLost, t.GenPPS, t.GenCPU)
 			}
 		}
 		res.Load = append(res.Load, loadAvg())

@@ -58,6 +58,7 @@ func (s spread) fmt(f string) string {
 // cell collects, for one technique at one rate, every round's values.
 type cell struct {
 	fwd, vsNone, vsPass, ns, cpu, cpuM, sps, loss, known, colDrops []float64
+	genPPS, genRefused, genCPU                                     []float64 // -traffic gen
 }
 
 // cells groups trials by rate and technique; ratios are per round against
@@ -86,6 +87,11 @@ func (r *results) cells() map[uint32]map[string]*cell {
 			out[rate][tech] = c
 		}
 		c.fwd = append(c.fwd, t.FwdPPS)
+		if t.GenPPS > 0 {
+			c.genPPS = append(c.genPPS, t.GenPPS)
+			c.genRefused = append(c.genRefused, t.GenRefused)
+			c.genCPU = append(c.genCPU, t.GenCPU)
+		}
 		if n := ref[fmt.Sprintf("%s@%d#%d", techNone, rate, t.Round)]; n > 0 {
 			c.vsNone = append(c.vsNone, t.FwdPPS/n)
 		}
@@ -148,7 +154,14 @@ func (r *results) markdown() string {
 	fmt.Fprintf(&b, "- %s, kernel %s, %d CPUs; load average (1 min) at start, after each round, at the end: %s\n",
 		r.Start.Format("2006-01-02 15:04Z"), unix.ByteSliceToString(u.Release[:]), numCPU(), strings.Join(r.Load, ", "))
 	b.WriteString("- CPU is the sampling process's time on CPU from /proc/PID/task/*/schedstat (ns). The machine is shared with other engineers' jobs: absolute rates move by 2x between runs; compare ratios within one run. Values are medians over rounds with (min–max).\n")
-	b.WriteString("- Lab: h1 -> p1 -> br0 -> p2 -> h2 (veth, one switch namespace), 64-byte UDP frames from trafgen at its maximum rate; each technique samples p1; samples go to a collector namespace over mgmt0.\n")
+	traffic := r.Traffic
+	if traffic == "" {
+		traffic = "trafgen: 64-byte UDP frames from a packet socket in h1 at trafgen's maximum rate"
+	}
+	b.WriteString("- Lab: h1 -> p1 -> br0 -> p2 -> h2 (veth, one switch namespace); each technique samples p1; samples go to a collector namespace over mgmt0. Traffic: " + traffic + ".\n")
+	if strings.HasPrefix(traffic, "bench/gen") {
+		b.WriteString("- With the generator, p1 receives xdp_frames through veth's NAPI poll, as from a NIC: an XDP program runs on the frame itself (no skb, no copy), and without one the frame is turned into an skb there. The remark below on veth's copy for XDP concerns skbs sent into a veth (trafgen), not these frames.\n")
+	}
 	b.WriteString("- On veth, attaching any XDP program moves receive onto veth's NAPI path (frames queued in the peer's ptr_ring and polled) instead of netif_rx into the per-CPU backlog: the do-nothing XDP program alone changes forwarding (about -17% on this machine in earlier runs), and veth copies every frame into a page with XDP headroom before an XDP program sees it (skb_pp_cow_data). Both ratios are given: to no program at all, and to the do-nothing XDP program (the reference for an XDP sampler).\n")
 	b.WriteString("- Kernel ns/pkt comes from the BPF run-time statistics, switched on only in a window of their own after each trial's main window: they read the clock twice per program run, which on this KVM guest (kvm-clock) costs tens of ns per packet and would slow every BPF technique's forwarding but not the packet socket's.\n")
 	b.WriteString("- sflowswitchd runs with -drops " + r.Drops + " (dropped-packet notifications; off compares the sampling alone: the lab's sink drops every frame it receives, and the drop watcher is a tracepoint program that runs for every drop in the kernel, whose cost bench/drops measures).\n")
@@ -182,6 +195,21 @@ func (r *results) markdown() string {
 	}
 	b.WriteString("\nExpected samples/s = frames received on p1 per second / N. \"Lost\" compares what reached the collector (counted over the window shifted by the 1.3 s delivery lag: sflowswitchd sends samples below its ring wake-up mark at its workers' one-second tick) with that expectation: at 1-in-1 it is exact, at other rates it includes binomial noise (it can be negative). \"Reported lost\" is the technique's own count over the trial (sflowswitchd: kernel ring drops + agent drops from its metrics over the window; pcap: tp_drops over the trial; the TC technique has none).\n\n")
 
+	if r.Traffic != "" && strings.HasPrefix(r.Traffic, "bench/gen") {
+		b.WriteString("## The generator during the trials\n\n")
+		b.WriteString("Its thread's CPU includes the softirq work the kernel runs on it at the end of each batch (p1's NAPI poll, the hook, the bridge, h2's receive), unless paced below what that CPU can take.\n\n")
+		b.WriteString("| 1-in-N | technique | frames/s sent (accepted by the veth) | frames/s refused (p1's ring full) | generator thread CPU % of a core |\n|---|---|---|---|---|\n")
+		for _, rate := range rates {
+			for _, tech := range allTechs {
+				c := cells[rate][tech]
+				if c == nil || len(c.genPPS) == 0 {
+					continue
+				}
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", rate, tech, spreadOf(c.genPPS).fmt("%.0f"), spreadOf(c.genRefused).fmt("%.0f"), spreadOf(c.genCPU).fmt("%.1f"))
+			}
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("## Whether each technique knows what it lost\n\n| technique | knows its losses |\n|---|---|\n")
 	for _, tech := range samplerTechs {
 		fmt.Fprintf(&b, "| %s | %s |\n", tech, knows(tech))
@@ -191,7 +219,7 @@ func (r *results) markdown() string {
 	for _, i := range r.Idle {
 		fmt.Fprintf(&b, "| %s | %.3f |\n", i.Tech, i.CPUPct)
 	}
-	b.WriteString("\n## sample_pool accuracy\n\nExactly counted traffic (trafgen --num) through p1; the last flow sample's sample_pool against the kernel's rx_packets of p1 over the trial.\n\n")
+	b.WriteString("\n## sample_pool accuracy\n\nExactly counted traffic (trafgen --num, or the generator's exact count) through p1; the last flow sample's sample_pool against the kernel's rx_packets of p1 over the trial.\n\n")
 	b.WriteString("| technique | frames | samples | last sample_pool | error % |\n|---|---|---|---|---|\n")
 	for _, p := range r.Pools {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %+.3f |\n", p.Tech, p.Frames, p.Samples, p.LastPool, p.ErrPct)

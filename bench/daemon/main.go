@@ -20,6 +20,14 @@
 //	    techniques side by side on one lab port: no program, a do-nothing
 //	    XDP program, the pcap and TC baselines (bench/baselines) and
 //	    sflowswitchd; Markdown table, results.json and PNG plots in DIR.
+//	    -traffic gen: on bench/gen's frames instead of trafgen's.
+//	go run ./bench/daemon e2e [-bin bin/sflowswitchd] [-hooks tc,xdp] [-sampling 1,10] [-rounds 3] [-rate max] [-perf DIR]
+//	    samples/s end to end on real frames: bench/gen's frames received
+//	    by p1, the daemon binary sampling it, a counting collector; the
+//	    generator's and the daemon's CPU apart, every trial's accounting
+//	    checked (e2e.go).
+//	go run ./bench/daemon agree RUN_A RUN_B
+//	    do two make bench runs agree within their reported spread?
 //
 // Results are printed as text tables; bench/README.md records them.
 package main
@@ -36,7 +44,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|agree [flags]  (see go doc ./bench/daemon)")
+		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|e2e|agree [flags]  (see go doc ./bench/daemon)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -55,6 +63,8 @@ func main() {
 		err = runEncode(ctx, os.Args[2:])
 	case "compare":
 		err = runCompare(ctx, os.Args[2:])
+	case "e2e":
+		err = runE2E(ctx, os.Args[2:])
 	case "agree":
 		err = runAgree(os.Args[2:])
 	default:

@@ -24,6 +24,18 @@ func (m metrics) sum(name string) float64 {
 	return t
 }
 
+// sumWhere adds up the series of metric name whose labels contain sub
+// (e.g. `reason="send_error"`).
+func (m metrics) sumWhere(name, sub string) float64 {
+	var t float64
+	for labels, v := range m[name] {
+		if strings.Contains(labels, sub) {
+			t += v
+		}
+	}
+	return t
+}
+
 // scraper fetches /metrics over a TCP connection made inside the switch
 // namespace, where the daemon listens.
 type scraper struct {

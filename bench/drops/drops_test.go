@@ -254,10 +254,13 @@ func BenchmarkDropsForwarding(b *testing.B) {
 	b.ReportMetric(median(ns), "ns/filtered_run")
 }
 
-// buildDaemon builds cmd/sflowswitchd into a temporary directory.
+// buildDaemon builds cmd/sflowswitchd into a temporary directory. It
+// builds in the product's module (the repository root, two levels above
+// this package): bench/ is a module of its own whose go.sum does not list
+// the daemon's dependencies.
 func buildDaemon(b *testing.B) string {
 	bin := filepath.Join(b.TempDir(), "sflowswitchd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd").CombinedOutput()
+	out, err := exec.Command("go", "-C", filepath.Join("..", ".."), "build", "-o", bin, "./cmd/sflowswitchd").CombinedOutput()
 	if err != nil {
 		b.Fatalf("building the daemon: %v\n%s", err, out)
 	}

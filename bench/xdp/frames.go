@@ -198,7 +198,12 @@ func (b *bench) overStream(confs []config, trial func(c config, readRx func() (u
 	if err != nil {
 		return nil, err
 	}
-	tg, err := startTrafgen(b.lab.hosts[0], b.frame, 1)
+	var tg stream
+	if b.o.source == "gen" {
+		tg, err = b.startGen()
+	} else {
+		tg, err = startTrafgen(b.lab.hosts[0], b.frame, 1)
+	}
 	if err != nil {
 		return nil, errors.Join(err, rc.close())
 	}
@@ -222,7 +227,7 @@ func (b *bench) overStream(confs []config, trial func(c config, readRx func() (u
 		err = cerr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w (trafgen output: %s)", err, tg.out.String())
+		return nil, fmt.Errorf("%w (%s)", err, tg.output())
 	}
 	return loads, nil
 }
@@ -241,7 +246,7 @@ func (b *bench) frames() error {
 	}
 
 	w := b.out
-	fmt.Fprintf(w, "## frames: trafgen h1 -> h2, 64-byte UDP, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n", b.o.rounds, b.o.trial, loads)
+	fmt.Fprintf(w, "## frames: %s, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n", b.streamDesc(), b.o.rounds, b.o.trial, loads)
 	fmt.Fprintf(w, "| configuration on p1 | forwarded pps (median) | vs xdp_pass | vs no program | XDP ns/packet, bpf_stats (median) | minus xdp_pass | ring drops | per-round pps | per-round ns/packet |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range confs {
@@ -284,7 +289,7 @@ func (b *bench) framesTrial(c config, readRx func() (uint64, error), pps, nsPkt,
 				err = fmt.Errorf("no frames reached host 2")
 			}
 			pps.add(c.name, rate)
-			if c.prog != nil {
+			if c.prog != nil && rate > 0 {
 				if s1.runs == s0.runs {
 					err = fmt.Errorf("program did not run (BPF stats off?)")
 				} else {

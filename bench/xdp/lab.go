@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -14,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/bench/gen"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
@@ -85,6 +89,53 @@ func pinThread(cpu int) error {
 	}
 	return nil
 }
+
+// stream is the frame source of a part: trafgen or the generator.
+type stream interface {
+	stop() error
+	output() string // what it printed, for an error message
+}
+
+func (t *trafgen) output() string { return "trafgen output: " + t.out.String() }
+
+// genStream is bench/gen sending h1 -> h2 until stopped.
+type genStream struct {
+	g      *gen.Generator
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startGen starts the generator in host 1: the stream's frame (60 bytes,
+// the same addresses and ports as trafgen's) cut to -gen-sizes, pinned to
+// CPU 1 as trafgen is, at its maximum rate. p1 gets GRO on (its veth
+// accepts redirected frames only with NAPI on); it stays on for the run.
+func (b *bench) startGen() (stream, error) {
+	if err := gen.EnableNAPI(b.lab.sw, "p1"); err != nil {
+		return nil, err
+	}
+	f := b.frame
+	g, err := gen.New(gen.Config{
+		Namespace: b.lab.hosts[0], Device: "eth0",
+		DstMAC: net.HardwareAddr(f[0:6]), SrcMAC: net.HardwareAddr(f[6:12]),
+		Src: netip.AddrFrom4([4]byte(f[26:30])), Dst: netip.AddrFrom4([4]byte(f[30:34])),
+		SrcPort: binary.BigEndian.Uint16(f[34:36]), DstPort: binary.BigEndian.Uint16(f[36:38]),
+		Sizes: b.o.genSizes, Flows: 1, CPU: 1,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &genStream{g: g, cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- g.Send(ctx, 0, 0) }()
+	return s, nil
+}
+
+func (s *genStream) stop() error {
+	s.cancel()
+	return errors.Join(<-s.done, s.g.Close())
+}
+
+func (s *genStream) output() string { return "generator" }
 
 // trafgen is a running trafgen process inside a host namespace.
 type trafgen struct {

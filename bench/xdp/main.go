@@ -81,6 +81,10 @@ type options struct {
 	profFreq   float64
 	perf       string
 	profKeep   bool
+	// source of the frames, tc and profile parts' stream: trafgen, or gen
+	// (bench/gen) with its frame lengths.
+	source   string
+	genSizes []int
 }
 
 func main() {
@@ -110,7 +114,20 @@ func parseFlags() (options, error) {
 	flag.Float64Var(&o.profFreq, "profile-freq", 4000, "profile part: samples per second per CPU (cpu-clock period = 1e9/freq ns)")
 	flag.StringVar(&o.perf, "perf", "perf", "perf(1) executable for the profile part")
 	flag.BoolVar(&o.profKeep, "profile-keep", false, "keep the profile part's perf recordings (paths printed on stderr)")
+	flag.StringVar(&o.source, "source", "trafgen", "the stream of the frames, tc, profile and tcprofile parts: trafgen (a packet socket in host 1: skbs sent into its veth) or gen (bench/gen: xdp_frames redirected into its veth, received by p1 through NAPI as from a NIC; p1 gets GRO on)")
+	var genSizes string
+	flag.StringVar(&genSizes, "gen-sizes", "60", "-source gen: frame lengths without FCS, comma-separated, cycled")
 	flag.Parse()
+	if o.source != "trafgen" && o.source != "gen" {
+		return o, fmt.Errorf("bad -source %q", o.source)
+	}
+	for _, f := range strings.Split(genSizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return o, fmt.Errorf("bad -gen-sizes %q", genSizes)
+		}
+		o.genSizes = append(o.genSizes, n)
+	}
 	o.parts = make(map[string]bool)
 	for _, p := range strings.Split(parts, ",") {
 		switch p {
@@ -167,7 +184,7 @@ type bench struct {
 	// The tc part's Dataplanes (TCX; clsact forced) and do-nothing TC
 	// program; nil unless it runs.
 	dpTCX, dpClsact *dataplane.Dataplane
-	tcPass          *ebpf.Program
+	tcPass, tcFloor *ebpf.Program
 	frame           []byte // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
 	out             io.Writer
 	stats           io.Closer // BPF_ENABLE_STATS descriptor; nil when off
@@ -361,6 +378,9 @@ func (b *bench) close() error {
 	if b.tcPass != nil {
 		errs = append(errs, b.tcPass.Close())
 	}
+	if b.tcFloor != nil {
+		errs = append(errs, b.tcFloor.Close())
+	}
 	for _, dp := range []*dataplane.Dataplane{b.dp, b.dpTCX, b.dpClsact} {
 		if dp != nil {
 			errs = append(errs, dp.Close())
@@ -389,7 +409,16 @@ func (b *bench) header() {
 	fmt.Fprintf(b.out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(b.out, "- kernel: %s, %d CPUs, load average at start: %s\n",
 		unix.ByteSliceToString(u.Release[:]), runtime.NumCPU(), strings.TrimSpace(string(load)))
-	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP; the tc part: TC ingress too)\n\n", b.o.prefix)
+	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP; the tc part: TC ingress too)\n", b.o.prefix)
+	fmt.Fprintf(b.out, "- stream of the frames, tc and profile parts: %s\n\n", b.streamDesc())
+}
+
+// streamDesc describes the live-frame stream.
+func (b *bench) streamDesc() string {
+	if b.o.source == "gen" {
+		return fmt.Sprintf("bench/gen h1 -> h2, frames of %v bytes without FCS (cycled), xdp_frames redirected into h1's veth, p1 receiving through NAPI (GRO on), generator pinned to CPU 1 at its maximum rate", b.o.genSizes)
+	}
+	return "trafgen h1 -> h2, 64-byte UDP"
 }
 
 // loadavg returns the first field of /proc/loadavg ("?" if unreadable).

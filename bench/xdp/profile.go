@@ -573,8 +573,8 @@ func (b *bench) profileReport(confs []config, res map[string][]profResult, perio
 		return fmt.Sprintf("%+.2f (%+.2f – %+.2f)", median(xs), slices.Min(xs), slices.Max(xs))
 	}
 	w := b.out
-	fmt.Fprintf(w, "## profile: live frames, bpf_stats off, perf record -a -g cpu-clock every %d ns (%.0f Hz per CPU); trafgen h1 -> h2, 64-byte UDP, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n",
-		period, 1e9/float64(period), b.o.rounds, b.o.profTrial, loads)
+	fmt.Fprintf(w, "## profile: live frames, bpf_stats off, perf record -a -g cpu-clock every %d ns (%.0f Hz per CPU); %s, %d rounds x %v per configuration, order rotated each round (load average per round: %v)\n\n",
+		period, 1e9/float64(period), b.streamDesc(), b.o.rounds, b.o.profTrial, loads)
 	fmt.Fprintf(w, "| configuration on p1 | frames/trial (median) | program samples (median) | program ns/frame (median) | ±1σ Poisson | minus xdp_pass (median, min – max) | ±1σ Poisson | σ between rounds | minus xdp_floor (median, min – max) | program + dispatcher ns/frame | minus xdp_pass (median, min – max) | per-round program ns/frame |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range confs {

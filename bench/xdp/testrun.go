@@ -65,6 +65,30 @@ func newTestRunner(progFD int, frame []byte, ifindex int, live bool) *testRunner
 	return r
 }
 
+// runSkb executes a SchedCLS program repeat times on the frame, without a
+// context (the kernel builds the skb) and returns the kernel's mean
+// duration per run in ns.
+func (r *testRunner) runSkb(repeat uint32) (uint32, error) {
+	r.attr.ctxSizeIn = 0
+	r.attr.flags = 0
+	r.attr.dataIn = uint64(uintptr(unsafe.Pointer(&r.frame[0])))
+	r.attr.ctxIn = 0
+	r.attr.repeat = repeat
+	r.attr.duration = 0
+	for {
+		_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN,
+			uintptr(unsafe.Pointer(&r.attr)), unsafe.Sizeof(r.attr))
+		switch {
+		case errno == 0:
+			return r.attr.duration, nil
+		case errors.Is(errno, unix.EINTR):
+			continue
+		default:
+			return 0, fmt.Errorf("BPF_PROG_TEST_RUN of an skb (repeat %d): %w", repeat, errno)
+		}
+	}
+}
+
 // run executes the program repeat times in the kernel and returns the
 // kernel's mean duration per run in ns (0 in live-frame mode, where the
 // kernel does not measure it). It does not allocate.
