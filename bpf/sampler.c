@@ -78,6 +78,20 @@ static __always_inline __u32 ctx_rx_queue(struct xdp_md *ctx)
 	return ctx->rx_queue_index;
 }
 
+// ctx_in_ifindex (hook of sampler.h): XDP samples at ingress only.
+static __always_inline __u32 ctx_in_ifindex(struct xdp_md *ctx)
+{
+	return 0;
+}
+
+// ctx_extras (hook of sampler.h): nothing beyond the route at XDP. The
+// frame has no skb yet, so it carries no tunnel metadata and cannot be
+// followed to an egress qdisc (sample_info.h).
+static __always_inline void ctx_extras(struct xdp_md *ctx, struct sample_meta *m,
+				       struct port_config *cfg)
+{
+}
+
 // ctx_copy_header (hook of sampler.h) copies the first n bytes of the
 // frame into data, 1 <= n <= cls. The frame at XDP is as it was received.
 static __always_inline __u32 ctx_copy_header(struct xdp_md *ctx, __u8 *data,

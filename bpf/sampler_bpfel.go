@@ -21,7 +21,8 @@ type SamplerPortConfig struct {
 	Worker      uint32
 	Slot        uint32
 	XskBase     uint32
-	Pad         [2]uint32
+	Kind        uint32
+	Pad         uint32
 	SkipScale   uint64
 }
 
@@ -52,7 +53,43 @@ type SamplerSampleMeta struct {
 	HeaderLen   uint32
 	SampleRate  uint32
 	Pool        uint64
-	Data        [0]uint8
+	Flags       uint32
+	InIfindex   uint32
+	Route       struct {
+		_      structs.HostLayout
+		Family uint8
+		DstRet uint8
+		SrcRet uint8
+		Pad    uint8
+		Gen    uint32
+		DstOif uint32
+		SrcOif uint32
+		DstVia [16]uint8
+		SrcVia [16]uint8
+	}
+	Tunnel struct {
+		_      structs.HostLayout
+		Family uint8
+		Proto  uint8
+		Tos    uint8
+		Ttl    uint8
+		Vni    uint32
+		Sport  uint16
+		Dport  uint16
+		Length uint16
+		Pad    uint16
+		Src    [16]uint8
+		Dst    [16]uint8
+	}
+	Queue struct {
+		_        structs.HostLayout
+		DepartNs uint64
+		Oif      uint32
+		Queue    uint32
+		Depth    uint32
+		Pad      uint32
+	}
+	Data [0]uint8
 }
 
 // Names of all BPF objects in the ELF.
@@ -60,6 +97,7 @@ type SamplerSampleMeta struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SamplerMapCounters        = "counters"
+	SamplerMapFibGens         = "fib_gens"
 	SamplerMapPortConfigs     = "port_configs"
 	SamplerMapPortConfigsHigh = "port_configs_high"
 	SamplerMapRings           = "rings"
@@ -127,6 +165,7 @@ type SamplerProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
+	FibGens         *ebpf.MapSpec `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
@@ -164,6 +203,7 @@ func (o *SamplerObjects) Close() error {
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
+	FibGens         *ebpf.Map `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
@@ -175,6 +215,7 @@ type SamplerMaps struct {
 func (m *SamplerMaps) Close() error {
 	return _SamplerClose(
 		m.Counters,
+		m.FibGens,
 		m.PortConfigs,
 		m.PortConfigsHigh,
 		m.Rings,
