@@ -302,4 +302,3 @@ func (d *Dataplane) EgressAttachMode(ifindex int) string {
 	}
 	return ""
 }
-
