@@ -179,6 +179,8 @@ type Dataplane struct {
 	// without the lock.
 	egress      *egressObjects
 	egressPages atomic.Pointer[counterPages]
+	// fib is the FIB generation counter (fibgen.go); nil without it.
+	fib *fibGen
 	// owner names this Dataplane's clsact filters and says it lives
 	// (clsact.go).
 	owner *owner
@@ -237,6 +239,11 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
+	}
+	if fs.Has(FeatureFIBGen) {
+		if err := d.startFIBGen(); err != nil {
+			d.log.Warn("FIB generation unavailable: samples carry no extended_router", "err", err)
+		}
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
@@ -368,6 +375,10 @@ func (d *Dataplane) closeObjects() error {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
 	d.tc = nil
+	if err := d.fib.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the FIB generation counter: %w", err))
+	}
+	d.fib = nil
 	d.egressPages.Store(nil)
 	if err := d.egress.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the egress sampler: %w", err))

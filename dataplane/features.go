@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,8 @@ const (
 	FeatureAFXDP         = "af_xdp_need_wakeup"
 	FeatureBTFTracepoint = "tp_btf_kfree_skb"
 	FeatureTCX           = "tcx"
+	FeatureFIBGen        = "fentry_fib_notifiers"
+	FeatureKernCtx       = "kfunc_cast_to_kern_ctx"
 )
 
 // Feature is one kernel capability the agent uses, and whether the running
@@ -204,6 +207,14 @@ var featureProbes = []featureProbe{
 		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame)",
 		Without: "the TC sampler is attached as a cls_bpf filter (priority 1, direct-action) on the port's clsact qdisc instead; a filter outlives a killed daemon until the next start removes it"},
 		probeTCX},
+	{Feature{Name: FeatureFIBGen, Since: "5.5 (with kernel BTF)",
+		UsedFor: "fentry programs on call_fib_notifiers count the FIB's changes (bpf/fibgen.c), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
+		Without: "samples carry no extended_router; everything else is unaffected"},
+		probeFIBGen},
+	{Feature{Name: FeatureKernCtx, Since: "6.2",
+		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the TC samplers read a sampled frame's skb (a tunnel's outer header, the frame followed to its egress qdisc for transit delay and queue depth)",
+		Without: "samples carry no tunnel records for fixed-VNI VXLAN devices, and no transit delay or queue records; collect_md tunnels are still reported"},
+		probeKernCtx},
 }
 
 // ProbeFeatures probes the running kernel for every feature the agent
@@ -271,4 +282,39 @@ func probeBTFTracepoint() error {
 		return err
 	}
 	return p.Close()
+}
+
+// probeFIBGen loads (does not attach) an empty fentry program for
+// call_fib_notifiers: it needs fentry (Linux 5.5), the kernel's BTF and
+// the function (not inlined).
+func probeFIBGen() error {
+	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Type:         ebpf.Tracing,
+		AttachType:   ebpf.AttachTraceFEntry,
+		AttachTo:     "call_fib_notifiers",
+		License:      "GPL",
+		Instructions: retZero,
+	}, ebpf.ProgramOptions{LogDisabled: true})
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("fentry program for call_fib_notifiers refused: %w: %w", ebpf.ErrNotSupported, err)
+	}
+	if err != nil {
+		return err
+	}
+	return p.Close()
+}
+
+// probeKernCtx looks the kfunc bpf_cast_to_kern_ctx (Linux 6.2) up in the
+// kernel's BTF; the TC objects call it weakly, so without it they load
+// and skip what needs it.
+func probeKernCtx() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("kernel BTF: %w: %w", ebpf.ErrNotSupported, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_cast_to_kern_ctx", &fn); err != nil {
+		return fmt.Errorf("kfunc bpf_cast_to_kern_ctx: %w: %w", ebpf.ErrNotSupported, err)
+	}
+	return nil
 }
