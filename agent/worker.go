@@ -15,7 +15,14 @@ import (
 
 // PacketSample is one packet sampled by the kernel, as a worker receives it.
 type PacketSample struct {
+	// IfIndex is the sampled port: the input of an ingress sample, the
+	// output of an egress one (Egress).
 	IfIndex uint32
+	// Egress tells the frame was sampled leaving IfIndex; InIfIndex is
+	// then the port it came in on as the kernel recorded it (skb_iif), 0
+	// for a frame made on this host.
+	Egress    bool
+	InIfIndex uint32
 	// FrameLen is the frame's length as XDP saw it (without FCS).
 	FrameLen uint32
 	// KernelRate is the power-of-two rate the kernel took the sample at;
@@ -247,7 +254,7 @@ func (w *worker) handle(ps *PacketSample) {
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
 	if atSample {
-		pool = pp.at(ps.CPU, ps.CPUPool)
+		pool = pp.at(ps.Egress, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
 		// The kernel tells the rate each sample was taken at; while a
@@ -273,7 +280,12 @@ func (w *worker) handle(ps *PacketSample) {
 			if !atSample {
 				pool = now
 			}
-			if w.output != nil {
+			switch {
+			case ps.Egress:
+				// Sampled leaving the port: it is the output
+				// (sflow_version_5.txt section 4, flow_sample.output).
+				output = sflow.IfIndex(ps.IfIndex)
+			case w.output != nil:
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
 			if vlan, prio, ok := vlanTag(ps.Header); ok {
@@ -291,13 +303,22 @@ func (w *worker) handle(ps *PacketSample) {
 		}
 		w.hdr.FrameLength = ps.FrameLen + fcsLen
 		w.hdr.Header = h
+		input := sflow.IfIndex(ps.IfIndex)
+		if ps.Egress {
+			// The port the frame came in on; a frame made on this host
+			// comes from the agent itself (spec "interface": 0x3FFFFFFF).
+			input = sflow.IfIndex(ps.InIfIndex)
+			if ps.InIfIndex == 0 {
+				input = sflow.IfIndex(sflow.IfIndexInternal)
+			}
+		}
 		w.fs = sflow.FlowSample{
 			SequenceNumber: s.seq,
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   s.cfg.Rate,
 			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
-			Input:          sflow.IfIndex(ps.IfIndex),
+			Input:          input,
 			Output:         output,
 			Records:        w.frecs[:nrecs],
 		}

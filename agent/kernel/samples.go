@@ -24,7 +24,21 @@ func PortConfig(p agent.PortSampling) dataplane.PortConfig {
 	if p.Monitor {
 		mode = dataplane.ModeMonitor
 	}
-	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker}
+	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
+		Direction: Direction(p.Direction)}
+}
+
+// Direction is the dataplane's direction of an agent direction (0:
+// ingress).
+func Direction(d agent.Direction) dataplane.Direction {
+	var out dataplane.Direction
+	if d&agent.DirectionIngress != 0 || d == 0 {
+		out |= dataplane.DirectionIngress
+	}
+	if d&agent.DirectionEgress != 0 {
+		out |= dataplane.DirectionEgress
+	}
+	return out
 }
 
 // SetPort attaches the sampler to a new port or updates an attached one
@@ -61,7 +75,8 @@ func NewReader(src *dataplane.Source) *Reader {
 	r := &Reader{src: src}
 	r.conv = func(rs *dataplane.RawSample) {
 		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
-			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header}
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
+			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex}
 		r.fn(&r.ps)
 	}
 	return r

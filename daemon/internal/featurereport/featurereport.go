@@ -15,7 +15,10 @@ import (
 
 // Log says at start what the kernel lacks of what the agent
 // uses, and what the daemon does instead (docs/KERNELS.md); features
-// present are listed at debug level.
+// present are listed at debug level. tc_attach and egress_attach are how
+// the TC ingress and TC egress samplers attach on this kernel: TCX links,
+// or before Linux 6.6 cls_bpf filters on the clsact qdisc (the same
+// fallback both ways).
 func Log(log *slog.Logger, fs *dataplane.Features) {
 	missing := fs.Missing()
 	for _, f := range fs.List {
@@ -27,7 +30,7 @@ func Log(log *slog.Logger, fs *dataplane.Features) {
 			"used_for", f.UsedFor, "effect", f.Without, "err", f.Err)
 	}
 	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing),
-		"tc_attach", fs.TCAttachMode())
+		"tc_attach", fs.TCAttachMode(), "egress_attach", fs.TCAttachMode())
 }
 
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel
