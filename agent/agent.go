@@ -86,6 +86,8 @@ type Options struct {
 	Counters  CounterSource
 	// Output finds egress ports; nil reports every output as unknown.
 	Output OutputLookup
+	// Router gives routed samples their extended_router; nil sends none.
+	Router RouterLookup
 	// PinCPUs binds worker i's thread to CPU i (modulo the CPUs the
 	// process may use), so that each sub-agent keeps its caches and never
 	// competes with another worker for a core.
@@ -133,6 +135,7 @@ func New(opts Options) *Agent {
 		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w.router = opts.Router
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -34,9 +35,21 @@ type PacketSample struct {
 	// when it is encoded (PoolReader).
 	CPU     uint32
 	CPUPool uint64
+	// Route is what the kernel answered about the packet's routes at
+	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
+	// a source that cannot tell).
+	Route forwarding.RouterQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+}
+
+// RouterLookup gives a routed sample its extended_router
+// (dataplane/forwarding.Table.Router): from the kernel's answers at
+// sample time and the routes in force then, or a result saying why not.
+// Called per sample: it must not allocate or block.
+type RouterLookup interface {
+	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -126,6 +139,7 @@ type worker struct {
 	poolReader PoolReader
 	counters   CounterSource
 	output     OutputLookup
+	router     RouterLookup
 	start      time.Time
 	stats      WorkerStats
 	send       sendTuning // the senders' batch settings (Options)
@@ -143,7 +157,8 @@ type worker struct {
 	fs    sflow.FlowSample
 	hdr   sflow.SampledHeader
 	sw    sflow.ExtendedSwitch
-	frecs [2]sflow.Record
+	rtr   sflow.ExtendedRouter
+	frecs [3]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -292,7 +307,16 @@ func (w *worker) handle(ps *PacketSample) {
 				// A bridge forwards the tagged frame in its VLAN: the
 				// VLAN is known on both sides (spec "extended_switch").
 				w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
-				nrecs = 2
+				w.frecs[nrecs] = &w.sw
+				nrecs++
+			}
+			if w.router != nil && ps.Route.Asked {
+				res := w.router.Router(ps.Header, &ps.Route, &w.rtr)
+				w.stats.Router[res].Add(1)
+				if res == forwarding.RouterOK {
+					w.frecs[nrecs] = &w.rtr
+					nrecs++
+				}
 			}
 			looked = true
 		}

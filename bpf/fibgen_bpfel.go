@@ -16,10 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	FibGenMapFibGens          = "fib_gens"
-	FibGenProgFibNotified     = "fib_notified"
-	FibGenProgNexthopNotified = "nexthop_notified"
-	FibGenVarNetnsIno         = "netns_ino"
+	FibGenProgFibGenRead = "fib_gen_read"
 )
 
 // LoadFibGen returns the embedded CollectionSpec for FibGen.
@@ -64,22 +61,19 @@ type FibGenSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FibGenProgramSpecs struct {
-	FibNotified     *ebpf.ProgramSpec `ebpf:"fib_notified"`
-	NexthopNotified *ebpf.ProgramSpec `ebpf:"nexthop_notified"`
+	FibGenRead *ebpf.ProgramSpec `ebpf:"fib_gen_read"`
 }
 
 // FibGenMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FibGenMapSpecs struct {
-	FibGens *ebpf.MapSpec `ebpf:"fib_gens"`
 }
 
 // FibGenVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type FibGenVariableSpecs struct {
-	NetnsIno *ebpf.VariableSpec `ebpf:"netns_ino"`
 }
 
 // FibGenObjects contains all objects after they have been loaded into the kernel.
@@ -102,34 +96,28 @@ func (o *FibGenObjects) Close() error {
 //
 // It can be passed to LoadFibGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FibGenMaps struct {
-	FibGens *ebpf.Map `ebpf:"fib_gens"`
 }
 
 func (m *FibGenMaps) Close() error {
-	return _FibGenClose(
-		m.FibGens,
-	)
+	return _FibGenClose()
 }
 
 // FibGenVariables contains all global variables after they have been loaded into the kernel.
 //
 // It can be passed to LoadFibGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FibGenVariables struct {
-	NetnsIno *ebpf.Variable `ebpf:"netns_ino"`
 }
 
 // FibGenPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadFibGenObjects or ebpf.CollectionSpec.LoadAndAssign.
 type FibGenPrograms struct {
-	FibNotified     *ebpf.Program `ebpf:"fib_notified"`
-	NexthopNotified *ebpf.Program `ebpf:"nexthop_notified"`
+	FibGenRead *ebpf.Program `ebpf:"fib_gen_read"`
 }
 
 func (p *FibGenPrograms) Close() error {
 	return _FibGenClose(
-		p.FibNotified,
-		p.NexthopNotified,
+		p.FibGenRead,
 	)
 }
 

@@ -14,8 +14,8 @@
 // bpf_fib_lookup does not tell the prefix length of the route it matched;
 // user space takes it from its copy of the routing table
 // (dataplane/forwarding), and only when that copy is of the FIB
-// generation both lookups saw (fib_gens, bumped by fibgen.c on every FIB
-// change of the namespace) and agrees with these answers, so that a sample
+// generation both lookups saw (the kernel's fib_seq of the namespace,
+// fib_seq.h, unchanged across them) and agrees with these answers, so that a sample
 // never names a route that was not in force when it was taken.
 
 #ifndef SFLOWSWITCHD_ROUTE_H
@@ -25,6 +25,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "sample_info.h"
+#include "fib_seq.h"
 
 #define ROUTE_AF_INET 2
 #define ROUTE_AF_INET6 10
@@ -36,28 +37,14 @@
 // size class holds at least 64.
 #define ROUTE_PARSE_BYTES 64
 
-// fib_gens: [0] = the FIB generation of the daemon's network namespace,
-// bumped by fibgen.c's fentry program on every FIB notification there
-// (call_fib_notifiers: route, nexthop and rule changes, IPv4 and IPv6).
-// Shared by the samplers and fibgen.c (created with the XDP object).
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} fib_gens SEC(".maps");
+// ctx_fib_seq (hook of each program, fib_seq.h) returns the FIB
+// generation of the namespace of the frame's device and sets *ok, or
+// leaves *ok 0 when it cannot be read.
+static __always_inline __u32 ctx_fib_seq(SAMPLER_CTX *ctx, int *ok);
 
 static __always_inline __u16 route_be16(const __u8 *p)
 {
 	return ((__u16)p[0] << 8) | p[1];
-}
-
-static __always_inline __u64 fib_gen(void)
-{
-	__u32 zero = 0;
-	__u64 *g = bpf_map_lookup_elem(&fib_gens, &zero);
-
-	return g ? *g : 0;
 }
 
 // route_found reports whether bpf_fib_lookup's return means a route with
@@ -74,14 +61,15 @@ static __always_inline int route_found(long ret)
 // rules and forwarding settings of iif apply) or, for a packet made here
 // (iif 0), as sent through port (BPF_FIB_LOOKUP_OUTPUT). A non-IP frame
 // gets nothing. Kept out of line: one copy for the three size classes.
-static __noinline void sample_route(void *ctx, struct sample_meta *m,
+static __noinline void sample_route(SAMPLER_CTX *ctx, struct sample_meta *m,
 				    __u32 port, __u32 iif)
 {
 	struct bpf_fib_lookup p = {};
 	const __u8 *d = m->data, *ip;
 	__u32 n = m->header_len, off = 12, flags = 0;
 	__u16 proto;
-	__u64 g1, g2;
+	__u32 g1, g2;
+	int ok1, ok2;
 	long ret;
 
 	if (n > ROUTE_PARSE_BYTES)
@@ -144,7 +132,7 @@ static __noinline void sample_route(void *ctx, struct sample_meta *m,
 	}
 
 	m->route.family = p.family;
-	g1 = fib_gen();
+	g1 = ctx_fib_seq(ctx, &ok1);
 
 	// Toward the destination. tot_len 0: no MTU check (the frame went
 	// through: only the route matters).
@@ -190,9 +178,9 @@ static __noinline void sample_route(void *ctx, struct sample_meta *m,
 	}
 
 	// The generation both lookups saw: unchanged across them.
-	g2 = fib_gen();
-	if (g1 == g2) {
-		m->route.gen = (__u32)g1;
+	g2 = ctx_fib_seq(ctx, &ok2);
+	if (ok1 && ok2 && g1 == g2) {
+		m->route.gen = g1;
 		m->flags |= SAMPLE_F_FIB_GEN;
 	}
 }

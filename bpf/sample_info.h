@@ -14,8 +14,8 @@
 //                       back), whose prefix length is extended_router's
 //                       src_mask_len;
 //   SAMPLE_F_FIB_GEN    route.gen is the FIB generation both lookups saw
-//                       (fib_gens, bumped by fibgen.c on every FIB change
-//                       of the daemon's namespace): user space takes the
+//                       (the kernel's fib_seq of the namespace, fib_seq.h,
+//                       bumped on every FIB change there): user space takes the
 //                       prefix lengths from its route table only when that
 //                       table is of the same generation;
 //   SAMPLE_F_TUNNEL     tunnel: the outer header the tunnel device removed

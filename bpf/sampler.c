@@ -84,6 +84,13 @@ static __always_inline __u32 ctx_in_ifindex(struct xdp_md *ctx)
 	return 0;
 }
 
+// ctx_fib_seq (hook of route.h): the FIB generation of the receiving
+// device's namespace (fib_seq.h).
+static __always_inline __u32 ctx_fib_seq(struct xdp_md *ctx, int *ok)
+{
+	return xdp_fib_seq(ctx, ok);
+}
+
 // ctx_extras (hook of sampler.h): nothing beyond the route at XDP. The
 // frame has no skb yet, so it carries no tunnel metadata and cannot be
 // followed to an egress qdisc (sample_info.h).

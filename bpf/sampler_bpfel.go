@@ -97,7 +97,6 @@ type SamplerSampleMeta struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	SamplerMapCounters        = "counters"
-	SamplerMapFibGens         = "fib_gens"
 	SamplerMapPortConfigs     = "port_configs"
 	SamplerMapPortConfigsHigh = "port_configs_high"
 	SamplerMapRings           = "rings"
@@ -165,7 +164,6 @@ type SamplerProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type SamplerMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
-	FibGens         *ebpf.MapSpec `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
@@ -203,7 +201,6 @@ func (o *SamplerObjects) Close() error {
 // It can be passed to LoadSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type SamplerMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
-	FibGens         *ebpf.Map `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
@@ -215,7 +212,6 @@ type SamplerMaps struct {
 func (m *SamplerMaps) Close() error {
 	return _SamplerClose(
 		m.Counters,
-		m.FibGens,
 		m.PortConfigs,
 		m.PortConfigsHigh,
 		m.Rings,

@@ -66,6 +66,13 @@ static __always_inline __u32 ctx_in_ifindex(struct __sk_buff *skb)
 	return SAMPLER_EGRESS ? skb->ingress_ifindex : 0;
 }
 
+// ctx_fib_seq (hook of route.h): the FIB generation of the skb's
+// device's namespace (fib_seq.h).
+static __always_inline __u32 ctx_fib_seq(struct __sk_buff *skb, int *ok)
+{
+	return skb_fib_seq(skb, ok);
+}
+
 // ctx_extras (hook of sampler.h): the tunnel and queue extras of TC
 // (tc_extras.h).
 static __always_inline void ctx_extras(struct __sk_buff *skb, struct sample_meta *m,

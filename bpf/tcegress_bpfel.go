@@ -48,7 +48,6 @@ type TcEgressSampleHand struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TcEgressMapCounters        = "counters"
-	TcEgressMapFibGens         = "fib_gens"
 	TcEgressMapPortConfigs     = "port_configs"
 	TcEgressMapPortConfigsHigh = "port_configs_high"
 	TcEgressMapRings           = "rings"
@@ -111,7 +110,6 @@ type TcEgressProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcEgressMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
-	FibGens         *ebpf.MapSpec `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
@@ -148,7 +146,6 @@ func (o *TcEgressObjects) Close() error {
 // It can be passed to LoadTcEgressObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcEgressMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
-	FibGens         *ebpf.Map `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
@@ -159,7 +156,6 @@ type TcEgressMaps struct {
 func (m *TcEgressMaps) Close() error {
 	return _TcEgressClose(
 		m.Counters,
-		m.FibGens,
 		m.PortConfigs,
 		m.PortConfigsHigh,
 		m.Rings,

@@ -48,7 +48,6 @@ type TcSamplerSampleHand struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	TcSamplerMapCounters        = "counters"
-	TcSamplerMapFibGens         = "fib_gens"
 	TcSamplerMapPortConfigs     = "port_configs"
 	TcSamplerMapPortConfigsHigh = "port_configs_high"
 	TcSamplerMapRings           = "rings"
@@ -111,7 +110,6 @@ type TcSamplerProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type TcSamplerMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
-	FibGens         *ebpf.MapSpec `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
@@ -148,7 +146,6 @@ func (o *TcSamplerObjects) Close() error {
 // It can be passed to LoadTcSamplerObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TcSamplerMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
-	FibGens         *ebpf.Map `ebpf:"fib_gens"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
@@ -159,7 +156,6 @@ type TcSamplerMaps struct {
 func (m *TcSamplerMaps) Close() error {
 	return _TcSamplerClose(
 		m.Counters,
-		m.FibGens,
 		m.PortConfigs,
 		m.PortConfigsHigh,
 		m.Rings,

@@ -268,7 +268,7 @@ func Open(cfg Config) (*Dataplane, error) {
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
 	}
-	if fs.Has(FeatureFIBGen) {
+	if fs.Has(FeatureKernCtx) {
 		if err := d.startFIBGen(); err != nil {
 			d.log.Warn("FIB generation unavailable: samples carry no extended_router", "err", err)
 		}

@@ -135,7 +135,6 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		bpf.TcEgressMapPortConfigs:     d.objs.PortConfigs,
 		bpf.TcEgressMapPortConfigsHigh: d.objs.PortConfigsHigh,
 		bpf.TcEgressMapRings:           d.objs.Rings,
-		bpf.TcEgressMapFibGens:         d.objs.FibGens,
 	}
 	for name := range shared {
 		spec.Maps[name] = d.spec.Maps[name].Copy()

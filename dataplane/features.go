@@ -33,7 +33,6 @@ const (
 	FeatureAFXDP         = "af_xdp_need_wakeup"
 	FeatureBTFTracepoint = "tp_btf_kfree_skb"
 	FeatureTCX           = "tcx"
-	FeatureFIBGen        = "fentry_fib_notifiers"
 	FeatureKernCtx       = "kfunc_cast_to_kern_ctx"
 )
 
@@ -207,13 +206,9 @@ var featureProbes = []featureProbe{
 		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame) and the egress sampler (direction egress or both) at TC egress",
 		Without: "the TC samplers are attached as cls_bpf filters (priority 1, direct-action) on the port's clsact qdisc instead, ingress and egress side; a filter outlives a killed daemon until the next start removes it"},
 		probeTCX},
-	{Feature{Name: FeatureFIBGen, Since: "5.5 (with kernel BTF)",
-		UsedFor: "fentry programs on call_fib_notifiers count the FIB's changes (bpf/fibgen.c), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
-		Without: "samples carry no extended_router; everything else is unaffected"},
-		probeFIBGen},
 	{Feature{Name: FeatureKernCtx, Since: "6.2",
-		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the TC samplers read a sampled frame's skb (a tunnel's outer header, the frame followed to its egress qdisc for transit delay and queue depth)",
-		Without: "samples carry no tunnel records for fixed-VNI VXLAN devices, and no transit delay or queue records; collect_md tunnels are still reported"},
+		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
+		Without: "samples carry no extended_router; everything else is unaffected"},
 		probeKernCtx},
 }
 
@@ -277,26 +272,6 @@ func probeBTFTracepoint() error {
 	}, ebpf.ProgramOptions{LogDisabled: true})
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) {
 		return fmt.Errorf("tp_btf program refused: %w", ebpf.ErrNotSupported)
-	}
-	if err != nil {
-		return err
-	}
-	return p.Close()
-}
-
-// probeFIBGen loads (does not attach) an empty fentry program for
-// call_fib_notifiers: it needs fentry (Linux 5.5), the kernel's BTF and
-// the function (not inlined).
-func probeFIBGen() error {
-	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:         ebpf.Tracing,
-		AttachType:   ebpf.AttachTraceFEntry,
-		AttachTo:     "call_fib_notifiers",
-		License:      "GPL",
-		Instructions: retZero,
-	}, ebpf.ProgramOptions{LogDisabled: true})
-	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("fentry program for call_fib_notifiers refused: %w: %w", ebpf.ErrNotSupported, err)
 	}
 	if err != nil {
 		return err

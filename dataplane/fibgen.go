@@ -1,77 +1,44 @@
 package dataplane
 
-// The FIB generation (bpf/fibgen.c): two fentry programs count the
-// changes of the namespace's forwarding tables into fib_gens, which the
-// samplers read around their bpf_fib_lookup calls (bpf/route.h). User
-// space reads it around each copy of the routing table (FIBGen), so that
-// a sample is given a route's prefix length only by a copy of the table
-// that was in force when the sample was taken (dataplane/forwarding).
+// The FIB generation (bpf/fib_seq.h): the kernel's own count of the
+// changes of a namespace's forwarding tables (net->ipv4.fib_seq +
+// net->ipv6.fib_seq), which the samplers read around their
+// bpf_fib_lookup calls (bpf/route.h). User space reads it around each copy
+// of the routing table (FIBGen), so that a sample is given a route's
+// prefix length only by a copy of the table that was in force when the
+// sample was taken (dataplane/forwarding, router.go).
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
 
-// fibGen is the running FIB generation counter: its programs and links.
+// fibGen is the loaded reader of the FIB generation (bpf/fibgen.c).
 type fibGen struct {
-	progs []*ebpf.Program
-	links []link.Link
+	prog *ebpf.Program
 }
 
-// startFIBGen loads fibgen.c's programs, sharing the samplers' fib_gens,
-// and attaches them. call_fib_notifiers is needed (route entries, FIB
-// rules); call_nexthop_notifiers (nexthop objects) is a static function
-// a kernel may have inlined: without it a change of a nexthop object
-// that does not also announce its routes goes uncounted, which is logged.
+// startFIBGen loads fibgen.c's reader and checks that it reads a
+// generation in the dataplane's namespace.
 func (d *Dataplane) startFIBGen() error {
 	spec, err := bpf.LoadFibGen()
 	if err != nil {
 		return fmt.Errorf("loading the FIB generation spec: %w", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(d.ns), &st); err != nil {
-		return fmt.Errorf("the dataplane's network namespace: %w", err)
+	var objs bpf.FibGenObjects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return fmt.Errorf("loading the FIB generation reader: %w", err)
 	}
-	if err := spec.Variables[bpf.FibGenVarNetnsIno].Set(uint32(st.Ino)); err != nil {
-		return fmt.Errorf("setting netns_ino: %w", err)
-	}
-	spec.Maps[bpf.FibGenMapFibGens] = d.spec.Maps[bpf.SamplerMapFibGens].Copy()
-	g := &fibGen{}
-	for _, name := range []string{bpf.FibGenProgFibNotified, bpf.FibGenProgNexthopNotified} {
-		s := spec.Copy()
-		for n := range s.Programs {
-			if n != name {
-				delete(s.Programs, n)
-			}
-		}
-		coll, err := ebpf.NewCollectionWithOptions(s, ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
-			bpf.FibGenMapFibGens: d.objs.FibGens,
-		}})
-		if err == nil {
-			prog := coll.DetachProgram(name)
-			coll.Close()
-			var l link.Link
-			if l, err = link.AttachTracing(link.TracingOptions{Program: prog}); err != nil {
-				prog.Close()
-			} else {
-				g.progs = append(g.progs, prog)
-				g.links = append(g.links, l)
-				continue
-			}
-		}
-		if name == bpf.FibGenProgFibNotified {
-			return errors.Join(fmt.Errorf("attaching %s (fentry/call_fib_notifiers): %w", name, err), g.close())
-		}
-		d.log.Warn("nexthop object changes are not counted in the FIB generation (fentry/call_nexthop_notifiers unavailable): extended_router relies on route announcements for them",
-			"err", err)
-	}
+	g := &fibGen{prog: objs.FibGenRead}
 	d.fib = g
+	if _, ok := d.FIBGen(); !ok {
+		d.fib = nil
+		return errors.Join(errors.New("the FIB generation reader reads nothing (no bpf_cast_to_kern_ctx?)"), g.close())
+	}
 	return nil
 }
 
@@ -79,28 +46,31 @@ func (g *fibGen) close() error {
 	if g == nil {
 		return nil
 	}
-	var errs []error
-	for _, l := range g.links {
-		errs = append(errs, l.Close())
-	}
-	for _, p := range g.progs {
-		errs = append(errs, p.Close())
-	}
-	return errors.Join(errs...)
+	return g.prog.Close()
 }
 
-// FIBGen returns the FIB generation of the dataplane's namespace (the
-// count of FIB changes since Open, modulo 2^32, as the samples carry it);
-// ok is false when the counter does not run (kernel without fentry or
-// BTF: FeatureFIBGen). One map lookup (a system call): for refreshes of
-// the route table, not per sample.
+// fibGenFrame is the frame the reader runs on (an Ethernet header's
+// worth; the reader looks only at the device).
+var fibGenFrame = make([]byte, 64)
+
+// FIBGen returns the FIB generation of the dataplane's namespace, as the
+// samples carry it (modulo 2^32); ok is false when it cannot be read
+// (kernel without bpf_cast_to_kern_ctx: FeatureKernCtx). One system call
+// (BPF_PROG_TEST_RUN, on a thread in the namespace, whose loopback device
+// the kernel gives the program): for refreshes of the route table, never
+// per sample.
 func (d *Dataplane) FIBGen() (gen uint32, ok bool) {
 	if d.fib == nil {
 		return 0, false
 	}
-	var v uint64
-	if err := d.objs.FibGens.Lookup(uint32(0), &v); err != nil {
+	var ret uint32
+	err := d.inNetns(func() error {
+		var err error
+		ret, err = d.fib.prog.Run(&ebpf.RunOptions{Data: fibGenFrame})
+		return err
+	})
+	if err != nil || ret == 0 {
 		return 0, false
 	}
-	return uint32(v), true
+	return ret - 1, true
 }

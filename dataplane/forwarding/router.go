@@ -72,6 +72,7 @@ type Answer struct {
 // answers for its destination and source, and the FIB generation both
 // lookups saw (GenOK false: unknown).
 type RouterQuery struct {
+	Asked  bool   // the sampler asked the FIB (an IPv4 or IPv6 packet)
 	Egress bool   // sampled leaving the port (its source MAC is then ours)
 	In     uint32 // the port it came in on (0: made on this host)
 	Gen    uint32
@@ -91,7 +92,8 @@ const (
 	RouterNoGen                   // the sample's FIB generation is unknown (a change during its lookups, or no counter)
 	RouterStale                   // no copy of the routes at the sample's generation (a change not read yet)
 	RouterMismatch                // the copy's longest match disagrees with the kernel's answer
-	routerResults
+	// RouterResultCount is the number of results (for arrays of counters).
+	RouterResultCount
 )
 
 // String names the result (metric label values).
@@ -115,7 +117,7 @@ func (r RouterResult) String() string {
 
 // RouterResults lists every result, for metrics.
 func RouterResults() []RouterResult {
-	out := make([]RouterResult, routerResults)
+	out := make([]RouterResult, RouterResultCount)
 	for i := range out {
 		out[i] = RouterResult(i)
 	}
