@@ -86,12 +86,12 @@ type RouterResult int
 
 // Router results: RouterOK filled the record; the others say why not.
 const (
-	RouterOK         RouterResult = iota
-	RouterNotRouted               // not an IP packet this host routes (bridged, local, non-IP)
-	RouterNoRoute                 // the kernel found no route with a next hop (to the destination or back to the source)
-	RouterNoGen                   // the sample's FIB generation is unknown (a change during its lookups, or no counter)
-	RouterStale                   // no copy of the routes at the sample's generation (a change not read yet)
-	RouterMismatch                // the copy's longest match disagrees with the kernel's answer
+	RouterOK        RouterResult = iota
+	RouterNotRouted              // not an IP packet this host routes (bridged, local, non-IP)
+	RouterNoRoute                // the kernel found no route with a next hop (to the destination or back to the source)
+	RouterNoGen                  // the sample's FIB generation is unknown (a change during its lookups, or no counter)
+	RouterStale                  // no copy of the routes at the sample's generation (a change not read yet)
+	RouterMismatch               // the copy's longest match disagrees with the kernel's answer
 	// RouterResultCount is the number of results (for arrays of counters).
 	RouterResultCount
 )
