@@ -18,12 +18,6 @@
 //                       bumped on every FIB change there): user space takes the
 //                       prefix lengths from its route table only when that
 //                       table is of the same generation;
-//   SAMPLE_F_TUNNEL     tunnel: the outer header the tunnel device removed
-//                       (ingress) or adds (egress), tunnel.h;
-//   SAMPLE_F_VNI        tunnel.vni is a VXLAN network identifier;
-//   SAMPLE_F_QUEUE      queue: the frame was followed until it left an
-//                       egress qdisc (follow.c): when, on which device and
-//                       transmit queue, and the bytes queued ahead of it.
 //
 // User space reads these through the record's generated Go type
 // (bpf.SamplerSampleMeta, dataplane/ring.go).
@@ -37,9 +31,6 @@
 #define SAMPLE_F_ROUTE (1U << 1)
 #define SAMPLE_F_SRC_ROUTE (1U << 2)
 #define SAMPLE_F_FIB_GEN (1U << 3)
-#define SAMPLE_F_TUNNEL (1U << 4)
-#define SAMPLE_F_VNI (1U << 5)
-#define SAMPLE_F_QUEUE (1U << 6)
 
 // sample_route: bpf_fib_lookup's answers for the sampled packet, taken in
 // the sampled path (route.h). An address is 4 bytes (IPv4, the rest zero)
@@ -56,30 +47,5 @@ struct sample_route {
 	__u8 src_via[16]; // the gateway toward the source, or the source itself
 };
 
-// sample_tunnel: the outer header of a tunnelled frame (tunnel.h). Ports
-// are host order, 0 when unknown or when the protocol has none.
-struct sample_tunnel {
-	__u8 family; // outer AF_INET or AF_INET6
-	__u8 proto;  // outer IP protocol: 17 (UDP: VXLAN) or 47 (GRE)
-	__u8 tos;    // outer TOS / traffic class
-	__u8 ttl;    // outer TTL / hop limit (0 unknown)
-	__u32 vni;   // VXLAN VNI (SAMPLE_F_VNI)
-	__u16 sport; // outer UDP source port
-	__u16 dport; // outer UDP destination port
-	__u16 length; // outer IP packet length (0 unknown)
-	__u16 _pad;
-	__u8 src[16]; // outer source address
-	__u8 dst[16]; // outer destination address
-};
-
-// sample_queue: where and when a sampled frame left the switch through an
-// egress qdisc (follow.c; transit delay and queue depth, sflow_transit.txt).
-struct sample_queue {
-	__u64 depart_ns; // bpf_ktime_get_ns when the frame was handed to the driver
-	__u32 oif;       // the device it left through
-	__u32 queue;     // its transmit queue
-	__u32 depth;     // bytes queued ahead of it when it entered that queue
-	__u32 _pad;
-};
 
 #endif // SFLOWSWITCHD_SAMPLE_INFO_H

@@ -91,14 +91,6 @@ static __always_inline __u32 ctx_fib_seq(struct xdp_md *ctx, int *ok)
 	return xdp_fib_seq(ctx, ok);
 }
 
-// ctx_extras (hook of sampler.h): nothing beyond the route at XDP. The
-// frame has no skb yet, so it carries no tunnel metadata and cannot be
-// followed to an egress qdisc (sample_info.h).
-static __always_inline void ctx_extras(struct xdp_md *ctx, struct sample_meta *m,
-				       struct port_config *cfg)
-{
-}
-
 // ctx_copy_header (hook of sampler.h) copies the first n bytes of the
 // frame into data, 1 <= n <= cls. The frame at XDP is as it was received.
 static __always_inline __u32 ctx_copy_header(struct xdp_md *ctx, __u8 *data,

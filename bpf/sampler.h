@@ -58,9 +58,10 @@
 #define MODE_INLINE 1
 #define MODE_MONITOR 2
 
-// Port kinds (port_config.kind): what the sampled path may read about a
-// frame beyond its bytes (sample_info.h). Keep in sync with
-// dataplane.PortKind.
+// Port kinds (port_config.kind): whether the port is a tunnel device.
+// Keep in sync with dataplane.PortKind. Written by user space; the
+// sampled path does not read it yet (tunnel records, issue 23, are not
+// built: docs/ARCHITECTURE.md, "Records").
 #define PORT_KIND_PLAIN 0
 #define PORT_KIND_VXLAN 1 // a VXLAN device: frames decapsulated or to be encapsulated
 #define PORT_KIND_GRE 2   // an Ethernet-over-GRE device (gretap, ip6gretap)
@@ -106,7 +107,7 @@ struct port_counters {
 // bytes after header_len are undefined). User space reads it through its
 // generated Go twin, bpf.SamplerSampleMeta (bpf/gen.go, dataplane/ring.go).
 // What the kernel knew about the frame beyond its bytes (direction, input
-// port, route, tunnel, queue) follows the pool, each block valid only when
+// port, route) follows the pool, each block valid only when
 // its SAMPLE_F_* flag is set (sample_info.h).
 struct sample_meta {
 	__u32 ifindex;      // the sampled port (ingress: input, egress: output)
@@ -120,8 +121,6 @@ struct sample_meta {
 	__u32 flags;        // SAMPLE_F_*
 	__u32 in_ifindex;   // egress: the port the frame came in on (skb_iif), 0 = made here
 	struct sample_route route;
-	struct sample_tunnel tunnel;
-	struct sample_queue queue;
 	__u8 data[];
 };
 
@@ -389,11 +388,6 @@ static __always_inline int ctx_unsampled(void);
 // sample (skb_iif; 0 for a frame made here), 0 at ingress.
 static __always_inline __u32 ctx_in_ifindex(SAMPLER_CTX *ctx);
 
-// ctx_extras fills what only this hook can tell about a sampled frame
-// beyond its route (sample_info.h: a tunnel's outer header, the frame
-// followed to its egress qdisc), on the sampled path only.
-static __always_inline void ctx_extras(SAMPLER_CTX *ctx, struct sample_meta *m,
-				       struct port_config *cfg);
 
 // ctx_monitor returns the verdict for a frame of a monitor-mode port whose
 // skip ran out: sampled (a sample counted by decide) or not (only the
@@ -437,7 +431,7 @@ static __always_inline int port_frame(SAMPLER_CTX *ctx)
 // the metadata and copies min(frame length, header_bytes, cls) bytes of
 // the frame (ctx_copy_header), then adds what the kernel knows about the
 // frame (sample_info.h): its direction and input port, its route
-// (route.h) and the hook's extras (ctx_extras).
+// (route.h).
 static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 					struct port_counters *c, __u32 ifindex,
 					__u32 cpu, struct port_config *cfg, __u32 rate,
@@ -477,7 +471,6 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 	m->flags = SAMPLER_EGRESS ? SAMPLE_F_EGRESS : 0;
 	m->in_ifindex = ctx_in_ifindex(ctx);
 	sample_route(ctx, m, ifindex, SAMPLER_EGRESS ? m->in_ifindex : ifindex);
-	ctx_extras(ctx, m, cfg);
 	bpf_ringbuf_submit(m, wake_flag(ring, size));
 }
 

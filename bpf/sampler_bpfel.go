@@ -67,28 +67,6 @@ type SamplerSampleMeta struct {
 		DstVia [16]uint8
 		SrcVia [16]uint8
 	}
-	Tunnel struct {
-		_      structs.HostLayout
-		Family uint8
-		Proto  uint8
-		Tos    uint8
-		Ttl    uint8
-		Vni    uint32
-		Sport  uint16
-		Dport  uint16
-		Length uint16
-		Pad    uint16
-		Src    [16]uint8
-		Dst    [16]uint8
-	}
-	Queue struct {
-		_        structs.HostLayout
-		DepartNs uint64
-		Oif      uint32
-		Queue    uint32
-		Depth    uint32
-		Pad      uint32
-	}
 	Data [0]uint8
 }
 

@@ -4,7 +4,7 @@
 // at egress) do their own way, as the hooks sampler.h's shared paths call:
 // the frame's length and header copy from the skb (the VLAN tag the
 // kernel keeps in skb metadata put back), its queue, its input port at
-// egress, the verdicts, and the TC extras (tc_extras.h). The program that
+// egress, the verdicts, the FIB generation. The program that
 // includes this header says its direction first (SAMPLER_EGRESS).
 
 #ifndef SFLOWSWITCHD_TC_HOOKS_H
@@ -24,7 +24,6 @@
 #include <linux/pkt_cls.h>
 #include "sampler.h"
 #include <bpf/bpf_endian.h>
-#include "tc_extras.h"
 
 // VLAN_HDR_LEN is the 802.1Q tag's size; ETH_ADDRS_LEN the two MACs before it.
 #define VLAN_HDR_LEN 4
@@ -71,14 +70,6 @@ static __always_inline __u32 ctx_in_ifindex(struct __sk_buff *skb)
 static __always_inline __u32 ctx_fib_seq(struct __sk_buff *skb, int *ok)
 {
 	return skb_fib_seq(skb, ok);
-}
-
-// ctx_extras (hook of sampler.h): the tunnel and queue extras of TC
-// (tc_extras.h).
-static __always_inline void ctx_extras(struct __sk_buff *skb, struct sample_meta *m,
-				       struct port_config *cfg)
-{
-	tc_extras(skb, m, cfg);
 }
 
 // ctx_copy_header (hook of sampler.h) copies the first n bytes of the

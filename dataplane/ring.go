@@ -27,9 +27,6 @@ const (
 	SampleRoute    = 1 << 1 // Meta.Route's destination answer is valid
 	SampleSrcRoute = 1 << 2 // Meta.Route's source answer is valid
 	SampleFIBGen   = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
-	SampleTunnel   = 1 << 4 // Meta.Tunnel is the outer header removed (ingress) or added (egress)
-	SampleVNI      = 1 << 5 // Meta.Tunnel.Vni is a VXLAN VNI
-	SampleQueue    = 1 << 6 // Meta.Queue: the frame left an egress qdisc
 )
 
 // RawSample is one kernel sample as a worker's Source delivers it, from
@@ -51,8 +48,8 @@ type RawSample struct {
 	// InIfIndex is, for an egress sample, the port the frame came in on
 	// (0: made on this host).
 	InIfIndex uint32
-	// Meta is the whole ring record (route, tunnel and queue blocks, valid
-	// as Flags say); nil for monitor samples. Like Header it aliases the
+	// Meta is the whole ring record (its route block valid as Flags
+	// say); nil for monitor samples. Like Header it aliases the
 	// ring and is valid only during the callback.
 	Meta *bpf.SamplerSampleMeta
 	// Header holds the first bytes of the frame. It aliases the reader's
