@@ -150,10 +150,10 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	// frame out of one port once it has learned the source.
 	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 0, k, 32))
 	lab.SendFrames(t, 1, seqFrames(lab, 1, lab.HostMACs[0], 1000, k, 32))
-	got, metas := c.waitFor(3*k, 5*time.Second)
+	got, _ := c.waitFor(3*k, 5*time.Second)
 	// Anything else? (A frame of another kind would show here as extra.)
 	time.Sleep(100 * time.Millisecond)
-	got, metas = c.waitFor(len(got)+1, 0)
+	got, metas := c.waitFor(len(got)+1, 0)
 	c.stop(t)
 
 	type key struct {
