@@ -23,6 +23,49 @@ type PortSampling struct {
 	Worker int
 	// Monitor selects the AF_XDP monitor path instead of the inline one.
 	Monitor bool
+	// Direction is which way the port's frames are sampled; 0 means
+	// ingress.
+	Direction Direction
+}
+
+// Direction is which way a port's frames are sampled (-direction): the
+// frames it receives, the frames it sends, or both. Each direction has
+// its own exact pool in the kernel; a port's data source covers the
+// directions it is sampled in, so its flow samples' sample_pool is their
+// sum (sflow_version_5.txt section 4, flow_sample.sample_pool: the
+// packets that could have been sampled).
+type Direction uint8
+
+const (
+	// DirectionIngress samples received frames (input = the port).
+	DirectionIngress Direction = 1 << iota
+	// DirectionEgress samples sent frames (output = the port).
+	DirectionEgress
+	// DirectionBoth samples both ways.
+	DirectionBoth = DirectionIngress | DirectionEgress
+)
+
+// String returns "ingress", "egress" or "both".
+func (d Direction) String() string {
+	switch d {
+	case DirectionIngress, 0:
+		return "ingress"
+	case DirectionEgress:
+		return "egress"
+	case DirectionBoth:
+		return "both"
+	}
+	return fmt.Sprintf("Direction(%d)", uint8(d))
+}
+
+// ParseDirection parses "ingress", "egress" or "both".
+func ParseDirection(s string) (Direction, error) {
+	for _, d := range []Direction{DirectionIngress, DirectionEgress, DirectionBoth} {
+		if s == d.String() {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sampling direction %q (want ingress, egress or both)", s)
 }
 
 // Dataplane is the kernel side the agent drives.
@@ -43,6 +86,8 @@ type Options struct {
 	Counters  CounterSource
 	// Output finds egress ports; nil reports every output as unknown.
 	Output OutputLookup
+	// Router gives routed samples their extended_router; nil sends none.
+	Router RouterLookup
 	// PinCPUs binds worker i's thread to CPU i (modulo the CPUs the
 	// process may use), so that each sub-agent keeps its caches and never
 	// competes with another worker for a core.
@@ -90,6 +135,7 @@ func New(opts Options) *Agent {
 		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w.router = opts.Router
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}
@@ -199,8 +245,12 @@ func (a *Agent) Apply(cfg Config) error {
 	var errs []error
 	// 1. Ports no longer sampled stop first, so no sample of theirs reaches
 	//    a worker that has forgotten them.
+	//    A port whose direction changes is detached too and attached
+	//    anew in step 3 (its pool continues over poolBase): a direction
+	//    added starts from zeroed kernel counters, and the workers' pools
+	//    per CPU and direction (pool.go) must not run backwards.
 	for _, idx := range sortedKeys(a.ports) {
-		if _, keep := plans[idx]; keep {
+		if p, keep := plans[idx]; keep && p.Direction == a.ports[idx].Direction {
 			continue
 		}
 		pool, _ := a.opts.Dataplane.PortPool(idx)

@@ -70,6 +70,10 @@ type Config struct {
 	// their sampled frames are delivered through AF_XDP and the rest is
 	// dropped (docs/ARCHITECTURE.md "Two delivery paths").
 	MonitorPorts map[uint32]bool
+	// Directions are the ports sampled in another direction than ingress
+	// (DirectionEgress, DirectionBoth); a port absent is sampled at
+	// ingress. A monitor port is sampled at ingress only.
+	Directions map[uint32]Direction
 }
 
 // MaxHeaderBytes is the largest sFlowFsMaximumHeaderSize the dataplane
@@ -152,6 +156,10 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 		p.KernelRate = KernelRate(rates[idx]...)
 		p.Worker = workerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: idx})
 		p.Monitor = c.MonitorPorts[idx]
+		p.Direction = DirectionIngress
+		if d := c.Directions[idx]; d != 0 && !p.Monitor {
+			p.Direction = d
+		}
 		plans[idx] = p
 	}
 	return plans

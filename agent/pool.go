@@ -21,14 +21,19 @@ import "runtime"
 //     own last sample (on average fewer than one sampling interval per
 //     other CPU); the port's total (counters, MIB, metrics) stays exact,
 //     read from the kernel's counters.
+//
+// A port sampled both ways has a count per CPU in each direction (the
+// kernel's ingress and egress counters): its pool is the sum of both, the
+// data source covering both directions.
 type portPool struct {
 	base uint64   // pool of earlier attachments (identifies this attachment)
-	cpu  []uint64 // latest reported pool per CPU
-	sum  uint64   // sum of cpu
+	cpu  []uint64 // latest reported ingress pool per CPU
+	out  []uint64 // latest reported egress pool per CPU
+	sum  uint64   // sum of cpu and out
 }
 
 func newPortPool(base uint64) *portPool {
-	return &portPool{base: base, cpu: make([]uint64, runtime.NumCPU())}
+	return &portPool{base: base, cpu: make([]uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
 }
 
 // maxCPUs bounds the per-port CPU table against a corrupt record.
@@ -37,16 +42,20 @@ const maxCPUs = 1 << 14
 // at records that cpu's pool is cpuPool and returns the port's pool (without
 // base) at that sample. It allocates only the first time a CPU beyond
 // runtime.NumCPU is seen.
-func (p *portPool) at(cpu uint32, cpuPool uint64) uint64 {
-	if int(cpu) >= len(p.cpu) {
+func (p *portPool) at(egress bool, cpu uint32, cpuPool uint64) uint64 {
+	t := &p.cpu
+	if egress {
+		t = &p.out
+	}
+	if int(cpu) >= len(*t) {
 		if cpu >= maxCPUs {
 			return p.sum
 		}
-		p.cpu = append(p.cpu, make([]uint64, int(cpu)+1-len(p.cpu))...)
+		*t = append(*t, make([]uint64, int(cpu)+1-len(*t))...)
 	}
-	if old := p.cpu[cpu]; cpuPool > old {
+	if old := (*t)[cpu]; cpuPool > old {
 		p.sum += cpuPool - old
-		p.cpu[cpu] = cpuPool
+		(*t)[cpu] = cpuPool
 	}
 	return p.sum
 }

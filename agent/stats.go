@@ -1,6 +1,10 @@
 package agent
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+)
 
 // WorkerStats counts what one worker (sub-agent) did. Each worker owns its
 // own WorkerStats, so the atomic adds never contend across CPUs; readers
@@ -31,4 +35,7 @@ type WorkerStats struct {
 	SamplesUnsent atomic.Uint64
 	// ReadErrors are errors reading the kernel sample ring.
 	ReadErrors atomic.Uint64
+	// Router counts the samples whose kernel asked the FIB, by what became
+	// of their extended_router (forwarding.RouterResult: sent, or why not).
+	Router [forwarding.RouterResultCount]atomic.Uint64
 }

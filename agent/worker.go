@@ -9,13 +9,21 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // PacketSample is one packet sampled by the kernel, as a worker receives it.
 type PacketSample struct {
+	// IfIndex is the sampled port: the input of an ingress sample, the
+	// output of an egress one (Egress).
 	IfIndex uint32
+	// Egress tells the frame was sampled leaving IfIndex; InIfIndex is
+	// then the port it came in on as the kernel recorded it (skb_iif), 0
+	// for a frame made on this host.
+	Egress    bool
+	InIfIndex uint32
 	// FrameLen is the frame's length as XDP saw it (without FCS).
 	FrameLen uint32
 	// KernelRate is the power-of-two rate the kernel took the sample at;
@@ -27,9 +35,21 @@ type PacketSample struct {
 	// when it is encoded (PoolReader).
 	CPU     uint32
 	CPUPool uint64
+	// Route is what the kernel answered about the packet's routes at
+	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
+	// a source that cannot tell).
+	Route forwarding.RouterQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+}
+
+// RouterLookup gives a routed sample its extended_router
+// (dataplane/forwarding.Table.Router): from the kernel's answers at
+// sample time and the routes in force then, or a result saying why not.
+// Called per sample: it must not allocate or block.
+type RouterLookup interface {
+	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -119,6 +139,7 @@ type worker struct {
 	poolReader PoolReader
 	counters   CounterSource
 	output     OutputLookup
+	router     RouterLookup
 	start      time.Time
 	stats      WorkerStats
 	send       sendTuning // the senders' batch settings (Options)
@@ -136,7 +157,8 @@ type worker struct {
 	fs    sflow.FlowSample
 	hdr   sflow.SampledHeader
 	sw    sflow.ExtendedSwitch
-	frecs [2]sflow.Record
+	rtr   sflow.ExtendedRouter
+	frecs [3]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -247,7 +269,7 @@ func (w *worker) handle(ps *PacketSample) {
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
 	if atSample {
-		pool = pp.at(ps.CPU, ps.CPUPool)
+		pool = pp.at(ps.Egress, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
 		// The kernel tells the rate each sample was taken at; while a
@@ -273,14 +295,28 @@ func (w *worker) handle(ps *PacketSample) {
 			if !atSample {
 				pool = now
 			}
-			if w.output != nil {
+			switch {
+			case ps.Egress:
+				// Sampled leaving the port: it is the output
+				// (sflow_version_5.txt section 4, flow_sample.output).
+				output = sflow.IfIndex(ps.IfIndex)
+			case w.output != nil:
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
 			if vlan, prio, ok := vlanTag(ps.Header); ok {
 				// A bridge forwards the tagged frame in its VLAN: the
 				// VLAN is known on both sides (spec "extended_switch").
 				w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
-				nrecs = 2
+				w.frecs[nrecs] = &w.sw
+				nrecs++
+			}
+			if w.router != nil && ps.Route.Asked {
+				res := w.router.Router(ps.Header, &ps.Route, &w.rtr)
+				w.stats.Router[res].Add(1)
+				if res == forwarding.RouterOK {
+					w.frecs[nrecs] = &w.rtr
+					nrecs++
+				}
 			}
 			looked = true
 		}
@@ -291,13 +327,22 @@ func (w *worker) handle(ps *PacketSample) {
 		}
 		w.hdr.FrameLength = ps.FrameLen + fcsLen
 		w.hdr.Header = h
+		input := sflow.IfIndex(ps.IfIndex)
+		if ps.Egress {
+			// The port the frame came in on; a frame made on this host
+			// comes from the agent itself (spec "interface": 0x3FFFFFFF).
+			input = sflow.IfIndex(ps.InIfIndex)
+			if ps.InIfIndex == 0 {
+				input = sflow.IfIndex(sflow.IfIndexInternal)
+			}
+		}
 		w.fs = sflow.FlowSample{
 			SequenceNumber: s.seq,
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   s.cfg.Rate,
 			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
-			Input:          sflow.IfIndex(ps.IfIndex),
+			Input:          input,
 			Output:         output,
 			Records:        w.frecs[:nrecs],
 		}

@@ -78,6 +78,19 @@ static __always_inline __u32 ctx_rx_queue(struct xdp_md *ctx)
 	return ctx->rx_queue_index;
 }
 
+// ctx_in_ifindex (hook of sampler.h): XDP samples at ingress only.
+static __always_inline __u32 ctx_in_ifindex(struct xdp_md *ctx)
+{
+	return 0;
+}
+
+// ctx_fib_seq (hook of route.h): the FIB generation of the receiving
+// device's namespace (fib_seq.h).
+static __always_inline __u32 ctx_fib_seq(struct xdp_md *ctx, int *ok)
+{
+	return xdp_fib_seq(ctx, ok);
+}
+
 // ctx_copy_header (hook of sampler.h) copies the first n bytes of the
 // frame into data, 1 <= n <= cls. The frame at XDP is as it was received.
 static __always_inline __u32 ctx_copy_header(struct xdp_md *ctx, __u8 *data,

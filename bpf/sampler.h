@@ -31,6 +31,12 @@
 #error "define SAMPLER_CTX, SAMPLER_PASS and RECORD_SLACK before including sampler.h"
 #endif
 
+// SAMPLER_EGRESS: 1 in the egress sampler (tc_egress.c), whose records
+// carry SAMPLE_F_EGRESS; 0 (ingress) unless the program says so.
+#ifndef SAMPLER_EGRESS
+#define SAMPLER_EGRESS 0
+#endif
+
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -52,7 +58,18 @@
 #define MODE_INLINE 1
 #define MODE_MONITOR 2
 
+// Port kinds (port_config.kind): whether the port is a tunnel device.
+// Keep in sync with dataplane.PortKind. Written by user space; the
+// sampled path does not read it yet (tunnel records, issue 23, are not
+// built: docs/ARCHITECTURE.md, "Records").
+#define PORT_KIND_PLAIN 0
+#define PORT_KIND_VXLAN 1 // a VXLAN device: frames decapsulated or to be encapsulated
+#define PORT_KIND_GRE 2   // an Ethernet-over-GRE device (gretap, ip6gretap)
+
 // port_config: per-port sampling configuration, written by user space.
+// The same entry serves both directions of a port: the ingress program
+// (xdp_sampler or tc_sampler) and the egress program (tc_egress_sampler)
+// are attached per direction, each with its own counters.
 struct port_config {
 	__u32 sample_mask;  // rate 2^k -> 2^k-1; rate 1 -> 0 (sample everything)
 	__u32 mode;         // MODE_OFF, MODE_INLINE or MODE_MONITOR
@@ -60,7 +77,8 @@ struct port_config {
 	__u32 worker;       // index of the owning worker's ring in `rings`
 	__u32 slot;         // counter slot of the port in `counters`
 	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
-	__u32 _pad[2];
+	__u32 kind;         // PORT_KIND_*
+	__u32 _pad;
 	// skip_scale = round(2^SKIP_SCALE_SHIFT / -log2(1 - 2^-k)), 0 for rate
 	// 1: turns -log2(U), U uniform in (0,1], into a geometric skip
 	// (draw_skip). Computed by user space (dataplane.skipScale).
@@ -82,19 +100,27 @@ struct port_counters {
 	__u64 _pad[3];
 };
 
+#include "sample_info.h"
+
 // sample_meta: the fixed part of a ring buffer record; `data` holds
 // header_len bytes of the frame (the record is sized by a size class, so
 // bytes after header_len are undefined). User space reads it through its
 // generated Go twin, bpf.SamplerSampleMeta (bpf/gen.go, dataplane/ring.go).
+// What the kernel knew about the frame beyond its bytes (direction, input
+// port, route) follows the pool, each block valid only when
+// its SAMPLE_F_* flag is set (sample_info.h).
 struct sample_meta {
-	__u32 ifindex;      // ingress ifindex
+	__u32 ifindex;      // the sampled port (ingress: input, egress: output)
 	__u32 frame_len;    // full frame length (all fragments)
-	__u32 rx_queue;     // RX queue index
+	__u32 rx_queue;     // RX queue index (ingress)
 	__u32 cpu;          // CPU that took the sample
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u32 header_len;   // valid bytes in data
 	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
-	__u64 pool;         // this CPU's pool of the port, this frame included
+	__u64 pool;         // this CPU's pool of the port in this direction, this frame included
+	__u32 flags;        // SAMPLE_F_*
+	__u32 in_ifindex;   // egress: the port the frame came in on (skb_iif), 0 = made here
+	struct sample_route route;
 	__u8 data[];
 };
 
@@ -210,6 +236,8 @@ struct {
 	__type(key, __u32);
 	__array(values, struct ring_template);
 } rings SEC(".maps");
+
+#include "route.h"
 
 // neg_log2_q16 returns -log2(U) in Q16 fixed point for U = (r + 1) / 2^32,
 // uniform in (0, 1] when r is uniform in 0..2^32-1: the result is in
@@ -356,6 +384,11 @@ static __always_inline __u32 ctx_copy_header(SAMPLER_CTX *ctx, __u8 *data,
 // ctx_unsampled returns the verdict for a frame that is not sampled.
 static __always_inline int ctx_unsampled(void);
 
+// ctx_in_ifindex returns the port the frame came in on, for an egress
+// sample (skb_iif; 0 for a frame made here), 0 at ingress.
+static __always_inline __u32 ctx_in_ifindex(SAMPLER_CTX *ctx);
+
+
 // ctx_monitor returns the verdict for a frame of a monitor-mode port whose
 // skip ran out: sampled (a sample counted by decide) or not (only the
 // first skip was drawn).
@@ -396,12 +429,15 @@ static __always_inline int port_frame(SAMPLER_CTX *ctx)
 // emit_sample reserves a record of constant size (the verifier requires a
 // constant reservation size, hence the size classes cls) in ring, fills
 // the metadata and copies min(frame length, header_bytes, cls) bytes of
-// the frame (ctx_copy_header).
+// the frame (ctx_copy_header), then adds what the kernel knows about the
+// frame (sample_info.h): its direction and input port, its route
+// (route.h).
 static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 					struct port_counters *c, __u32 ifindex,
-					__u32 cpu, __u32 header_bytes, __u32 rate,
+					__u32 cpu, struct port_config *cfg, __u32 rate,
 					const __u32 cls)
 {
+	__u32 header_bytes = cfg->header_bytes;
 	const __u64 size = sizeof(struct sample_meta) + cls + RECORD_SLACK;
 	struct sample_meta *m;
 	__u32 len, n;
@@ -432,6 +468,9 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 	// pools as their own latest samples reported them, so each flow sample
 	// carries the port's pool at its sampling moment (agent/pool.go).
 	m->pool = c->pool;
+	m->flags = SAMPLER_EGRESS ? SAMPLE_F_EGRESS : 0;
+	m->in_ifindex = ctx_in_ifindex(ctx);
+	sample_route(ctx, m, ifindex, SAMPLER_EGRESS ? m->in_ifindex : ifindex);
 	bpf_ringbuf_submit(m, wake_flag(ring, size));
 }
 
@@ -440,9 +479,9 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 					  struct port_counters *c,
 					  __u32 ifindex, __u32 cpu,
-					  __u32 worker, __u32 header_bytes,
-					  __u32 rate)
+					  struct port_config *cfg, __u32 rate)
 {
+	__u32 worker = cfg->worker, header_bytes = cfg->header_bytes;
 	void *ring = bpf_map_lookup_elem(&rings, &worker);
 
 	if (!ring) {
@@ -450,11 +489,11 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 		return;
 	}
 	if (header_bytes <= 64)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 64);
+		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate, 64);
 	else if (header_bytes <= 128)
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 128);
+		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate, 128);
 	else
-		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate,
+		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate,
 			    MAX_HEADER_BYTES);
 }
 
@@ -474,8 +513,7 @@ static __noinline int take_sample(SAMPLER_CTX *ctx, struct port_counters *c,
 	if (cfg->mode == MODE_MONITOR)
 		return ctx_monitor(ctx, c, cfg, d == DECIDE_SAMPLE);
 	if (d == DECIDE_SAMPLE)
-		sample_inline(ctx, c, ifindex, cpu, cfg->worker,
-			      cfg->header_bytes, rate);
+		sample_inline(ctx, c, ifindex, cpu, cfg, rate);
 	return SAMPLER_PASS;
 }
 

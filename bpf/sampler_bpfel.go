@@ -21,7 +21,8 @@ type SamplerPortConfig struct {
 	Worker      uint32
 	Slot        uint32
 	XskBase     uint32
-	Pad         [2]uint32
+	Kind        uint32
+	Pad         uint32
 	SkipScale   uint64
 }
 
@@ -52,7 +53,21 @@ type SamplerSampleMeta struct {
 	HeaderLen   uint32
 	SampleRate  uint32
 	Pool        uint64
-	Data        [0]uint8
+	Flags       uint32
+	InIfindex   uint32
+	Route       struct {
+		_      structs.HostLayout
+		Family uint8
+		DstRet uint8
+		SrcRet uint8
+		Pad    uint8
+		Gen    uint32
+		DstOif uint32
+		SrcOif uint32
+		DstVia [16]uint8
+		SrcVia [16]uint8
+	}
+	Data [0]uint8
 }
 
 // Names of all BPF objects in the ELF.

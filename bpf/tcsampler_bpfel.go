@@ -21,7 +21,8 @@ type TcSamplerPortConfig struct {
 	Worker      uint32
 	Slot        uint32
 	XskBase     uint32
-	Pad         [2]uint32
+	Kind        uint32
+	Pad         uint32
 	SkipScale   uint64
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -102,6 +103,16 @@ type Settings struct {
 	// of samples while the worker is behind or off its CPU; what does
 	// not fit is counted (drops). Kernel memory: RingBytes per worker.
 	RingBytes int `toml:"ring_bytes"`
+	// Direction is which way every port's frames are sampled: "ingress"
+	// (the default: the frames a port receives), "egress" (the frames it
+	// sends, at TC egress) or "both". Monitor ports are sampled at
+	// ingress only.
+	Direction string `toml:"direction"`
+	// PortDirection overrides Direction per port: port name or glob
+	// pattern (as in ports) -> "ingress", "egress" or "both". A port
+	// several patterns match takes its exact name's entry, else the
+	// first pattern in sorted order.
+	PortDirection map[string]string `toml:"port_direction"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
 	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
 	// always sampled with XDP.
@@ -168,6 +179,7 @@ func Defaults() Settings {
 		MaxPorts:             DefaultMaxPorts,
 		RingBytes:            DefaultRingBytes,
 		Hook:                 "auto",
+		Direction:            "ingress",
 		Drops:                "on",
 		DropsLimit:           DefaultDropsLimit,
 		DropsHeaderBytes:     DefaultDropsHeaderBytes,
@@ -326,6 +338,17 @@ func (s *Settings) Validate() error {
 	if s.HeaderBytes < 20 || s.HeaderBytes > 256 {
 		errs = append(errs, fmt.Errorf("header_bytes %d outside 20..256", s.HeaderBytes))
 	}
+	if !validDirection(s.Direction) {
+		errs = append(errs, fmt.Errorf("direction %q: want ingress, egress or both", s.Direction))
+	}
+	for p, d := range s.PortDirection {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("port_direction pattern %q: %w", p, err))
+		}
+		if !validDirection(d) {
+			errs = append(errs, fmt.Errorf("port_direction %q = %q: want ingress, egress or both", p, d))
+		}
+	}
 	for _, p := range append(append([]string(nil), s.Ports...), s.MonitorPorts...) {
 		if _, err := path.Match(p, ""); err != nil {
 			errs = append(errs, fmt.Errorf("port pattern %q: %w", p, err))
@@ -430,3 +453,31 @@ func (s *Settings) SamplingRate(speedMbps uint64) uint32 {
 
 // PollInterval returns the polling interval as a duration.
 func (s *Settings) PollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }
+
+// validDirection reports whether d names a sampling direction.
+func validDirection(d string) bool {
+	return d == "ingress" || d == "egress" || d == "both"
+}
+
+// PortDirectionOf is the sampling direction of port name: its own
+// port_direction entry, else the first pattern (in sorted order) of
+// port_direction that matches it, else Direction ("ingress" when empty).
+func (s *Settings) PortDirectionOf(name string) string {
+	if d, ok := s.PortDirection[name]; ok {
+		return d
+	}
+	pats := make([]string, 0, len(s.PortDirection))
+	for p := range s.PortDirection {
+		pats = append(pats, p)
+	}
+	sort.Strings(pats)
+	for _, p := range pats {
+		if ok, _ := path.Match(p, name); ok {
+			return s.PortDirection[p]
+		}
+	}
+	if s.Direction == "" {
+		return "ingress"
+	}
+	return s.Direction
+}

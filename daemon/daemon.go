@@ -195,6 +195,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		return nil, errors.Join(err, dp.Close())
 	}
 	d.output = forwarding.New(netns.None(), log)
+	// extended_router: the table's copies of the routes carry the FIB
+	// generation they were read at (dataplane/fibgen.go).
+	d.output.SetGen(dp.FIBGen)
 	d.counters, err = newCounterSource(host.New(host.Options{Adapters: d.adapters}))
 	if err != nil {
 		return fail(err)
@@ -204,6 +207,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		Dataplane: kernel.Dataplane{DP: dp},
 		Counters:  d.counters,
 		Output:    d.output,
+		Router:    d.output,
 		Logger:    log,
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).

@@ -11,6 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/listener"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
@@ -47,8 +48,14 @@ func (d *Daemon) portMetrics() []metrics.Port {
 		if err != nil {
 			continue
 		}
-		out = append(out, metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
+		mp := metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
+			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate}
+		if d.dp.PortDirection(int(idx)).Has(dataplane.DirectionEgress) {
+			if e, err := d.dp.PortCountersEgress(int(idx)); err == nil {
+				mp.Egress, mp.EgressPool, mp.EgressSamples, mp.EgressDrops = true, e.Pool, e.Samples, e.Drops
+			}
+		}
+		out = append(out, mp)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path"
 
+	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
@@ -55,7 +56,15 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 		if !monitor && !sel(p) {
 			continue
 		}
-		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
+		dir := agent.DirectionIngress
+		if !monitor { // a monitor port is sampled at ingress only
+			// Validated with the settings: an error is not expected.
+			if dir, err = agent.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
+				return m, err
+			}
+		}
+		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir,
+			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
 	}
 	return m, nil
 }

@@ -63,6 +63,39 @@ func KernelAttachment(ifindex int) (string, error) {
 			}
 		}
 	}
+	return clsactAttachment(sideIngress, ifindex)
+}
+
+// KernelAttachmentEgress reports how an egress sampler of sflowswitchd
+// is attached to ifindex as the kernel shows it in the calling thread's
+// network namespace: AttachTCX (tc_out_sampler at TCX egress),
+// AttachClsact (our cls_bpf filter on the clsact qdisc's egress side), or
+// "" when none is.
+func KernelAttachmentEgress(ifindex int) (string, error) {
+	if haveTCX() {
+		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXEgress})
+		if linkGone(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("querying TCX egress of ifindex %d: %w", ifindex, err)
+		}
+		for _, p := range r.Programs {
+			name, err := programName(uint32(p.ID))
+			if err != nil {
+				return "", gone(err)
+			}
+			if name == bpf.TcEgressProgTcOutSampler {
+				return AttachTCX, nil
+			}
+		}
+	}
+	return clsactAttachment(sideEgress, ifindex)
+}
+
+// clsactAttachment reports AttachClsact when our filter with our program
+// is on side of ifindex's clsact (or ingress) qdisc.
+func clsactAttachment(side tcSide, ifindex int) (string, error) {
 	q, err := ingressQdisc(ifindex)
 	switch {
 	case linkGone(err):
@@ -72,7 +105,7 @@ func KernelAttachment(ifindex int) (string, error) {
 	case q == nil:
 		return "", nil
 	}
-	f, err := filterAt(ifindex)
+	f, err := filterAt(side, ifindex)
 	switch {
 	case linkGone(err):
 		return "", nil
@@ -84,7 +117,7 @@ func KernelAttachment(ifindex int) (string, error) {
 	if _, _, ok := parseTCFilterName(f.Name); !ok {
 		return "", nil
 	}
-	if name, err := programName(uint32(f.Id)); err != nil || name != bpf.TcSamplerProgTcSampler {
+	if name, err := programName(uint32(f.Id)); err != nil || name != side.prog {
 		return "", gone(err)
 	}
 	return AttachClsact, nil

@@ -16,6 +16,12 @@ package dataplane
 //	(TCA_BPF_NAME; "/qdisc" when the owner created the qdisc),
 //	program tc_sampler.
 //
+// A port sampled at egress (egress.go) has the same filter on the egress
+// side of its clsact qdisc, with the program tc_out_sampler; everything
+// below holds for it as for the ingress one. When both sides carry our
+// filters on a qdisc the owner created, both say "/qdisc", and whichever
+// is removed last removes the qdisc once no filter is left on it.
+//
 // "First in the chain": classification starts at chain 0 and walks its
 // filters by increasing priority; 1 is the smallest priority there is (0
 // asks the kernel to pick one, and it picks from 0x8000 up, below any
@@ -166,6 +172,18 @@ func devIndex(ifindex int) netlink.Link {
 	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}
 }
 
+// tcSide is a side of the clsact qdisc: where the filter goes.
+type tcSide struct {
+	name   string // "ingress" or "egress"
+	parent uint32 // netlink.HANDLE_MIN_INGRESS or HANDLE_MIN_EGRESS
+	prog   string // the name of our program there
+}
+
+var (
+	sideIngress = tcSide{name: "ingress", parent: netlink.HANDLE_MIN_INGRESS, prog: bpf.TcSamplerProgTcSampler}
+	sideEgress  = tcSide{name: "egress", parent: netlink.HANDLE_MIN_EGRESS, prog: bpf.TcEgressProgTcOutSampler}
+)
+
 // ingressQdisc returns the port's clsact or ingress qdisc, nil if it has
 // none.
 func ingressQdisc(ifindex int) (netlink.Qdisc, error) {
@@ -190,12 +208,13 @@ func clsactQdisc(ifindex int) *netlink.Clsact {
 	}}
 }
 
-// ourFilter is our filter on ifindex, as added, replaced and deleted.
-func ourFilter(ifindex, fd int, name string) *netlink.BpfFilter {
+// ourFilter is our filter on side of ifindex, as added, replaced and
+// deleted.
+func ourFilter(side tcSide, ifindex, fd int, name string) *netlink.BpfFilter {
 	return &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: ifindex,
-			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Parent:    side.parent,
 			Handle:    tcFilterHandle,
 			Priority:  tcFilterPrio,
 			Protocol:  unix.ETH_P_ALL,
@@ -206,12 +225,12 @@ func ourFilter(ifindex, fd int, name string) *netlink.BpfFilter {
 	}
 }
 
-// filterAt returns the cls_bpf filter at our priority and handle on the
-// ingress side of ifindex, nil if there is none.
-func filterAt(ifindex int) (*netlink.BpfFilter, error) {
-	fs, err := netlink.FilterList(devIndex(ifindex), netlink.HANDLE_MIN_INGRESS)
+// filterAt returns the cls_bpf filter at our priority and handle on side
+// of ifindex, nil if there is none.
+func filterAt(side tcSide, ifindex int) (*netlink.BpfFilter, error) {
+	fs, err := netlink.FilterList(devIndex(ifindex), side.parent)
 	if err != nil {
-		return nil, fmt.Errorf("listing ingress filters: %w", err)
+		return nil, fmt.Errorf("listing %s filters: %w", side.name, err)
 	}
 	for _, f := range fs {
 		a := f.Attrs()
@@ -268,6 +287,7 @@ func linkExists(ifindex int) (bool, error) {
 // implements attachment.
 type clsactFilter struct {
 	ns       netns.NsHandle // the Dataplane's namespace (netlink calls run there)
+	side     tcSide
 	ifindex  int
 	name     string
 	progID   ebpf.ProgramID // the program in the filter, to remove only ours
@@ -279,6 +299,15 @@ type clsactFilter struct {
 // a clsact qdisc if the port has neither a clsact nor an ingress qdisc.
 // Must run in the port's netns.
 func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter, error) {
+	return d.attachClsactSide(prog, ifindex, sideIngress, false)
+}
+
+// attachClsactSide adds prog as our filter on side of ifindex's clsact
+// qdisc, creating the qdisc if the port has neither a clsact nor an
+// ingress qdisc. ownQdisc says this Dataplane created the qdisc already
+// (for the port's other side). An ingress qdisc (no egress side) takes
+// no egress filter. Must run in the port's netns.
+func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSide, ownQdisc bool) (*clsactFilter, error) {
 	info, err := prog.Info()
 	if err != nil {
 		return nil, fmt.Errorf("program info: %w", err)
@@ -291,7 +320,12 @@ func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter
 	if err != nil {
 		return nil, err
 	}
-	if q != nil {
+	if q != nil && side == sideEgress {
+		if q.Type() != "clsact" {
+			return nil, fmt.Errorf("the port has an ingress qdisc, which has no egress side: the egress sampler needs a clsact qdisc there (or TCX, Linux 6.6)")
+		}
+	}
+	if q != nil && side == sideIngress {
 		if b := q.Attrs().IngressBlock; b != nil && *b != 0 {
 			// A shared block holds the filters of every port bound to
 			// it; the port's own program (its ifindex and counters
@@ -299,7 +333,7 @@ func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter
 			return nil, fmt.Errorf("TC ingress of this port is the shared filter block %d (ingress_block): the sampler's per-port filter cannot be added to it (sample this port with -hook xdp)", *b)
 		}
 	}
-	f := &clsactFilter{ns: d.ns, ifindex: ifindex, progID: id, log: d.log}
+	f := &clsactFilter{ns: d.ns, side: side, ifindex: ifindex, progID: id, log: d.log, ownQdisc: ownQdisc && q != nil}
 	if q == nil {
 		err := netlink.QdiscAdd(clsactQdisc(ifindex))
 		switch {
@@ -312,7 +346,7 @@ func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter
 		}
 	}
 	f.name = tcFilterName(d.owner.id, f.ownQdisc)
-	if err := netlink.FilterAdd(ourFilter(ifindex, prog.FD(), f.name)); err != nil {
+	if err := netlink.FilterAdd(ourFilter(side, ifindex, prog.FD(), f.name)); err != nil {
 		err = f.explain(err)
 		if f.ownQdisc {
 			if _, qerr := removeQdiscIfEmpty(ifindex); qerr != nil {
@@ -329,8 +363,11 @@ func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter
 func (f *clsactFilter) explain(err error) error {
 	switch {
 	case errors.Is(err, unix.EEXIST):
-		return fmt.Errorf("adding the sampler's cls_bpf filter: TC ingress already has a filter at priority %d, handle %#x (another sflowswitchd sampling this port?): %w",
-			tcFilterPrio, tcFilterHandle, err)
+		return fmt.Errorf("adding the sampler's cls_bpf filter: TC %s already has a filter at priority %d, handle %#x (another sflowswitchd sampling this port?): %w",
+			f.side.name, tcFilterPrio, tcFilterHandle, err)
+	case errors.Is(err, unix.EINVAL) && f.side == sideEgress:
+		return fmt.Errorf("adding the egress sampler's cls_bpf filter at priority %d: TC egress has a filter of another kind or protocol at that priority, so the sampler cannot be first in the chain (move that filter): %w",
+			tcFilterPrio, err)
 	case errors.Is(err, unix.EINVAL):
 		return fmt.Errorf("adding the sampler's cls_bpf filter at priority %d: TC ingress has a filter of another kind or protocol at that priority, so the sampler cannot be first in the chain (move that filter, or sample this port with -hook xdp): %w",
 			tcFilterPrio, err)
@@ -350,7 +387,7 @@ func (f *clsactFilter) Update(prog *ebpf.Program) error {
 		return errors.New("program info without an ID")
 	}
 	err = netnsutil.Do(f.ns, func() error {
-		return netlink.FilterReplace(ourFilter(f.ifindex, prog.FD(), f.name))
+		return netlink.FilterReplace(ourFilter(f.side, f.ifindex, prog.FD(), f.name))
 	})
 	if err != nil {
 		return fmt.Errorf("replacing the cls_bpf filter's program: %w", err)
@@ -367,7 +404,7 @@ func (f *clsactFilter) Close() error {
 		if ok, err := linkExists(f.ifindex); !ok || err != nil {
 			return err
 		}
-		cur, err := filterAt(f.ifindex)
+		cur, err := filterAt(f.side, f.ifindex)
 		if linkGone(err) {
 			return nil
 		}
@@ -377,13 +414,13 @@ func (f *clsactFilter) Close() error {
 		switch {
 		case cur == nil:
 			// The qdisc was deleted under us (tc qdisc del), or the filter.
-			f.log.Warn("the sampler's cls_bpf filter was already gone", "ifindex", f.ifindex)
+			f.log.Warn("the sampler's cls_bpf filter was already gone", "ifindex", f.ifindex, "side", f.side.name)
 		case ebpf.ProgramID(cur.Id) != f.progID || cur.Name != f.name:
 			f.log.Warn("filter at the sampler's priority and handle is no longer ours: left alone",
-				"ifindex", f.ifindex, "name", cur.Name, "prog_id", cur.Id)
+				"ifindex", f.ifindex, "side", f.side.name, "name", cur.Name, "prog_id", cur.Id)
 			return nil
 		default:
-			err := netlink.FilterDel(ourFilter(f.ifindex, -1, ""))
+			err := netlink.FilterDel(ourFilter(f.side, f.ifindex, -1, ""))
 			if linkGone(err) {
 				return nil
 			}
@@ -423,63 +460,78 @@ func (d *Dataplane) removeStaleTC() error {
 			continue
 		}
 		ports++
-		ifindex := q.Attrs().LinkIndex
-		f, err := filterAt(ifindex)
-		if linkGone(err) {
-			continue
+		sides := []tcSide{sideIngress}
+		if q.Type() == "clsact" {
+			sides = append(sides, sideEgress)
 		}
-		if err != nil {
-			return fmt.Errorf("ifindex %d: %w", ifindex, err)
-		}
-		if f == nil {
-			continue
-		}
-		id, ownQdisc, ok := parseTCFilterName(f.Name)
-		if !ok {
-			d.log.Info("cls_bpf filter at the sampler's priority and handle is not ours: left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id)
-			continue
-		}
-		prog, err := programName(uint32(f.Id))
-		if err != nil {
-			d.log.Warn("cannot inspect the program of a TC filter named like ours: left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id, "err", err)
-			continue
-		}
-		if prog != bpf.TcSamplerProgTcSampler {
-			d.log.Warn("TC filter named like ours runs another program: left alone", "ifindex", ifindex, "name", f.Name, "prog", prog, "prog_id", f.Id)
-			continue
-		}
-		found++
-		alive, err := ownerAlive(id)
-		if err != nil {
-			d.log.Warn("cannot tell whether a TC filter's owner lives: left alone", "ifindex", ifindex, "name", f.Name, "err", err)
-			continue
-		}
-		if alive {
-			d.log.Info("TC filter of a live sflowswitchd left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id)
-			continue
-		}
-		err = netlink.FilterDel(ourFilter(ifindex, -1, ""))
-		if linkGone(err) || errors.Is(err, unix.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("deleting stale filter %s of ifindex %d: %w", f.Name, ifindex, err)
-		}
-		removed++
-		qdisc := "kept (not created by its owner)"
-		if ownQdisc {
-			gone, err := removeQdiscIfEmpty(ifindex)
-			switch {
-			case err != nil && !linkGone(err):
-				return fmt.Errorf("ifindex %d: %w", ifindex, err)
-			case gone:
-				qdisc = "removed"
-			default:
-				qdisc = "kept (other filters use it)"
+		for _, side := range sides {
+			f, r, err := d.removeStaleFilter(side, q.Attrs().LinkIndex)
+			if err != nil {
+				return err
 			}
+			found += f
+			removed += r
 		}
-		d.log.Info("removed stale TC filter", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id, "clsact_qdisc", qdisc)
 	}
 	d.log.Info("startup TC cleanup", "ingress_qdiscs", ports, "ours_found", found, "stale_removed", removed)
 	return nil
+}
+
+// removeStaleFilter removes our filter on side of ifindex if its owner is
+// dead (removeStaleTC). found and removed count it.
+func (d *Dataplane) removeStaleFilter(side tcSide, ifindex int) (found, removed int, err error) {
+	f, err := filterAt(side, ifindex)
+	if linkGone(err) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("ifindex %d: %w", ifindex, err)
+	}
+	if f == nil {
+		return 0, 0, nil
+	}
+	id, ownQdisc, ok := parseTCFilterName(f.Name)
+	if !ok {
+		d.log.Info("cls_bpf filter at the sampler's priority and handle is not ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
+		return 0, 0, nil
+	}
+	prog, err := programName(uint32(f.Id))
+	if err != nil {
+		d.log.Warn("cannot inspect the program of a TC filter named like ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "err", err)
+		return 0, 0, nil
+	}
+	if prog != side.prog {
+		d.log.Warn("TC filter named like ours runs another program: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog", prog, "prog_id", f.Id)
+		return 0, 0, nil
+	}
+	alive, err := ownerAlive(id)
+	if err != nil {
+		d.log.Warn("cannot tell whether a TC filter's owner lives: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "err", err)
+		return 1, 0, nil
+	}
+	if alive {
+		d.log.Info("TC filter of a live sflowswitchd left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
+		return 1, 0, nil
+	}
+	err = netlink.FilterDel(ourFilter(side, ifindex, -1, ""))
+	if linkGone(err) || errors.Is(err, unix.ENOENT) {
+		return 1, 0, nil
+	}
+	if err != nil {
+		return 1, 0, fmt.Errorf("deleting stale %s filter %s of ifindex %d: %w", side.name, f.Name, ifindex, err)
+	}
+	qdisc := "kept (not created by its owner)"
+	if ownQdisc {
+		gone, err := removeQdiscIfEmpty(ifindex)
+		switch {
+		case err != nil && !linkGone(err):
+			return 1, 1, fmt.Errorf("ifindex %d: %w", ifindex, err)
+		case gone:
+			qdisc = "removed"
+		default:
+			qdisc = "kept (other filters use it)"
+		}
+	}
+	d.log.Info("removed stale TC filter", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "clsact_qdisc", qdisc)
+	return 1, 1, nil
 }

@@ -152,6 +152,12 @@ type PortConfig struct {
 	HeaderBytes int
 	// Worker is the index of the ring the port's samples go to.
 	Worker int
+	// Direction is which way the port's frames are sampled; 0 means
+	// DirectionIngress. A monitor port is sampled at ingress only.
+	Direction Direction
+	// Kind tells the sampled path what it may read of a tunnel device's
+	// frames (PortKind, KindOf); PortPlain otherwise.
+	Kind PortKind
 }
 
 // PortCounters are the summed per-CPU counters of one port.
@@ -168,14 +174,24 @@ var ErrNotAttached = errors.New("port not attached")
 // (Config.MaxPorts) is in use (errors.Is).
 var ErrNoPortSlot = errors.New("port slots in use")
 
-// port is the state of one attached port.
+// port is the state of one attached port. link, prog, hook and mode are
+// its ingress attachment (nil link and prog: not sampled at ingress), out
+// its egress one (nil: not sampled at egress).
 type port struct {
 	link attachment    // BPF link (XDP, TCX) or cls_bpf filter (clsact)
 	prog *ebpf.Program // the port's own instance of xdp_sampler or tc_sampler
 	hook Hook          // HookXDP or HookTC
 	mode string        // AttachNative, AttachGeneric, AttachTCX or AttachClsact
+	out  *egressPort
 	slot uint32
 	cfg  PortConfig
+}
+
+// portSlot is what the lock-free readers (PortCounters, PortPool) know of
+// an attached port: its counter slot and the directions it is sampled in.
+type portSlot struct {
+	slot uint32
+	dirs Direction
 }
 
 // Dataplane is the loaded sampler: programs, maps, attached ports.
@@ -192,6 +208,13 @@ type Dataplane struct {
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
 	tc *tcObjects
+	// egress is the egress sampler's shared part, loaded with the first
+	// port sampled at egress (under mu); egressPages its counters, read
+	// without the lock.
+	egress      *egressObjects
+	egressPages atomic.Pointer[counterPages]
+	// fib is the FIB generation counter (fibgen.go); nil without it.
+	fib *fibGen
 	// owner names this Dataplane's clsact filters and says it lives
 	// (clsact.go).
 	owner *owner
@@ -200,10 +223,11 @@ type Dataplane struct {
 	counters *counterPages
 	rings    []*ebpf.Map
 
-	// slotOf maps attached ifindexes to counter slots. It is replaced
-	// (copy on write, under mu) on attach and detach, and read without a
-	// lock by PortCounters, which workers call for every flow sample.
-	slotOf atomic.Pointer[map[int]uint32]
+	// slotOf maps attached ifindexes to counter slots and directions. It
+	// is replaced (copy on write, under mu) on attach, detach and
+	// direction changes, and read without a lock by PortCounters, which
+	// workers call for every flow sample.
+	slotOf atomic.Pointer[map[int]portSlot]
 
 	mu        sync.Mutex
 	ports     map[int]*port
@@ -249,6 +273,11 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
+	}
+	if fs.Has(FeatureKernCtx) {
+		if err := d.startFIBGen(); err != nil {
+			d.log.Warn("FIB generation unavailable: samples carry no extended_router", "err", err)
+		}
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
@@ -379,6 +408,15 @@ func (d *Dataplane) closeObjects() error {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
 	d.tc = nil
+	if err := d.fib.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the FIB generation counter: %w", err))
+	}
+	d.fib = nil
+	d.egressPages.Store(nil)
+	if err := d.egress.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the egress sampler: %w", err))
+	}
+	d.egress = nil
 	if err := d.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing sampler objects: %w", err))
 	}
@@ -413,11 +451,11 @@ func (d *Dataplane) Close() error {
 	d.closed = true
 	var errs []error
 	for ifindex, p := range d.ports {
-		if err := p.link.Close(); err != nil {
+		if err := p.closeIngress(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
 		}
-		if err := p.prog.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("closing the program of ifindex %d: %w", ifindex, err))
+		if err := p.out.close(); err != nil {
+			errs = append(errs, fmt.Errorf("detaching ifindex %d at egress: %w", ifindex, err))
 		}
 		delete(d.ports, ifindex)
 	}
@@ -455,7 +493,14 @@ func (pc *PortConfig) validate(workers int) error {
 	if pc.Mode == 0 {
 		pc.Mode = ModeInline
 	}
+	if pc.Direction == 0 {
+		pc.Direction = DirectionIngress
+	}
 	switch {
+	case pc.Direction&^DirectionBoth != 0:
+		return fmt.Errorf("unknown direction %d", pc.Direction)
+	case pc.Mode == ModeMonitor && pc.Direction != DirectionIngress:
+		return fmt.Errorf("a monitor port is sampled at ingress only, not %s", pc.Direction)
 	case pc.Rate == 0 || bits.OnesCount32(pc.Rate) != 1:
 		return fmt.Errorf("rate %d is not a power of two", pc.Rate)
 	case pc.Mode != ModeInline && pc.Mode != ModeMonitor:
@@ -477,6 +522,7 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		Worker:      uint32(pc.Worker),
 		Slot:        slot,
 		XskBase:     d.xskBase(slot),
+		Kind:        uint32(pc.Kind),
 		SkipScale:   skipScale(pc.Rate),
 	}
 }
@@ -526,26 +572,19 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	if err := d.configMap(key).Put(key, &bc); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: writing config: %w", ifindex, err)
 	}
-	var (
-		l    attachment
-		prog *ebpf.Program
-		hook Hook
-		mode string
-	)
+	p := &port{slot: slot, cfg: pc}
 	err := d.inNetns(func() error {
-		hook = d.hookFor(ifindex, pc.Mode)
-		var err error
-		l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
-		if err != nil && hook == HookTC && d.cfg.Hook == HookAuto && !outOfResources(err) {
-			// Auto picked TC for a veth port: XDP samples it too, at a
-			// higher cost, and runs before TC anyway. Not when the
-			// process ran out of descriptors or memory: XDP would fail
-			// alike, and the port is retried at TC.
-			d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", firstLine(err))
-			hook = HookXDP
-			l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
+		if pc.Direction.Has(DirectionIngress) {
+			if err := d.attachIngress(p, ifindex, pc.Mode); err != nil {
+				return err
+			}
 		}
-		return err
+		if pc.Direction.Has(DirectionEgress) {
+			if err := d.attachEgressPort(p, ifindex); err != nil {
+				return errors.Join(err, p.closeIngress())
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		if cerr := d.clearConfig(key); cerr != nil {
@@ -554,11 +593,122 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
-	d.ports[ifindex] = &port{link: l, prog: prog, hook: hook, mode: mode, slot: slot, cfg: pc}
+	d.ports[ifindex] = p
 	d.publishSlots()
-	d.log.Info("sampler attached", "ifindex", ifindex, "hook", hook, "mode", mode,
-		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
+	d.log.Info("sampler attached", "ifindex", ifindex, "direction", pc.Direction, "hook", p.hook, "mode", p.mode,
+		"egress_mode", p.egressMode(), "rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
+}
+
+// attachIngress attaches p's ingress sampler at the hook Config.Hook
+// chooses for the port (hookFor): under HookAuto a port that TC ingress
+// refuses is sampled with XDP instead. Runs in the port's netns; called
+// with mu held.
+func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
+	hook := d.hookFor(ifindex, m)
+	l, prog, mode, err := d.attachHook(hook, ifindex, p.slot, m)
+	if err != nil && hook == HookTC && d.cfg.Hook == HookAuto && !outOfResources(err) {
+		// Auto picked TC for a veth port: XDP samples it too, at a
+		// higher cost, and runs before TC anyway. Not when the
+		// process ran out of descriptors or memory: XDP would fail
+		// alike, and the port is retried at TC.
+		d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", firstLine(err))
+		hook = HookXDP
+		l, prog, mode, err = d.attachHook(hook, ifindex, p.slot, m)
+	}
+	if err != nil {
+		return err
+	}
+	p.link, p.prog, p.hook, p.mode = l, prog, hook, mode
+	return nil
+}
+
+// attachEgressPort attaches p's egress sampler, its egress counters
+// zeroed first. Runs in the port's netns; called with mu held.
+func (d *Dataplane) attachEgressPort(p *port, ifindex int) error {
+	e, err := d.loadEgress()
+	if err != nil {
+		return err
+	}
+	e.pages.zero(p.slot)
+	out, err := d.attachEgress(ifindex, p.slot, p.ownsQdisc())
+	if err != nil {
+		return err
+	}
+	p.out = out
+	return nil
+}
+
+// closeIngress detaches and unloads p's ingress sampler, if any.
+func (p *port) closeIngress() error {
+	if p.link == nil {
+		return nil
+	}
+	err := errors.Join(p.link.Close(), p.prog.Close())
+	p.link, p.prog, p.hook, p.mode = nil, nil, 0, ""
+	return err
+}
+
+// direction is the directions p's samplers are attached in.
+func (p *port) direction() Direction {
+	var d Direction
+	if p.link != nil {
+		d |= DirectionIngress
+	}
+	if p.out != nil {
+		d |= DirectionEgress
+	}
+	return d
+}
+
+// egressMode is p's egress attach mode, "" when it is not sampled at
+// egress.
+func (p *port) egressMode() string {
+	if p.out == nil {
+		return ""
+	}
+	return p.out.mode
+}
+
+// setDirection attaches and detaches p's samplers so that it is sampled
+// in dir, its config already written for mode m. A direction added starts
+// from zeroed counters. It reports whether the ingress sampler was
+// attached anew (for m: no program swap needed). Called with mu held.
+func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (freshIngress bool, err error) {
+	old := p.cfg.Direction
+	err = d.inNetns(func() error {
+		if dir.Has(DirectionIngress) && !old.Has(DirectionIngress) {
+			d.counters.zero(p.slot)
+			if err := d.attachIngress(p, ifindex, m); err != nil {
+				return err
+			}
+			freshIngress = true
+		}
+		if dir.Has(DirectionEgress) && !old.Has(DirectionEgress) {
+			if err := d.attachEgressPort(p, ifindex); err != nil {
+				return err
+			}
+		}
+		// Detach after attaching: a port moving from one direction to
+		// the other keeps a qdisc it created in between.
+		if !dir.Has(DirectionIngress) && old.Has(DirectionIngress) {
+			if err := p.closeIngress(); err != nil {
+				d.log.Warn("detaching the port's ingress sampler", "ifindex", ifindex, "err", err)
+			}
+		}
+		if !dir.Has(DirectionEgress) && old.Has(DirectionEgress) {
+			if err := p.out.close(); err != nil {
+				d.log.Warn("detaching the port's egress sampler", "ifindex", ifindex, "err", err)
+			}
+			p.out = nil
+		}
+		return nil
+	})
+	if err == nil {
+		d.log.Info("sampler direction changed", "ifindex", ifindex, "from", old, "to", dir,
+			"hook", p.hook, "mode", p.mode, "egress_mode", p.egressMode())
+	}
+	return freshIngress, err
 }
 
 // UpdatePort changes a port's rate, mode, header size or worker through the
@@ -578,7 +728,27 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
 	}
-	if pc.Mode != p.cfg.Mode && p.hook == HookTC {
+	freshIngress := false
+	if pc.Direction != p.cfg.Direction {
+		// The config first, for the new mode: a sampler attached now
+		// reads it.
+		bc := d.bpfConfig(pc, p.slot)
+		if err := d.configMap(uint32(ifindex)).Put(uint32(ifindex), &bc); err != nil {
+			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+		}
+		fresh, err := d.setDirection(p, ifindex, pc.Direction, pc.Mode)
+		// The directions the port is sampled in now, whatever failed.
+		p.cfg.Direction = p.direction()
+		d.publishSlots()
+		if err != nil {
+			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
+		}
+		freshIngress = fresh
+	}
+	switch {
+	case freshIngress || !pc.Direction.Has(DirectionIngress):
+		// Attached for pc.Mode just now, or not sampled at ingress.
+	case pc.Mode != p.cfg.Mode && p.hook == HookTC:
 		// Only XDP can deliver a monitor port's frames (AF_XDP): the port
 		// moves to an XDP link, attached before the TC link goes. A
 		// monitor port's XDP program drops or redirects every frame, so
@@ -586,7 +756,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		if err := d.moveToXDP(ifindex, p, pc.Mode); err != nil {
 			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 		}
-	} else if pc.Mode != p.cfg.Mode {
+	case pc.Mode != p.cfg.Mode:
 		// The mode is compiled into the port's program (what an unsampled
 		// frame gets): swap in a new instance, atomically (BPF link
 		// update). The config is written after, so a frame that sees the
@@ -684,11 +854,12 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, ErrNotAttached)
 	}
 	var errs []error
-	if err := p.link.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("closing link: %w", err))
+	hook, dir := p.hook, p.direction()
+	if err := p.closeIngress(); err != nil {
+		errs = append(errs, fmt.Errorf("detaching at ingress: %w", err))
 	}
-	if err := p.prog.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("closing program: %w", err))
+	if err := p.out.close(); err != nil {
+		errs = append(errs, fmt.Errorf("detaching at egress: %w", err))
 	}
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
 		errs = append(errs, err)
@@ -696,8 +867,11 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	delete(d.ports, ifindex)
 	d.publishSlots()
 	d.counters.zero(p.slot)
+	if d.egress != nil {
+		d.egress.pages.zero(p.slot)
+	}
 	d.freeSlots = append(d.freeSlots, p.slot)
-	d.log.Info("sampler detached", "ifindex", ifindex, "hook", p.hook, "slot", p.slot)
+	d.log.Info("sampler detached", "ifindex", ifindex, "direction", dir, "hook", hook, "slot", p.slot)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, err)
 	}
@@ -746,21 +920,27 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 // counter array: no syscall and no lock, so that workers on different CPUs
 // can read pools for every flow sample without contending. It must not be
 // called after Close.
+//
+// These are the port's ingress counters (zeros when it is not sampled at
+// ingress); PortCountersEgress has the egress ones.
 func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
-		if slot, ok := (*slots)[ifindex]; ok {
-			return d.counters.sum(slot), nil
+		if s, ok := (*slots)[ifindex]; ok {
+			if !s.dirs.Has(DirectionIngress) {
+				return PortCounters{}, nil
+			}
+			return d.counters.sum(s.slot), nil
 		}
 	}
 	return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
 }
 
-// publishSlots installs a fresh copy of the ifindex -> slot map for
-// PortCounters. Called with mu held.
+// publishSlots installs a fresh copy of the ifindex -> slot and
+// directions map for PortCounters. Called with mu held.
 func (d *Dataplane) publishSlots() {
-	m := make(map[int]uint32, len(d.ports))
+	m := make(map[int]portSlot, len(d.ports))
 	for idx, p := range d.ports {
-		m[idx] = p.slot
+		m[idx] = portSlot{slot: p.slot, dirs: p.cfg.Direction}
 	}
 	d.slotOf.Store(&m)
 }

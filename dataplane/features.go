@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/features"
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,7 @@ const (
 	FeatureAFXDP         = "af_xdp_need_wakeup"
 	FeatureBTFTracepoint = "tp_btf_kfree_skb"
 	FeatureTCX           = "tcx"
+	FeatureKernCtx       = "kfunc_cast_to_kern_ctx"
 )
 
 // Feature is one kernel capability the agent uses, and whether the running
@@ -207,9 +209,13 @@ var featureProbes = []featureProbe{
 		Without: "dropped-packet notifications are unavailable; packet sampling and counters are unaffected"},
 		probeBTFTracepoint},
 	{Feature{Name: FeatureTCX, Since: "6.6",
-		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame)",
-		Without: "the TC sampler is attached as a cls_bpf filter (priority 1, direct-action) on the port's clsact qdisc instead; a filter outlives a killed daemon until the next start removes it"},
+		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame) and the egress sampler (direction egress or both) at TC egress",
+		Without: "the TC samplers are attached as cls_bpf filters (priority 1, direct-action) on the port's clsact qdisc instead, ingress and egress side; a filter outlives a killed daemon until the next start removes it"},
 		probeTCX},
+	{Feature{Name: FeatureKernCtx, Since: "6.2",
+		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
+		Without: "samples carry no extended_router; everything else is unaffected"},
+		probeKernCtx},
 }
 
 // ProbeFeatures probes the running kernel for every feature the agent
@@ -277,4 +283,19 @@ func probeBTFTracepoint() error {
 		return err
 	}
 	return p.Close()
+}
+
+// probeKernCtx looks the kfunc bpf_cast_to_kern_ctx (Linux 6.2) up in the
+// kernel's BTF; the TC objects call it weakly, so without it they load
+// and skip what needs it.
+func probeKernCtx() error {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return fmt.Errorf("kernel BTF: %w: %w", ebpf.ErrNotSupported, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName("bpf_cast_to_kern_ctx", &fn); err != nil {
+		return fmt.Errorf("kfunc bpf_cast_to_kern_ctx: %w: %w", ebpf.ErrNotSupported, err)
+	}
+	return nil
 }

@@ -57,7 +57,8 @@ func ParseHook(s string) (Hook, error) {
 }
 
 // hookFor resolves the configured hook for a port in mode m: monitor
-// ports are XDP; under HookAuto, veth ports are TC, with or without TCX:
+// ports are XDP; under HookAuto, veth ports and tunnel devices are TC,
+// with or without TCX:
 // a clsact filter costs some 25-55 ns per frame more than a TCX link, but
 // XDP on veth costs some 175 ns more than the filter, for the copy veth
 // makes of every frame (bench/README.md, "TC without TCX"). Runs in the
@@ -75,7 +76,10 @@ func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 		// Attaching will fail with a clearer error.
 		return HookXDP
 	}
-	if l.Type() == "veth" {
+	if l.Type() == "veth" || KindOf(l.Type()) != PortPlain {
+		// A tunnel device (VXLAN, gretap) has no native XDP either, and
+		// only an skb carries what the tunnel removed (the outer header,
+		// its metadata): TC ingress.
 		return HookTC
 	}
 	return HookXDP

@@ -140,16 +140,19 @@ func (d *Dataplane) RemovePort(ifindex int) error {
 	return errors.Join(errs...)
 }
 
-// PortPool returns the port's sample_pool and drops: the sampler's drops
-// plus, for a monitor port, what its sockets lost after the redirect (as
-// last read by the worker, see dropsRefresh); zeros for a port not
-// attached. No lock, no system call: workers call it per flow sample.
+// PortPool returns the port's sample_pool and drops: the sum over the
+// directions it is sampled in (its data source covers them:
+// docs/ARCHITECTURE.md, "Egress sampling"), the samplers' drops plus, for
+// a monitor port, what its sockets lost after the redirect (as last read
+// by the worker, see dropsRefresh); zeros for a port not attached. No
+// lock, no system call: workers call it per flow sample.
 func (d *Dataplane) PortPool(ifindex uint32) (pool, drops uint64) {
 	c, err := d.PortCounters(int(ifindex))
 	if err != nil {
 		return 0, 0
 	}
-	return c.Pool, c.Drops + d.mon.socketDrops(ifindex)
+	e, _ := d.PortCountersEgress(int(ifindex))
+	return c.Pool + e.Pool, c.Drops + e.Drops + d.mon.socketDrops(ifindex)
 }
 
 // SocketDrops returns what a monitor port's AF_XDP sockets lost, as last

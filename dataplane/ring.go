@@ -20,10 +20,19 @@ import (
 // ends in a zero-size field, C does not (bpf's TestGeneratedLayouts).
 const metaSize = int(unsafe.Offsetof(bpf.SamplerSampleMeta{}.Data))
 
+// Flags of a ring record (bpf/sample_info.h SAMPLE_F_*): what its Meta
+// holds beyond the frame.
+const (
+	SampleEgress   = 1 << 0 // sampled leaving the port; InIfIndex is where it came in
+	SampleRoute    = 1 << 1 // Meta.Route's destination answer is valid
+	SampleSrcRoute = 1 << 2 // Meta.Route's source answer is valid
+	SampleFIBGen   = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
+)
+
 // RawSample is one kernel sample as a worker's Source delivers it, from
 // the worker's ring or from a monitor port's AF_XDP socket.
 type RawSample struct {
-	IfIndex   uint32 // ingress ifindex
+	IfIndex   uint32 // the sampled port: ingress, or egress with SampleEgress
 	FrameLen  uint32 // full length of the sampled frame
 	RxQueue   uint32 // RX queue the frame arrived on
 	CPU       uint32 // CPU that took the sample
@@ -34,6 +43,15 @@ type RawSample struct {
 	// CPUPool is the port's pool on CPU as it was when this frame was
 	// sampled, this frame included (0 when unknown: monitor mode).
 	CPUPool uint64
+	// Flags are the record's Sample* flags; 0 for monitor samples.
+	Flags uint32
+	// InIfIndex is, for an egress sample, the port the frame came in on
+	// (0: made on this host).
+	InIfIndex uint32
+	// Meta is the whole ring record (its route block valid as Flags
+	// say); nil for monitor samples. Like Header it aliases the
+	// ring and is valid only during the callback.
+	Meta *bpf.SamplerSampleMeta
 	// Header holds the first bytes of the frame. It aliases the reader's
 	// memory (for a ring: the ring itself, reused by the kernel once Read
 	// returns) and is valid only during the callback it is passed to.
@@ -197,6 +215,9 @@ func (r *ringReader) decode(b []byte) bool {
 		Timestamp: m.TimestampNs,
 		Rate:      m.SampleRate,
 		CPUPool:   m.Pool,
+		Flags:     m.Flags,
+		InIfIndex: m.InIfindex,
+		Meta:      m,
 		Header:    b[metaSize : metaSize+int(hl)],
 	}
 	return true

@@ -78,6 +78,9 @@ type Port struct {
 	IfIndex uint32
 	// Monitor selects the AF_XDP monitor path (agent.Config.MonitorPorts).
 	Monitor bool
+	// Direction is which way the port is sampled (agent.Config.Directions);
+	// 0 = ingress.
+	Direction agent.Direction
 	// StaticRate is the sampling rate of the static samplers on this port
 	// (0 = off).
 	StaticRate uint32
@@ -501,7 +504,7 @@ func (m *MIB) AgentConfig() agent.Config {
 // sFlowRcvrAddress), and the samplers and pollers bound to those receivers
 // with a non-zero rate or interval.
 func (m *MIB) agentConfig(s *state) agent.Config {
-	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}}
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]agent.Direction{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
 		if r.static && r.unresolved != "" {
@@ -523,6 +526,9 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 	for _, src := range s.src {
 		if src.port.Monitor {
 			cfg.MonitorPorts[src.ds.Index] = true
+		}
+		if d := src.port.Direction; d != 0 && d != agent.DirectionIngress {
+			cfg.Directions[src.ds.Index] = d
 		}
 		for j, f := range src.fs {
 			if active[f.receiver] && f.rate > 0 {

@@ -7,10 +7,14 @@
 package kernel
 
 import (
+	"net/netip"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 )
 
 // Dataplane drives a *dataplane.Dataplane for the agent (agent.Dataplane).
@@ -24,7 +28,21 @@ func PortConfig(p agent.PortSampling) dataplane.PortConfig {
 	if p.Monitor {
 		mode = dataplane.ModeMonitor
 	}
-	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker}
+	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
+		Direction: Direction(p.Direction)}
+}
+
+// Direction is the dataplane's direction of an agent direction (0:
+// ingress).
+func Direction(d agent.Direction) dataplane.Direction {
+	var out dataplane.Direction
+	if d&agent.DirectionIngress != 0 || d == 0 {
+		out |= dataplane.DirectionIngress
+	}
+	if d&agent.DirectionEgress != 0 {
+		out |= dataplane.DirectionEgress
+	}
+	return out
 }
 
 // SetPort attaches the sampler to a new port or updates an attached one
@@ -61,7 +79,11 @@ func NewReader(src *dataplane.Source) *Reader {
 	r := &Reader{src: src}
 	r.conv = func(rs *dataplane.RawSample) {
 		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
-			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header}
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
+			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex}
+		if rs.Meta != nil {
+			routeQuery(&r.ps.Route, rs)
+		}
 		r.fn(&r.ps)
 	}
 	return r
@@ -89,3 +111,32 @@ func (r *Reader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (
 
 // Wake implements agent.Waker.
 func (r *Reader) Wake() error { return r.src.Wake() }
+
+// routeQuery fills q from a ring record's route block (bpf/route.h): the
+// kernel's answers for the packet's destination and source, and the FIB
+// generation both lookups saw. No allocation.
+func routeQuery(q *forwarding.RouterQuery, rs *dataplane.RawSample) {
+	rt := &rs.Meta.Route
+	q.Asked = rt.Family == unix.AF_INET || rt.Family == unix.AF_INET6
+	if !q.Asked {
+		return
+	}
+	q.Egress = rs.Flags&dataplane.SampleEgress != 0
+	q.In = rs.InIfIndex
+	q.Gen, q.GenOK = rt.Gen, rs.Flags&dataplane.SampleFIBGen != 0
+	q.Dst = answer(rt.Family, rs.Flags&dataplane.SampleRoute != 0, rt.DstOif, &rt.DstVia)
+	q.Src = answer(rt.Family, rs.Flags&dataplane.SampleSrcRoute != 0, rt.SrcOif, &rt.SrcVia)
+}
+
+func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Answer {
+	if !found {
+		return forwarding.Answer{}
+	}
+	a := forwarding.Answer{Found: true, Oif: oif}
+	if family == unix.AF_INET {
+		a.Via = netip.AddrFrom4([4]byte(via[:4]))
+	} else {
+		a.Via = netip.AddrFrom16(*via)
+	}
+	return a
+}

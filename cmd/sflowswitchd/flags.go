@@ -20,6 +20,8 @@ type flagValues struct {
 	s          config.Settings
 	ports      string
 	monitor    string
+	// portDirection is -port-direction as given (parsePortDirection).
+	portDirection string
 }
 
 type stringList []string
@@ -83,6 +85,8 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
 	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", config.DefaultMaxPorts, dataplane.MaxPortsLimit))
 	fs.IntVar(&f.s.RingBytes, "ring-bytes", 0, fmt.Sprintf("ring buffer `bytes` per worker for sampled headers, a power of two (default %d; kernel memory per worker)", dataplane.DefaultRingBytes))
+	fs.StringVar(&f.s.Direction, "direction", "", "which way every port is sampled: ingress, egress (TC egress) or both (default ingress; over the config file's port_direction)")
+	fs.StringVar(&f.portDirection, "port-direction", "", "per-port sampling direction: `name=dir,...` (name or glob; dir ingress, egress or both)")
 	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: auto (TC ingress on veth, XDP elsewhere), xdp or tc (default auto)")
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
@@ -144,9 +148,14 @@ func (f *flagValues) override(s *config.Settings) {
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
-		"drops":                  func() { s.Drops = f.s.Drops },
-		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
-		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
+		"direction": func() {
+			// Every port: also over per-port directions of the file.
+			s.Direction, s.PortDirection = f.s.Direction, nil
+		},
+		"port-direction":     func() { s.PortDirection = parsePortDirection(f.portDirection) },
+		"drops":              func() { s.Drops = f.s.Drops },
+		"drops-limit":        func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes": func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
@@ -163,4 +172,16 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// parsePortDirection turns -port-direction's "name=dir,..." into the
+// port_direction map; an entry without "=" keeps an empty direction, which
+// the settings' validation refuses with the entry named.
+func parsePortDirection(v string) map[string]string {
+	m := map[string]string{}
+	for _, e := range splitList(v) {
+		name, dir, _ := strings.Cut(e, "=")
+		m[strings.TrimSpace(name)] = strings.TrimSpace(dir)
+	}
+	return m
 }

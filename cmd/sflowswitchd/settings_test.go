@@ -79,6 +79,8 @@ func TestInvalidConfigRefused(t *testing.T) {
 		"ring not 2^n":   "ring_bytes = 3000000\n",
 		"ring too small": "ring_bytes = 1024\n",
 		"ring too large": "ring_bytes = 2147483648\n",
+		"bad direction":  "direction = \"out\"\n",
+		"bad port dir":   "[port_direction]\np1 = \"sideways\"\n",
 	} {
 		file := filepath.Join(t.TempDir(), "c.conf")
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
@@ -123,6 +125,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"max-ports":              "300",
 		"ring-bytes":             "65536",
 		"hook":                   "xdp",
+		"direction":              "both",
+		"port-direction":         "p1=egress",
 		"drops":                  "off",
 		"drops-limit":            "7",
 		"drops-header-bytes":     "64",
@@ -148,4 +152,38 @@ func TestEveryFlagOverrides(t *testing.T) {
 			t.Errorf("-%s %s left the settings at their defaults", fl.Name, v)
 		}
 	})
+}
+
+// TestPortDirection: -direction sets every port's direction (over the
+// file's port_direction), -port-direction per port by name or glob, an
+// exact name before patterns; a bad entry is refused.
+func TestPortDirection(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.conf")
+	if err := os.WriteFile(file, []byte("direction = \"egress\"\n[port_direction]\n\"p*\" = \"both\"\np2 = \"ingress\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want map[string]string
+	}{
+		{[]string{"-config", file}, map[string]string{"p1": "both", "p2": "ingress", "eth0": "egress"}},
+		{[]string{"-config", file, "-direction", "ingress"}, map[string]string{"p1": "ingress", "p2": "ingress", "eth0": "ingress"}},
+		{[]string{"-direction", "both", "-port-direction", "p1=egress, eth*=ingress"}, map[string]string{"p1": "egress", "p2": "both", "eth0": "ingress"}},
+	} {
+		s, err := loadArgs(t, tc.args...)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		for port, want := range tc.want {
+			if got := s.PortDirectionOf(port); got != want {
+				t.Errorf("%q: port %s direction %q, want %q", tc.args, port, got, want)
+			}
+		}
+	}
+	if _, err := loadArgs(t, "-port-direction", "p1"); err == nil {
+		t.Error("-port-direction p1 (no direction) accepted")
+	}
+	if _, err := loadArgs(t, "-direction", "out"); err == nil {
+		t.Error("-direction out accepted")
+	}
 }

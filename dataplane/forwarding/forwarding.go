@@ -33,6 +33,12 @@ type Table struct {
 	ns   netns.NsHandle
 	log  *slog.Logger
 	snap atomic.Pointer[snapshot]
+	// hist holds snap and the copies before it (router.go).
+	hist atomic.Pointer[history]
+	// gen reads the FIB generation (SetGen); nil: unknown.
+	gen func() (uint32, bool)
+	// dirty asks Run to re-read the tables (a sample saw a newer FIB).
+	dirty chan struct{}
 }
 
 // fdbKey is a learned MAC on a bridge.
@@ -48,6 +54,13 @@ type route struct {
 	// count is in paths.
 	ifindex uint32
 	paths   uint32
+	// hops are its next hops (one, or the multipath ones); none for a
+	// route of another type (blackhole, unreachable, ...) or one whose
+	// next hops are nexthop objects.
+	hops []nexthop
+	// priority is the route's metric (the lowest wins among routes of one
+	// prefix).
+	priority int
 }
 
 type snapshot struct {
@@ -55,8 +68,12 @@ type snapshot struct {
 	bridgeOf   map[uint32]uint32   // bridge port -> bridge
 	ownMACs    map[[6]byte]bool    // MACs of this host's interfaces
 	ownAddrs   map[netip.Addr]bool // IP addresses of this host
-	routes     []route             // longest prefix first
+	fib4, fib6 fib                 // unicast routes of the main table (router.go)
 	floodPorts map[uint32]uint32   // bridge -> number of its ports
+	// gen is the FIB generation the routes were read at, when genOK
+	// (read before and after, equal).
+	gen   uint32
+	genOK bool
 }
 
 // New returns a table for network namespace ns (netns.None() for the
@@ -65,8 +82,8 @@ func New(ns netns.NsHandle, log *slog.Logger) *Table {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Table{ns: ns, log: log}
-	t.snap.Store(&snapshot{})
+	t := &Table{ns: ns, log: log, dirty: make(chan struct{}, 1)}
+	t.store(&snapshot{})
 	return t
 }
 
@@ -130,14 +147,15 @@ func (s *snapshot) routed(h []byte) sflow.Interface {
 	if s.ownAddrs[dst] {
 		return sflow.IfIndex(sflow.IfIndexInternal)
 	}
-	for i := range s.routes {
-		r := &s.routes[i]
-		if r.prefix.Contains(dst) {
-			if r.ifindex == 0 {
-				return sflow.Interface{Format: sflow.InterfaceMultiple, Value: r.paths}
-			}
-			return sflow.IfIndex(r.ifindex)
+	f := &s.fib4
+	if dst.Is6() {
+		f = &s.fib6
+	}
+	if r := f.match(dst); r != nil {
+		if r.ifindex == 0 {
+			return sflow.Interface{Format: sflow.InterfaceMultiple, Value: r.paths}
 		}
+		return sflow.IfIndex(r.ifindex)
 	}
 	return sflow.Interface{}
 }
@@ -185,7 +203,7 @@ func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 			go d()
 		}
 	}()
-	dirty := make(chan struct{}, 1)
+	dirty := t.dirty
 	onErr := func(err error) {
 		select {
 		case <-done:
@@ -258,11 +276,50 @@ func drain[T any](ch <-chan T) {
 	}
 }
 
-// Refresh reads the kernel's tables now and installs a new snapshot.
+// store installs s as the current snapshot, keeping the previous ones.
+func (t *Table) store(s *snapshot) {
+	var h history
+	if old := t.hist.Load(); old != nil {
+		copy(h.snaps[1:], old.snaps[:historyLen-1])
+	}
+	h.snaps[0] = s
+	t.hist.Store(&h)
+	t.snap.Store(s)
+}
+
+// Refresh reads the kernel's tables now and installs a new snapshot,
+// recording the FIB generation it was read at: read before and after,
+// equal (a change during the dump is retried a few times, then the copy
+// is kept without a generation).
 func (t *Table) Refresh() error {
+	for try := 0; ; try++ {
+		var g1, g2 uint32
+		var ok1, ok2 bool
+		if t.gen != nil {
+			g1, ok1 = t.gen()
+		}
+		s, err := t.read()
+		if err != nil {
+			return err
+		}
+		if t.gen != nil {
+			g2, ok2 = t.gen()
+		}
+		if ok1 && ok2 && g1 == g2 {
+			s.gen, s.genOK = g1, true
+		}
+		if s.genOK || t.gen == nil || try == 2 {
+			t.store(s)
+			return nil
+		}
+	}
+}
+
+// read reads the kernel's tables into a new snapshot.
+func (t *Table) read() (*snapshot, error) {
 	h, err := netlink.NewHandleAt(t.ns)
 	if err != nil {
-		return fmt.Errorf("forwarding: netlink handle: %w", err)
+		return nil, fmt.Errorf("forwarding: netlink handle: %w", err)
 	}
 	defer h.Close()
 	s := &snapshot{
@@ -274,7 +331,7 @@ func (t *Table) Refresh() error {
 	}
 	links, err := h.LinkList()
 	if err != nil {
-		return fmt.Errorf("forwarding: listing links: %w", err)
+		return nil, fmt.Errorf("forwarding: listing links: %w", err)
 	}
 	bridges := map[int]bool{}
 	for _, l := range links {
@@ -296,7 +353,7 @@ func (t *Table) Refresh() error {
 	}
 	neighs, err := h.NeighList(0, unix.AF_BRIDGE)
 	if err != nil {
-		return fmt.Errorf("forwarding: listing bridge FDB: %w", err)
+		return nil, fmt.Errorf("forwarding: listing bridge FDB: %w", err)
 	}
 	for _, n := range neighs {
 		if len(n.HardwareAddr) != 6 || n.MasterIndex == 0 || n.State&netlink.NUD_PERMANENT != 0 {
@@ -306,7 +363,7 @@ func (t *Table) Refresh() error {
 	}
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return fmt.Errorf("forwarding: listing addresses: %w", err)
+		return nil, fmt.Errorf("forwarding: listing addresses: %w", err)
 	}
 	for _, a := range addrs {
 		if ip, ok := netip.AddrFromSlice(a.IP); ok {
@@ -315,8 +372,9 @@ func (t *Table) Refresh() error {
 	}
 	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return fmt.Errorf("forwarding: listing routes: %w", err)
+		return nil, fmt.Errorf("forwarding: listing routes: %w", err)
 	}
+	s.fib4.routes, s.fib6.routes = map[netip.Prefix]*route{}, map[netip.Prefix]*route{}
 	for _, r := range routes {
 		var p netip.Prefix
 		if r.Dst == nil {
@@ -333,13 +391,46 @@ func (t *Table) Refresh() error {
 			ones, _ := r.Dst.Mask.Size()
 			p = netip.PrefixFrom(ip.Unmap(), ones).Masked()
 		}
-		rt := route{prefix: p, ifindex: uint32(r.LinkIndex)}
+		rt := &route{prefix: p, ifindex: uint32(r.LinkIndex)}
 		if len(r.MultiPath) > 0 {
 			rt.ifindex, rt.paths = 0, uint32(len(r.MultiPath))
 		}
-		s.routes = append(s.routes, rt)
+		if r.Type == unix.RTN_UNICAST {
+			if len(r.MultiPath) == 0 && r.LinkIndex != 0 {
+				rt.hops = append(rt.hops, nexthop{oif: uint32(r.LinkIndex), gw: gateway(r.Gw)})
+			}
+			for _, m := range r.MultiPath {
+				rt.hops = append(rt.hops, nexthop{oif: uint32(m.LinkIndex), gw: gateway(m.Gw)})
+			}
+		}
+		f := &s.fib4
+		if p.Addr().Is6() {
+			f = &s.fib6
+		}
+		// Several routes of one prefix (metrics): the kernel uses the
+		// first it lists, of the lowest metric.
+		if old := f.routes[p]; old == nil || r.Priority < old.priority {
+			rt.priority = r.Priority
+			f.routes[p] = rt
+		}
 	}
-	sort.SliceStable(s.routes, func(i, j int) bool { return s.routes[i].prefix.Bits() > s.routes[j].prefix.Bits() })
-	t.snap.Store(s)
-	return nil
+	for _, f := range []*fib{&s.fib4, &s.fib6} {
+		seen := map[int]bool{}
+		for p := range f.routes {
+			if !seen[p.Bits()] {
+				seen[p.Bits()] = true
+				f.lens = append(f.lens, p.Bits())
+			}
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(f.lens)))
+	}
+	return s, nil
+}
+
+// gateway is a route's gateway address, the zero Addr for none.
+func gateway(ip net.IP) netip.Addr {
+	if a, ok := netip.AddrFromSlice(ip); ok && !a.IsUnspecified() {
+		return a.Unmap()
+	}
+	return netip.Addr{}
 }

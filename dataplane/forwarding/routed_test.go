@@ -11,9 +11,10 @@ import (
 // any stack of VLAN tags (802.1Q, 802.1ad, 0x9100), and that a frame whose
 // header ends inside a tag or its IP header is reported unknown.
 func TestRoutedTags(t *testing.T) {
+	pfx := netip.MustParsePrefix("198.18.7.0/24")
 	s := &snapshot{
 		ownAddrs: map[netip.Addr]bool{},
-		routes:   []route{{prefix: netip.MustParsePrefix("198.18.7.0/24"), ifindex: 7}},
+		fib4:     fib{routes: map[netip.Prefix]*route{pfx: {prefix: pfx, ifindex: 7}}, lens: []int{24}},
 	}
 	ipv4 := make([]byte, 20)
 	ipv4[0] = 0x45

@@ -246,7 +246,8 @@ func samplerAttached(t testing.TB, lab *netlab.Lab, name string) bool {
 
 // samplerAttachment is how the sampler is attached to link name in the
 // switch namespace (dataplane.AttachNative, AttachGeneric, AttachTCX,
-// AttachClsact), "" when it is not or the link is gone.
+// AttachClsact): the ingress sampler's, else the egress sampler's; ""
+// when neither is or the link is gone.
 func samplerAttachment(t testing.TB, lab *netlab.Lab, name string) string {
 	t.Helper()
 	mode := ""
@@ -260,6 +261,10 @@ func samplerAttachment(t testing.TB, lab *netlab.Lab, name string) string {
 			return err
 		}
 		mode, err = dataplane.KernelAttachment(l.Attrs().Index)
+		if err == nil && mode == "" {
+			// A port sampled at egress only (-direction egress).
+			mode, err = dataplane.KernelAttachmentEgress(l.Attrs().Index)
+		}
 		return err
 	})
 	if err != nil {
@@ -497,11 +502,12 @@ func waitAccounted(t testing.TB, lab *netlab.Lab, received func() uint64) accoun
 			t.Fatal(err)
 		}
 		a = accounted{
-			selected:    m.sum("sflowswitchd_port_kernel_samples_total"),
-			kernelDrops: m.sum("sflowswitchd_port_kernel_drops_total") + m.sum("sflowswitchd_port_afxdp_drops_total"),
-			read:        m.sum("sflowswitchd_kernel_samples_total"),
-			encoded:     m.sum("sflowswitchd_flow_samples_total"),
-			lost:        m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, ""),
+			selected: m.sum("sflowswitchd_port_kernel_samples_total") + m.sum("sflowswitchd_port_egress_kernel_samples_total"),
+			kernelDrops: m.sum("sflowswitchd_port_kernel_drops_total") + m.sum("sflowswitchd_port_afxdp_drops_total") +
+				m.sum("sflowswitchd_port_egress_kernel_drops_total"),
+			read:    m.sum("sflowswitchd_kernel_samples_total"),
+			encoded: m.sum("sflowswitchd_flow_samples_total"),
+			lost:    m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, ""),
 		}
 		if received != nil {
 			a.received = received()
@@ -579,6 +585,7 @@ type flowRec struct {
 	pool     uint32
 	drops    uint32
 	input    uint32
+	output   sflow.Interface
 	header   *sflow.SampledHeader
 }
 
@@ -593,7 +600,7 @@ func flowSamplesOf(dgs []datagram, ifindex uint32) []flowRec {
 				continue
 			}
 			r := flowRec{at: dg.at, subAgent: dg.our.SubAgentID, seq: fs.SequenceNumber, source: fs.Source,
-				rate: fs.SamplingRate, pool: fs.SamplePool, drops: fs.Drops, input: fs.Input.Value}
+				rate: fs.SamplingRate, pool: fs.SamplePool, drops: fs.Drops, input: fs.Input.Value, output: fs.Output}
 			for _, rec := range fs.Records {
 				if h, ok := rec.(*sflow.SampledHeader); ok {
 					r.header = h

@@ -21,6 +21,9 @@ import (
 // refused for lack of privilege is not said to be missing from the
 // kernel: the line names the capabilities the daemon lacks (issue 25,
 // defect 9).
+// tc_attach and egress_attach are how the TC ingress and TC egress
+// samplers attach on this kernel: TCX links, or before Linux 6.6 cls_bpf
+// filters on the clsact qdisc (the same fallback both ways).
 func Log(log *slog.Logger, fs *dataplane.Features) {
 	missing := fs.Missing()
 	denied := 0
@@ -39,7 +42,7 @@ func Log(log *slog.Logger, fs *dataplane.Features) {
 			"used_for", f.UsedFor, "effect", f.Without, "err", f.Err)
 	}
 	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing),
-		"not_permitted", denied, "tc_attach", fs.TCAttachMode())
+		"not_permitted", denied, "tc_attach", fs.TCAttachMode(), "egress_attach", fs.TCAttachMode())
 }
 
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel

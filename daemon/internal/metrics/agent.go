@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
@@ -26,6 +27,12 @@ var workerMetrics = []workerMetric{
 	{prom.Desc("poll_errors_total", "Counter polls that failed.", "worker"), func(s *agent.WorkerStats) uint64 { return s.PollErrors.Load() }},
 	{prom.Desc("ring_read_errors_total", "Errors reading the kernel sample ring.", "worker"), func(s *agent.WorkerStats) uint64 { return s.ReadErrors.Load() }},
 }
+
+// routerResults is sflowswitchd_extended_router_total{worker,result}: the
+// samples whose sampler asked the kernel's FIB, by what became of their
+// extended_router (ok: sent; the other results say why it was left out,
+// forwarding.RouterResult).
+var routerResults = prom.Desc("extended_router_total", "Samples whose sampler asked the FIB, by result: ok (extended_router sent), not_routed, no_route, no_generation, stale, mismatch (left out).", "worker", "result")
 
 var samplesDropped = prom.Desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
 
@@ -53,7 +60,7 @@ func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range workerMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
+	for _, d := range []*prometheus.Desc{routerResults, samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
 		ch <- d
 	}
 }
@@ -69,6 +76,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(samplesDropped, s.SamplesUnsent.Load(), w, "send_error")
 		ch <- prom.Counter(samplesDropped, s.TooLarge.Load(), w, "too_large")
 		ch <- prom.Counter(samplesDropped, s.UnknownPort.Load(), w, "unknown_port")
+		for _, r := range forwarding.RouterResults() {
+			ch <- prom.Counter(routerResults, s.Router[r].Load(), w, r.String())
+		}
 	}
 	for _, t := range c.a.CollectorStats() {
 		r, addr := strconv.Itoa(t.Receiver), t.Address.String()

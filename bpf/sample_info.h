@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+//
+// sample_info.h: what a sample record carries beyond the frame's bytes
+// (struct sample_meta, sampler.h), each block filled on the sampled path
+// only, never for an unsampled frame:
+//
+//   SAMPLE_F_EGRESS     the frame was sampled leaving the port (the TC
+//                       egress sampler): sample_meta.ifindex is the output
+//                       port, in_ifindex the port it came in on;
+//   SAMPLE_F_ROUTE      route.dst_*: the kernel's FIB answer for the
+//                       frame's destination at sample time
+//                       (bpf_fib_lookup, route.h);
+//   SAMPLE_F_SRC_ROUTE  route.src_*: the same for its source (the route
+//                       back), whose prefix length is extended_router's
+//                       src_mask_len;
+//   SAMPLE_F_FIB_GEN    route.gen is the FIB generation both lookups saw
+//                       (the kernel's fib_seq of the namespace, fib_seq.h,
+//                       bumped on every FIB change there): user space takes the
+//                       prefix lengths from its route table only when that
+//                       table is of the same generation;
+//
+// User space reads these through the record's generated Go type
+// (bpf.SamplerSampleMeta, dataplane/ring.go).
+
+#ifndef SFLOWSWITCHD_SAMPLE_INFO_H
+#define SFLOWSWITCHD_SAMPLE_INFO_H
+
+#include <linux/types.h>
+
+#define SAMPLE_F_EGRESS (1U << 0)
+#define SAMPLE_F_ROUTE (1U << 1)
+#define SAMPLE_F_SRC_ROUTE (1U << 2)
+#define SAMPLE_F_FIB_GEN (1U << 3)
+
+// sample_route: bpf_fib_lookup's answers for the sampled packet, taken in
+// the sampled path (route.h). An address is 4 bytes (IPv4, the rest zero)
+// or 16 (IPv6), network order.
+struct sample_route {
+	__u8 family;  // AF_INET or AF_INET6: the packet's
+	__u8 dst_ret; // bpf_fib_lookup's return for the destination (BPF_FIB_LKUP_RET_*)
+	__u8 src_ret; // ... for the source
+	__u8 _pad;
+	__u32 gen;        // FIB generation before and after both lookups (SAMPLE_F_FIB_GEN)
+	__u32 dst_oif;    // output port of the route to the destination
+	__u32 src_oif;    // output port of the route to the source
+	__u8 dst_via[16]; // its gateway, or the destination itself when directly connected
+	__u8 src_via[16]; // the gateway toward the source, or the source itself
+};
+
+
+#endif // SFLOWSWITCHD_SAMPLE_INFO_H
