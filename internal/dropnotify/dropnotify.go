@@ -63,6 +63,7 @@ func (s *dropSource) Lost() (uint64, error) {
 type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
+	features *dataplane.Features
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
@@ -72,9 +73,11 @@ type Runner struct {
 }
 
 // New returns a runner, off until Start, whose reporter is sub-agent
-// subAgent.
-func New(subAgent uint32, log *slog.Logger) *Runner {
-	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log)}
+// subAgent. features is what the kernel probe found (nil: not probed):
+// without tp_btf_kfree_skb notifications stay off and Start and Apply
+// say so, naming the feature, without trying to load the program.
+func New(subAgent uint32, features *dataplane.Features, log *slog.Logger) *Runner {
+	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
 }
 
 // Reporter is the reporter of the notifications (receivers, statistics).
@@ -109,6 +112,11 @@ func (d *Runner) Apply(s config.Settings) error {
 			return fmt.Errorf("drop notifications: %w", err)
 		}
 		return nil
+	}
+	if d.features != nil {
+		if err := d.features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
+			return fmt.Errorf("drop notifications unavailable: kernel feature %s: %w", dataplane.FeatureBTFTracepoint, err)
+		}
 	}
 	dp, err := dataplane.OpenDrops(cfg)
 	if err != nil {

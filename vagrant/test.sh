@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# test.sh — `make vagrant-test`: the test suite (every package's test
+# binary, as `make test` runs them) inside a VM of each Debian release, one
+# after the other, and a report per kernel. `make vagrant-fresh` (MODE=fresh):
+# `.ci/run` on a fresh minimal Debian from a clean clone, with network.
+#
+# The VM is the box of `make vagrant-box RELEASE=...` (vagrant/.cache/
+# RELEASE), booted directly with qemu, not through vagrant and libvirt:
+#   qemu-system-x86_64 -kernel vmlinuz -initrd initrd.img (the box's own
+#   Debian kernel) -drive box.img,snapshot=on (the box is never written)
+#   -virtfs (9p) vagrant/.cache/run at the same path, -virtfs GOROOT
+#   read-only, serial ports to files, no network (MODE=fresh: qemu's user
+#   networking, NAT in the qemu process), -no-reboot.
+# At boot the box's sflowtest-run mounts the share and runs guest.sh
+# (vm/guest.sh, copied here), whose output this script shows; the VM
+# powers off at the end. Nothing is created on the host but files under
+# vagrant/.cache and the qemu process: no daemon, bridge, tap device,
+# address or firewall rule.
+#
+# Root (the share holds root-owned files the VM writes). Environment:
+#   RELEASES      Debian releases to run, in order (default "bookworm trixie")
+#   TEST_PKGS     Go package patterns (default ./...): only their binaries
+#                 are built and run
+#   TEST_RUN      regexp for -test.run (default: every test)
+#   TEST_TIMEOUT  per package (default 30m, as make test)
+#   VM_CPUS, VM_MEM (MiB), VM_TIMEOUT (whole VM run, seconds; default 7200)
+#   SFLOW_LAB_ACCEL  kvm or tcg (default: kvm when /dev/kvm works for
+#                 Debian's kernels, i.e. exists and is not PVM; else tcg)
+#   MODE          test (default) or fresh
+# Results: vagrant/.cache/run/out/RELEASE/ (per package: .json events,
+# status; the console log), summarized by gotestsum.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+cache=$here/.cache
+run=$cache/run
+mode=${MODE:-test}
+read -r -a releases <<<"${RELEASES:-bookworm trixie}"
+read -r -a pkgs <<<"${TEST_PKGS:-./...}"
+[ "$(id -u)" = 0 ] || { echo "vagrant-test: must run as root" >&2; exit 1; }
+gotestsum=$(go env GOPATH)/bin/gotestsum
+goroot=$(go env GOROOT)
+
+if [ -n "${SFLOW_LAB_ACCEL:-}" ]; then
+	accel=$SFLOW_LAB_ACCEL
+elif [ -c /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ]; then
+	accel=kvm
+else
+	# No hardware virtualization, or KVM is PVM (a paravirtualized KVM
+	# that runs only kernels built as PVM guests, not Debian's).
+	accel=tcg
+fi
+case $accel in
+kvm) cpu=host ;;
+tcg) cpu=max ;;
+*) echo "vagrant-test: SFLOW_LAB_ACCEL is kvm or tcg" >&2; exit 2 ;;
+esac
+
+for r in "${releases[@]}"; do
+	[ "$mode" = test ] && box=$cache/$r || box=$cache/$r-fresh
+	[ -f "$box/box.img" ] || { echo "vagrant-test: no box in $box (make vagrant-box RELEASE=$r${mode/test/})" >&2; exit 1; }
+done
+
+echo "== host: $(uname -r), accelerator $accel; building what the VMs get"
+mkdir -p "$run"
+if [ "$mode" = test ]; then
+	"$here/prepare.sh" "$run" "${pkgs[@]}"
+else
+	rm -f "$run/repo.bundle"
+	# A clean clone of this commit (HEAD; uncommitted changes are not in it).
+	git -C "$root" bundle create "$run/repo.bundle" HEAD 2>/dev/null
+	echo "   repo.bundle: $(git -C "$root" log --oneline -1 HEAD)"
+fi
+install -m 0755 "$here/vm/guest.sh" "$run/guest.sh"
+cat >"$run/env" <<EOF
+MODE=$mode
+GOROOT_DIR=$goroot
+TEST_RUN='${TEST_RUN:-}'
+TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
+EOF
+
+qemu_pid=""
+stop_qemu() {
+	if [ -n "$qemu_pid" ] && kill -0 "$qemu_pid" 2>/dev/null; then
+		kill -TERM "$qemu_pid" 2>/dev/null || true
+		wait "$qemu_pid" 2>/dev/null || true
+	fi
+	qemu_pid=""
+}
+trap 'stop_qemu' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run_vm RELEASE: boots the box, shows the guest's output, returns when
+# the VM has powered off (or VM_TIMEOUT passed).
+run_vm() {
+	local r=$1 box log t0 net
+	[ "$mode" = test ] && box=$cache/$r || box=$cache/$r-fresh
+	log=$run/log/$r${mode/test/}
+	rm -rf "$log"
+	mkdir -p "$log"
+	net=(-nic none)
+	[ "$mode" = test ] || net=(-nic user,model=virtio-net-pci)
+	echo "== $r: Debian $(cat "$box/version"), kernel $(cat "$box/kernel"): qemu ($accel, ${VM_CPUS:-2} CPUs, ${VM_MEM:-4096} MiB)"
+	t0=$(date +%s)
+	: >"$log/guest.log"
+	timeout "${VM_TIMEOUT:-7200}" qemu-system-x86_64 -name "sflowtest-$r" -accel "$accel" -cpu "$cpu" \
+		-smp "${VM_CPUS:-2}" -m "${VM_MEM:-4096}" -nodefaults -display none -no-reboot \
+		-kernel "$box/vmlinuz" -initrd "$box/initrd.img" \
+		-append "root=/dev/vda1 ro console=ttyS0 net.ifnames=0 panic=1 sflowtest.dir=$run" \
+		-drive "file=$box/box.img,if=virtio,format=qcow2,snapshot=on" \
+		-virtfs "local,path=$run,mount_tag=sflowtest,security_model=none" \
+		-virtfs "local,path=$goroot,mount_tag=sflowgo,security_model=none,readonly=on" \
+		-serial "file:$log/console.log" -serial "file:$log/guest.log" \
+		"${net[@]}" &
+	qemu_pid=$!
+	tail -n +1 -F --pid="$qemu_pid" "$log/guest.log" 2>/dev/null | sed -u 's/\r$//' || true
+	local rc=0
+	wait "$qemu_pid" || rc=$?
+	qemu_pid=""
+	echo "== $r: VM ran $(($(date +%s) - t0)) s (qemu exit $rc); console: $log/console.log"
+}
+
+overall=0
+summary=()
+for r in "${releases[@]}"; do
+	run_vm "$r"
+	if [ "$mode" = test ]; then
+		out=$run/out/$r
+	else
+		out=$run/out/$r-fresh
+	fi
+	if [ ! -f "$out/done" ]; then
+		echo "== $r: the run did not complete (no $out/done); last console lines:"
+		tail -20 "$run/log/$r${mode/test/}/console.log" | tr -d '\r' || true
+		summary+=("$r: INCOMPLETE")
+		overall=1
+		continue
+	fi
+	rc=$(cat "$out/done")
+	[ "$rc" = 0 ] || overall=1
+	if [ "$mode" = fresh ]; then
+		summary+=("$r (fresh): .ci/run exit $rc; log $out/log")
+		continue
+	fi
+	kernel=$(cat "$cache/$r/kernel")
+	echo "== $r ($kernel): gotestsum's summary of the VM's events (skips with their reasons)"
+	cat "$out"/*.json >"$run/out/$r.json"
+	"$gotestsum" --format pkgname --raw-command -- cat "$run/out/$r.json" || true
+	ok=$(grep -c '^ok' "$out/status" || true)
+	failed=$(grep '^FAIL' "$out/status" | awk '{print $2}' | xargs)
+	skips=$(grep -c '"Action":"skip","Package":"[^"]*","Test"' "$run/out/$r.json" || true)
+	summary+=("$r ($kernel): $ok packages ok, $(wc -w <<<"$failed") failed${failed:+ ($failed)}, $skips tests skipped")
+done
+echo "== vagrant-test ($mode) summary"
+printf '   %s\n' "${summary[@]}"
+exit "$overall"
