@@ -117,7 +117,7 @@ vagrant-box:
 vagrant-test:
 	$(DEPS) vm
 	@set -e; for r in $(RELEASES); do ./vagrant/box/build.sh $$r; done
-	RELEASES="$(RELEASES)" TEST_PKGS="$(TEST_PKGS)" TEST_RUN="$(TEST_RUN)" ./vagrant/test.sh
+	RELEASES="$(RELEASES)" TEST_PKGS="$(TEST_PKGS)" TEST_RUN="$(TEST_RUN)" VM_CMD="$(VM_CMD)" ./vagrant/test.sh
 
 vagrant-fresh:
 	$(DEPS) vm

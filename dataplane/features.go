@@ -195,7 +195,7 @@ var featureProbes = []featureProbe{
 	{Feature{Name: FeatureAFXDP, Since: "5.4",
 		UsedFor: "AF_XDP sockets with need-wakeup ring flags receive monitor ports' samples",
 		Without: "monitor ports are refused (a monitor port would drop its traffic with nobody reading); inline ports sample normally"},
-		afxdp.Probe},
+		probeAFXDP},
 	{Feature{Name: FeatureBTFTracepoint, Since: "5.5 (with kernel BTF)",
 		UsedFor: "BTF-typed tracepoint skb:kfree_skb (tp_btf), for dropped-packet notifications",
 		Without: "dropped-packet notifications are unavailable; packet sampling and counters are unaffected"},
@@ -271,4 +271,16 @@ func probeBTFTracepoint() error {
 		return err
 	}
 	return p.Close()
+}
+
+// probeAFXDP is afxdp.Probe with the kernel's own "no" (no AF_XDP, or
+// rings without need-wakeup) marked ebpf.ErrNotSupported like the other
+// probes; a missing CAP_NET_RAW stays a permission error, which the
+// message names.
+func probeAFXDP() error {
+	err := afxdp.Probe()
+	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, afxdp.ErrNoNeedWakeup) {
+		return fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
+	}
+	return err
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # lab.sh — `make vagrant-lab`: the lab VM on libvirt, from the box of
-# `make vagrant-box` and the package of `make deb` (both made by make
-# first). Root. Steps, each shown on this terminal:
+# `make vagrant-box RELEASE=...` and the package of `make deb` (both made
+# by make first). Root. Steps, each shown on this terminal:
 #   1. build on the host what the VM gets, in vagrant/.cache/vm (synced to
-#      the same path in the VM): the .deb, the source, its Go module cache
-#      (the VM has no network) and a warm Go build cache; the
-#      host's Go toolchain is synced to /usr/local/go in the VM; KVM or,
+#      the same path in the VM): prepare.sh's tree (source, module cache,
+#      warm build cache, test binaries) and the .deb; the host's Go
+#      toolchain is synced to /usr/local/go in the VM; the box is added to
+#      vagrant as sflowswitchd/RELEASE64 once per box build; KVM or,
 #      without usable KVM, qemu's TCG;
 #   2. libvirt (libvirt.sh): the running daemon, or one started in network
 #      namespace sflowswitchd-vm;
@@ -13,13 +14,14 @@
 #      installs the .deb with apt;
 #   4. vm/package.sh: the packaged daemon under systemd, seen by a
 #      collector, and `systemctl stop` leaving no XDP program;
-#   5. vm/tests.sh: the lab (lab/demo.sh) and `go test ./...` on the VM's
-#      kernel;
+#   5. vm/tests.sh: the lab (lab/demo.sh) and the test binaries on the
+#      VM's kernel;
 #   6. vagrant destroy -f, also on failure or Ctrl-C, and the libvirt
 #      daemon started in 2 is stopped; what libvirt still holds is listed
 #      (the box's base volume stays in the pool for the next run:
 #      `make vagrant-clean` removes it).
-# Environment: LAB_SECONDS, TEST_PKGS, TEST_TIMEOUT (see vm/tests.sh),
+# Environment: RELEASE (default bookworm), LAB_SECONDS, TEST_PKGS (Go
+# package patterns, default ./...), TEST_TIMEOUT (see vm/tests.sh),
 # KEEP_VM=1 (do not destroy at the end; for debugging).
 set -euo pipefail
 

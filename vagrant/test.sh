@@ -7,10 +7,12 @@
 # The VM is the box of `make vagrant-box RELEASE=...` (vagrant/.cache/
 # RELEASE), booted directly with qemu, not through vagrant and libvirt:
 #   qemu-system-x86_64 -kernel vmlinuz -initrd initrd.img (the box's own
-#   Debian kernel) -drive box.img,snapshot=on (the box is never written)
-#   -virtfs (9p) vagrant/.cache/run at the same path, -virtfs GOROOT
-#   read-only, serial ports to files, no network (MODE=fresh: qemu's user
-#   networking, NAT in the qemu process), -no-reboot.
+#   Debian kernel) -drive box.img,snapshot=on (the box is never written),
+#   two more disks: ext4 images of the build tree of prepare.sh
+#   (snapshot=on) and of the Go toolchain (read-only), -virtfs (9p)
+#   vagrant/.cache/run at the same path for the script and the results,
+#   serial ports to files, no network (MODE=fresh: Go on 9p and qemu's
+#   user networking, NAT in the qemu process), -no-reboot.
 # At boot the box's sflowtest-run mounts the share and runs guest.sh
 # (vm/guest.sh, copied here), whose output this script shows; the VM
 # powers off at the end. Nothing is created on the host but files under
@@ -26,7 +28,9 @@
 #   VM_CPUS, VM_MEM (MiB), VM_TIMEOUT (whole VM run, seconds; default 7200)
 #   SFLOW_LAB_ACCEL  kvm or tcg (default: kvm when /dev/kvm works for
 #                 Debian's kernels, i.e. exists and is not PVM; else tcg)
-#   MODE          test (default) or fresh
+#   VM_CMD        a bash command line run in the VM instead of the tests
+#                 (in the source tree, with the tests' environment)
+#   MODE          test (default), cmd (set by VM_CMD) or fresh
 # Results: vagrant/.cache/run/out/RELEASE/ (per package: .json events,
 # status; the console log), summarized by gotestsum.
 set -euo pipefail
@@ -35,7 +39,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 cache=$here/.cache
 run=$cache/run
+tree=$run/tree
 mode=${MODE:-test}
+[ -z "${VM_CMD:-}" ] || [ "$mode" != test ] || mode=cmd
 read -r -a releases <<<"${RELEASES:-bookworm trixie}"
 read -r -a pkgs <<<"${TEST_PKGS:-./...}"
 [ "$(id -u)" = 0 ] || { echo "vagrant-test: must run as root" >&2; exit 1; }
@@ -58,14 +64,38 @@ tcg) cpu=max ;;
 esac
 
 for r in "${releases[@]}"; do
-	[ "$mode" = test ] && box=$cache/$r || box=$cache/$r-fresh
-	[ -f "$box/box.img" ] || { echo "vagrant-test: no box in $box (make vagrant-box RELEASE=$r${mode/test/})" >&2; exit 1; }
+	box=$cache/$r
+	[ "$mode" != fresh ] || box=$cache/$r-fresh
+	[ -f "$box/box.img" ] || { echo "vagrant-test: no box in $box (make vagrant-box RELEASE=$r)" >&2; exit 1; }
 done
 
 echo "== host: $(uname -r), accelerator $accel; building what the VMs get"
 mkdir -p "$run"
-if [ "$mode" = test ]; then
-	"$here/prepare.sh" "$run" "${pkgs[@]}"
+# ext4 images of what the VM reads, as virtio disks: the build tree
+# (source, module cache, warm build cache, test binaries) and the Go
+# toolchain, at the same paths as here. Over 9p every file the go command
+# opens costs round trips that software emulation makes slow (a `go
+# build` of the daemon took 100-160 s on the share, one test of four
+# builds it); the share keeps only guest.sh, env and the results.
+# make_image DIR IMAGE LABEL
+make_image() {
+	local size
+	size=$(du -sm "$1" | cut -f1)
+	rm -f "$2"
+	truncate -s $((size * 3 / 2 + 1024))M "$2"
+	mkfs.ext4 -q -F -L "$3" -d "$1" "$2"
+}
+if [ "$mode" != fresh ]; then
+	"$here/prepare.sh" "$tree" "${pkgs[@]}"
+	t0=$(date +%s)
+	make_image "$tree" "$run/tree.img" sflowtree
+	goimg=$cache/goroot-$(go env GOVERSION).img
+	if [ ! -f "$goimg" ] || [ "$(cat "$goimg.src" 2>/dev/null)" != "$goroot" ]; then
+		rm -f "$cache"/goroot-*.img "$cache"/goroot-*.img.src
+		make_image "$goroot" "$goimg" sflowgo
+		echo "$goroot" >"$goimg.src"
+	fi
+	echo "   disk images of the tree and of Go in $(($(date +%s) - t0)) s"
 else
 	rm -f "$run/repo.bundle"
 	# A clean clone of this commit (HEAD; uncommitted changes are not in it).
@@ -73,12 +103,16 @@ else
 	echo "   repo.bundle: $(git -C "$root" log --oneline -1 HEAD)"
 fi
 install -m 0755 "$here/vm/guest.sh" "$run/guest.sh"
-cat >"$run/env" <<EOF
-MODE=$mode
-GOROOT_DIR=$goroot
-TEST_RUN='${TEST_RUN:-}'
-TEST_TIMEOUT=${TEST_TIMEOUT:-30m}
-EOF
+test_run=${TEST_RUN:-}
+vm_cmd=${VM_CMD:-}
+{
+	echo "MODE=$mode"
+	echo "GOROOT_DIR=$goroot"
+	echo "TREE=$tree"
+	echo "TEST_RUN=${test_run@Q}"
+	echo "TEST_TIMEOUT=${TEST_TIMEOUT:-30m}"
+	echo "VM_CMD=${vm_cmd@Q}"
+} >"$run/env"
 
 qemu_pid=""
 stop_qemu() {
@@ -95,13 +129,23 @@ trap 'exit 143' TERM
 # run_vm RELEASE: boots the box, shows the guest's output, returns when
 # the VM has powered off (or VM_TIMEOUT passed).
 run_vm() {
-	local r=$1 box log t0 net
-	[ "$mode" = test ] && box=$cache/$r || box=$cache/$r-fresh
-	log=$run/log/$r${mode/test/}
+	local r=$1 box=$cache/$1 log=$run/log/$1 t0 net
+	if [ "$mode" = fresh ]; then
+		box=$cache/$r-fresh
+		log=$run/log/$r-fresh
+	fi
 	rm -rf "$log"
 	mkdir -p "$log"
 	net=(-nic none)
-	[ "$mode" = test ] || net=(-nic user,model=virtio-net-pci)
+	[ "$mode" != fresh ] || net=(-nic user,model=virtio-net-pci)
+	if [ "$mode" = fresh ]; then
+		disks=(-virtfs "local,path=$goroot,mount_tag=sflowgo,security_model=none,readonly=on")
+	else
+		# snapshot=on: what the VM writes (build cache, test output) is
+		# dropped at the end.
+		disks=(-drive "file=$run/tree.img,if=virtio,format=raw,snapshot=on"
+			-drive "file=$goimg,if=virtio,format=raw,readonly=on")
+	fi
 	echo "== $r: Debian $(cat "$box/version"), kernel $(cat "$box/kernel"): qemu ($accel, ${VM_CPUS:-2} CPUs, ${VM_MEM:-4096} MiB)"
 	t0=$(date +%s)
 	: >"$log/guest.log"
@@ -111,9 +155,8 @@ run_vm() {
 		-append "root=/dev/vda1 ro console=ttyS0 net.ifnames=0 panic=1 sflowtest.dir=$run" \
 		-drive "file=$box/box.img,if=virtio,format=qcow2,snapshot=on" \
 		-virtfs "local,path=$run,mount_tag=sflowtest,security_model=none" \
-		-virtfs "local,path=$goroot,mount_tag=sflowgo,security_model=none,readonly=on" \
 		-serial "file:$log/console.log" -serial "file:$log/guest.log" \
-		"${net[@]}" &
+		"${disks[@]}" "${net[@]}" &
 	qemu_pid=$!
 	tail -n +1 -F --pid="$qemu_pid" "$log/guest.log" 2>/dev/null | sed -u 's/\r$//' || true
 	local rc=0
@@ -126,14 +169,11 @@ overall=0
 summary=()
 for r in "${releases[@]}"; do
 	run_vm "$r"
-	if [ "$mode" = test ]; then
-		out=$run/out/$r
-	else
-		out=$run/out/$r-fresh
-	fi
+	out=$run/out/$r
+	[ "$mode" != fresh ] || out=$run/out/$r-fresh
 	if [ ! -f "$out/done" ]; then
 		echo "== $r: the run did not complete (no $out/done); last console lines:"
-		tail -20 "$run/log/$r${mode/test/}/console.log" | tr -d '\r' || true
+		tail -20 "$run/log/$r${out#"$run/out/$r"}/console.log" | tr -d '\r' || true
 		summary+=("$r: INCOMPLETE")
 		overall=1
 		continue
@@ -142,6 +182,9 @@ for r in "${releases[@]}"; do
 	[ "$rc" = 0 ] || overall=1
 	if [ "$mode" = fresh ]; then
 		summary+=("$r (fresh): .ci/run exit $rc; log $out/log")
+		continue
+	elif [ "$mode" = cmd ]; then
+		summary+=("$r ($(cat "$cache/$r/kernel")): VM_CMD exit $rc; output $out/cmd.log")
 		continue
 	fi
 	kernel=$(cat "$cache/$r/kernel")

@@ -5,13 +5,19 @@
 # goes to the VM's second serial port, which the host shows. DIR/env says
 # what to do (written by test.sh):
 #
-# MODE=test: every test binary of DIR/tests/list (vagrant/prepare.sh),
+# MODE=test: every test binary of TREE/tests/list (vagrant/prepare.sh),
 #   one package after the other, each in its package's directory of
-#   DIR/src as `go test` runs it, with CI=1, through test2json: the events
+#   TREE/src as `go test` runs it, with CI=1, through test2json: the events
 #   of package P go to DIR/out/RELEASE/P.json, a line "ok|FAIL dir seconds"
-#   to DIR/out/RELEASE/status. Go (the host's GOROOT, 9p share "sflowgo",
-#   read-only, at the same path) is there for the tests that `go build`
-#   the daemon. TEST_RUN, TEST_TIMEOUT as `go test -run/-timeout`.
+#   to DIR/out/RELEASE/status. TREE (the build tree) and the host's Go
+#   toolchain (for the tests that `go build` the daemon) are ext4 disks
+#   labelled sflowtree and sflowgo, mounted at their host paths so that
+#   the build cache made there stays valid. TEST_RUN, TEST_TIMEOUT as `go
+#   test -run/-timeout`.
+#
+# MODE=cmd: VM_CMD (a bash command line) in TREE/src with the environment
+#   of MODE=test (Go, CI=1, the test binaries in TREE/tests): to look at
+#   something in a VM by hand (`make vagrant-test VM_CMD='...'`).
 #
 # MODE=fresh: the fresh-machine run (`make vagrant-fresh`): a minimal
 #   Debian with network through qemu's user networking; Go copied in from
@@ -30,14 +36,37 @@ release=$(. /etc/os-release && echo "$VERSION_CODENAME")
 export HOME=/root CI=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 echo "== VM: Debian $(cat /etc/debian_version) ($release), kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo); booted in $(cut -d' ' -f1 /proc/uptime) s"
 
+# go_env mounts the host's Go toolchain and sets what the tests' `go
+# build` needs to find the warm build cache of prepare.sh.
+go_env() {
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[ -e /dev/disk/by-label/sflowtree ] && [ -e /dev/disk/by-label/sflowgo ] && break
+		sleep 0.2
+	done
+	mkdir -p "$TREE" "$GOROOT_DIR"
+	mount LABEL=sflowtree "$TREE" || return 1
+	mount -o ro LABEL=sflowgo "$GOROOT_DIR" || return 1
+	export PATH=$GOROOT_DIR/bin:$PATH GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
+		GOCACHE=$TREE/gocache GOMODCACHE=$TREE/gomod
+}
+
+run_cmd() {
+	local out=$dir/out/$release
+	rm -rf "$out"
+	mkdir -p "$out"
+	go_env || return 1
+	echo "== VM_CMD: $VM_CMD"
+	(cd "$TREE/src" && bash -c "$VM_CMD") </dev/null 2>&1 | tee "$out/cmd.log"
+	return "${PIPESTATUS[0]}"
+}
+
 run_tests() {
 	local out=$dir/out/$release
 	rm -rf "$out"
-	mkdir -p "$out" "$GOROOT_DIR"
-	mount -t 9p -o trans=virtio,version=9p2000.L,msize=524288,ro sflowgo "$GOROOT_DIR" || return 1
-	export PATH=$GOROOT_DIR/bin:$PATH GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
-		GOCACHE=$dir/gocache GOMODCACHE=$dir/gomod
-	echo "== tests: $(wc -l <"$dir/tests/list") packages, CI=1, ${TEST_RUN:+-run '$TEST_RUN', }timeout ${TEST_TIMEOUT} per package; $(go version)"
+	mkdir -p "$out"
+	go_env || return 1
+	echo "== tests: $(wc -l <"$TREE/tests/list") packages, CI=1, ${TEST_RUN:+-run '$TEST_RUN', }timeout ${TEST_TIMEOUT} per package; $(go version)"
 	local start pkgdir imp name t0 rc failed=0 n=0
 	start=$(date +%s)
 	while read -r pkgdir imp; do
@@ -45,8 +74,8 @@ run_tests() {
 		t0=$(date +%s)
 		rc=0
 		(
-			cd "$dir/src/$pkgdir" &&
-				"$dir/bin/test2json" -t -p "$imp" "$dir/tests/$name.test" -test.v=test2json -test.paniconexit0 \
+			cd "$TREE/src/$pkgdir" &&
+				"$TREE/bin/test2json" -t -p "$imp" "$TREE/tests/$name.test" -test.v=test2json -test.paniconexit0 \
 					-test.count=1 -test.timeout="$TEST_TIMEOUT" ${TEST_RUN:+-test.run="$TEST_RUN"}
 		) >"$out/$name.json" 2>"$out/$name.stderr" </dev/null || rc=$?
 		n=$((n + 1))
@@ -56,7 +85,7 @@ run_tests() {
 			failed=$((failed + 1))
 			printf 'FAIL\t%-28s %5ds (exit %d)\n' "$pkgdir" $(($(date +%s) - t0)) "$rc" | tee -a "$out/status"
 		fi
-	done <"$dir/tests/list"
+	done <"$TREE/tests/list"
 	echo "== tests on $(uname -r): $((n - failed)) packages ok, $failed failed, in $(($(date +%s) - start)) s"
 	sync
 	[ "$failed" = 0 ]
@@ -103,11 +132,12 @@ run_fresh() {
 rc=0
 case ${MODE:-test} in
 test) run_tests || rc=$? ;;
+cmd) run_cmd || rc=$? ;;
 fresh) run_fresh || rc=$? ;;
 *) echo "guest: unknown MODE $MODE"; rc=2 ;;
 esac
 out=$dir/out/$release
-[ "${MODE:-test}" = test ] || out=$out-fresh
+[ "${MODE:-test}" != fresh ] || out=$out-fresh
 mkdir -p "$out"
 echo "$rc" >"$out/done"
 sync
