@@ -265,7 +265,7 @@ func fetchMetrics(lab *netlab.Lab) (metrics, error) {
 		return nil, fmt.Errorf("dial metrics: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(testutil.Scaled(5 * time.Second))); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequest("GET", "http://"+metricsAddr+"/metrics", nil)

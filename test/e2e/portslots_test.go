@@ -5,12 +5,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 )
 
 // waitMetric polls the daemon's metrics until cond holds (10 s at most).
 func waitMetric(t *testing.T, d *daemon, what string, get func() (metrics, error), cond func(metrics) bool) metrics {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		m, err := get()
 		if err == nil && cond(m) {

@@ -34,6 +34,7 @@ dir=$(cd "$(dirname "$0")" && pwd)
 . "$dir/env"
 release=$(. /etc/os-release && echo "$VERSION_CODENAME")
 export HOME=/root CI=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export SFLOW_TEST_TIME_SCALE
 echo "== VM: Debian $(cat /etc/debian_version) ($release), kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo); booted in $(cut -d' ' -f1 /proc/uptime) s"
 
 # go_env mounts the host's Go toolchain and sets what the tests' `go
