@@ -28,35 +28,42 @@ generate:
 	$(DEPS) generate
 	$(GO) generate ./bpf/...
 
+# bench/ is a Go module of its own (its plotting libraries stay out of the
+# daemon's go.mod; it builds the repository's code through a replace
+# directive): lint and test run in both modules.
 lint: deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GOBIN)/staticcheck $(PKGS)
+	cd bench && $(GO) vet $(PKGS) && $(GOBIN)/staticcheck $(PKGS)
 
 # The README's test command: lint, a short fuzz run of each decoder that
 # takes untrusted input, then every unit and integration test. Under CI
 # (.ci/run sets CI=1) a test may skip only for a kernel feature the probe
-# reports missing (internal/testskip); the run ends with gotestsum's list
+# reports missing (testkit/testskip); the run ends with gotestsum's list
 # of the tests skipped, each with its reason. The events are kept in
-# bin/test.json.
+# bin/test.json (bench/'s module: bin/test-bench.json).
 test: deps lint build fuzz
 	@mkdir -p bin
 	$(GOBIN)/gotestsum --format pkgname --jsonfile bin/test.json -- $(TESTFLAGS) $(PKGS)
+	cd bench && $(GOBIN)/gotestsum --format pkgname --jsonfile ../bin/test-bench.json -- $(TESTFLAGS) $(PKGS)
 
 # Every fuzz target of an input that comes from outside the daemon: the
-# sFlow decoder and pcap reader (decode tool), AgentX PDUs, the application
-# JSON API and its rtmetric/rtflow messages, hsflowd.conf, the TOML config
-# and the Ethernet/VLAN walker of sampled headers. test/policy fails when a
+# sFlow decoder, the decode tool's pcap reader and JSON rendering, AgentX
+# PDUs, the application JSON API and its rtmetric/rtflow messages,
+# hsflowd.conf, the TOML config and the Ethernet/VLAN walker of sampled
+# headers. test/policy fails when a
 # Fuzz function exists that is not listed here.
 FUZZ_TARGETS := \
 	./sflow:FuzzDecode \
-	./sflow:FuzzPcapReader \
+	./cmd/sflowswitchd/internal/decode:FuzzPcapReader \
+	./cmd/sflowswitchd/internal/decode:FuzzRender \
 	./snmpd:FuzzDecodePDU \
-	./agent/app:FuzzParseJSON \
-	./agent/app:FuzzParseRT \
-	./internal/hsflowdconf:FuzzParse \
-	./internal/config:FuzzParse \
+	./apps/app:FuzzParseJSON \
+	./apps/app:FuzzParseRT \
+	./config/hsflowdconf:FuzzParse \
+	./config:FuzzParse \
 	./internal/ethernet:FuzzParse
 
 fuzz:

@@ -1,11 +1,12 @@
 package agent
 
 import (
-	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
 	"net/netip"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/sender"
 )
 
 // CollectorStats counts what one worker sent to one collector (a receiver

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/internal/sender"
+	"github.com/sflowswitchd/sflowswitchd/agent/sender"
 )
 
 // receiverOut is one sub-agent's stream of datagrams to one receiver: its

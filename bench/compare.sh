@@ -29,9 +29,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 go build -o "$tmp/sflowswitchd" ./cmd/sflowswitchd
-go build -o "$tmp/pcapsample" ./bench/baselines/pcapsample
-go build -o "$tmp/tcsample" ./bench/baselines/tcsample
-go build -o "$tmp/daemonbench" ./bench/daemon
+go -C bench build -o "$tmp/pcapsample" ./baselines/pcapsample
+go -C bench build -o "$tmp/tcsample" ./baselines/tcsample
+go -C bench build -o "$tmp/daemonbench" ./daemon
 
 args=(-bin "$tmp/sflowswitchd" -pcap "$tmp/pcapsample" -tc "$tmp/tcsample")
 if [ -n "${BENCH_OUT:-}" ]; then

@@ -44,7 +44,7 @@ run() {
 }
 
 go build -o "$tmp/sflowswitchd" ./cmd/sflowswitchd
-go build -o "$tmp/daemonbench" ./bench/daemon
+go -C bench build -o "$tmp/daemonbench" ./daemon
 
 echo "# $(date -u +%FT%TZ) $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "## 1. daemon CPU and memory under forwarding load"

@@ -20,7 +20,7 @@ xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delive
 echo "== Go micro-benchmarks (count=$count, benchtime=$benchtime; benchstat-friendly) -> $out/go.txt"
 {
 	go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" \
-		./sflow/ ./agent/... ./internal/apm/ ./dataplane/ ./dataplane/forwarding/
+		./sflow/ ./agent/... ./apps/app/ ./apps/httpsflow/ ./apps/apm/ ./dataplane/ ./dataplane/forwarding/
 	# AgentX PDU encode/decode only (the package's other benchmarks go through a real snmpd).
 	go test -run '^$' -bench PDU -benchmem -count "$count" -benchtime "$benchtime" ./snmpd/
 } | tee "$out/go.txt"

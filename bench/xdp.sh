@@ -6,7 +6,7 @@
 # (live frames, bpf_stats), testrun (BPF_PROG_TEST_RUN), delivery
 # (samples/s), profile (live frames with bpf_stats off, cost from `perf
 # record -a -g` samples; needs perf, Debian package linux-perf; not in the
-# default set). Runs `go run ./bench/xdp` (see bench/xdp/main.go) as root in
+# default set). Builds and runs bench/xdp (its own module: go -C bench) as root in
 # a namespace lab of its own; prints Markdown. Results: bench/README.md,
 # sections "Dataplane (XDP) — issue 3" and "Issue 11".
 #
@@ -37,7 +37,7 @@ trap cleanup EXIT
 trap 'if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; wait "$child" || true; fi; exit 130' INT TERM
 
 # Built first, so the lab and timings do not include compilation.
-go build -o "$bin/xdpbench" ./bench/xdp
+go -C bench build -o "$bin/xdpbench" ./xdp
 # In the background so the trap runs at once on a signal (bash defers traps
 # while a foreground child runs).
 "$bin/xdpbench" -prefix "$prefix" "$@" &

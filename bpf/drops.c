@@ -21,10 +21,43 @@
 //      (one shared budget, taken with an atomic add; the host agent's
 //      dropmon limit); a drop over the budget is counted as suppressed and
 //      nothing is copied;
-//   5. copy the ingress and egress ifindex, location, reason and the first
-//      header bytes (from the MAC header) into the ring; a full ring is
-//      counted.
+//   5. write the ingress and egress ifindex, location, reason and the
+//      frame's first header_bytes bytes (from the MAC header, linear or
+//      paged: see "Header bytes" below) to the perf buffer; a write that
+//      fails (buffer full) is counted.
 // notified + suppressed + ring_full == drops, per CPU and in total.
+//
+// Header bytes. A frame's bytes are not all in the skb's linear area: a
+// packet socket's TX ring (trafgen) sends the Ethernet header linear and
+// the rest in page fragments; TCP puts its payload in fragments; GRO and
+// IP reassembly chain skbs in frag_list. Reading only head..tail (as this
+// program did until issue 18) cut a bridged frame dropped in an nftables
+// forward chain at 34 bytes: Ethernet + the IPv4 header nftables had
+// pulled, no UDP header. So the bytes are copied in two parts:
+//   - the headers in front of skb->data (the MAC header and any header
+//     already pulled, e.g. IPv4 at the UDP socket lookup): always in the
+//     linear area, read with bpf_probe_read_kernel into the record;
+//   - from skb->data on: by the kernel's skb_copy_bits (skb_header_pointer),
+//     which walks the linear part, the page fragments and frag_list, through
+//     bpf_skb_output. That helper exists for BTF tracing programs
+//     (tp_btf, fentry) since Linux 5.5, below the oldest kernel we support
+//     (5.18); it writes to a perf event array (one buffer per CPU), not to a
+//     BPF ring buffer, so the notifications go there.
+// Reading the fragments ourselves (skb_shinfo, frags[i], page -> virtual
+// address) was the alternative: it needs the direct map's base
+// (page_offset_base, vmemmap_base: architecture-specific, randomised), the
+// fragment layout that changed in 6.x (bio_vec, then netmem), and a walk of
+// frag_list; skb_copy_bits is the kernel's own, kept correct by it.
+// bpf_skb_output fails (-ENOSPC) when this CPU's buffer is full (the perf
+// buffer also counts that as a lost record for its reader); the program
+// counts every failure in ring_full, so nothing is lost silently. The
+// reader is woken through a small BPF ring buffer (doorbell, below), so
+// that a notification costs a wake-up only when the reader waits, as with
+// a ring buffer alone.
+//
+// Cost: only notified drops (at most drop_config.limit per second) reach
+// the copy; a drop over the budget or in another namespace pays nothing
+// for it.
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -88,6 +121,7 @@ struct sk_buff {
 	struct net_device *dev;
 	struct sock *sk;
 	unsigned int len;
+	unsigned int data_len;
 	__u16 queue_mapping;
 	int skb_iif;
 	__be16 protocol;
@@ -109,9 +143,9 @@ struct drop_config {
 // drop_stats: one CPU's totals (index 0 of a per-CPU array).
 struct drop_stats {
 	__u64 drops;       // drops in our namespace (all reasons, all ports)
-	__u64 notified;    // notifications written to the ring
+	__u64 notified;    // notifications written to the perf buffer
 	__u64 suppressed;  // notifications over the per-second budget
-	__u64 ring_full;   // notifications lost because the ring was full
+	__u64 ring_full;   // notifications lost: the perf buffer was full
 	__u64 uncounted;   // drops missing from the reason/port maps (map full)
 };
 
@@ -121,7 +155,10 @@ struct budget {
 	__u64 used;   // notifications taken in that window
 };
 
-// drop_event: a ring record; data holds header_len bytes.
+// drop_event: a notification. The perf record is its first
+// DROP_EVENT_FIXED + head_len bytes, followed directly by the
+// header_len - head_len bytes bpf_skb_output copies from skb->data on: the
+// header bytes are contiguous from data[0] in the record.
 struct drop_event {
 	__u64 location;     // kfree_skb call site (kernel text address)
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
@@ -129,12 +166,18 @@ struct drop_event {
 	__u32 in_ifindex;   // port the packet came in on, 0 if none (local)
 	__u32 out_ifindex;  // port of an egress drop, 0 otherwise
 	__u32 frame_len;    // length of the packet from the copied header's start
-	__u16 header_len;   // valid bytes in data
+	__u16 header_len;   // header bytes in the record (data[] and after it)
 	__u16 header_proto; // HDR_* of data
 	__u16 queue;        // skb->queue_mapping (meaningful for egress drops)
 	__u16 cpu;          // CPU that saw the drop
+	__u16 head_len;     // bytes of data[]: the headers in front of skb->data
+	__u16 _pad;
+	__u32 paged_len;    // skb->data_len: packet bytes outside the linear area
 	__u8 data[MAX_HEADER_BYTES];
 };
+
+// DROP_EVENT_FIXED is the size of drop_event's fields before data.
+#define DROP_EVENT_FIXED 48
 
 // config: struct drop_config at index 0.
 struct {
@@ -192,11 +235,39 @@ struct {
 	__type(value, struct budget);
 } drop_budget SEC(".maps");
 
-// events: ring of struct drop_event; size set by the loader.
+// events: perf event array, one buffer per CPU (opened by the reader),
+// receiving the notifications (bpf_skb_output writes only to this type).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} events SEC(".maps");
+
+// doorbell: a BPF ring buffer (one page, size set by the loader) that
+// carries no data, only wake-ups: one byte per notification written to
+// events. The perf buffers are opened without per-record wake-ups (their
+// watermark is nearly their size), because perf wakes its reader with an
+// irq_work (a self-interrupt, several microseconds in a VM) for every
+// record, waiting reader or not. A ring buffer wakes only when its reader
+// has caught up (bpf_ringbuf_output without flags), i.e. when it waits:
+// the reader sleeps on the doorbell and, woken, takes everything the perf
+// buffers hold. The notification is written before its doorbell, so the
+// reader never misses one; a doorbell that does not fit (the reader has
+// not emptied the doorbell ring, so it is not asleep) is not needed.
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
-} events SEC(".maps");
+	__uint(max_entries, 4096);
+} doorbell SEC(".maps");
+
+// scratch: this CPU's drop_event being built (304 bytes: too large for
+// the 512-byte stack next to the rest). A tp_btf program does not nest on
+// a CPU (the trampoline skips a recursive run), so one per CPU suffices.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct drop_event);
+} scratch SEC(".maps");
 
 // skb_netns returns the inode number of the skb's network namespace: its
 // device's, else its socket's; 0 when it has neither.
@@ -255,13 +326,23 @@ static __always_inline int take_budget(__u32 limit)
 	return __sync_fetch_and_add(&b->used, 1) < limit;
 }
 
-// copy_header fills e's header fields and data from the skb: from the MAC
-// header when it is set, else from the network header, else nothing.
-static __always_inline void copy_header(struct drop_event *e, struct sk_buff *skb, __u32 want)
+// clamp_header limits a byte count (a 64-bit variable, so that the
+// compiler makes no zero-extended copy of it) to MAX_HEADER_BYTES in one
+// instruction on its own register: the verifier then knows the bound of
+// the very register later passed as a helper's size.
+#define clamp_header(VAR)                                                   \
+	asm volatile("if %0 <= %[max] goto +1; %0 = %[max]"                  \
+		     : "+r"(VAR)                                                \
+		     : [max] "i"(MAX_HEADER_BYTES))
+
+// copy_header fills e's header fields and the headers in front of
+// skb->data into e->data; it returns how many bytes bpf_skb_output must
+// copy from skb->data on. The header starts at the MAC header when it is
+// set, else at the network header, else nothing is copied.
+static __always_inline __u64 copy_header(struct drop_event *e, struct sk_buff *skb, __u32 want)
 {
 	unsigned char *head = skb->head;
 	unsigned char *data = skb->data;
-	__u32 tail = skb->tail;
 	__u32 len = skb->len;
 	__u16 mac = skb->mac_header;
 	__u16 nh = skb->network_header;
@@ -270,7 +351,9 @@ static __always_inline void copy_header(struct drop_event *e, struct sk_buff *sk
 
 	e->header_proto = HDR_NONE;
 	e->header_len = 0;
+	e->head_len = 0;
 	e->frame_len = len;
+	e->paged_len = skb->data_len;
 	if (mac != HEADER_UNSET && mac <= data_off) {
 		start = mac;
 		e->header_proto = HDR_ETHERNET;
@@ -282,30 +365,27 @@ static __always_inline void copy_header(struct drop_event *e, struct sk_buff *sk
 		else if (proto == bpf_htons(0x86DD))
 			e->header_proto = HDR_IPV6;
 		else
-			return;
+			return 0;
 	} else {
-		return;
+		return 0;
 	}
+	// The frame from start: the headers in front of data, then skb->len.
 	e->frame_len = len + (data_off - start);
-	// Copy no more than the linear data from start (tail is an offset
-	// from head on 64-bit kernels), the frame and the configured size.
 	__u64 n = want;
-	if (tail > start && n > tail - start)
-		n = tail - start;
-	else if (tail <= start)
-		n = 0;
 	if (n > e->frame_len)
 		n = e->frame_len;
-	// The bound must be checked on the very register passed to the helper:
-	// barrier_var keeps the compiler from using an unbounded copy.
-	barrier_var(n);
-	if (n > MAX_HEADER_BYTES)
-		n = MAX_HEADER_BYTES;
-	barrier_var(n);
-	if (n > MAX_HEADER_BYTES)
-		return;
-	if (bpf_probe_read_kernel(e->data, n, head + start) == 0)
-		e->header_len = n;
+	clamp_header(n);
+	// In front of data: linear, between head and data.
+	__u64 head_n = data_off - start;
+	if (head_n > n)
+		head_n = n;
+	clamp_header(head_n);
+	if (head_n > 0 && bpf_probe_read_kernel(e->data, head_n, head + start) != 0)
+		return 0;
+	e->head_len = head_n;
+	e->header_len = n;
+	// From data on (n - head_n <= skb->len, as n <= frame_len).
+	return n - head_n;
 }
 
 SEC("tp_btf/kfree_skb")
@@ -349,7 +429,7 @@ int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int 
 		st->suppressed++;
 		return 0;
 	}
-	struct drop_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct drop_event *e = bpf_map_lookup_elem(&scratch, &zero);
 	if (!e) {
 		st->ring_full++;
 		return 0;
@@ -361,8 +441,17 @@ int BPF_PROG(kfree_skb_drops, struct sk_buff *skb, void *location, unsigned int 
 	e->out_ifindex = out;
 	e->queue = skb->queue_mapping;
 	e->cpu = bpf_get_smp_processor_id();
-	copy_header(e, skb, cfg->header_bytes);
-	bpf_ringbuf_submit(e, 0);
+	__u64 from_skb = copy_header(e, skb, cfg->header_bytes);
+	__u64 head_n = e->head_len;
+	clamp_header(head_n); // no-op: copy_header bounded it; for the verifier
+	// The record: the fixed fields and head_n bytes of data[] from e,
+	// then from_skb bytes from skb->data on, copied by the kernel.
+	if (bpf_skb_output(skb, &events, BPF_F_CURRENT_CPU | (from_skb << 32), e, DROP_EVENT_FIXED + head_n) != 0) {
+		st->ring_full++;
+		return 0;
+	}
 	st->notified++;
+	__u8 ring = 1;
+	bpf_ringbuf_output(&doorbell, &ring, sizeof(ring), 0);
 	return 0;
 }

@@ -27,6 +27,24 @@ type DropsDropConfig struct {
 	Pad         uint32
 }
 
+type DropsDropEvent struct {
+	_           structs.HostLayout
+	Location    uint64
+	TimestampNs uint64
+	Reason      uint32
+	InIfindex   uint32
+	OutIfindex  uint32
+	FrameLen    uint32
+	HeaderLen   uint16
+	HeaderProto uint16
+	Queue       uint16
+	Cpu         uint16
+	HeadLen     uint16
+	Pad         uint16
+	PagedLen    uint32
+	Data        [256]uint8
+}
+
 type DropsDropStats struct {
 	_          structs.HostLayout
 	Drops      uint64
@@ -41,11 +59,13 @@ type DropsDropStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	DropsMapConfig         = "config"
+	DropsMapDoorbell       = "doorbell"
 	DropsMapDropBudget     = "drop_budget"
 	DropsMapEvents         = "events"
 	DropsMapPortDrops      = "port_drops"
 	DropsMapReasonDrops    = "reason_drops"
 	DropsMapReasonDropsExt = "reason_drops_ext"
+	DropsMapScratch        = "scratch"
 	DropsMapStats          = "stats"
 	DropsProgKfreeSkbDrops = "kfree_skb_drops"
 	DropsVarConsumedReason = "consumed_reason"
@@ -101,11 +121,13 @@ type DropsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type DropsMapSpecs struct {
 	Config         *ebpf.MapSpec `ebpf:"config"`
+	Doorbell       *ebpf.MapSpec `ebpf:"doorbell"`
 	DropBudget     *ebpf.MapSpec `ebpf:"drop_budget"`
 	Events         *ebpf.MapSpec `ebpf:"events"`
 	PortDrops      *ebpf.MapSpec `ebpf:"port_drops"`
 	ReasonDrops    *ebpf.MapSpec `ebpf:"reason_drops"`
 	ReasonDropsExt *ebpf.MapSpec `ebpf:"reason_drops_ext"`
+	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -137,22 +159,26 @@ func (o *DropsObjects) Close() error {
 // It can be passed to LoadDropsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type DropsMaps struct {
 	Config         *ebpf.Map `ebpf:"config"`
+	Doorbell       *ebpf.Map `ebpf:"doorbell"`
 	DropBudget     *ebpf.Map `ebpf:"drop_budget"`
 	Events         *ebpf.Map `ebpf:"events"`
 	PortDrops      *ebpf.Map `ebpf:"port_drops"`
 	ReasonDrops    *ebpf.Map `ebpf:"reason_drops"`
 	ReasonDropsExt *ebpf.Map `ebpf:"reason_drops_ext"`
+	Scratch        *ebpf.Map `ebpf:"scratch"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *DropsMaps) Close() error {
 	return _DropsClose(
 		m.Config,
+		m.Doorbell,
 		m.DropBudget,
 		m.Events,
 		m.PortDrops,
 		m.ReasonDrops,
 		m.ReasonDropsExt,
+		m.Scratch,
 		m.Stats,
 	)
 }

@@ -2,9 +2,25 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
-// tc_sampler.c: the packet sampler at the TC ingress hook (TCX on kernels
-// >= 6.6, a clsact cls_bpf filter before), for ports where XDP costs more
-// than it saves (dataplane.AttachTC):
+// tc_sampler.c: the packet sampler at the TC ingress hook, for ports where
+// XDP costs more than it saves (dataplane.HookTC). One program, attached
+// two ways (dataplane/tc.go, dataplane/clsact.go):
+//
+//   - Linux >= 6.6: a TCX link at the head of the port's TCX ingress chain;
+//     it dies with the daemon.
+//   - before 6.6 (no TCX): a cls_bpf filter in direct-action mode at
+//     priority 1, handle 0x73666c77, protocol all, on the port's clsact
+//     qdisc (an operator's clsact or ingress qdisc is used as it is, a
+//     clsact qdisc is created only where there is none). Priority 1 is
+//     the head of chain 0, so the filter sees every frame before any other
+//     filter can drop it. A filter outlives a killed daemon; the next
+//     start removes it (dataplane.removeStaleTC).
+//
+// Either way the program runs once per frame at ingress with the MAC
+// header pushed (skb->data at the Ethernet header), so the samples are the
+// same.
+//
+// Why TC rather than XDP on some ports:
 //
 //   - veth and other devices whose XDP receive needs an skb first: the
 //     kernel copies every frame into a page with XDP_PACKET_HEADROOM before
@@ -21,7 +37,10 @@
 // monitor mode redirects frames into AF_XDP sockets, which only XDP can.
 //
 // Every program returns TC_ACT_UNSPEC: the sampler never decides a frame's
-// fate, so the next TC program (or the default action) does.
+// fate. For TCX that is TCX_NEXT (the next TCX program, then the clsact
+// qdisc); for a direct-action cls_bpf filter it is "no verdict", so the
+// next filter of the chain classifies the frame as if the sampler were
+// not there.
 
 #include "sampler.h"
 #include <linux/pkt_cls.h>

@@ -13,16 +13,21 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// helperEnv selects the helper role of a re-executed test binary.
-const helperEnv = "SFLOWSWITCHD_DATAPLANE_HELPER"
+// helperEnv selects the helper role of a re-executed test binary;
+// helperPortsEnv names the ports of the clsact role.
+const (
+	helperEnv      = "SFLOWSWITCHD_DATAPLANE_HELPER"
+	helperPortsEnv = "SFLOWSWITCHD_DATAPLANE_HELPER_PORTS"
+)
 
 // TestMain runs the helper role of a re-executed test binary instead of
-// the tests when helperEnv is set: TestCleanupAfterKill starts it in the
-// switch namespace, and it attaches the sampler to p1 (with a BPF link, or
-// in legacy netlink mode) and waits to be killed.
+// the tests when helperEnv is set: TestCleanupAfterKill and
+// TestCleanupClsactAfterKill start it in the switch namespace, and it
+// attaches the sampler (to p1 with a BPF link or in legacy netlink mode;
+// or as clsact filters) and waits to be killed.
 func TestMain(m *testing.M) {
 	role := os.Getenv(helperEnv)
 	if role == "" {
@@ -37,6 +42,9 @@ func TestMain(m *testing.M) {
 }
 
 func runHelper(role string) error {
+	if role == "clsact" {
+		return clsactHelper(os.Getenv(helperPortsEnv))
+	}
 	d, err := Open(Config{Workers: 1, MaxPorts: 2, Hook: HookXDP})
 	if err != nil {
 		return err

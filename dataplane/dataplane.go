@@ -19,7 +19,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
@@ -75,6 +74,11 @@ type Config struct {
 	// Hook is where ports' samplers run (HookAuto by default: TC ingress
 	// on veth, XDP elsewhere). Monitor ports always use XDP.
 	Hook Hook
+	// TCMode is how ports sampled at TC ingress are attached: TCModeAuto
+	// (default) uses a TCX link where the kernel has TCX and a clsact
+	// cls_bpf filter elsewhere. Not a daemon setting: TCModeClsact exists
+	// so that tests and benchmarks run the pre-6.6 path on newer kernels.
+	TCMode TCMode
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Features are the running kernel's features; nil probes them in
@@ -132,10 +136,10 @@ var ErrNotAttached = errors.New("port not attached")
 
 // port is the state of one attached port.
 type port struct {
-	link link.Link
+	link attachment    // BPF link (XDP, TCX) or cls_bpf filter (clsact)
 	prog *ebpf.Program // the port's own instance of xdp_sampler or tc_sampler
 	hook Hook          // HookXDP or HookTC
-	mode string        // AttachNative, AttachGeneric or AttachTCX
+	mode string        // AttachNative, AttachGeneric, AttachTCX or AttachClsact
 	slot uint32
 	cfg  PortConfig
 }
@@ -154,6 +158,9 @@ type Dataplane struct {
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
 	tc *tcObjects
+	// owner names this Dataplane's clsact filters and says it lives
+	// (clsact.go).
+	owner *owner
 
 	cpuSlots int
 	counters *counterPages
@@ -175,8 +182,9 @@ type Dataplane struct {
 }
 
 // Open loads the sampler into the kernel once, in the calling goroutine's
-// network namespace, and removes stale legacy-mode attachments of our
-// programs left there by a crashed earlier run.
+// network namespace, and removes what a crashed or killed earlier run left
+// there: legacy-mode XDP attachments of our programs, and our TC filters
+// (clsact) whose owner is dead.
 func Open(cfg Config) (*Dataplane, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -210,6 +218,17 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
+	}
+	err = d.inNetns(func() error {
+		if err := d.removeStaleTC(); err != nil {
+			return fmt.Errorf("cleaning up stale TC filters: %w", err)
+		}
+		o, err := newOwner()
+		d.owner = o
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.Close())
 	}
 	return d, nil
 }
@@ -391,6 +410,10 @@ func (d *Dataplane) Close() error {
 	if err := d.closeObjects(); err != nil {
 		errs = append(errs, err)
 	}
+	// After the ports: the owner's name says its filters are live.
+	if err := d.owner.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
+	}
 	d.ns.Close()
 	return errors.Join(errs...)
 }
@@ -432,10 +455,13 @@ func (d *Dataplane) xskBase(slot uint32) uint32 {
 }
 
 // AttachPort starts sampling on ifindex: it writes the port's config, then
-// attaches the port's sampler with a BPF link at the hook Config.Hook
-// chooses for it: XDP in native (driver) mode, falling back to generic
-// (skb) mode, or TC ingress (TCX). AttachMode reports which. Links are
-// owned by this process: if it dies, the kernel detaches the program.
+// attaches the port's sampler at the hook Config.Hook chooses for it: XDP
+// in native (driver) mode, falling back to generic (skb) mode, or TC
+// ingress (a TCX link, or a cls_bpf filter on a clsact qdisc where the
+// kernel has no TCX). AttachMode reports which. Under HookAuto a port that
+// TC ingress refuses (see clsact.go) is sampled with XDP instead. Links
+// are owned by this process: if it dies, the kernel detaches the program;
+// a filter stays until the next Open removes it.
 func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
@@ -468,7 +494,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: writing config: %w", ifindex, err)
 	}
 	var (
-		l    link.Link
+		l    attachment
 		prog *ebpf.Program
 		hook Hook
 		mode string
@@ -477,6 +503,13 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		hook = d.hookFor(ifindex, pc.Mode)
 		var err error
 		l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
+		if err != nil && hook == HookTC && d.cfg.Hook == HookAuto {
+			// Auto picked TC for a veth port: XDP samples it too, at a
+			// higher cost, and runs before TC anyway.
+			d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", err)
+			hook = HookXDP
+			l, prog, mode, err = d.attachHook(hook, ifindex, slot, pc.Mode)
+		}
 		return err
 	})
 	if err != nil {
@@ -663,7 +696,8 @@ func (d *Dataplane) clearConfig(key uint32) error {
 func (d *Dataplane) MaxPorts() int { return d.cfg.MaxPorts }
 
 // AttachMode reports how the sampler is attached to ifindex: AttachNative,
-// AttachGeneric (XDP), AttachTCX (TC ingress), or "" when not attached.
+// AttachGeneric (XDP), AttachTCX or AttachClsact (TC ingress), or "" when
+// not attached.
 func (d *Dataplane) AttachMode(ifindex int) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -6,11 +6,15 @@
 // # Sampling
 //
 // The XDP sampler (package bpf) is loaded once and attached to every
-// sampled port. Each port's sampling rate and delivery path are set at run
-// time through BPF maps; sample_pool, samples and drops are counted per CPU
-// in the kernel and summed without a syscall per read. Samples reach user
-// space through one BPF ring buffer per worker (inline ports) or through
-// AF_XDP sockets (monitor ports). See docs/ARCHITECTURE.md, "Packet sampling".
+// sampled port, or its TC twin at TC ingress (Hook: on veth ports by
+// default), through a TCX link where the kernel has TCX and otherwise as a
+// cls_bpf filter on the port's clsact qdisc (clsact.go, which also removes
+// a killed run's filters at Open). Each port's sampling rate and delivery
+// path are set at run time through BPF maps; sample_pool, samples and
+// drops are counted per CPU in the kernel and summed without a syscall per
+// read. Samples reach user space through one BPF ring buffer per worker
+// (inline ports) or through AF_XDP sockets (monitor ports). See
+// docs/ARCHITECTURE.md, "Packet sampling" and "Hooks".
 //
 // # Ports
 //

@@ -1,7 +1,9 @@
 // Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
-// skb:kfree_skb program (bpf/drops.c), its ring of notifications, its
-// exact per-reason and per-port counters, the kernel's reason names (BTF)
-// and the drop locations' function names (/proc/kallsyms).
+// skb:kfree_skb program (bpf/drops.c), its perf buffers of notifications
+// (one per CPU: bpf_skb_output, which copies the frame's paged bytes too,
+// writes only there; issue 18) and the doorbell ring that wakes their
+// reader, its exact per-reason and per-port counters, the kernel's reason
+// names (BTF) and the drop locations' function names (/proc/kallsyms).
 package dataplane
 
 import (
@@ -11,12 +13,14 @@ import (
 	"math/bits"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/perf"
 	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
@@ -31,9 +35,14 @@ const (
 	DefaultDropHeaderBytes = 128
 	// MaxDropHeaderBytes is the largest header copy of drops.c.
 	MaxDropHeaderBytes = 256
-	// DefaultDropRingBytes is the size of the notification ring: at the
-	// default limit it holds several seconds of notifications.
-	DefaultDropRingBytes = 256 << 10
+	// DefaultDropRingBytes is the size of each CPU's notification buffer:
+	// at the default limit and header size it holds more than three
+	// seconds of notifications even if all of them happen on one CPU
+	// (a record is at most 48 + 256 bytes plus 12 bytes of perf framing).
+	// The buffers are locked memory: 64 KiB per CPU stays below the
+	// kernel's perf_event_mlock_kb allowance (516 KiB per CPU by default),
+	// so a daemon without CAP_IPC_LOCK can open them.
+	DefaultDropRingBytes = 64 << 10
 )
 
 // DropsConfig configures the drop program.
@@ -48,12 +57,12 @@ type DropsConfig struct {
 	// HeaderBytes is how many bytes of each dropped packet are copied,
 	// from its MAC header, 0..MaxDropHeaderBytes.
 	HeaderBytes int
-	// RingBytes is the ring size (a power of two >= the page size);
-	// 0 = DefaultDropRingBytes. Fixed at open.
+	// RingBytes is the size of each CPU's notification buffer (a power of
+	// two >= the page size); 0 = DefaultDropRingBytes. Fixed at open.
 	RingBytes int
 }
 
-// DropEvent is one notification. Header aliases the ring's memory and is
+// DropEvent is one notification. Header aliases the reader's buffer and is
 // valid only during the callback.
 type DropEvent struct {
 	// Reason is the kernel's enum skb_drop_reason value, ReasonName its
@@ -75,34 +84,58 @@ type DropEvent struct {
 	TimestampNs uint64
 	// FrameLen is the packet's length from the start of Header's protocol
 	// header; HeaderProto is the sflow header_protocol of Header (1
-	// Ethernet, 11 IPv4, 12 IPv6, 0 no header copied).
+	// Ethernet, 11 IPv4, 12 IPv6, 0 no header copied). Header is the
+	// packet's first min(HeaderBytes, FrameLen) bytes, wherever the skb
+	// held them (linear area, page fragments, frag_list).
 	FrameLen    uint32
 	HeaderProto uint32
 	Header      []byte
+	// PagedLen is the skb's data_len at the drop: how many of the
+	// packet's bytes were outside its linear area (page fragments or
+	// frag_list). Diagnostic: the tests use it to show a paged drop.
+	PagedLen uint32
 }
 
 // DropStats are the drop program's totals, summed over CPUs. Every drop is
-// notified, suppressed or lost to a full ring:
+// notified, suppressed or lost to a full buffer:
 // Drops == Notified + Suppressed + RingFull.
 type DropStats struct {
 	Drops      uint64 // drops in the namespace
-	Notified   uint64 // notifications written to the ring
+	Notified   uint64 // notifications written to the perf buffer
 	Suppressed uint64 // notifications over the per-second limit
-	RingFull   uint64 // notifications lost to a full ring
+	// RingFull are notifications the program could not write: its call to
+	// bpf_skb_output failed (this CPU's buffer was full). The program
+	// counts each failure itself, so this is exact and immediate.
+	RingFull uint64
+	// BufferLost are the lost records the perf buffers reported to the
+	// reader so far (PERF_RECORD_LOST). Every one of them is also a
+	// failed write counted in RingFull; the kernel reports them only
+	// when the buffer next accepts a record, so BufferLost <= RingFull.
+	BufferLost uint64
 	// Uncounted are drops missing from the per-reason or per-port counts
 	// (their maps were full); always 0 unless 4096 reasons or 65536 ports.
 	Uncounted uint64
 }
 
+// Lost returns the notifications lost in the kernel: suppressed by the
+// limit plus those the buffer could not take (the larger of the
+// program's count and the reader's lost records, which can only be the
+// program's; the discarded_packet drops field).
+func (s DropStats) Lost() uint64 { return s.Suppressed + max(s.RingFull, s.BufferLost) }
+
 // Drops is the loaded and attached drop program.
 type Drops struct {
 	objs    bpf.DropsObjects
 	link    link.Link
-	rd      *ringbuf.Reader
-	rec     ringbuf.Record
+	rd      *perf.Reader // the notifications, never waited on
+	rec     perf.Record
+	bell    *ringbuf.Reader // the doorbell: Read waits here
+	bellRec ringbuf.Record
 	reasons map[uint32]string
 	syms    *kernelSymbols
 	netns   uint64
+	// bufLost sums the lost records the reader saw (DropStats.BufferLost).
+	bufLost atomic.Uint64
 
 	mu  sync.Mutex // guards cfg
 	cfg DropsConfig
@@ -144,7 +177,7 @@ func (c *DropsConfig) validate() error {
 }
 
 // OpenDrops loads drops.c, configures it, attaches it to skb:kfree_skb and
-// opens its ring. Reason names come from the running kernel's BTF and
+// opens its per-CPU buffers. Reason names come from the running kernel's BTF and
 // function names from /proc/kallsyms, both read once here (so before any
 // privilege is dropped).
 func OpenDrops(cfg DropsConfig) (*Drops, error) {
@@ -170,7 +203,7 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
 		return nil, fmt.Errorf("dataplane: setting the consumed reason: %w", err)
 	}
-	spec.Maps[bpf.DropsMapEvents].MaxEntries = uint32(cfg.RingBytes)
+	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -181,13 +214,23 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	if err := d.Configure(cfg); err != nil {
 		return nil, errors.Join(err, d.objs.Close())
 	}
-	d.rd, err = ringbuf.NewReader(d.objs.Events)
+	// One buffer per online CPU. Its watermark is nearly its size: perf
+	// would otherwise wake the reader (an irq_work, a self-interrupt)
+	// for every record, waiting or not; the doorbell ring wakes it only
+	// when it waits (bpf/drops.c). Read never waits on these buffers: a
+	// deadline in the past makes each read take what they hold.
+	d.rd, err = perf.NewReaderWithOptions(d.objs.Events, cfg.RingBytes, perf.ReaderOptions{Watermark: cfg.RingBytes - 1})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: drop ring reader: %w", err), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: drop notification buffers: %w", err), d.objs.Close())
+	}
+	d.rd.SetDeadline(drainNow)
+	d.bell, err = ringbuf.NewReader(d.objs.Doorbell)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: drop notification doorbell: %w", err), d.rd.Close(), d.objs.Close())
 	}
 	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.rd.Close(), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.bell.Close(), d.rd.Close(), d.objs.Close())
 	}
 	return d, nil
 }
@@ -233,9 +276,14 @@ func (d *Drops) Close() error {
 			errs = append(errs, fmt.Errorf("dataplane: detaching drops: %w", err))
 		}
 	}
+	if d.bell != nil {
+		if err := d.bell.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("dataplane: closing drop notification doorbell: %w", err))
+		}
+	}
 	if d.rd != nil {
 		if err := d.rd.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: closing drop ring: %w", err))
+			errs = append(errs, fmt.Errorf("dataplane: closing drop notification buffers: %w", err))
 		}
 	}
 	if err := d.objs.Close(); err != nil {
@@ -245,8 +293,8 @@ func (d *Drops) Close() error {
 }
 
 // Wake makes a blocked Read return (nil error) once it has delivered
-// what is in the ring.
-func (d *Drops) Wake() error { return d.rd.Flush() }
+// what is in the buffers.
+func (d *Drops) Wake() error { return d.bell.Flush() }
 
 // Program returns the attached kfree_skb program (for its run-time
 // statistics in benchmarks).
@@ -254,33 +302,67 @@ func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
 
 // SetDeadline bounds the next Read (zero: no deadline). It must not be
 // called while a Read is blocked (use Wake).
-func (d *Drops) SetDeadline(t time.Time) { d.rd.SetDeadline(t) }
+func (d *Drops) SetDeadline(t time.Time) { d.bell.SetDeadline(t) }
 
-// Drop record layout (struct drop_event in drops.c, little endian).
-const (
-	dropEventHeader = 40
-	dropEventSize   = dropEventHeader + MaxDropHeaderBytes
-)
+// Drop record layout (struct drop_event in drops.c, little endian): the
+// fixed fields, then header_len header bytes (a perf record may carry up
+// to 7 bytes of padding after them).
+const dropEventHeader = 48
+
+// drainNow is a deadline in the past: the perf reader returns
+// os.ErrDeadlineExceeded once it has emptied every CPU's buffer, never
+// waiting.
+var drainNow = time.Unix(1, 0)
 
 // Read waits for notifications and calls fn for each one ready, without
 // waiting again once at least one was delivered. It returns the number
 // delivered; os.ErrDeadlineExceeded after SetDeadline's time,
-// os.ErrClosed after Close, and nil (possibly with 0) after Wake. ev is reused between calls: fn must not keep
-// it or its Header.
+// os.ErrClosed after Close, and nil (possibly with 0: after Wake, or for a
+// doorbell whose notification an earlier call took) otherwise. ev is
+// reused between calls: fn must not keep it or its Header.
 func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
+	// Wait for the doorbell (a notification was written), then empty the
+	// doorbell ring: one wake-up stands for everything written so far.
+	waitErr := d.bell.ReadInto(&d.bellRec)
+	for waitErr == nil && d.bell.AvailableBytes() > 0 {
+		waitErr = d.bell.ReadInto(&d.bellRec)
+	}
+	switch {
+	case errors.Is(waitErr, ringbuf.ErrClosed):
+		return 0, os.ErrClosed
+	case waitErr != nil && !errors.Is(waitErr, ringbuf.ErrFlushed) && !errors.Is(waitErr, os.ErrDeadlineExceeded):
+		return 0, fmt.Errorf("dataplane: drop notification doorbell: %w", waitErr)
+	}
+	// Woken, flushed (Wake) or at the deadline: take what the buffers
+	// hold (every notification rings after it is written, so after the
+	// doorbell it is there).
+	n, err := d.drain(ev, fn)
+	if err != nil {
+		return n, err
+	}
+	if n == 0 && errors.Is(waitErr, os.ErrDeadlineExceeded) {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return n, nil
+}
+
+// drain delivers every notification the perf buffers hold, without
+// waiting.
+func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	n := 0
 	for {
-		if n > 0 && d.rd.AvailableBytes() == 0 {
-			return n, nil
-		}
 		if err := d.rd.ReadInto(&d.rec); err != nil {
-			if errors.Is(err, ringbuf.ErrClosed) {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return n, nil // every buffer emptied
+			case errors.Is(err, perf.ErrClosed):
 				return n, os.ErrClosed
 			}
-			if errors.Is(err, ringbuf.ErrFlushed) {
-				return n, nil // Wake
-			}
-			return n, err
+			return n, fmt.Errorf("dataplane: drop notification buffers: %w", err)
+		}
+		if d.rec.LostSamples > 0 {
+			d.bufLost.Add(d.rec.LostSamples)
+			continue
 		}
 		if !d.decode(d.rec.RawSample, ev) {
 			continue
@@ -290,9 +372,10 @@ func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	}
 }
 
-// decode fills ev from a ring record.
+// decode fills ev from a perf record; false for a record too short for
+// the header length it states.
 func (d *Drops) decode(b []byte, ev *DropEvent) bool {
-	if len(b) < dropEventSize {
+	if len(b) < dropEventHeader {
 		return false
 	}
 	le := binary.LittleEndian
@@ -306,8 +389,11 @@ func (d *Drops) decode(b []byte, ev *DropEvent) bool {
 	ev.HeaderProto = uint32(le.Uint16(b[34:]))
 	ev.Queue = uint32(le.Uint16(b[36:]))
 	ev.CPU = uint32(le.Uint16(b[38:]))
-	if hl > MaxDropHeaderBytes {
-		hl = MaxDropHeaderBytes
+	// b[40:42] head_len: how the header was split between the record and
+	// the skb copy (contiguous here); b[42:44] padding.
+	ev.PagedLen = le.Uint32(b[44:])
+	if hl > MaxDropHeaderBytes || dropEventHeader+hl > len(b) {
+		return false
 	}
 	ev.Header = b[dropEventHeader : dropEventHeader+hl]
 	ev.ReasonName = d.ReasonName(ev.Reason)
@@ -331,7 +417,7 @@ func (d *Drops) Stats() (DropStats, error) {
 	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
 		return DropStats{}, fmt.Errorf("dataplane: reading drop stats: %w", err)
 	}
-	var s DropStats
+	s := DropStats{BufferLost: d.bufLost.Load()}
 	for _, c := range per {
 		s.Drops += c.Drops
 		s.Notified += c.Notified

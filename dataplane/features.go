@@ -202,7 +202,7 @@ var featureProbes = []featureProbe{
 		probeBTFTracepoint},
 	{Feature{Name: FeatureTCX, Since: "6.6",
 		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame)",
-		Without: "every port is sampled with XDP; hook tc is refused per port"},
+		Without: "the TC sampler is attached as a cls_bpf filter (priority 1, direct-action) on the port's clsact qdisc instead; a filter outlives a killed daemon until the next start removes it"},
 		probeTCX},
 }
 

@@ -5,26 +5,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestForwardingUntouched: with rate 1 inline sampling on p1, every frame
 // from host 1 to host 2 arrives byte for byte (XDP never alters or takes
 // a frame in inline mode), and every frame is sampled into the ring.
 func TestForwardingUntouched(t *testing.T) {
-	for _, hook := range []Hook{HookXDP, HookTC} {
-		t.Run(hook.String(), func(t *testing.T) { testForwardingUntouched(t, hook) })
-	}
+	t.Run("xdp", func(t *testing.T) { testForwardingUntouched(t, HookXDP, nil) })
+	t.Run("tc", func(t *testing.T) {
+		forTCModes(t, func(t *testing.T, c tcCase) { testForwardingUntouched(t, HookTC, &c) })
+	})
 }
 
-func testForwardingUntouched(t *testing.T, hook Hook) {
+func testForwardingUntouched(t *testing.T, hook Hook, tc *tcCase) {
 	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 16 << 20, Hook: hook})
+	cfg := Config{Workers: 1, MaxPorts: 4, RingBytes: 16 << 20, Hook: hook}
+	want := AttachNative
+	if tc != nil {
+		cfg.TCMode, want = tc.mode, tc.want
+	}
+	d := openIn(t, lab, cfg)
 	p1 := portIndex(t, lab, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 256}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[Hook]string{HookXDP: AttachNative, HookTC: AttachTCX}[hook]
 	if m := d.AttachMode(p1); m != want {
 		t.Errorf("attach mode %q, want %s", m, want)
 	}

@@ -18,8 +18,10 @@ const (
 	// cheapest hook on a NIC with native XDP: the frame is sampled before
 	// the kernel allocates an skb for it.
 	HookXDP
-	// HookTC runs the sampler at TC ingress (TCX, Linux 6.6): after the
-	// skb exists, before the bridge, routing or any TC program of others.
+	// HookTC runs the sampler at TC ingress: after the skb exists, before
+	// the bridge, routing or any TC program or filter of others. Attached
+	// with a TCX link where the kernel has TCX (Linux 6.6), otherwise as a
+	// cls_bpf filter at priority 1 of the port's clsact qdisc (clsact.go).
 	// On veth, XDP costs a copy of every frame (veth_convert_skb_to_xdp_buff
 	// copies an skb without XDP_PACKET_HEADROOM into a page before the
 	// program runs) and moves receive onto the device's NAPI ring; at TC
@@ -55,8 +57,11 @@ func ParseHook(s string) (Hook, error) {
 }
 
 // hookFor resolves the configured hook for a port in mode m: monitor
-// ports are XDP; under HookAuto, veth ports are TC when the kernel has
-// TCX. Runs in the port's netns.
+// ports are XDP; under HookAuto, veth ports are TC, with or without TCX:
+// a clsact filter costs some 25-55 ns per frame more than a TCX link, but
+// XDP on veth costs some 175 ns more than the filter, for the copy veth
+// makes of every frame (bench/README.md, "TC without TCX"). Runs in the
+// port's netns.
 func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 	if m == ModeMonitor {
 		return HookXDP
@@ -64,9 +69,6 @@ func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 	switch d.cfg.Hook {
 	case HookXDP, HookTC:
 		return d.cfg.Hook
-	}
-	if !d.features.Has(FeatureTCX) {
-		return HookXDP
 	}
 	l, err := netlink.LinkByIndex(ifindex)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // xdpShown reports whether `bpftool net show` in the switch namespace

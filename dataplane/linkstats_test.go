@@ -13,7 +13,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // sysfsRead reads /sys/class/net/NAME/FILE as the kernel shows it to the

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // TestPoolExact: sample_pool is every frame the port received
@@ -17,14 +18,27 @@ func TestPoolExact(t *testing.T) {
 	for _, c := range []struct {
 		hook Hook
 		mode Mode
-	}{{HookXDP, ModeInline}, {HookXDP, ModeMonitor}, {HookTC, ModeInline}} {
+		tc   *tcCase // HookTC: how it is attached
+	}{{HookXDP, ModeInline, nil}, {HookXDP, ModeMonitor, nil}, {HookTC, ModeInline, &tcCases[0]}, {HookTC, ModeInline, &tcCases[1]}} {
 		mode := c.mode
-		t.Run(c.hook.String()+"/"+mode.String(), func(t *testing.T) {
+		name := c.hook.String()
+		var tcMode TCMode
+		if c.tc != nil {
+			name += "/" + c.tc.name
+			tcMode = c.tc.mode
+		}
+		t.Run(name+"/"+mode.String(), func(t *testing.T) {
+			if c.tc != nil && c.tc.want == AttachTCX {
+				testskip.Feature(t, kernelFeatures(), FeatureTCX)
+			}
 			lab := netlab.New(t, 2)
-			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook})
+			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook, TCMode: tcMode})
 			p1 := portIndex(t, lab, 0)
 			if err := d.AttachPort(p1, PortConfig{Rate: 16, Mode: mode, HeaderBytes: 128}); err != nil {
 				t.Fatal(err)
+			}
+			if c.tc != nil && d.AttachMode(p1) != c.tc.want {
+				t.Fatalf("attach mode %q, want %q", d.AttachMode(p1), c.tc.want)
 			}
 			const k = 10000
 			before := lab.RxPackets(t, lab.Switch, "p1")
@@ -62,14 +76,19 @@ func TestPoolExact(t *testing.T) {
 // distribution (chi-square goodness of fit, p > 0.001), as sFlow's random
 // skip sampling requires (sflow_version_5.txt section 4.2.1, Appendix B).
 func TestSamplingStatistics(t *testing.T) {
-	for _, hook := range []Hook{HookXDP, HookTC} {
-		t.Run(hook.String(), func(t *testing.T) { testSamplingStatistics(t, hook) })
-	}
+	t.Run("xdp", func(t *testing.T) { testSamplingStatistics(t, HookXDP, nil) })
+	t.Run("tc", func(t *testing.T) {
+		forTCModes(t, func(t *testing.T, c tcCase) { testSamplingStatistics(t, HookTC, &c) })
+	})
 }
 
-func testSamplingStatistics(t *testing.T, hook Hook) {
+func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, RingBytes: 8 << 20, Hook: hook})
+	cfg := Config{Workers: 1, MaxPorts: 4, RingBytes: 8 << 20, Hook: hook}
+	if tc != nil {
+		cfg.TCMode = tc.mode
+	}
+	d := openIn(t, lab, cfg)
 	p1 := portIndex(t, lab, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
@@ -80,6 +99,9 @@ func testSamplingStatistics(t *testing.T, hook Hook) {
 		if !attached {
 			if err := d.AttachPort(p1, pc); err != nil {
 				t.Fatal(err)
+			}
+			if tc != nil && d.AttachMode(p1) != tc.want {
+				t.Fatalf("attach mode %q, want %q", d.AttachMode(p1), tc.want)
 			}
 			attached = true
 		} else if err := d.UpdatePort(p1, pc); err != nil { // run-time change, no re-attach

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // addVethAt creates a veth pair name/name+"p" inside the lab's switch

@@ -16,6 +16,40 @@ import (
 // TC ingress through a TCX link.
 const AttachTCX = "tcx"
 
+// TCMode is how a port sampled at TC ingress is attached (Config.TCMode).
+type TCMode uint8
+
+const (
+	// TCModeAuto attaches with a TCX link where the kernel has TCX links
+	// (Linux 6.6), otherwise with a cls_bpf filter on the port's clsact
+	// qdisc (clsact.go). The zero TCMode.
+	TCModeAuto TCMode = iota
+	// TCModeClsact always attaches with a cls_bpf filter, also where TCX
+	// exists: the path of kernels before 6.6, so that tests and
+	// benchmarks run it on newer kernels too.
+	TCModeClsact
+)
+
+// String returns "auto" or "clsact".
+func (m TCMode) String() string {
+	switch m {
+	case TCModeAuto:
+		return "auto"
+	case TCModeClsact:
+		return "clsact"
+	}
+	return fmt.Sprintf("TCMode(%d)", uint8(m))
+}
+
+// TCAttachMode is how this kernel attaches a port sampled at TC ingress:
+// AttachTCX where it has TCX links (Linux 6.6), otherwise AttachClsact.
+func (fs *Features) TCAttachMode() string {
+	if fs.Has(FeatureTCX) {
+		return AttachTCX
+	}
+	return AttachClsact
+}
+
 // tcObjects is the TC sampler's shared part (bpf/tc_sampler.c), loaded on
 // the first TC port: tc_take_sample and the program array that port
 // programs tail-call it through. Every other map is the XDP sampler's
@@ -42,9 +76,6 @@ func (d *Dataplane) sharedMaps() map[string]*ebpf.Map {
 func (d *Dataplane) loadTC() (*tcObjects, error) {
 	if d.tc != nil {
 		return d.tc, nil
-	}
-	if err := d.features.need(FeatureTCX); err != nil {
-		return nil, fmt.Errorf("TC hook unavailable: %w", err)
 	}
 	spec, err := bpf.LoadTcSampler()
 	if err != nil {
@@ -123,11 +154,22 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 	return o.Prog, nil
 }
 
-// attachTC attaches prog at TC ingress of ifindex with a TCX link, first
-// in the chain so that the pool counts every frame received, before any
-// other TC program can drop it. Must run in the port's netns. Like XDP
-// links, the attachment dies with the process.
-func attachTC(prog *ebpf.Program, ifindex int) (link.Link, error) {
+// attachTC attaches prog at TC ingress of ifindex, first in the chain so
+// that the pool counts every frame received, before any other TC program
+// or filter can drop it: with a TCX link at the head of the TCX chain
+// where the kernel has TCX (TCModeAuto), otherwise as a cls_bpf filter at
+// priority 1 of the clsact qdisc (attachClsact). Must run in the port's
+// netns. Returns the attachment and AttachTCX or AttachClsact. A TCX link,
+// like an XDP link, dies with the process; a filter does not, which is
+// why Open removes stale ones (removeStaleTC).
+func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, string, error) {
+	if d.cfg.TCMode == TCModeClsact || !d.features.Has(FeatureTCX) {
+		f, err := d.attachClsact(prog, ifindex)
+		if err != nil {
+			return nil, "", err
+		}
+		return f, AttachClsact, nil
+	}
 	l, err := link.AttachTCX(link.TCXOptions{
 		Interface: ifindex,
 		Program:   prog,
@@ -135,9 +177,9 @@ func attachTC(prog *ebpf.Program, ifindex int) (link.Link, error) {
 		Anchor:    link.Head(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attaching TCX ingress: %w", err)
+		return nil, "", fmt.Errorf("attaching TCX ingress: %w", err)
 	}
-	return l, nil
+	return l, AttachTCX, nil
 }
 
 // probeTCX asks the kernel to create a TCX link for a device that cannot
@@ -165,20 +207,30 @@ func probeTCX() error {
 	return err
 }
 
-// attachHook loads the port's program for hook and attaches it: the link,
-// the program and the attach mode (AttachNative, AttachGeneric or
-// AttachTCX). Must run in the port's netns; called with mu held.
-func (d *Dataplane) attachHook(hook Hook, ifindex int, slot uint32, m Mode) (link.Link, *ebpf.Program, string, error) {
+// attachment is how a port's program is attached: a BPF link (XDP, TCX;
+// link.Link) or our cls_bpf filter (clsactFilter).
+type attachment interface {
+	// Update swaps in another program, atomically.
+	Update(*ebpf.Program) error
+	// Close detaches the program.
+	Close() error
+}
+
+// attachHook loads the port's program for hook and attaches it: the
+// attachment, the program and the attach mode (AttachNative,
+// AttachGeneric, AttachTCX or AttachClsact). Must run in the port's netns;
+// called with mu held.
+func (d *Dataplane) attachHook(hook Hook, ifindex int, slot uint32, m Mode) (attachment, *ebpf.Program, string, error) {
 	if hook == HookTC {
 		prog, err := d.portProgramTC(ifindex, slot)
 		if err != nil {
 			return nil, nil, "", err
 		}
-		l, err := attachTC(prog, ifindex)
+		a, mode, err := d.attachTC(prog, ifindex)
 		if err != nil {
 			return nil, nil, "", errors.Join(err, prog.Close())
 		}
-		return l, prog, AttachTCX, nil
+		return a, prog, mode, nil
 	}
 	prog, err := d.portProgram(ifindex, slot, m)
 	if err != nil {
@@ -192,11 +244,12 @@ func (d *Dataplane) attachHook(hook Hook, ifindex int, slot uint32, m Mode) (lin
 }
 
 // moveToXDP re-attaches a TC port with XDP for mode m (a port becoming a
-// monitor port): the XDP link first, then the TC link goes. The counter
-// slot, and so the port's counters, stay. Called with mu held.
+// monitor port): the XDP link first, then the TC attachment (link or
+// filter) goes. The counter slot, and so the port's counters, stay. Called
+// with mu held.
 func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
 	var (
-		l    link.Link
+		l    attachment
 		prog *ebpf.Program
 		mode string
 	)
@@ -212,7 +265,7 @@ func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
 	p.link, p.prog, p.hook, p.mode = l, prog, HookXDP, mode
 	d.log.Info("sampler moved from TC to XDP", "ifindex", ifindex, "mode", mode, "delivery", m)
 	if err := errors.Join(errs...); err != nil {
-		d.log.Warn("closing the port's TC link", "ifindex", ifindex, "err", err)
+		d.log.Warn("detaching the port's TC program", "ifindex", ifindex, "err", err)
 	}
 	return nil
 }

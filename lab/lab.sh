@@ -2,7 +2,7 @@
 # lab.sh — network-namespace lab for sflowswitchd (integration tests,
 # benchmarks, `make lab`, the Vagrant VM).
 #
-# Topology for `lab.sh up PREFIX N` (its Go side: internal/netlab):
+# Topology for `lab.sh up PREFIX N` (its Go side: testkit/netlab):
 #
 #   PREFIX-h1  eth0 198.18.0.11/24 ──veth── p1 ┐
 #   PREFIX-h2  eth0 198.18.0.12/24 ──veth── p2 ├ br0  (PREFIX-sw)
@@ -138,6 +138,29 @@ host_indices() {
 	lab_namespaces "$1" | sed -n "s/^$1-h\([0-9]*\)\$/\1/p" | sort -n
 }
 
+# wait_active NS [DEV...]: wait until the veth links DEV (default: every
+# veth of NS) are operationally up with their qdisc attached. Until the
+# kernel's link watcher has run for a new link (a work item that needs the
+# RTNL lock, so it runs late while other namespaces are being dismantled),
+# the link transmits through noop_qdisc, which drops every frame
+# (QDISC_DROP): a test that sends right after `ip link set up` would lose
+# its first frames.
+wait_active() {
+	local ns=$1 i pending
+	shift
+	for ((i = 0; i < 600; i++)); do
+		if [ $# -gt 0 ]; then
+			pending=$(for dev in "$@"; do ip -n "$ns" -o link show dev "$dev"; done | grep -v 'state UP' || true)
+		else
+			pending=$(ip -n "$ns" -o link show type veth | grep -v 'state UP' || true)
+		fi
+		pending=$pending$(ip -n "$ns" -o link show type veth | grep ' qdisc noop ' || true)
+		[ -z "$pending" ] && return 0
+		sleep 0.05
+	done
+	die "links of $ns not up after 30 s: $pending"
+}
+
 # plug PREFIX I: create host namespace PREFIX-hI and switch port pI.
 plug() {
 	local p=$1 i=$2 sw="$1-sw" h="$1-h$2" j
@@ -150,6 +173,8 @@ plug() {
 	ip -n "$sw" link set "p$i" up
 	ip -n "$h" addr add "$(host_ip "$i")/24" dev eth0
 	ip -n "$h" link set eth0 up
+	wait_active "$sw" "p$i"
+	wait_active "$h" eth0
 	for j in $(host_indices "$p"); do
 		[ "$j" = "$i" ] && continue
 		ip -n "$h" neigh replace "$(host_ip "$j")" lladdr "$(host_mac "$j")" dev eth0 nud permanent
@@ -203,6 +228,8 @@ make_core() {
 	ip -n "$col" addr add 198.19.255.2/30 dev eth0
 	ip -n "$sw" link set mgmt0 up
 	ip -n "$col" link set eth0 up
+	wait_active "$sw" mgmt0
+	wait_active "$col" eth0
 	ip -n "$sw" neigh replace 198.19.255.2 lladdr 02:00:00:fe:00:02 dev mgmt0 nud permanent
 	ip -n "$col" neigh replace 198.19.255.1 lladdr 02:00:00:fe:00:01 dev eth0 nud permanent
 }
@@ -226,6 +253,8 @@ cmd_scale() {
 	for ((i = 1; i <= n; i++)); do
 		echo "link set q$i up"
 	done | ip -n "$p-peer" -batch -
+	wait_active "$p-sw"
+	wait_active "$p-peer"
 	trap - EXIT
 }
 

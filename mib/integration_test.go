@@ -19,8 +19,8 @@ import (
 	"github.com/gosnmp/gosnmp"
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // daemonBin is the sflowswitchd binary, built once by TestMain when the

@@ -7,8 +7,8 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestDaemonPortSlotsOverAgentX (issue 10, defect 1) through the real

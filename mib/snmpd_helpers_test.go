@@ -9,16 +9,16 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // mibsDir is the repository's MIB directory (SFLOW-MIB and its imports) for
 // net-snmp's tools.
 var mibsDir = testutil.MIBDir()
 
-// newTestSnmpd starts a real net-snmp snmpd (see internal/snmptest) set up
+// newTestSnmpd starts a real net-snmp snmpd (see testkit/snmptest) set up
 // as mib/README.md recommends: communities "private" (read-write) and
 // "public" (read-only), both limited to the sFlow enterprise subtree by a
 // view, and SFLOW-MIB available to the tools.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // newSnmpdMIB serves a MIB with nports fake ports (ifIndex 3, 40, 77, ...)

@@ -76,13 +76,19 @@ func decodeHTTPCounters(r *reader) Record {
 const maxApplicationName = 32
 
 // AppOperations is app_operations (counter format 2202): counts of the
-// application's operations by status code (one counter per value of the
-// spec's status enumeration, SUCCESS to UNAUTHORIZED).
+// application's operations by status code.
 type AppOperations struct {
 	// Application is the hierarchical application name, '.' separated,
 	// most general first (e.g. "mail.smtp"); utf8string<32>, truncated on
 	// encoding.
-	Application    string `json:"application"`
+	Application string `json:"application"`
+	AppStatusCounts
+}
+
+// AppStatusCounts are app_operations' counters: one per value of the
+// spec's status enumeration, SUCCESS to UNAUTHORIZED, in wire order. The
+// application JSON API reads and writes them as they are (apps/app).
+type AppStatusCounts struct {
 	Success        uint32 `json:"success"`
 	Other          uint32 `json:"other"`
 	Timeout        uint32 `json:"timeout"`

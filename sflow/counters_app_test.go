@@ -17,9 +17,11 @@ func ctrTestHTTPCounters() *HTTPCounters {
 func ctrTestAppOperations() *AppOperations {
 	return &AppOperations{
 		Application: "mail.smtp",
-		Success:     0x41, Other: 0x42, Timeout: 0x43, InternalError: 0x44, BadRequest: 0x45,
-		Forbidden: 0x46, TooLarge: 0x47, NotImplemented: 0x48, NotFound: 0x49, Unavailable: 0x4a,
-		Unauthorized: 0x4b,
+		AppStatusCounts: AppStatusCounts{
+			Success: 0x41, Other: 0x42, Timeout: 0x43, InternalError: 0x44, BadRequest: 0x45,
+			Forbidden: 0x46, TooLarge: 0x47, NotImplemented: 0x48, NotFound: 0x49, Unavailable: 0x4a,
+			Unauthorized: 0x4b,
+		},
 	}
 }
 

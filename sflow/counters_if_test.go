@@ -394,6 +394,9 @@ func ctrSflowtoolView(rec Record) map[string]string {
 	if v := ctrHostSflowtoolView(rec); v != nil {
 		return v
 	}
+	if v := ctrL2SflowtoolView(rec); v != nil {
+		return v
+	}
 	return ctrAppSflowtoolView(rec)
 }
 

@@ -78,7 +78,7 @@ func Decode(b []byte) (*Datagram, error) {
 	d.Samples = make([]Sample, 0, n)
 	for i := 0; i < n; i++ {
 		f := DataFormat(r.uint32())
-		name := sampleTypeName(f)
+		name := SampleTypeName(f)
 		if name == "unknown" {
 			name = "unknown(" + f.String() + ")"
 		}

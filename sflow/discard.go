@@ -9,9 +9,9 @@ import "strconv"
 var FormatDiscardedPacket = Format(0, 5)
 
 // Flow records carried by discarded_packet samples (sflow_drops.md
-// "Records used with it").
+// "Records used with it"). extended_egress_queue (1036), also used in flow
+// samples, is in flow_transit.go.
 var (
-	FormatExtendedEgressQueue     = Format(0, 1036)
 	FormatExtendedFunction        = Format(0, 1038)
 	FormatExtendedLinuxDropReason = Format(0, 1042)
 )
@@ -23,7 +23,6 @@ var (
 const MaxDropStringLen = 64
 
 func init() {
-	registerFlow(FormatExtendedEgressQueue, "extended_egress_queue", decodeExtendedEgressQueue)
 	registerFlow(FormatExtendedFunction, "extended_function", decodeExtendedFunction)
 	registerFlow(FormatExtendedLinuxDropReason, "extended_linux_drop_reason", decodeExtendedLinuxDropReason)
 }
@@ -109,15 +108,6 @@ func DropReasonByName(name string) (DropReason, bool) {
 	return 0, false
 }
 
-// MarshalJSON renders the reason as {"code":N,"name":"..."} in `decode`
-// output.
-func (r DropReason) MarshalJSON() ([]byte, error) {
-	b := append([]byte(`{"code":`), strconv.FormatUint(uint64(r), 10)...)
-	b = append(b, `,"name":`...)
-	b = strconv.AppendQuote(b, r.String())
-	return append(b, '}'), nil
-}
-
 // DiscardedPacket is a discarded_packet sample (format 5): one dropped
 // packet, where and why (sflow_drops.md "The sample").
 type DiscardedPacket struct {
@@ -163,23 +153,6 @@ func decodeDiscardedPacket(r *reader) *DiscardedPacket {
 	s.Records = decodeRecords(r, flowRecords)
 	return s
 }
-
-// ExtendedEgressQueue is extended_egress_queue (flow format 1036): the
-// egress queue the packet was dropped from.
-type ExtendedEgressQueue struct {
-	Queue uint32 `json:"queue"`
-}
-
-// Format implements Record.
-func (*ExtendedEgressQueue) Format() DataFormat { return FormatExtendedEgressQueue }
-
-// Name implements Record.
-func (*ExtendedEgressQueue) Name() string { return "extended_egress_queue" }
-
-// AppendXDR implements Record.
-func (q *ExtendedEgressQueue) AppendXDR(b []byte) []byte { return appendUint32(b, q.Queue) }
-
-func decodeExtendedEgressQueue(r *reader) Record { return &ExtendedEgressQueue{Queue: r.uint32()} }
 
 // ExtendedFunction is extended_function (flow format 1038): the software
 // function that dropped the packet (the kernel symbol of the kfree_skb

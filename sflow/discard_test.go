@@ -258,42 +258,6 @@ func TestDiscardStrict(t *testing.T) {
 	}
 }
 
-// TestDiscardJSON: `decode` output carries the sample's fields, the reason
-// by code and name, and the records.
-func TestDiscardJSON(t *testing.T) {
-	wire, _ := discardDatagram(t)
-	d, err := Decode(wire)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v struct {
-		Samples []struct {
-			Type   string `json:"type"`
-			Drops  uint32 `json:"drops"`
-			Input  uint32 `json:"input"`
-			Output uint32 `json:"output"`
-			Reason struct {
-				Code uint32
-				Name string
-			} `json:"reason"`
-			Records []map[string]any `json:"records"`
-		} `json:"samples"`
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%v: %s", err, b)
-	}
-	s := v.Samples[1]
-	if s.Type != "discarded_packet" || s.Drops != 7 || s.Input != 4 || s.Output != 9 || s.Reason.Code != 259 ||
-		s.Reason.Name != "no_buffer_space" || len(s.Records) != 4 || s.Records[1]["queue"] != float64(2) ||
-		s.Records[2]["symbol"] != "__dev_queue_xmit" || s.Records[3]["reason"] != "QDISC_DROP" {
-		t.Errorf("JSON %s", b)
-	}
-}
-
 // TestDiscardAppendNoAlloc: encoding a discarded_packet into a buffer
 // with room does not allocate (the agent's hot path).
 func TestDiscardAppendNoAlloc(t *testing.T) {

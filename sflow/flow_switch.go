@@ -255,13 +255,26 @@ func decodeExtendedSwitch(r *reader) Record {
 	return s
 }
 
-// ExtendedRouter is extended_router (flow format 1002).
+// ExtendedRouter is extended_router (flow format 1002): the routing
+// decision for the sampled packet. The layout is the spec's, hsflowd's
+// sflow.h SFLExtended_router and sflowtool's readExtendedRouter: an
+// address union (type 1 + 4 bytes, type 2 + 16 bytes) and two unsigned
+// ints.
 type ExtendedRouter struct {
 	// NextHop is the route's next hop (ipForwardNextHop /
-	// ipv6RouteNextHop); the zero Addr encodes as the UNKNOWN address type.
+	// ipv6RouteNextHop): an IPv4 address is sent as IP_V4, any other
+	// valid address (IPv4-mapped IPv6 included; Unmap it to send IP_V4)
+	// as IP_V6, the zone dropped. The zero Addr encodes as the spec's
+	// UNKNOWN address type (type 0, no address bytes), but independent
+	// decoders do not accept it: sflowtool 6.11 abandons the whole
+	// datagram ("unknown address type = 0") and goflow2 v2.2.6 rejects
+	// it; hsflowd writes type 0 followed by 4 bytes. For a route without
+	// a gateway (directly connected), send the unspecified address of the
+	// packet's family (0.0.0.0 or ::) or no extended_router at all.
 	NextHop netip.Addr `json:"nexthop"`
-	// SrcMaskLen and DstMaskLen are the source and destination prefix
-	// lengths in bits; 0 means unknown.
+	// SrcMaskLen and DstMaskLen are the prefix lengths, in bits, of the
+	// routes matching the source and the destination. The spec has no
+	// "unknown" value for them: 0 is a /0 (default) route.
 	SrcMaskLen uint32 `json:"src_mask_len"`
 	DstMaskLen uint32 `json:"dst_mask_len"`
 }
@@ -308,7 +321,8 @@ type ASPathSegment struct {
 // information for the sampled packet's destination.
 type ExtendedGateway struct {
 	// NextHop is the border router to use for the destination network;
-	// the zero Addr encodes as the UNKNOWN address type.
+	// the zero Addr encodes as the UNKNOWN address type, which other
+	// decoders reject (see ExtendedRouter.NextHop).
 	NextHop netip.Addr `json:"nexthop"`
 	// AS is the router's own AS number, SrcAS and SrcPeerAS those of the
 	// source and its peer; 0 means unknown.

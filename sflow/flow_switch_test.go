@@ -343,7 +343,7 @@ func flowToolView(t *testing.T, rec Record) (view map[string]string, ok bool) {
 		}, true
 	case *ExtendedRouter:
 		return map[string]string{
-			"nextHop": r.NextHop.String(), "srcSubnetMask": u(r.SrcMaskLen), "dstSubnetMask": u(r.DstMaskLen),
+			"nextHop": flowToolAddr(r.NextHop), "srcSubnetMask": u(r.SrcMaskLen), "dstSubnetMask": u(r.DstMaskLen),
 		}, true
 	case *ExtendedGateway:
 		// sflowtool flattens the path: all ASNs joined by '-', the last as
@@ -353,7 +353,7 @@ func flowToolView(t *testing.T, rec Record) (view map[string]string, ok bool) {
 			path = append(path, seg.ASNs...)
 		}
 		v := map[string]string{
-			"bgp_nexthop": r.NextHop.String(), "my_as": u(r.AS), "src_as": u(r.SrcAS),
+			"bgp_nexthop": flowToolAddr(r.NextHop), "my_as": u(r.AS), "src_as": u(r.SrcAS),
 			"src_peer_as": u(r.SrcPeerAS), "dst_as_path": flowToolUints(path, "-"),
 			"BGP_communities": flowToolUints(r.Communities, "-"), "BGP_localpref": u(r.LocalPref),
 		}
@@ -363,7 +363,19 @@ func flowToolView(t *testing.T, rec Record) (view map[string]string, ok bool) {
 		}
 		return v, true
 	}
+	if v, ok := flowExtToolView(rec); ok {
+		return v, true
+	}
 	return flowAppToolView(rec)
+}
+
+// flowToolAddr formats an address union as sflowtool does: IPv4 dotted,
+// IPv6 in eight zero-padded groups.
+func flowToolAddr(a netip.Addr) string {
+	if a.Is6() {
+		return flowToolIPv6(a)
+	}
+	return a.String()
 }
 
 // checkAgainstFlowTool decodes the golden datagram NAME.bin, compares every

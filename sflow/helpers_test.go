@@ -3,15 +3,18 @@ package sflow
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // sharedTestdata is the folder of golden datagrams built by hand from the
@@ -105,4 +108,75 @@ func goflowDecode(t testing.TB, datagram []byte) *goflow.Packet {
 func tsharkFields(t testing.TB, datagram []byte, fields ...string) map[string][]string {
 	t.Helper()
 	return testutil.TsharkFields(t, []testutil.PcapFrame{testutil.UDPPcapFrame(time.Unix(1700000000, 0), datagram, 6343)}, 6343, fields...)[0]
+}
+
+// checkGoldenDatagram checks that the annotated golden hex, the file
+// testdata/NAME.bin and our encoding of want are the same bytes, and that
+// our decoder reads the file back as want, field for field.
+func checkGoldenDatagram(t *testing.T, name, golden string, want *Datagram) {
+	t.Helper()
+	wire := unhex(t, golden)
+	if file := readTestdata(t, name+".bin"); !bytes.Equal(file, wire) {
+		t.Fatalf("testdata/%s.bin differs from the annotated golden bytes", name)
+	}
+	if got := want.AppendXDR(nil); !bytes.Equal(got, wire) {
+		t.Errorf("encoding differs from %s.bin:\n got %x\nwant %x", name, got, wire)
+	}
+	d, err := Decode(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("decoded %s.bin:\n got %s\nwant %s", name, dumpDatagram(d), dumpDatagram(want))
+	}
+}
+
+// dumpDatagram renders a datagram with every record's fields, for
+// failure messages.
+func dumpDatagram(d *Datagram) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "{%v %d %d %d", d.AgentAddress, d.SubAgentID, d.SequenceNumber, d.Uptime)
+	for _, s := range d.Samples {
+		fmt.Fprintf(&b, " %T%+v", s, s)
+		for _, r := range recordsOf(s) {
+			fmt.Fprintf(&b, " %s%+v", r.Name(), r)
+		}
+	}
+	return b.String() + "}"
+}
+
+// sflowtoolElements returns the "elements" of every sample of sflowtool's
+// reading NAME.sflowtool.json, each flattened to key -> string value.
+func sflowtoolElements(t *testing.T, name string) [][]map[string]string {
+	t.Helper()
+	var ref struct {
+		Samples []struct {
+			Elements []map[string]any `json:"elements"`
+		} `json:"samples"`
+	}
+	if err := json.Unmarshal(readTestdata(t, name+".sflowtool.json"), &ref); err != nil {
+		t.Fatalf("%s.sflowtool.json: %v", name, err)
+	}
+	out := make([][]map[string]string, len(ref.Samples))
+	for i, s := range ref.Samples {
+		for _, e := range s.Elements {
+			flat := map[string]string{}
+			ctrFlatten(flat, "", e)
+			out[i] = append(out[i], flat)
+		}
+	}
+	return out
+}
+
+// recordsOf returns the records of a flow or counters sample.
+func recordsOf(s Sample) []Record {
+	switch s := s.(type) {
+	case *FlowSample:
+		return s.Records
+	case *CounterSample:
+		return s.Records
+	case *DiscardedPacket:
+		return s.Records
+	}
+	return nil
 }

@@ -12,9 +12,9 @@ var (
 	FormatCounterSampleExpanded = Format(0, 4)
 )
 
-// sampleTypeName returns the spec's name of a sample_record format, or
+// SampleTypeName returns the spec's name of a sample_record format, or
 // "unknown".
-func sampleTypeName(f DataFormat) string {
+func SampleTypeName(f DataFormat) string {
 	switch f {
 	case FormatFlowSample:
 		return "flow_sample"

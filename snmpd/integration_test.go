@@ -9,7 +9,7 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // runSubagent runs a Subagent serving h against s until the test ends.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // lab is a namespace lab made by lab/lab.sh (see lab.sh's header): switch PREFIX-sw with bridge ports p1..pN,
@@ -120,7 +120,8 @@ func stopProc(cmd *exec.Cmd) {
 	_ = cmd.Wait()
 }
 
-// repoRoot finds the module root (the directory holding go.mod) from the
+// repoRoot finds the repository's top folder (the sflowswitchd go.mod
+// with lab/lab.sh beside it; bench/ has a go.mod of its own) from the
 // working directory upwards.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -128,12 +129,13 @@ func repoRoot() (string, error) {
 		return "", err
 	}
 	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "sflowswitchd") {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if _, lerr := os.Stat(filepath.Join(dir, "lab", "lab.sh")); err == nil && lerr == nil && strings.Contains(string(b), "sflowswitchd") {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no sflowswitchd go.mod above the working directory")
+			return "", fmt.Errorf("no sflowswitchd repository (go.mod and lab/lab.sh) above the working directory")
 		}
 		dir = parent
 	}

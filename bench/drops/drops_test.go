@@ -1,13 +1,19 @@
 // Package drops benchmarks dropped-packet notifications (issue 12) in
-// namespace labs (internal/netlab), as root:
+// namespace labs (testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
 //
 // BenchmarkDropsForwarding: the bridge's forwarding rate with the drop
 // program attached (nothing dropped in the switch's namespace) against
 // without it, alternating 1 s windows, one pair per iteration.
-// BenchmarkDropsFlood: the real daemon under a flood of drops. Figures are
-// recorded in bench/README.md.
+// BenchmarkDropsFlood: the real daemon under a flood of drops.
+// BenchmarkDropCost: the kernel's cost per drop before/after the header
+// copy of issue 18 (needs DROPS_A, the earlier object:
+//
+//	git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o
+//	DROPS_A=/tmp/drops_a.o go test -run '^$' -bench DropCost -benchtime 8x ./bench/drops/
+//
+// ). Figures are recorded in bench/README.md.
 package drops
 
 import (
@@ -34,17 +40,18 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// trafgen sends one frame as fast as it can out of eth0 of ns until stop.
+// trafgen sends one frame as fast as it can (or as extra arguments, e.g.
+// "-t", "20us", say) out of eth0 of ns until stop.
 type trafgen struct {
 	cmd  *exec.Cmd
 	conf string
 }
 
-func startTrafgen(b *testing.B, ns string, frame []byte) *trafgen {
+func startTrafgen(b *testing.B, ns string, frame []byte, extra ...string) *trafgen {
 	b.Helper()
 	var sb strings.Builder
 	sb.WriteString("{ ")
@@ -59,8 +66,8 @@ func startTrafgen(b *testing.B, ns string, frame []byte) *trafgen {
 	if err := os.WriteFile(conf, []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := netnsutil.Command(context.Background(), ns, "taskset", "-c", "1",
-		"trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats")
+	args := append([]string{"-c", "1", "trafgen", "--dev", "eth0", "--conf", conf, "--cpus", "1", "--no-sock-mem", "--notouch-irq", "--no-cpu-stats"}, extra...)
+	cmd := netnsutil.Command(context.Background(), ns, "taskset", args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("trafgen: %v", err)

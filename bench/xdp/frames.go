@@ -13,15 +13,28 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// config is one XDP configuration of switch port p1.
+// config is one configuration of switch port p1.
 type config struct {
 	name string
 	prog func(b *bench) *ebpf.Program // nil: no program
 	port *dataplane.PortConfig        // sampler config; nil: not the sampler
+	// dp is the Dataplane that attaches the sampler (nil: b.dp, the XDP
+	// one; the tc part's TCX and clsact ones).
+	dp func(b *bench) *dataplane.Dataplane
+	// custom attaches prog itself (nil: an XDP link in driver mode).
+	custom func(b *bench) (func() error, error)
+}
+
+// dpFor returns the Dataplane that attaches c's sampler.
+func (b *bench) dpFor(c config) *dataplane.Dataplane {
+	if c.dp != nil {
+		return c.dp(b)
+	}
+	return b.dp
 }
 
 // Sampler configurations. Rate 1<<30: the random test almost never
@@ -49,15 +62,25 @@ func samplerProg(b *bench) *ebpf.Program { return b.sampler }
 func (b *bench) attach(c config) (func() error, error) {
 	switch {
 	case c.port != nil:
-		if err := b.dp.AttachPort(b.p1, *c.port); err != nil {
+		dp := b.dpFor(c)
+		if err := dp.AttachPort(b.p1, *c.port); err != nil {
 			return nil, err
 		}
 		// Each attachment loads the port's own instance of the sampler:
 		// measure that one.
-		if err := b.openSampler(); err != nil {
-			return nil, errors.Join(err, b.dp.DetachPort(b.p1))
+		var err error
+		switch mode := dp.AttachMode(b.p1); mode {
+		case dataplane.AttachTCX, dataplane.AttachClsact:
+			err = b.openTCSampler(mode)
+		default:
+			err = b.openSampler()
 		}
-		return func() error { return b.dp.DetachPort(b.p1) }, nil
+		if err != nil {
+			return nil, errors.Join(err, dp.DetachPort(b.p1))
+		}
+		return func() error { return dp.DetachPort(b.p1) }, nil
+	case c.custom != nil:
+		return c.custom(b)
 	case c.prog != nil:
 		var l link.Link
 		err := netnsutil.DoNamed(b.lab.sw, func() error {
@@ -81,8 +104,11 @@ type ringCounter struct {
 	done chan error
 }
 
-func (b *bench) startRingCounter() (*ringCounter, error) {
-	r, err := b.dp.Source(0)
+func (b *bench) startRingCounter() (*ringCounter, error) { return startRingCounter(b.dp) }
+
+// startRingCounter drains worker 0's ring of dp (see ringCounter).
+func startRingCounter(dp *dataplane.Dataplane) (*ringCounter, error) {
+	r, err := dp.Source(0)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +169,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 		}
 	}
 	if c.port != nil {
-		if s.pc, err = b.dp.PortCounters(b.p1); err != nil {
+		if s.pc, err = b.dpFor(c).PortCounters(b.p1); err != nil {
 			return s, err
 		}
 	}

@@ -20,6 +20,16 @@
 //	          ring buffer path (inline, rate 1) and the AF_XDP path
 //	          (monitor, rate 1), sources paced at a ladder of rates plus
 //	          an unpaced run ("max"), drops counted.
+//	tc        the frames part's stream over TC configurations: a
+//	          do-nothing program and the TC sampler (unsampled, 1-in-1024)
+//	          attached with a TCX link and with a clsact cls_bpf filter
+//	          (dataplane.TCModeClsact, the path of kernels before 6.6),
+//	          no program and the XDP sampler, alternating (tc.go). Needs
+//	          TCX. Not in the default set.
+//	tcprofile the profile part's method on the TC configurations (TCX
+//	          and clsact, tc_pass and the sampler at 1-in-1024), counting
+//	          clsact's classifier layer (tc_run) apart. Needs TCX and perf;
+//	          runs after profile. Not in the default set.
 //	profile   the frames part's stream and configurations with BPF
 //	          run-time statistics off: perf record samples every CPU
 //	          during each trial and the samples in the program (and in
@@ -51,8 +61,8 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // options are the command-line settings.
@@ -104,7 +114,7 @@ func parseFlags() (options, error) {
 	o.parts = make(map[string]bool)
 	for _, p := range strings.Split(parts, ",") {
 		switch p {
-		case "frames", "testrun", "delivery", "profile":
+		case "frames", "testrun", "delivery", "tc", "profile", "tcprofile":
 			o.parts[p] = true
 		default:
 			return o, fmt.Errorf("unknown part %q", p)
@@ -153,10 +163,14 @@ type bench struct {
 	p1      int           // ifindex of switch port p1 (in the switch netns)
 	pass    *ebpf.Program // xdp_pass, loaded on its own
 	floor   *ebpf.Program // xdp_floor, loaded on its own with its own counters
-	sampler *ebpf.Program // the Dataplane's xdp_sampler (by program ID)
-	frame   []byte        // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
-	out     io.Writer
-	stats   io.Closer // BPF_ENABLE_STATS descriptor; nil when off
+	sampler *ebpf.Program // the sampler instance attached to p1 (by program ID)
+	// The tc part's Dataplanes (TCX; clsact forced) and do-nothing TC
+	// program; nil unless it runs.
+	dpTCX, dpClsact *dataplane.Dataplane
+	tcPass          *ebpf.Program
+	frame           []byte // 60-byte UDP frame host 1 -> host 2 (64 with FCS)
+	out             io.Writer
+	stats           io.Closer // BPF_ENABLE_STATS descriptor; nil when off
 }
 
 func run() error {
@@ -172,7 +186,7 @@ func run() error {
 	}
 	// The profile part needs the stats off; it closes them itself.
 	var stats io.Closer
-	if o.parts["frames"] || o.parts["testrun"] || o.parts["delivery"] {
+	if o.parts["frames"] || o.parts["testrun"] || o.parts["delivery"] || o.parts["tc"] {
 		if stats, err = ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME)); err != nil {
 			return fmt.Errorf("enabling BPF run-time stats: %w", err)
 		}
@@ -226,9 +240,19 @@ func (b *bench) runParts() error {
 			return fmt.Errorf("delivery: %w", err)
 		}
 	}
+	if b.o.parts["tc"] {
+		if err := b.tc(); err != nil {
+			return fmt.Errorf("tc: %w", err)
+		}
+	}
 	if b.o.parts["profile"] {
 		if err := b.profile(); err != nil {
 			return fmt.Errorf("profile: %w", err)
+		}
+	}
+	if b.o.parts["tcprofile"] {
+		if err := b.tcProfile(); err != nil {
+			return fmt.Errorf("tcprofile: %w", err)
 		}
 	}
 	return nil
@@ -334,8 +358,13 @@ func (b *bench) close() error {
 	if b.floor != nil {
 		errs = append(errs, b.floor.Close())
 	}
-	if b.dp != nil {
-		errs = append(errs, b.dp.Close())
+	if b.tcPass != nil {
+		errs = append(errs, b.tcPass.Close())
+	}
+	for _, dp := range []*dataplane.Dataplane{b.dp, b.dpTCX, b.dpClsact} {
+		if dp != nil {
+			errs = append(errs, dp.Close())
+		}
 	}
 	if b.stats != nil {
 		errs = append(errs, b.stats.Close())
@@ -360,7 +389,7 @@ func (b *bench) header() {
 	fmt.Fprintf(b.out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(b.out, "- kernel: %s, %d CPUs, load average at start: %s\n",
 		unix.ByteSliceToString(u.Release[:]), runtime.NumCPU(), strings.TrimSpace(string(load)))
-	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP)\n\n", b.o.prefix)
+	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP; the tc part: TC ingress too)\n\n", b.o.prefix)
 }
 
 // loadavg returns the first field of /proc/loadavg ("?" if unreadable).

@@ -82,7 +82,7 @@ const perfScript = `     50000
 
 func TestAttribute(t *testing.T) {
 	prog := []ipRange{{0xffffffffc0025ee0, 0xffffffffc0025f80}, {0xffffffffc0027000, 0xffffffffc0027100}}
-	c, err := attribute(strings.NewReader(perfScript+"PERF_RECORD_LOST lost 3\n"), prog, 50000)
+	c, err := attribute(strings.NewReader(perfScript+"PERF_RECORD_LOST lost 3\n"), prog, dispatcherSyms, 50000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAttribute(t *testing.T) {
 		t.Errorf("attribute = %+v, want %+v", c, want)
 	}
 	// The last sample needs no trailing blank line.
-	c, err = attribute(strings.NewReader(strings.TrimRight(perfScript, "\n")), prog[:1], 50000)
+	c, err = attribute(strings.NewReader(strings.TrimRight(perfScript, "\n")), prog[:1], dispatcherSyms, 50000)
 	if err != nil || c.samples != 5 || c.prog != 2 {
 		t.Errorf("attribute without final blank line = %+v, %v", c, err)
 	}
@@ -100,9 +100,43 @@ func TestAttribute(t *testing.T) {
 		"\tffffffffc0025f3e x\n",                           // frame before any header
 		"     50000 \n\tzz x\n",                            // bad IP
 	} {
-		if _, err := attribute(strings.NewReader(bad), prog, 50000); err == nil {
+		if _, err := attribute(strings.NewReader(bad), prog, dispatcherSyms, 50000); err == nil {
 			t.Errorf("attribute(%q) accepted bad input", bad)
 		}
+	}
+}
+
+// tcScript is perf script output of TC ingress samples (addresses made up,
+// symbols as on this machine): one in the program under cls_bpf, one in
+// the classifier outside the program, one in the XDP dispatcher.
+const tcScript = `     50000 
+	ffffffffc0025f3e bpf_prog_0123456789abcdef_tc_sampler
+	ffffffff81efb6e0 cls_bpf_classify
+	ffffffff81ee4b10 tcf_classify
+	ffffffff81e59ea0 tc_run
+	ffffffff81e66fe0 __netif_receive_skb_core.constprop.0
+
+     50000 
+	ffffffff81efb700 cls_bpf_classify
+	ffffffff81ee4b10 tcf_classify
+	ffffffff81e59ea0 tc_run
+	ffffffff81e66fe0 __netif_receive_skb_core
+
+     50000 
+	ffffffffc0026187 bpf_dispatcher_xdp
+	ffffffff81dbbecf veth_xdp_rcv_skb
+`
+
+// TestAttributeTC: with the TC hook's symbols, tc_run frames outside the
+// program count as the hook and the XDP dispatcher does not.
+func TestAttributeTC(t *testing.T) {
+	prog := []ipRange{{0xffffffffc0025ee0, 0xffffffffc0025f80}}
+	c, err := attribute(strings.NewReader(tcScript), prog, tcRunSyms, 50000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (profileCount{samples: 3, prog: 1, disp: 1, rx: 2}); c != want {
+		t.Errorf("attribute = %+v, want %+v", c, want)
 	}
 }
 

@@ -53,11 +53,35 @@ type ipRange struct{ lo, hi uint64 }
 // programs, so counted apart.
 var dispatcherSyms = map[string]bool{"bpf_dispatcher_xdp_func": true, "bpf_dispatcher_xdp": true}
 
+// tcRunSyms is the clsact qdisc's classification at TC ingress: tc_run
+// (called from __netif_receive_skb_core for the port's mini qdisc: its
+// byte and packet counters, then tcf_classify -> cls_bpf_classify -> the
+// program). With only a TCX link, tc_run finds no mini qdisc and returns
+// at once; TCX's own call of the program (tcx_run) is inlined into
+// __netif_receive_skb_core and has no symbol to count by.
+var tcRunSyms = map[string]bool{"tc_run": true}
+
+// hookLayerSyms are what each hook runs around the program, for the
+// tcprofile part, which compares TCX, clsact and XDP on veth: tc_run (see
+// tcRunSyms) and, for XDP on veth, veth_xdp_rcv_skb, which copies every
+// skb into a page with headroom for XDP (veth_convert_skb_to_xdp_buff,
+// inlined there, -> skb_cow_data_for_xdp -> skb_pp_cow_data), runs the
+// program through the dispatcher and rebuilds the skb after it.
+var hookLayerSyms = map[string]bool{"tc_run": true, "veth_xdp_rcv_skb": true,
+	"bpf_dispatcher_xdp_func": true, "bpf_dispatcher_xdp": true}
+
+// rxCoreSym is the core of the kernel's receive path (its symbol may carry
+// a compiler suffix such as .constprop.0): every frame of the lab's stream
+// passes it at p1 (the TC hook is inlined there, then the bridge) and at
+// host 2's eth0.
+const rxCoreSym = "__netif_receive_skb_core"
+
 // profileCount is the attribution of one trial's samples.
 type profileCount struct {
 	samples int // all samples read
 	prog    int // samples with a frame in the program's ranges
-	disp    int // samples with a dispatcher frame and none in the program
+	disp    int // samples with a frame in the hook's symbols (the XDP dispatcher, or tc_run) and none in the program
+	rx      int // samples with a frame in the receive path's core (rxCoreSym), wherever else they are
 	lost    int // PERF_RECORD_LOST records in the script output
 }
 
@@ -65,12 +89,12 @@ type profileCount struct {
 // recording (a header line with the period, then one "\tIP SYM" line per
 // frame, leaf first, then a blank line) and counts the samples in which
 // any frame lies in prog (the program, what it calls or tail-calls), and
-// the others in which a frame is in the XDP dispatcher. All samples are
-// expected to have the same period (perf record -c); a different period is
-// an error.
-func attribute(r io.Reader, prog []ipRange, period uint64) (profileCount, error) {
+// the others in which a frame is in one of hook's symbols (the XDP
+// dispatcher, or tc_run). All samples are expected to have the same period
+// (perf record -c); a different period is an error.
+func attribute(r io.Reader, prog []ipRange, hook map[string]bool, period uint64) (profileCount, error) {
 	var c profileCount
-	var inSample, inProg, inDisp bool
+	var inSample, inProg, inDisp, inRx bool
 	end := func() {
 		if !inSample {
 			return
@@ -82,7 +106,10 @@ func attribute(r io.Reader, prog []ipRange, period uint64) (profileCount, error)
 		case inDisp:
 			c.disp++
 		}
-		inSample, inProg, inDisp = false, false, false
+		if inRx {
+			c.rx++
+		}
+		inSample, inProg, inDisp, inRx = false, false, false, false
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -105,8 +132,11 @@ func attribute(r io.Reader, prog []ipRange, period uint64) (profileCount, error)
 			if inRanges(ip, prog) {
 				inProg = true
 			}
-			if len(f) > 1 && dispatcherSyms[f[1]] {
+			if len(f) > 1 && hook[f[1]] {
 				inDisp = true
+			}
+			if len(f) > 1 && (f[1] == rxCoreSym || strings.HasPrefix(f[1], rxCoreSym+".")) {
+				inRx = true
 			}
 		case strings.Contains(s, "PERF_RECORD_LOST"):
 			end()
@@ -310,7 +340,7 @@ func (pr *perfRun) stop() error {
 }
 
 // count runs perf script on the recording and attributes its samples.
-func (pr *perfRun) count(perf string, prog []ipRange, period uint64) (profileCount, error) {
+func (pr *perfRun) count(perf string, prog []ipRange, hook map[string]bool, period uint64) (profileCount, error) {
 	cmd := exec.Command(perf, "script", "-i", filepath.Join(pr.dir, "perf.data"),
 		"-F", "period,ip,sym", "--show-lost-events", "--max-stack", "32")
 	var stderr strings.Builder
@@ -322,7 +352,7 @@ func (pr *perfRun) count(perf string, prog []ipRange, period uint64) (profileCou
 	if err := cmd.Start(); err != nil {
 		return profileCount{}, fmt.Errorf("starting perf script: %w", err)
 	}
-	c, aerr := attribute(out, prog, period)
+	c, aerr := attribute(out, prog, hook, period)
 	if aerr != nil {
 		_, _ = io.Copy(io.Discard, out) // let perf script finish
 	}
@@ -397,33 +427,40 @@ type profResult struct {
 // as frames (without "no program"), bpf_stats off, perf sampling every CPU
 // during each trial window.
 func (b *bench) profile() error {
+	confs := []config{confPass, confFloor, confUnsampled, confN1000, confEvery}
+	res, period, loads, err := b.profileRun(confs, dispatcherSyms)
+	if err != nil {
+		return err
+	}
+	b.profileReport(confs, res, period, loads)
+	return nil
+}
+
+// profileRun runs the profile trials of confs over one stream; hook are
+// the symbols counted apart from the program.
+func (b *bench) profileRun(confs []config, hook map[string]bool) (map[string][]profResult, uint64, []string, error) {
 	// BPF run-time statistics off: drop our BPF_ENABLE_STATS descriptor
 	// (the earlier parts are done) and check nobody else holds them.
 	if b.stats != nil {
 		if err := b.stats.Close(); err != nil {
-			return fmt.Errorf("disabling BPF stats: %w", err)
+			return nil, 0, nil, fmt.Errorf("disabling BPF stats: %w", err)
 		}
 		b.stats = nil
 	}
 	if on, err := bpfStatsEnabled(); err != nil || on {
-		return errors.Join(err, errStatsOn(on))
+		return nil, 0, nil, errors.Join(err, errStatsOn(on))
 	}
 	period := uint64(math.Round(1e9 / b.o.profFreq))
-	confs := []config{confPass, confFloor, confUnsampled, confN1000, confEvery}
 	res := make(map[string][]profResult)
 	loads, err := b.overStream(confs, func(c config, readRx func() (uint64, error)) error {
-		r, err := b.profileTrial(c, readRx, period)
+		r, err := b.profileTrial(c, readRx, hook, period)
 		if err != nil {
 			return err
 		}
 		res[c.name] = append(res[c.name], r)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	b.profileReport(confs, res, period, loads)
-	return nil
+	return res, period, loads, err
 }
 
 func errStatsOn(on bool) error {
@@ -433,7 +470,7 @@ func errStatsOn(on bool) error {
 	return nil
 }
 
-func (b *bench) profileTrial(c config, readRx func() (uint64, error), period uint64) (profResult, error) {
+func (b *bench) profileTrial(c config, readRx func() (uint64, error), hook map[string]bool, period uint64) (profResult, error) {
 	var r profResult
 	detach, err := b.attach(c)
 	if err != nil {
@@ -485,7 +522,7 @@ func (b *bench) profileTrial(c config, readRx func() (uint64, error), period uin
 			err = pr.stop()
 		}
 		if err == nil {
-			r.c, err = pr.count(b.o.perf, prog, period)
+			r.c, err = pr.count(b.o.perf, prog, hook, period)
 		}
 		if b.o.profKeep && err == nil {
 			// perf (here) cannot annotate BPF; keep the JIT image for

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
 // TestConfigFileLimits (issue 10, defect 11): -config on an endless file

@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
 )
 
 // flagValues are the command-line flags; only flags given explicitly
@@ -103,7 +104,7 @@ func (f *flagValues) load() (config.Settings, error) {
 			hsflowd = f.s.HsflowdConf
 		}
 	})
-	return config.Load(config.Layers{File: f.configFile, HsflowdConf: hsflowd, Override: f.override, Notes: f.fs.Output()})
+	return config.Load(config.Layers{File: f.configFile, HsflowdConf: hsflowd, Override: f.override, Notes: f.fs.Output(), Check: daemon.Validate})
 }
 
 // override copies into s the settings given on the command line, which

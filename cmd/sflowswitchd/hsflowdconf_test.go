@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
-const representativeHsflowd = "../../internal/hsflowdconf/testdata/switch.hsflowd.conf"
+const representativeHsflowd = "../../config/hsflowdconf/testdata/switch.hsflowd.conf"
 
 // loadWithNotes is loadArgs, also returning what load printed (the
 // ignored hsflowd settings).

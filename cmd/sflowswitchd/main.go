@@ -8,8 +8,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/decodetool"
-	"github.com/sflowswitchd/sflowswitchd/internal/top"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/apmreports"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
 )
 
 // subcommand is a helper command run as `sflowswitchd NAME args...`.
@@ -20,8 +21,8 @@ type subcommand struct {
 }
 
 var subcommands = []subcommand{
-	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decodetool.Run},
-	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", runAPM},
+	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decode.Run},
+	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", apmreports.Run},
 	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", top.Run},
 }
 

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
 // loadArgs parses args as the daemon's command line and loads the

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/config"
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
 func TestSNMPSettings(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -72,9 +72,36 @@ func newVethPair(t testing.TB, mtu int) *vethPair {
 	}
 	run(t, "ip", "-n", p.nsA, "link", "set", p.devA, "up")
 	run(t, "ip", "-n", p.nsB, "link", "set", p.devB, "up")
+	waitActive(t, p.nsA, p.devA)
+	waitActive(t, p.nsB, p.devB)
 	p.ifA = ifindexIn(t, p.nsA, p.devA)
 	p.ifB = ifindexIn(t, p.nsB, p.devB)
 	return p
+}
+
+// waitActive waits until dev in ns is operationally up with its qdisc
+// attached (lab/lab.sh's wait_active): until the kernel's link watcher has
+// run for a new link, a work item that needs the RTNL lock and so runs
+// late while other namespaces are being dismantled, the link transmits
+// through noop_qdisc, which drops every frame (QDISC_DROP). A burst sent
+// right after `ip link set up` was lost whole that way whenever another
+// test package deleted namespaces at the same time.
+func waitActive(t testing.TB, ns, dev string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "dev", dev).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ip -n %s link show %s: %v\n%s", ns, dev, err, out)
+		}
+		if strings.Contains(string(out), "state UP") && !strings.Contains(string(out), " qdisc noop ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s not active after 30 s: %s", dev, ns, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func ifindexIn(t testing.TB, ns, dev string) int {

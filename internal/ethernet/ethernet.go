@@ -18,30 +18,30 @@ import "encoding/binary"
 const (
 	TypeIPv4 uint16 = 0x0800
 	TypeIPv6 uint16 = 0x86dd
-	// TypeVLAN is the IEEE 802.1Q customer VLAN tag (C-tag).
-	TypeVLAN uint16 = 0x8100
-	// TypeQinQ is the IEEE 802.1ad service VLAN tag (S-tag).
-	TypeQinQ uint16 = 0x88a8
-	// TypeQinQLegacy is the pre-standard Q-in-Q tag.
-	TypeQinQLegacy uint16 = 0x9100
+	// typeVLAN is the IEEE 802.1Q customer VLAN tag (C-tag).
+	typeVLAN uint16 = 0x8100
+	// typeQinQ is the IEEE 802.1ad service VLAN tag (S-tag).
+	typeQinQ uint16 = 0x88a8
+	// typeQinQLegacy is the pre-standard Q-in-Q tag.
+	typeQinQLegacy uint16 = 0x9100
 )
 
-// HeaderLen is the length of an untagged Ethernet header: destination
+// headerLen is the length of an untagged Ethernet header: destination
 // MAC, source MAC, EtherType.
-const HeaderLen = 14
+const headerLen = 14
 
-// TagLen is the length of one VLAN tag: TPID and TCI.
-const TagLen = 4
+// tagLen is the length of one VLAN tag: TPID and TCI.
+const tagLen = 4
 
-// IsTag reports whether t is a VLAN tag protocol identifier the walker
+// isTag reports whether t is a VLAN tag protocol identifier the walker
 // follows.
-func IsTag(t uint16) bool {
-	return t == TypeVLAN || t == TypeQinQ || t == TypeQinQLegacy
+func isTag(t uint16) bool {
+	return t == typeVLAN || t == typeQinQ || t == typeQinQLegacy
 }
 
 // Tag is one VLAN tag.
 type Tag struct {
-	TPID uint16 // tag protocol identifier: TypeVLAN, TypeQinQ or TypeQinQLegacy
+	TPID uint16 // tag protocol identifier: typeVLAN, typeQinQ or typeQinQLegacy
 	TCI  uint16 // tag control information: PCP (3 bits), DEI (1), VID (12)
 }
 
@@ -63,7 +63,7 @@ type Header struct {
 	// by: the S-tag of a Q-in-Q frame, the only tag of an 802.1Q one.
 	Outer, Inner Tag
 	// Len is the offset of the payload: where the bytes after the last
-	// tag start (HeaderLen + Tags*TagLen for Parse).
+	// tag start (headerLen + Tags*tagLen for Parse).
 	Len int
 }
 
@@ -72,11 +72,11 @@ type Header struct {
 // VLAN tag; in that case h holds what was walked before (its EtherType is
 // the truncated tag's TPID), so a caller may still use the outer tags.
 func Parse(frame []byte) (h Header, ok bool) {
-	if len(frame) < HeaderLen {
+	if len(frame) < headerLen {
 		return Header{}, false
 	}
-	h, ok = SkipTags(binary.BigEndian.Uint16(frame[12:14]), frame[HeaderLen:])
-	h.Len += HeaderLen
+	h, ok = SkipTags(binary.BigEndian.Uint16(frame[12:14]), frame[headerLen:])
+	h.Len += headerLen
 	return h, ok
 }
 
@@ -86,8 +86,8 @@ func Parse(frame []byte) (h Header, ok bool) {
 // the result is relative to b. It returns false when b ends inside a tag.
 func SkipTags(et uint16, b []byte) (h Header, ok bool) {
 	off := 0
-	for IsTag(et) {
-		if len(b)-off < TagLen {
+	for isTag(et) {
+		if len(b)-off < tagLen {
 			h.EtherType, h.Len = et, off
 			return h, false
 		}
@@ -100,7 +100,7 @@ func SkipTags(et uint16, b []byte) (h Header, ok bool) {
 		}
 		h.Tags++
 		et = binary.BigEndian.Uint16(b[off+2:])
-		off += TagLen
+		off += tagLen
 	}
 	h.EtherType, h.Len = et, off
 	return h, true

@@ -43,11 +43,11 @@ func TestParse(t *testing.T) {
 		{name: "three tags", frame: frame([]uint16{0x88a8, 1, 0x9100, 2, 0x8100, 3, 0x0806}), ok: true,
 			want: Header{EtherType: 0x0806, Tags: 3, Outer: Tag{0x88a8, 1}, Inner: Tag{0x9100, 2}, Len: 26}, outVID: 1},
 		{name: "truncated first tag", frame: frame([]uint16{0x8100, 0x0001}), ok: false,
-			want: Header{EtherType: TypeVLAN, Len: 14}},
+			want: Header{EtherType: typeVLAN, Len: 14}},
 		{name: "truncated first tag, one byte", frame: append(frame([]uint16{0x8100}), 0, 1, 8), ok: false,
-			want: Header{EtherType: TypeVLAN, Len: 14}},
+			want: Header{EtherType: typeVLAN, Len: 14}},
 		{name: "truncated second tag", frame: frame([]uint16{0x88a8, 0x0007, 0x8100}), ok: false,
-			want: Header{EtherType: TypeVLAN, Tags: 1, Outer: Tag{0x88a8, 7}, Len: 18}, outVID: 7},
+			want: Header{EtherType: typeVLAN, Tags: 1, Outer: Tag{0x88a8, 7}, Len: 18}, outVID: 7},
 		{name: "tag then nothing", frame: frame([]uint16{0x8100, 0x0002, 0x0800}), ok: true,
 			want: Header{EtherType: TypeIPv4, Tags: 1, Outer: Tag{0x8100, 2}, Len: 18}, outVID: 2},
 		{name: "0x88a8 alone is a tag, not a payload", frame: frame([]uint16{0x88a8, 0x0003, 0x0800}), ok: true,
@@ -75,8 +75,8 @@ func TestParse(t *testing.T) {
 func TestSkipTags(t *testing.T) {
 	// A Linux cooked capture's payload after its EtherType: one tag, then IPv6.
 	b := []byte{0x00, 0x0a, 0x86, 0xdd, 0x60}
-	h, ok := SkipTags(TypeVLAN, b)
-	want := Header{EtherType: TypeIPv6, Tags: 1, Outer: Tag{TypeVLAN, 10}, Len: 4}
+	h, ok := SkipTags(typeVLAN, b)
+	want := Header{EtherType: TypeIPv6, Tags: 1, Outer: Tag{typeVLAN, 10}, Len: 4}
 	if !ok || h != want {
 		t.Fatalf("SkipTags = %+v, %v; want %+v, true", h, ok, want)
 	}
@@ -103,21 +103,21 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, ok := Parse(b)
-		if len(b) < HeaderLen {
+		if len(b) < headerLen {
 			if ok || h != (Header{}) {
 				t.Fatalf("short frame: %+v, %v", h, ok)
 			}
 			return
 		}
-		if h.Len > len(b) || h.Len != HeaderLen+h.Tags*TagLen {
+		if h.Len > len(b) || h.Len != headerLen+h.Tags*tagLen {
 			t.Fatalf("Len %d, Tags %d, frame %d bytes", h.Len, h.Tags, len(b))
 		}
-		if ok == IsTag(h.EtherType) {
+		if ok == isTag(h.EtherType) {
 			t.Fatalf("ok = %v with EtherType %#x", ok, h.EtherType)
 		}
 		// Reference: a plain walk over 16-bit words.
 		et, off, n := uint16(b[12])<<8|uint16(b[13]), 14, 0
-		for IsTag(et) && off+4 <= len(b) {
+		for isTag(et) && off+4 <= len(b) {
 			if n == 0 && (h.Outer.TPID != et || h.Outer.TCI != uint16(b[off])<<8|uint16(b[off+1])) {
 				t.Fatalf("outer tag %+v at %d", h.Outer, off)
 			}

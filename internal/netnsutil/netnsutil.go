@@ -20,11 +20,11 @@ import (
 	"github.com/vishvananda/netns"
 )
 
-// Dir is where `ip netns add` mounts named namespaces.
-const Dir = "/run/netns/"
+// dir is where `ip netns add` mounts named namespaces.
+const dir = "/run/netns/"
 
 // Path returns the mount path of named namespace name.
-func Path(name string) string { return Dir + name }
+func Path(name string) string { return dir + name }
 
 // Do runs fn in network namespace ns and returns its error. A handle that
 // is not open (ns <= 0, as netns.None()) or names the caller's own
@@ -94,7 +94,7 @@ func Do(ns netns.NsHandle, fn func() error) error {
 	return res.err
 }
 
-// DoNamed runs fn in the named namespace (mounted under Dir), as Do.
+// DoNamed runs fn in the named namespace (mounted under dir), as Do.
 func DoNamed(name string, fn func() error) error {
 	h, err := netns.GetFromName(name)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestDo runs code in a lab namespace and checks that it saw that

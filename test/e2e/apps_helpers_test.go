@@ -15,14 +15,14 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // appAPIAddr is the daemon's local JSON API inside the switch namespace.
 const appAPIAddr = "127.0.0.1:36343"
 
-// APM report controls the daemon creates (agent/app NewAPM).
+// APM report controls the daemon creates (apps/app NewAPM).
 const (
 	apmControlFlows        = 1
 	apmControlApplications = 4
@@ -189,7 +189,7 @@ func datagramsOfSubAgent(dgs []datagram, id uint32) []datagram {
 	return out
 }
 
-// checkAppFlowHeader checks the sample header rules of agent/app's
+// checkAppFlowHeader checks the sample header rules of apps/app's
 // README (sflow_application.txt / sflow_http.txt section 3) for a
 // server-side sample of service port port: sub_agent_id = port, data
 // source 3:port, input unknown (0), output internal (0x3FFFFFFF), no

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // The Python test's parameters: pyK flow samples of application pyApp
@@ -92,9 +92,9 @@ func testAppJSONFromPython(t *testing.T, lab *netlab.Lab, col *collector, snmp *
 	u := sflow.CounterUnavailable32
 	checkAppCounterRecords(t, cs[0], pyPort,
 		// Counters the message leaves out are "not available", as
-		// hsflowd sends them (agent/app/counters_absent.go).
-		&sflow.AppOperations{Application: pyApp, Success: 270, NotFound: 30, Other: u, Timeout: u, InternalError: u,
-			BadRequest: u, Forbidden: u, TooLarge: u, NotImplemented: u, Unavailable: u, Unauthorized: u},
+		// hsflowd sends them (apps/app/counters_absent.go).
+		&sflow.AppOperations{Application: pyApp, AppStatusCounts: sflow.AppStatusCounts{Success: 270, NotFound: 30, Other: u, Timeout: u, InternalError: u,
+			BadRequest: u, Forbidden: u, TooLarge: u, NotImplemented: u, Unavailable: u, Unauthorized: u}},
 		&sflow.AppWorkers{WorkersActive: 3, WorkersIdle: 5, WorkersMax: 8, ReqDelayed: 1, ReqDropped: 2})
 
 	// goflow2: same samples; the raw app_initiator, socket and
@@ -157,7 +157,7 @@ func goodMessage(g int) []byte {
 }
 
 // badMessages are malformed API messages and the reason each must be
-// rejected for (agent/app/README.md, Strictness). too_large (> 64 KiB)
+// rejected for (apps/app/README.md, Strictness). too_large (> 64 KiB)
 // cannot be sent: a UDP datagram over IPv4 carries at most 65507 bytes,
 // so the largest ones here are rejected for what they contain.
 func badMessages() []struct {

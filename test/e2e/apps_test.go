@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/app/httpsflow"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // TestApplications is the "Applications on the switch" issue end to end:

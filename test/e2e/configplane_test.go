@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestPortSelectionTypo (issue 10, defect 6): a port selection that
@@ -126,7 +126,7 @@ func TestCollectorRouteAppears(t *testing.T) {
 	if out, err := lab.Run(lab.Switch, "ip", "route", "add", far.String()+"/32", "via", lab.CollectorAddr.String(), "dev", "mgmt0"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	// Backoff is at most sender.RedialMax (1 min) but here at most 1+2+4+8 s.
+	// Backoff is at most the sender's redialMax (1 min) but here at most 1+2+4+8 s.
 	deadline := time.Now().Add(20 * time.Second)
 	for num := uint64(1000); ; num += 10 {
 		lab.SendFrames(t, 0, testFrames(lab, 0, 1, num, 10))

@@ -7,11 +7,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
 // TestExit stops the daemon with SIGTERM (exit status 0 expected) and with
-// SIGKILL; after either, no XDP program may remain on any lab port: the
-// daemon attaches with BPF links, which die with the process.
+// SIGKILL; after either, no sampler may remain on any lab port: the daemon
+// attaches with BPF links (XDP, TCX), which die with the process. On a
+// kernel without TCX the veth ports' TC sampler is a clsact filter
+// instead, which a SIGKILL leaves behind: then the next daemon must remove
+// it at start, and leave nothing after a SIGTERM.
 func TestExit(t *testing.T) {
 	lab := newLab(t, 2)
 	links := []string{"p1", "p2", "mgmt0", "br0"}
@@ -20,14 +25,43 @@ func TestExit(t *testing.T) {
 		sig  syscall.Signal
 	}{{"SIGTERM", syscall.SIGTERM}, {"SIGKILL", syscall.SIGKILL}} {
 		t.Run(c.name, func(t *testing.T) {
-			d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-				"-sampling", "10", "-ports", "p1,p2", "-polling", "1")
+			args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
+				"-sampling", "10", "-ports", "p1,p2", "-polling", "1"}
+			d := startDaemon(t, lab, args...)
 			d.waitReady(t, lab, "p1", "p2")
+			stale := 0 // clsact filters a SIGKILL leaves
+			for _, l := range []string{"p1", "p2"} {
+				m := samplerAttachment(t, lab, l)
+				t.Logf("%s: attached %s", l, m)
+				if m == dataplane.AttachClsact && c.sig == syscall.SIGKILL {
+					stale++
+				}
+			}
 			lab.SendFrames(t, 0, testFrames(lab, 0, 1, 1, 100))
 			d.signal(t, c.sig)
 			code := d.waitExit(t, 10*time.Second)
 			if c.sig == syscall.SIGTERM && code != 0 {
 				t.Errorf("exit status %d after SIGTERM, want 0\n%s", code, d.log())
+			}
+			if stale > 0 {
+				// The filters stay with their owner dead; a new daemon
+				// removes them at start, attaches its own, and removes
+				// those at exit.
+				time.Sleep(200 * time.Millisecond)
+				for _, l := range []string{"p1", "p2"} {
+					if m := samplerAttachment(t, lab, l); m != dataplane.AttachClsact {
+						t.Errorf("%s: %q after SIGKILL, want the stale clsact filter still there", l, m)
+					}
+				}
+				d2 := startDaemon(t, lab, args...)
+				d2.waitReady(t, lab, "p1", "p2")
+				if want := fmt.Sprintf("stale_removed=%d", stale); !strings.Contains(d2.log(), "removed stale TC filter") || !strings.Contains(d2.log(), want) {
+					t.Errorf("the next daemon did not remove the stale filters (want %q):\n%s", want, d2.log())
+				}
+				d2.signal(t, syscall.SIGTERM)
+				if code := d2.waitExit(t, 10*time.Second); code != 0 {
+					t.Errorf("second daemon: exit status %d after SIGTERM\n%s", code, d2.log())
+				}
 			}
 			// A killed process's BPF links are released when its files
 			// are closed, which may trail the exit status slightly.

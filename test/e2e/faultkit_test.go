@@ -23,8 +23,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // durationEnv returns the duration in environment variable name (`make

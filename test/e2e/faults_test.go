@@ -22,7 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // faultRounds is how many times a fault is repeated (FAULT_ROUNDS; 1 in
@@ -342,7 +342,7 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 	if rx < sent {
 		t.Errorf("forwarding lost %d of %d frames across SIGKILL and restart", sent-rx, sent)
 	}
-	if !strings.Contains(d.log(), "startup XDP cleanup") {
+	if !strings.Contains(d.log(), "startup XDP cleanup") || !strings.Contains(d.log(), "startup TC cleanup") {
 		t.Errorf("restarted daemon did not report its start-up clean-up:\n%s", d.log())
 	}
 	hwm = max(hwm, usage(t, d.cmd.Process.Pid).HWM)

@@ -21,17 +21,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // metricsAddr is where every test daemon serves metrics, inside its own
@@ -201,14 +200,23 @@ func inNS(ns string, fn func(h *netlink.Handle) error) error {
 }
 
 // samplerAttached reports whether a sampler is attached to link name in the
-// switch namespace, at either hook (false if the link is gone): an XDP
-// program, or a program at its TCX ingress (the daemon's default hook on
-// veth ports; dataplane.HookAuto).
+// switch namespace (false if the link is gone), as the daemon attached it
+// on this kernel: an XDP program, the TC sampler at TCX ingress, or its
+// cls_bpf filter on a clsact qdisc (dataplane.KernelAttachment; TCX is
+// asked only where the kernel has it).
 func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
 	t.Helper()
-	attached := false
-	err := inNS(lab.Switch, func(h *netlink.Handle) error {
-		l, err := h.LinkByName(name)
+	return samplerAttachment(t, lab, name) != ""
+}
+
+// samplerAttachment is how the sampler is attached to link name in the
+// switch namespace (dataplane.AttachNative, AttachGeneric, AttachTCX,
+// AttachClsact), "" when it is not or the link is gone.
+func samplerAttachment(t *testing.T, lab *netlab.Lab, name string) string {
+	t.Helper()
+	mode := ""
+	err := lab.Do(lab.Switch, func() error {
+		l, err := netlink.LinkByName(name)
 		if err != nil {
 			var nf netlink.LinkNotFoundError
 			if errors.As(err, &nf) {
@@ -216,36 +224,13 @@ func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
 			}
 			return err
 		}
-		x := l.Attrs().Xdp
-		attached = x != nil && (x.Attached || x.ProgId != 0)
-		if !attached {
-			attached, err = tcxAttached(lab, l.Attrs().Index)
-		}
+		mode, err = dataplane.KernelAttachment(l.Attrs().Index)
 		return err
 	})
 	if err != nil {
 		t.Fatalf("sampler state of %s: %v", name, err)
 	}
-	return attached
-}
-
-// tcxAttached asks the kernel (BPF_PROG_QUERY) whether a program is
-// attached at TCX ingress of ifindex in the switch namespace. A link gone
-// meanwhile is not attached.
-func tcxAttached(lab *netlab.Lab, ifindex int) (bool, error) {
-	n := 0
-	err := lab.Do(lab.Switch, func() error {
-		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-		if errors.Is(err, unix.ENODEV) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("querying TCX ingress of ifindex %d: %w", ifindex, err)
-		}
-		n = len(r.Programs)
-		return nil
-	})
-	return n > 0, err
+	return mode
 }
 
 // metrics is a parsed Prometheus text exposition.

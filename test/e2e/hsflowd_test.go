@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // Data sources the daemon gives hsflowd's example applications, which
@@ -150,8 +150,8 @@ func TestHsflowdJSONExample(t *testing.T) {
 	for i, c := range cs {
 		n := uint32(i + 1)
 		want := []sflow.Record{
-			&sflow.AppOperations{Application: "rocks.mgr", Success: n, Other: u, Timeout: n, InternalError: u, BadRequest: u,
-				Forbidden: u, TooLarge: u, NotImplemented: u, NotFound: u, Unavailable: u, Unauthorized: n},
+			&sflow.AppOperations{Application: "rocks.mgr", AppStatusCounts: sflow.AppStatusCounts{Success: n, Other: u, Timeout: n, InternalError: u, BadRequest: u,
+				Forbidden: u, TooLarge: u, NotImplemented: u, NotFound: u, Unavailable: u, Unauthorized: n}},
 			&sflow.AppResources{UserTime: n, MemUsed: 600000, MemMax: 1200000},
 			&sflow.AppWorkers{WorkersActive: 1, WorkersIdle: 2, WorkersMax: 8, ReqDelayed: u, ReqDropped: u},
 			&sflow.HostParent{ContainerType: sflow.SourceEntPhysicalEntry, ContainerIndex: 1},

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/internal/testutil"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestIdleCPU (issue 11, "Idle cost near zero"): the daemon sampling two

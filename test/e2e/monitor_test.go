@@ -15,7 +15,7 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // Integration test of the monitor path through the real daemon binary

@@ -12,9 +12,9 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // daemonCaps is the capability set the daemon runs with (README
@@ -192,6 +192,12 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	}
 	if v, ok := m.value("sflowswitchd_drop_function_names"); !ok || v != names {
 		t.Errorf("sflowswitchd_drop_function_names = %d, %v; want %d", v, ok, names)
+	}
+	// Drop notifications are on with these capabilities: their per-CPU
+	// perf buffers (perf_event_open needs CAP_PERFMON; their locked memory
+	// stays within perf_event_mlock_kb without CAP_IPC_LOCK) opened.
+	if _, ok := m.value("sflowswitchd_drops_counted_total"); !ok {
+		t.Errorf("drop notifications are not on (no sflowswitchd_drops_counted_total)\n%s", d.log())
 	}
 	if logged := strings.Contains(d.log(), "carry no extended_function"); logged != (names == 0) {
 		t.Errorf("log says drop locations cannot be named: %v, want %v", logged, names == 0)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestReload runs the daemon from a config file at rate 10, rewrites the

@@ -10,15 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/internal/xdptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/xdptest"
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/internal/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/internal/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // scalePorts is the port count of BenchmarkScale (issue 10: at least 1000

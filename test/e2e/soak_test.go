@@ -15,7 +15,7 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	metricspkg "github.com/sflowswitchd/sflowswitchd/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 )
 
 // SFLOW-MIB columns the soak sets (sFlowRcvrTable 1.3.6.1.4.1.14706.1.1.4,
@@ -254,7 +254,7 @@ func TestFloodEveryPort(t *testing.T) {
 	}
 	// Datagrams missing at the collector are the daemon's only if the
 	// collector's own socket did not drop them (a slow test machine).
-	colDrops, err := metricspkg.SocketDrops(col.conn)
+	colDrops, err := appsubagent.SocketDrops(col.conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,91 @@
+// Package kernel is where the kernel dataplane meets the agent: the ports
+// the agent configures become dataplane ports (inline or monitor), each
+// worker reads its kernel samples from its dataplane.Source (samples.go),
+// and the drop reporter reads the kernel's drop notifications (drops.go).
+// The daemon and the end-to-end benchmark (bench/daemon live) both use
+// it, so the benchmark measures the daemon's own sample path.
+package kernel
+
+import (
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// Dataplane drives a *dataplane.Dataplane for the agent (agent.Dataplane).
+type Dataplane struct {
+	DP *dataplane.Dataplane
+}
+
+// PortConfig is the dataplane configuration of a port the agent samples.
+func PortConfig(p agent.PortSampling) dataplane.PortConfig {
+	mode := dataplane.ModeInline
+	if p.Monitor {
+		mode = dataplane.ModeMonitor
+	}
+	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker}
+}
+
+// SetPort attaches the sampler to a new port or updates an attached one
+// through the config map (no re-attach); a monitor port gets its AF_XDP
+// sockets, read by its worker's Source.
+func (a Dataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
+	return a.DP.SetPort(int(ifindex), PortConfig(p))
+}
+
+// RemovePort detaches the sampler from a port. A port that has vanished
+// took its attachment with it; that is not an error.
+func (a Dataplane) RemovePort(ifindex uint32) error {
+	return a.DP.RemovePort(int(ifindex))
+}
+
+// PortPool reads the port's pool and drops from the mmap-ed counters (no
+// system call).
+func (a Dataplane) PortPool(ifindex uint32) (uint64, uint64) {
+	return a.DP.PortPool(ifindex)
+}
+
+// Reader is a worker's dataplane.Source as the agent reads it
+// (agent.SampleReader and agent.Waker).
+type Reader struct {
+	src *dataplane.Source
+	fn  func(*agent.PacketSample)
+	ps  agent.PacketSample
+	// conv is made once: a closure per read would allocate.
+	conv func(*dataplane.RawSample)
+}
+
+// NewReader returns src as an agent.SampleReader.
+func NewReader(src *dataplane.Source) *Reader {
+	r := &Reader{src: src}
+	r.conv = func(rs *dataplane.RawSample) {
+		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header}
+		r.fn(&r.ps)
+	}
+	return r
+}
+
+// Readers returns the readers of the first workers sources of dp, one per
+// worker (workers as given to dataplane.Open).
+func Readers(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
+	rs := make([]agent.SampleReader, max(workers, 1))
+	for w := range rs {
+		src, err := dp.Source(w)
+		if err != nil {
+			return nil, err
+		}
+		rs[w] = NewReader(src)
+	}
+	return rs, nil
+}
+
+// ReadSamples implements agent.SampleReader (dataplane.Source.Read).
+func (r *Reader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+	r.fn = fn
+	return r.src.Read(deadline, r.conv)
+}
+
+// Wake implements agent.Waker.
+func (r *Reader) Wake() error { return r.src.Wake() }

@@ -1,0 +1,416 @@
+// Package config is the daemon's configuration: the Settings, their
+// defaults, the layers they are read from (built-in defaults, a host
+// agent's hsflowd.conf, the TOML file, the command line), their
+// validation as a whole and the per-port sampling-rate rules. It imports
+// nothing of the project: the components take config structs of their
+// own, which the composition (daemon/settings.go) fills from the
+// Settings, and checks what only the components know (Layers.Check).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Settings is the daemon's configuration: built-in defaults, overridden by
+// the config file (-config), overridden by command-line flags. SIGHUP
+// re-reads the file and applies the same precedence again.
+type Settings struct {
+	// Collectors each become one receiver (sFlowRcvrTable row 1, 2, ...).
+	Collectors []Collector `toml:"collector"`
+	// Sampling is the rate for every port; 0 derives it from the link
+	// speed (one sample per Mb/s of speed, at least MinSampling).
+	Sampling uint32 `toml:"sampling"`
+	// SamplingUnknownSpeed is the rate of ports whose speed is unknown.
+	SamplingUnknownSpeed uint32 `toml:"sampling_unknown_speed"`
+	// Polling is the counter polling interval in seconds (0 = off).
+	Polling int `toml:"polling"`
+	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler.
+	HeaderBytes int `toml:"header_bytes"`
+	// Ports selects the sampled ports by name or glob; empty = every up
+	// port that is not loopback (nor a bridge device).
+	Ports []string `toml:"ports"`
+	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
+	// through AF_XDP; unsampled frames there are dropped.
+	MonitorPorts []string `toml:"monitor_ports"`
+	// AgentAddress is sFlowAgentAddress; empty = chosen (daemon/internal/agentaddr).
+	AgentAddress string `toml:"agent_address"`
+	// AgentInterface names the interface whose address is the agent
+	// address when AgentAddress is empty.
+	AgentInterface string `toml:"agent_interface"`
+	// Workers is the number of sub-agents; 0 = one per CPU.
+	Workers int `toml:"workers"`
+	// Metrics is the listen address of the Prometheus endpoint; empty =
+	// off; loopback only unless MetricsAllowRemote (listenAddress).
+	Metrics string `toml:"metrics"`
+	// MetricsAllowRemote lets Metrics be a non-loopback address.
+	MetricsAllowRemote bool `toml:"metrics_allow_remote"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `toml:"log_level"`
+	// AgentX is the AgentX master's socket, "unix:PATH" or
+	// "tcp:HOST:PORT", or "off" (no SNMP). The daemon runs normally while
+	// the master is absent and attaches when it appears.
+	AgentX string `toml:"agentx"`
+	// AppAPI is the UDP address of the local application JSON API
+	// (loopback only, conventionally 127.0.0.1:36343); empty = off.
+	AppAPI string `toml:"app_api"`
+	// AppAPIAllowRemote lets AppAPI be a non-loopback address.
+	AppAPIAllowRemote bool `toml:"app_api_allow_remote"`
+	// APMInterval is the APM report interval in seconds (0 = 60).
+	APMInterval int `toml:"apm_interval"`
+	// APMReports is the number of APM reports kept per report control
+	// (0 = 60).
+	APMReports int `toml:"apm_reports"`
+	// StateDir keeps what must survive a restart: the data source indexes
+	// assigned to applications without a service port (apps.json). The
+	// systemd unit's StateDirectory.
+	StateDir string `toml:"state_dir"`
+	// HsflowdConf is a host agent (hsflowd) configuration file whose
+	// settings apply under this file's and the flags (hsflowd.go).
+	HsflowdConf string `toml:"hsflowd_conf"`
+	// Rates and agent address preferences also read from hsflowd.conf
+	// (hsflowd.go): per link speed ("10G" = 10000), the bit/s per
+	// sample rule's ratio (0 = 1000000, at least MinSampling), per port,
+	// and agent address prefixes ("!prefix" excludes).
+	SamplingSpeed    map[string]uint32 `toml:"sampling_speed"`
+	SamplingBpsRatio uint64            `toml:"sampling_bps_ratio"`
+	PortSampling     map[string]uint32 `toml:"port_sampling"`
+	AgentCIDR        []string          `toml:"agent_cidr"`
+	// SNMPReceivers is the number of sFlowRcvrTable rows (static
+	// receivers included).
+	SNMPReceivers int `toml:"snmp_receivers"`
+	// SNMPInstances is the number of sampler and poller instances per
+	// data source (sFlowFsInstance, sFlowCpInstance).
+	SNMPInstances int `toml:"snmp_instances"`
+	// MaxPorts is how many ports can be sampled at the same time (the
+	// dataplane's port slots, reserved at start-up). Ports beyond it are
+	// reported (log, metric, rate 0 in the MIB) and not sampled.
+	MaxPorts int `toml:"max_ports"`
+	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
+	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
+	// always sampled with XDP.
+	Hook string `toml:"hook"`
+	// Drops turns dropped-packet notifications on or off ("on", "off").
+	Drops string `toml:"drops"`
+	// DropsLimit is the drop notifications per second (0: count drops,
+	// notify none).
+	DropsLimit int `toml:"drops_limit"`
+	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
+	// packet exported, 0..256.
+	DropsHeaderBytes int `toml:"drops_header_bytes"`
+}
+
+// Collector is one sFlow collector.
+type Collector struct {
+	// Address is host:port (ParseCollector); NoCollector alone
+	// means none.
+	Address string `toml:"address"`
+	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize; 0 = the default.
+	MaxDatagramSize int `toml:"max_datagram_size"`
+}
+
+// Defaults of a daemon started with no configuration at all. Where a
+// component has a default of its own (mib.DefaultReceivers,
+// dataplane.DefaultDropLimit, ...) the two agree: the daemon's tests
+// check it, since this package imports no other of the project.
+const (
+	DefaultCollector            = "127.0.0.1:6343"
+	DefaultSamplingUnknownSpeed = 1000
+	DefaultPolling              = 20
+	DefaultHeaderBytes          = 128
+	MinSampling                 = 100
+	DefaultAgentX               = "unix:/var/agentx/master"
+	DefaultSNMPReceivers        = 10
+	DefaultSNMPInstances        = 3
+	DefaultStateDir             = "/var/lib/sflowswitchd"
+	// DefaultMaxPorts is the default number of port slots: about 64 bytes
+	// per possible CPU plus 0.5 KiB of locked kernel memory each
+	// (dataplane.Config.MaxPorts).
+	DefaultMaxPorts         = 4096
+	DefaultDropsLimit       = 100
+	DefaultDropsHeaderBytes = 128
+	// NoCollector as the only collector address means no static receiver:
+	// every receiver is configured over SNMP.
+	NoCollector = "none"
+)
+
+// Defaults returns the settings of a daemon started with no
+// configuration at all.
+func Defaults() Settings {
+	return Settings{
+		SamplingUnknownSpeed: DefaultSamplingUnknownSpeed,
+		Polling:              DefaultPolling,
+		HeaderBytes:          DefaultHeaderBytes,
+		LogLevel:             "info",
+		AgentX:               DefaultAgentX,
+		SNMPReceivers:        DefaultSNMPReceivers,
+		SNMPInstances:        DefaultSNMPInstances,
+		StateDir:             DefaultStateDir,
+		MaxPorts:             DefaultMaxPorts,
+		Hook:                 "auto",
+		Drops:                "on",
+		DropsLimit:           DefaultDropsLimit,
+		DropsHeaderBytes:     DefaultDropsHeaderBytes,
+	}
+}
+
+// Layers are where Load reads the settings from, above the defaults.
+type Layers struct {
+	// File is the TOML config file; "" = none.
+	File string
+	// HsflowdConf is the hsflowd.conf given on the command line; "" =
+	// the one File names (hsflowd_conf), if any.
+	HsflowdConf string
+	// Override applies the settings given on the command line, which
+	// take precedence over the files; nil = none.
+	Override func(*Settings)
+	// Notes receives the hsflowd settings ignored, once per process.
+	Notes io.Writer
+	// Check validates what only the components that take the settings
+	// know (the composition's daemon.Validate: addresses the agent
+	// refuses, the dataplane's limits); its errors join Validate's, so
+	// that every problem is reported at once. nil = none.
+	Check func(Settings) error
+}
+
+// Load builds the effective settings: defaults, then the hsflowd.conf,
+// then the config file, then the command line; then the defaults that
+// depend on the rest (one collector, one worker per CPU); then Validate
+// and Check.
+func Load(l Layers) (Settings, error) {
+	s := Defaults()
+	hsflowd := l.HsflowdConf
+	if hsflowd == "" && l.File != "" {
+		var err error
+		if hsflowd, err = tomlHsflowdConf(l.File); err != nil {
+			return Settings{}, err
+		}
+	}
+	if hsflowd != "" {
+		if err := applyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
+			return Settings{}, err
+		}
+	}
+	if l.File != "" {
+		if err := readFile(l.File, &s); err != nil {
+			return Settings{}, err
+		}
+	}
+	if l.Override != nil {
+		l.Override(&s)
+	}
+	s.HsflowdConf = hsflowd
+	if len(s.Collectors) == 0 {
+		s.Collectors = []Collector{{Address: DefaultCollector}}
+	}
+	if s.Workers == 0 {
+		s.Workers = runtime.NumCPU()
+	}
+	err := s.Validate()
+	if l.Check != nil {
+		err = errors.Join(err, l.Check(s))
+	}
+	return s, err
+}
+
+// readFile reads a TOML config file (readLimited) and parses it into s
+// (parse), refusing unknown keys so that a typo is an error rather than a
+// silently ignored setting.
+func readFile(name string, s *Settings) error {
+	data, err := readLimited(name, MaxConfigBytes)
+	if err != nil {
+		return fmt.Errorf("reading config: %w", err)
+	}
+	return parse(name, data, s)
+}
+
+// parse decodes the TOML text data of the config file name into s,
+// refusing unknown keys.
+func parse(name string, data []byte, s *Settings) error {
+	md, err := toml.Decode(string(data), s)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", name, err)
+	}
+	if und := md.Undecoded(); len(und) > 0 {
+		keys := make([]string, len(und))
+		for i, k := range und {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("config %s: unknown setting(s) %s", name, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// MaxConfigBytes bounds the config file: a real one is a few KiB.
+const MaxConfigBytes = 1 << 20
+
+// readLimited reads a regular file of at most limit bytes. It never blocks
+// on a FIFO (opened non-blocking, refused as not a regular file) and never
+// reads an endless file (/dev/zero) to exhaustion.
+func readLimited(name string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, limit)
+	}
+	return data, nil
+}
+
+// Validate checks every value, so that an invalid file is refused whole
+// before anything changes. It normalizes the listen addresses
+// (listenAddress).
+func (s *Settings) Validate() error {
+	var errs []error
+	for i, c := range s.Collectors {
+		if c.Address == NoCollector {
+			if len(s.Collectors) > 1 {
+				errs = append(errs, fmt.Errorf("collector %q must be the only collector", NoCollector))
+			}
+			continue
+		}
+		if _, err := ParseCollector(c.Address); err != nil {
+			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
+		}
+		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
+			errs = append(errs, fmt.Errorf("collector %d: max_datagram_size %d outside 200..65507", i+1, c.MaxDatagramSize))
+		}
+	}
+	errs = append(errs, s.validateHsflowdSettings()...)
+	if s.SamplingUnknownSpeed == 0 {
+		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
+	}
+	if s.Polling < 0 {
+		errs = append(errs, errors.New("polling must not be negative"))
+	}
+	if s.HeaderBytes < 20 || s.HeaderBytes > 256 {
+		errs = append(errs, fmt.Errorf("header_bytes %d outside 20..256", s.HeaderBytes))
+	}
+	for _, p := range append(append([]string(nil), s.Ports...), s.MonitorPorts...) {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("port pattern %q: %w", p, err))
+		}
+	}
+	if s.AgentAddress != "" {
+		if _, err := netip.ParseAddr(s.AgentAddress); err != nil {
+			errs = append(errs, fmt.Errorf("agent_address: %w", err))
+		}
+	}
+	if s.Workers < 1 || s.Workers > 256 {
+		errs = append(errs, fmt.Errorf("workers %d outside 1..256", s.Workers))
+	}
+	switch s.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("log_level %q: want debug, info, warn or error", s.LogLevel))
+	}
+	// Listeners: loopback unless allowed (listenAddress); normalized here
+	// (":9116" listens on 127.0.0.1:9116).
+	if a, err := listenAddress("metrics", s.Metrics, s.MetricsAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else {
+		s.Metrics = a
+	}
+	if a, err := listenAddress("app_api", s.AppAPI, s.AppAPIAllowRemote); err != nil {
+		errs = append(errs, err)
+	} else if _, perr := netip.ParseAddrPort(a); a != "" && perr != nil {
+		errs = append(errs, fmt.Errorf("app_api %q: want IP:PORT (a UDP socket), e.g. 127.0.0.1:36343", s.AppAPI))
+	} else {
+		s.AppAPI = a
+	}
+	if s.APMInterval < 0 {
+		errs = append(errs, fmt.Errorf("apm_interval %d must not be negative", s.APMInterval))
+	}
+	if s.APMReports < 0 || s.APMReports > 65535 {
+		errs = append(errs, fmt.Errorf("apm_reports %d outside 0..65535", s.APMReports))
+	}
+	if _, _, err := ParseAgentX(s.AgentX); err != nil {
+		errs = append(errs, err)
+	}
+	if s.SNMPReceivers < 1 || s.SNMPReceivers > 65535 {
+		errs = append(errs, fmt.Errorf("snmp_receivers %d outside 1..65535", s.SNMPReceivers))
+	}
+	if s.SNMPInstances < 1 || s.SNMPInstances > 65535 {
+		errs = append(errs, fmt.Errorf("snmp_instances %d outside 1..65535", s.SNMPInstances))
+	}
+	if s.Drops != "on" && s.Drops != "off" {
+		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
+		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// StaticCollectors returns the collectors that become static receivers
+// (none for "-collector none").
+func (s *Settings) StaticCollectors() []Collector {
+	if len(s.Collectors) == 1 && s.Collectors[0].Address == NoCollector {
+		return nil
+	}
+	return s.Collectors
+}
+
+// ParseAgentX splits the agentx setting into a network and an address for
+// snmpd.Config; network "" means off.
+func ParseAgentX(v string) (network, addr string, err error) {
+	switch {
+	case v == "off":
+		return "", "", nil
+	case strings.HasPrefix(v, "unix:") && len(v) > len("unix:"):
+		return "unix", strings.TrimPrefix(v, "unix:"), nil
+	case strings.HasPrefix(v, "tcp:"):
+		a := strings.TrimPrefix(v, "tcp:")
+		if _, port, err := net.SplitHostPort(a); err == nil && port != "" {
+			return "tcp", a, nil
+		}
+	}
+	return "", "", fmt.Errorf("agentx %q: want unix:PATH, tcp:HOST:PORT or off", v)
+}
+
+// SamplingRate is the default rate of a port: one sample per Mb/s of link
+// speed (1 in 1000 at 1G, 1 in 10000 at 10G), at least MinSampling; the
+// configured rate wins when set.
+func (s *Settings) SamplingRate(speedMbps uint64) uint32 {
+	if s.Sampling != 0 {
+		return s.Sampling
+	}
+	if speedMbps == 0 {
+		return s.SamplingUnknownSpeed
+	}
+	if s.SamplingBpsRatio != 0 {
+		// hsflowd's sampling.bps_ratio: speed / ratio, at least 1.
+		return uint32(max(min(speedMbps*1_000_000/s.SamplingBpsRatio, 1<<31), 1))
+	}
+	if speedMbps > 1<<31 {
+		speedMbps = 1 << 31
+	}
+	return max(uint32(speedMbps), MinSampling)
+}
+
+// PollInterval returns the polling interval as a duration.
+func (s *Settings) PollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }

@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/counters/link"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// counterSource is the agent's agent.CounterSource: port data sources read
+// through counters/link, the host (entPhysicalEntry.1) through
+// counters/host.
+type counterSource struct {
+	*link.Reader
+	hostMu sync.Mutex
+	host   *host.Reader
+}
+
+func newCounterSource(hr *host.Reader) (*counterSource, error) {
+	r, err := link.New()
+	if err != nil {
+		return nil, err
+	}
+	return &counterSource{Reader: r, host: hr}, nil
+}
+
+// AppendCounters implements agent.CounterSource.
+func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error) {
+	switch {
+	case ds.Type == sflow.SourceIfIndex:
+		return c.AppendRecords(recs, ds.Index)
+	case ds == hostSource:
+		c.hostMu.Lock()
+		defer c.hostMu.Unlock()
+		return c.host.AppendRecords(recs)
+	default:
+		return recs, fmt.Errorf("no counters for data source %s", ds)
+	}
+}
+
+// Close releases the port and host readers. Pollers must have stopped.
+func (c *counterSource) Close() error {
+	c.hostMu.Lock()
+	defer c.hostMu.Unlock()
+	return errors.Join(c.Reader.Close(), c.host.Close())
+}
+
+// adapters lists the sampled ports' MACs for host_adapters.
+func (d *Daemon) adapters() []host.Adapter {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]host.Adapter, 0, len(d.ports))
+	for _, idx := range sortedIndexes(d.ports) {
+		p := d.ports[idx]
+		if p.Loopback || len(p.MAC) != 6 {
+			continue
+		}
+		out = append(out, host.Adapter{IfIndex: uint32(p.Index), MACs: [][6]byte{[6]byte(p.MAC)}})
+	}
+	return out
+}
+
+func sortedIndexes(m map[int]dataplane.PortInfo) []int {
+	keys := make([]int, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	return keys
+}

@@ -1,0 +1,287 @@
+// Package daemon is the composition of sflowswitchd: it builds the
+// dataplane, the agent, the SFLOW-MIB, the application sub-agent, drop
+// notifications, the counter sources and the metrics from the settings
+// (config), each from its own part of them (settings.go), and owns their
+// start (New, Run), reload (Reload, and the SNMP-driven reconfiguration
+// through the MIB) and stop. Its glue lives under daemon/internal/.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netns"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/mib"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/snmpd"
+)
+
+// hostSource is the data source of the host counters: entPhysicalEntry.1.
+var hostSource = mib.HostSource
+
+// Config is what New needs: the settings (config.Load, checked with
+// Validate), where to log, and the software revision reported in
+// sFlowVersion.
+type Config struct {
+	Settings config.Settings
+	Logger   *slog.Logger
+	// Level, when set, is the Logger's level: the daemon sets it from
+	// log_level at start and at every reload.
+	Level *slog.LevelVar
+	// Version is the software revision; "" = the module version the
+	// binary was built from, or "dev".
+	Version string
+}
+
+// revision returns v, or the module version the binary was built from,
+// or "dev".
+func revision(v string) string {
+	if v != "" {
+		return v
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// New loads the sampler and builds the agent, the MIB and their
+// sub-agents from c; nothing runs until Run. It logs the process's
+// capabilities first, and refuses to start when no agent address can be
+// chosen (ErrNoAgentAddress).
+func New(c Config) (*Daemon, error) {
+	setLevel(c.Level, c.Settings.LogLevel)
+	privilege.LogCapabilities(c.Logger)
+	if err := requireAgentAddress(c.Settings); err != nil {
+		return nil, err
+	}
+	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger)
+	if d != nil {
+		d.level = c.Level
+	}
+	return d, err
+}
+
+// ErrNoAgentAddress is New's refusal to start when no agent address can
+// be chosen (errors.Is).
+var ErrNoAgentAddress = errors.New("no agent address")
+
+// Run serves until ctx ends, then detaches everything; it returns once
+// every part has stopped (run.go).
+func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
+
+// Reload installs new settings (SIGHUP): settings that can change while
+// running take effect at once, the others at restart (logged). Settings
+// that could only be applied in part are refused whole, before anything
+// changes, and the running ones stay in force (reload.go).
+func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
+
+// Daemon is the composition: it ties the dataplane, the agent, port
+// discovery, the MIB, the application sub-agent, drop notifications and
+// the metrics together, and owns their start, reload and stop.
+type Daemon struct {
+	log      *slog.Logger
+	dp       *dataplane.Dataplane
+	agent    *agent.Agent
+	output   *forwarding.Table
+	counters *counterSource
+	// apps is the application sub-agent (nil when -app-api is off), and
+	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
+	// is off).
+	apps        *appsubagent.Subagent
+	apmSubagent *snmpd.Subagent
+	start       time.Time
+	// mib is the sampling configuration model (SFLOW-MIB): the settings
+	// and the ports feed it, SNMP SETs change it, and it applies the
+	// result to the agent (applyConfig).
+	mib *mib.MIB
+	// subagent serves mib to the AgentX master; nil when agentx is off.
+	subagent *snmpd.Subagent
+	// drops runs dropped-packet notifications.
+	drops *dropnotify.Runner
+	// metrics is the Prometheus registry every part registers on.
+	metrics *prometheus.Registry
+
+	// level is the logger's level (Config.Level; nil = not ours to set).
+	level *slog.LevelVar
+
+	// metricsHook, when set (tests), wraps the /metrics handler.
+	metricsHook func(http.Handler) http.Handler
+
+	mu       sync.Mutex
+	settings config.Settings
+	ports    map[int]dataplane.PortInfo // every link, by ifindex
+	sampled  map[uint32]portState       // what is configured now
+	changed  chan struct{}
+	portFail *portfail.Tracker
+	// resolver resolves collector host names in the background.
+	resolver *collectoraddr.Resolver
+	// unmatchedPats are the port patterns matching no port (under mu);
+	// selectionEmpty is set while the port selection matches nothing
+	// (reconfigure's goroutine only).
+	unmatchedPats  map[string]bool
+	selectionEmpty bool
+	// agentAddr is the last agent address chosen (reconfigure only).
+	agentAddr netip.Addr
+	// mibRows is how many static collectors the MIB can hold (receiver
+	// rows and instances per data source, fixed at start-up).
+	mibRows int
+}
+
+// portState is a sampled port as configured, for metrics.
+type portState struct {
+	name       string
+	rate       uint32
+	kernelRate uint32
+}
+
+func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, error) {
+	dpc, err := dataplaneConfig(s, log)
+	if err != nil {
+		return nil, err
+	}
+	dp, err := dataplane.Open(dpc)
+	if err != nil {
+		return nil, fmt.Errorf("loading the sampler: %w", err)
+	}
+	featurereport.Log(log, dp.Features())
+	d := &Daemon{
+		log:      log,
+		dp:       dp,
+		settings: s,
+		ports:    map[int]dataplane.PortInfo{},
+		sampled:  map[uint32]portState{},
+		changed:  make(chan struct{}, 1),
+		start:    time.Now(),
+	}
+	d.portFail = portfail.New(log, d.portName)
+	d.resolver = collectoraddr.NewResolver(log, d.poke)
+	// fail undoes what was opened when a later step fails.
+	fail := func(err error) (*Daemon, error) {
+		return nil, errors.Join(err, dp.Close())
+	}
+	d.output = forwarding.New(netns.None(), log)
+	d.counters, err = newCounterSource(host.New(host.Options{Adapters: d.adapters}))
+	if err != nil {
+		return fail(err)
+	}
+	d.agent = agent.New(agent.Options{
+		Workers:   s.Workers,
+		Dataplane: kernel.Dataplane{DP: dp},
+		Counters:  d.counters,
+		Output:    d.output,
+		Logger:    log,
+	})
+	// Drop notifications are a sub-agent after the workers (0..Workers-1).
+	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
+	// Per-collector metrics cover every sub-agent's datagrams.
+	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
+	d.metrics = d.newMetrics()
+	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
+		FailedPorts:       d.portFail.Failed,
+		Collectors:        d.resolver.Stats,
+		UnmatchedPatterns: d.unmatchedPatterns,
+	}))
+	if err := d.newMIB(s, version); err != nil {
+		return fail(err)
+	}
+	if d.subagent, err = d.agentxSubagent(s.AgentX, mib.Subtree, "sflowswitchd SFLOW-MIB", d.mib); err != nil {
+		return fail(err)
+	}
+	return d, nil
+}
+
+// newMIB builds the SFLOW-MIB, the daemon's configuration model. It is
+// sized once: static receivers need a receiver row and an instance each,
+// so many collectors enlarge it (a configuration without SNMP behaves as
+// before: instance r reports to collector r).
+func (d *Daemon) newMIB(s config.Settings, version string) error {
+	n := len(s.StaticCollectors())
+	d.mibRows = min(max(s.SNMPReceivers, n), max(s.SNMPInstances, n))
+	var err error
+	d.mib, err = mib.New(mib.Config{
+		Receivers: max(s.SNMPReceivers, n),
+		Instances: max(s.SNMPInstances, n),
+		Revision:  version,
+		Apply:     d.applyConfig,
+		Logger:    d.log,
+	})
+	return err
+}
+
+// applyConfig installs an agent configuration derived by the MIB and
+// records what each port samples, for metrics.
+func (d *Daemon) applyConfig(cfg agent.Config) error {
+	err := d.agent.Apply(cfg)
+	d.portFail.Note(err)
+	// Application data sources report to the same receivers.
+	d.apps.SetAgentAddress(cfg.AgentAddress)
+	d.apps.SetReceivers(cfg.Receivers)
+	// Drop notifications go to every receiver.
+	d.drops.Reporter().SetReceivers(cfg.AgentAddress, cfg.Receivers)
+	rates := map[uint32][]uint32{}
+	keep := map[uint32]bool{}
+	for _, sc := range cfg.Samplers {
+		rates[sc.IfIndex] = append(rates[sc.IfIndex], sc.Rate)
+		keep[sc.IfIndex] = true
+	}
+	for _, pc := range cfg.Pollers {
+		if pc.Source.Type == sflow.SourceIfIndex {
+			keep[pc.Source.Index] = true
+		}
+	}
+	d.mu.Lock()
+	states := make(map[uint32]portState, len(rates))
+	for idx, rs := range rates {
+		states[idx] = portState{name: d.ports[int(idx)].Name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
+	}
+	d.sampled = states
+	d.mu.Unlock()
+	d.counters.Forget(keep)
+	return err
+}
+
+func minRate(rs []uint32) uint32 {
+	m := rs[0]
+	for _, r := range rs[1:] {
+		m = min(m, r)
+	}
+	return m
+}
+
+// portName returns the name of port ifindex, or "" if unknown.
+func (d *Daemon) portName(ifindex uint32) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ports[int(ifindex)].Name
+}
+
+// poke asks the run loop to reconfigure.
+func (d *Daemon) poke() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,209 @@
+// Package dropnotify runs dropped-packet notifications (issue 12): the
+// kernel program (dataplane.Drops) while enabled, read through
+// agent/kernel's DropSource by the reporter (agent.DropReporter) that
+// turns its notifications into discarded_packet samples, and their
+// Prometheus metrics.
+package dropnotify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// Runner runs dropped-packet notifications: the kernel program while
+// enabled, and the reporter that turns its notifications into
+// discarded_packet samples. Its Config applies at start and on SIGHUP.
+type Runner struct {
+	log      *slog.Logger
+	reporter *agent.DropReporter
+	features *dataplane.Features
+
+	mu     sync.Mutex
+	ctx    context.Context // the daemon's run context, set by start
+	dp     *dataplane.Drops
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a runner, off until Start, whose reporter is sub-agent
+// subAgent. features is what the kernel probe found (nil: not probed):
+// without tp_btf_kfree_skb notifications stay off and Start and Apply
+// say so, naming the feature, without trying to load the program.
+func New(subAgent uint32, features *dataplane.Features, log *slog.Logger) *Runner {
+	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
+}
+
+// Reporter is the reporter of the notifications (receivers, statistics).
+func (d *Runner) Reporter() *agent.DropReporter { return d.reporter }
+
+// Config is what drop notifications are set to (settings drops,
+// drops_limit and drops_header_bytes).
+type Config struct {
+	// On turns notifications on.
+	On bool
+	// Limit is the notifications per second (0: count drops, notify
+	// none); HeaderBytes the bytes of each dropped packet exported
+	// (dataplane.DropsConfig).
+	Limit       int
+	HeaderBytes int
+}
+
+// Start applies c for the first time; notifications stop at the latest
+// when ctx ends.
+func (d *Runner) Start(ctx context.Context, c Config) error {
+	d.mu.Lock()
+	d.ctx = ctx
+	d.mu.Unlock()
+	return d.Apply(c)
+}
+
+// Apply turns notifications on or off and sets the limit and header size
+// (SIGHUP). A failure leaves notifications off and is reported; nothing
+// else of the daemon depends on it. Before start and after the daemon's
+// context ended it does nothing.
+func (d *Runner) Apply(c Config) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ctx == nil || d.ctx.Err() != nil {
+		return nil
+	}
+	ctx := d.ctx
+	if !c.On {
+		return d.stopLocked()
+	}
+	cfg := dataplane.DropsConfig{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
+	if d.dp != nil {
+		if err := d.dp.Configure(cfg); err != nil {
+			return fmt.Errorf("drop notifications: %w", err)
+		}
+		return nil
+	}
+	if d.features != nil {
+		if err := d.features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
+			return fmt.Errorf("drop notifications unavailable: kernel feature %s: %w", dataplane.FeatureBTFTracepoint, err)
+		}
+	}
+	dp, err := dataplane.OpenDrops(cfg)
+	if err != nil {
+		return fmt.Errorf("drop notifications unavailable: %w", err)
+	}
+	d.dp = dp
+	if !dp.FunctionNames() {
+		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
+			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	d.cancel, d.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		d.reporter.Run(rctx, kernel.NewDropSource(dp))
+	}(d.done)
+	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
+	return nil
+}
+
+// Stop turns notifications off and unloads the program.
+func (d *Runner) Stop() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stopLocked()
+}
+
+func (d *Runner) stopLocked() error {
+	if d.dp == nil {
+		return nil
+	}
+	d.cancel()
+	<-d.done
+	err := d.dp.Close()
+	d.dp = nil
+	if err != nil {
+		return fmt.Errorf("drop notifications: %w", err)
+	}
+	d.log.Info("drop notifications off")
+	return nil
+}
+
+// Drop metrics (issue 12): exact drops per kernel reason and per port,
+// and what became of the notifications.
+var (
+	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
+	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
+	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
+	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full (the CPU's perf buffer was full).", []string{"outcome"}, nil)
+	dropBufLost     = prometheus.NewDesc("sflowswitchd_drop_notifications_buffer_lost_total", "Lost records the perf buffers reported to the reader (each one is also counted in outcome ring_full, which may be ahead: the kernel reports a loss when the buffer next takes a record).", nil, nil)
+	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
+	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
+	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
+)
+
+// dropCollector exports the drop metrics. The kernel's counters restart
+// from 0 when notifications are turned off and on again (SIGHUP).
+type dropCollector struct {
+	d        *Runner
+	portName func(uint32) string
+}
+
+// NewCollector returns the Prometheus collector of r's metrics, naming
+// ports with portName.
+func NewCollector(r *Runner, portName func(ifindex uint32) string) prometheus.Collector {
+	return &dropCollector{d: r, portName: portName}
+}
+
+func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropBufLost, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
+		ch <- d
+	}
+}
+
+func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
+	cnt := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	st := c.d.reporter.Stats()
+	cnt(dropNotifSent, st.Notifications.Load())
+	cnt(dropNotifUnsent, st.Unsent.Load())
+
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	dp := c.d.dp
+	names := 0.0
+	if dp != nil && dp.FunctionNames() {
+		names = 1
+	}
+	ch <- prometheus.MustNewConstMetric(dropFuncNames, prometheus.GaugeValue, names)
+	if dp == nil {
+		return
+	}
+	ks, err := dp.Stats()
+	reasons, err1 := dp.ReasonCounts()
+	ports, err2 := dp.PortCounts()
+	if err := errors.Join(err, err1, err2); err != nil {
+		c.d.log.Warn("reading drop counters", "err", err)
+		return
+	}
+	cnt(dropsCounted, ks.Drops)
+	cnt(dropNotif, ks.Notified, "notified")
+	cnt(dropNotif, ks.Suppressed, "suppressed")
+	cnt(dropNotif, ks.RingFull, "ring_full")
+	cnt(dropBufLost, ks.BufferLost)
+	cnt(dropsUncounted, ks.Uncounted)
+	for code, v := range reasons {
+		name := dp.ReasonName(code)
+		cnt(dropsByReason, v, name, agent.DropReasonCode(name).String())
+	}
+	for idx, v := range ports {
+		cnt(dropsByPort, v, c.portName(idx), strconv.FormatUint(uint64(idx), 10))
+	}
+}

@@ -1,0 +1,52 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+)
+
+// Port is a sampled port's kernel counters and rates, as the daemon reads
+// them at scrape time.
+type Port struct {
+	Name                 string
+	IfIndex              uint32
+	Pool, Samples, Drops uint64
+	AFXDPDrops           uint64
+	Rate, KernelRate     uint32
+}
+
+var (
+	portPool       = prom.Desc("port_sample_pool_total", "Frames the port's sampler saw (sFlow sample_pool).", "port", "ifindex")
+	portSamples    = prom.Desc("port_kernel_samples_total", "Frames the kernel selected for sampling on the port.", "port", "ifindex")
+	portDrops      = prom.Desc("port_kernel_drops_total", "Selected frames the kernel could not deliver (ring full, no socket).", "port", "ifindex")
+	portAFXDPDrops = prom.Desc("port_afxdp_drops_total", "Frames the port's AF_XDP sockets dropped (rx_dropped, rx_ring_full, fill ring empty).", "port", "ifindex")
+	portRate       = prom.Desc("port_sampling_rate", "Configured sampling rate of the port.", "port", "ifindex")
+	portKernelRate = prom.Desc("port_kernel_sampling_rate", "Power-of-two rate the kernel samples the port at.", "port", "ifindex")
+)
+
+type portCollector struct{ ports func() []Port }
+
+// NewPortCollector returns a collector of the ports ports returns at each
+// scrape (sflowswitchd_port_*{port,ifindex}).
+func NewPortCollector(ports func() []Port) prometheus.Collector { return portCollector{ports} }
+
+func (c portCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{portPool, portSamples, portDrops, portAFXDPDrops, portRate, portKernelRate} {
+		ch <- d
+	}
+}
+
+func (c portCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.ports() {
+		idx := strconv.FormatUint(uint64(p.IfIndex), 10)
+		ch <- prom.Counter(portPool, p.Pool, p.Name, idx)
+		ch <- prom.Counter(portSamples, p.Samples, p.Name, idx)
+		ch <- prom.Counter(portDrops, p.Drops, p.Name, idx)
+		ch <- prom.Counter(portAFXDPDrops, p.AFXDPDrops, p.Name, idx)
+		ch <- prom.Gauge(portRate, float64(p.Rate), p.Name, idx)
+		ch <- prom.Gauge(portKernelRate, float64(p.KernelRate), p.Name, idx)
+	}
+}

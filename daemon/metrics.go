@@ -1,0 +1,100 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+)
+
+// newMetrics returns the daemon's Prometheus registry: Go runtime and
+// process metrics, the agent's counters per worker and per collector and
+// the sampled ports' kernel counters. The other parts of the daemon
+// register their own collectors on d.metrics when they start (the
+// application sub-agent in startApps; see internal/prom); /metrics
+// serves it when -metrics is set.
+func (d *Daemon) newMetrics() *prometheus.Registry {
+	reg := prom.NewRegistry()
+	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
+		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
+	return reg
+}
+
+// portMetrics returns the sampled ports' kernel counters, read now.
+func (d *Daemon) portMetrics() []metrics.Port {
+	d.mu.Lock()
+	states := make(map[uint32]portState, len(d.sampled))
+	for k, v := range d.sampled {
+		// The name as the port is called now: a rename changes no
+		// sampling configuration, so d.sampled may hold the old one.
+		if p, ok := d.ports[int(k)]; ok {
+			v.name = p.Name
+		}
+		states[k] = v
+	}
+	d.mu.Unlock()
+	out := make([]metrics.Port, 0, len(states))
+	for idx, st := range states {
+		c, err := d.dp.PortCounters(int(idx))
+		if err != nil {
+			continue
+		}
+		out = append(out, metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
+			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate})
+	}
+	return out
+}
+
+// serveMetrics starts the Prometheus listener. It stops with ctx: the
+// listener closes, requests in flight (which read the dataplane's mapped
+// counters) complete, and only then is running done, so run closes the
+// dataplane after the last handler.
+func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.WaitGroup) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	config.WarnExposed(d.log, "metrics", ln.Addr().String())
+	mux := http.NewServeMux()
+	var mh http.Handler = prom.Handler(d.metrics, d.log)
+	if d.metricsHook != nil {
+		mh = d.metricsHook(mh)
+	}
+	mux.Handle("/metrics", mh)
+	mux.HandleFunc("/apm", d.apps.ServeAPM)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		<-ctx.Done()
+		// Shutdown waits for the handlers in flight; a scrape stuck
+		// longer (a client not reading) is cut by Close.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("metrics listener: requests cut at shutdown", "err", err)
+			srv.Close()
+		}
+		<-served
+	}()
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics listener", "err", err)
+		}
+	}()
+	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	return nil
+}

@@ -1,0 +1,185 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"path"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/mib"
+)
+
+// model is what the settings and the current ports contribute to the MIB.
+type model struct {
+	// AgentAddr is the agent address chosen; invalid when none could be.
+	AgentAddr netip.Addr
+	// Static is the static configuration (mib.MIB.SetStatic).
+	Static mib.Static
+	// Ports are the selected ports as data sources (mib.MIB.SetPorts).
+	Ports []mib.Port
+}
+
+// buildModel turns settings and the current ports into the MIB's inputs:
+// one static receiver per collector (instance r of every data source
+// reports to receiver r, at the port's configured rate and the polling
+// interval; the host poller entPhysicalEntry.1 likewise), and every
+// selected port as a data source.
+func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
+	var m model
+	addrs, err := agentaddr.List()
+	if err != nil {
+		return m, err
+	}
+	m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
+	if err != nil {
+		log.Warn("agent address unknown", "err", err)
+	}
+	m.Static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.PollInterval()}
+	m.Static.Receivers = staticReceivers(s, res)
+	sel, err := dataplane.SelectPorts(s.Ports)
+	if err != nil {
+		return m, err
+	}
+	var monSel dataplane.PortSelector
+	if len(s.MonitorPorts) > 0 {
+		if monSel, err = dataplane.SelectPorts(s.MonitorPorts); err != nil {
+			return m, err
+		}
+	}
+	for _, p := range ports {
+		monitor := monSel != nil && monSel(p)
+		if !monitor && !sel(p) {
+			continue
+		}
+		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
+	}
+	return m, nil
+}
+
+// staticReceivers turns the configured collectors into the MIB's static
+// receivers without waiting on DNS: a host name takes the address it last
+// resolved to, or none yet (the receiver then counts its samples as lost
+// until the name resolves; the resolver retries with backoff). The names
+// to resolve are handed to res.
+func staticReceivers(s config.Settings, res *collectoraddr.Resolver) []mib.StaticReceiver {
+	var out []mib.StaticReceiver
+	var hosts []string
+	for _, c := range s.StaticCollectors() {
+		ca, err := config.ParseCollector(c.Address) // validated with the settings
+		if err != nil {
+			continue
+		}
+		r := mib.StaticReceiver{Address: netip.AddrPortFrom(ca.IP, ca.Port), MaxDatagramSize: c.MaxDatagramSize}
+		if ca.Host != "" {
+			hosts = append(hosts, ca.Host)
+			r.Name = ca.Host
+			if a, ok := res.Get(ca.Host); ok {
+				r.Address = netip.AddrPortFrom(a, ca.Port)
+			}
+		}
+		out = append(out, r)
+	}
+	res.Want(hosts)
+	return out
+}
+
+// unmatched returns the patterns that match none of ports.
+func unmatched(patterns []string, ports []dataplane.PortInfo) []string {
+	var out []string
+	for _, pat := range patterns {
+		hit := false
+		for _, p := range ports {
+			if ok, _ := path.Match(pat, p.Name); ok {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			out = append(out, pat)
+		}
+	}
+	return out
+}
+
+// checkReload refuses, before anything changes, new settings s that could
+// only be applied in part over the running ones (old): more collectors
+// than the MIB's receiver rows and instances (mibRows, sized at
+// start-up), or a port selection that matches none of the ports present
+// while the running one matches some (a typo in ports would silence the
+// agent). Ports that do not exist yet can still be named next to others.
+func checkReload(s, old config.Settings, ports []dataplane.PortInfo, mibRows int) error {
+	if n := len(s.StaticCollectors()); n > mibRows {
+		return fmt.Errorf("%d collectors, but the SFLOW-MIB was sized at start-up for %d (snmp_receivers, snmp_instances): restart to add collectors", n, mibRows)
+	}
+	selects := func(pats, mon []string) bool {
+		return len(pats) == 0 || len(unmatched(pats, ports)) < len(pats) || len(unmatched(mon, ports)) < len(mon)
+	}
+	if !selects(s.Ports, s.MonitorPorts) && selects(old.Ports, old.MonitorPorts) {
+		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(ports))
+	}
+	return nil
+}
+
+// requireAgentAddress refuses to start when no agent address can be
+// chosen (issue 10, defect 12). sFlow v5 allows an agent address of type
+// UNKNOWN (sflow_version_5.txt, address_type 0), but common collectors
+// drop such datagrams whole (goflow2's decoder: "unknown IP version 0"),
+// so sending them would be sampling into nothing at those collectors;
+// an address that appears later (DHCP) is picked up by the restart
+// systemd makes (Restart=on-failure). Once running, the last address
+// chosen is kept if every address disappears (reconfigure).
+func requireAgentAddress(s config.Settings) error {
+	addrs, err := agentaddr.List()
+	if err != nil {
+		return err
+	}
+	if _, _, err := agentaddr.Choose(s.AgentAddress, s.AgentInterface, addrs); err != nil {
+		return fmt.Errorf("%w (%v): every sFlow datagram carries an address identifying this switch, "+
+			"and one of unknown type is dropped by common collectors; give an interface an address, "+
+			"or set -agent-address / agent_address (an address of this switch) or -agent-interface", ErrNoAgentAddress, err)
+	}
+	return nil
+}
+
+// preferCIDRs applies agent_cidr to the agent address candidates as
+// hsflowd's agent.cidr does (hsflowconfig.c agentAddressPriority): an
+// address in an excluded ('!') prefix is never chosen; among the others,
+// those in the earliest-listed matching prefix are preferred over later
+// ones and over addresses matching none (an address's prefix is the last
+// listed one that contains it). The usual ranking
+// (daemon/internal/agentaddr) decides among the preferred.
+func preferCIDRs(addrs []agentaddr.HostAddr, list []config.AgentCIDR) []agentaddr.HostAddr {
+	if len(list) == 0 {
+		return addrs
+	}
+	best := len(list)
+	ranked := make([]int, len(addrs))
+	var keep []int
+	for i, a := range addrs {
+		rank := len(list) // matches none
+		excluded := false
+		for k := len(list) - 1; k >= 0; k-- {
+			if list[k].Prefix.Contains(a.Addr) {
+				rank, excluded = k, list[k].Exclude
+				break
+			}
+		}
+		if excluded {
+			continue
+		}
+		ranked[i] = rank
+		keep = append(keep, i)
+		best = min(best, rank)
+	}
+	var out []agentaddr.HostAddr
+	for _, i := range keep {
+		if ranked[i] == best {
+			out = append(out, addrs[i])
+		}
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// TestCollectorNameStopsResolving (issue 10, defect 3): the collector's
+// host name is resolved in the background, never on a port event. While
+// it has not resolved, the receiver exists without an address; when it
+// stops resolving, the last address stays in use, the failures are counted
+// for that collector, and port changes are applied as usual.
+func TestCollectorNameStopsResolving(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var mu sync.Mutex
+	fail, changes := false, 0
+	res := collectoraddr.NewResolver(log, func() { mu.Lock(); changes++; mu.Unlock() })
+	now := time.Now()
+	res.Now = func() time.Time { return now }
+	res.Lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail || host != "collector.test" {
+			return nil, errors.New("lookup collector.test: server misbehaving")
+		}
+		return []netip.Addr{netip.MustParseAddr("2001:db8::9"), netip.MustParseAddr("198.18.0.77")}, nil
+	}
+	s := config.Defaults()
+	s.Collectors = []config.Collector{{Address: "collector.test:6343"}, {Address: "198.18.0.5"}}
+	s.Ports = []string{"p*"}
+	ports := []dataplane.PortInfo{{Index: 5, Name: "p1", Up: true}}
+
+	m, err := buildModel(s, ports, res, log)
+	if err != nil {
+		t.Fatalf("BuildModel before the name resolved: %v", err)
+	}
+	if r := m.Static.Receivers; len(r) != 2 || r[0].Address.Addr().IsValid() || r[0].Name != "collector.test" || r[0].Address.Port() != 6343 ||
+		r[1].Address != netip.MustParseAddrPort("198.18.0.5:6343") {
+		t.Fatalf("receivers before resolution: %+v", r)
+	}
+	ctx := context.Background()
+	res.ResolveDue(ctx)
+	if changes != 1 {
+		t.Errorf("%d reconfigurations after the name resolved, want 1", changes)
+	}
+	if m, err = buildModel(s, ports, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+		t.Fatalf("after resolution: %+v %v", m.Static.Receivers, err)
+	}
+
+	// The name stops resolving: a new port is still taken, and the
+	// collector keeps its last address.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	var next time.Time
+	for i := 0; i < 2; i++ {
+		now = now.Add(time.Hour) // due again
+		next = res.ResolveDue(ctx)
+	}
+	ports = append(ports, dataplane.PortInfo{Index: 6, Name: "p2", Up: true})
+	m, err = buildModel(s, ports, res, log)
+	if err != nil {
+		t.Fatalf("port change refused while the collector name fails: %v", err)
+	}
+	if len(m.Ports) != 2 || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+		t.Fatalf("model while the name fails: ports %+v receivers %+v", m.Ports, m.Static.Receivers)
+	}
+	if st := res.Stats(); len(st) != 1 || st[0] != (collectoraddr.NameStats{Host: "collector.test", Failures: 2, Resolved: 0}) {
+		t.Errorf("resolver stats %+v, want 2 failures of collector.test, not resolved", st)
+	}
+	// Retries back off: the next lookup is due 2 s after the second failure.
+	if wait := next.Sub(now); wait != 2*collectoraddr.RetryMinWait {
+		t.Errorf("retry wait %v after two failures, want %v", wait, 2*collectoraddr.RetryMinWait)
+	}
+}

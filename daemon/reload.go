@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// unmatchedPatterns returns the port patterns matching no port present,
+// sorted (for metrics).
+func (d *Daemon) unmatchedPatterns() []string {
+	d.mu.Lock()
+	pats := make([]string, 0, len(d.unmatchedPats))
+	for p := range d.unmatchedPats {
+		pats = append(pats, p)
+	}
+	d.mu.Unlock()
+	sort.Strings(pats)
+	return pats
+}
+
+// noteSelection reports, when it changes, every pattern of ports and
+// monitor_ports that matches no port present (a typo would otherwise stop
+// sampling silently), and loudly when the selection matches nothing at
+// all. Called by reconfigure only (one goroutine).
+func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
+	now := map[string]bool{}
+	for _, p := range unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), ports) {
+		now[p] = true
+		if !d.unmatchedPats[p] {
+			d.log.Warn("port pattern matches no port; nothing is sampled through it until a matching port appears", "pattern", p)
+		}
+	}
+	if len(s.Ports) > 0 && len(unmatched(s.Ports, ports)) == len(s.Ports) && len(s.MonitorPorts) == 0 && !d.selectionEmpty {
+		d.log.Error("no port matches the port selection: NOTHING IS SAMPLED until a matching port appears", "ports", strings.Join(s.Ports, ","), "ports_present", len(ports))
+		d.selectionEmpty = true
+	} else if d.selectionEmpty && len(unmatched(s.Ports, ports)) < len(s.Ports) {
+		d.selectionEmpty = false
+	}
+	d.mu.Lock()
+	d.unmatchedPats = now
+	d.mu.Unlock()
+}
+
+// checkReload refuses, before anything changes, new settings that could
+// only be applied in part (checkReload) over the running ones.
+func (d *Daemon) checkReload(s config.Settings) error {
+	d.mu.Lock()
+	ports := make([]dataplane.PortInfo, 0, len(d.ports))
+	for _, p := range d.ports {
+		ports = append(ports, p)
+	}
+	old := d.settings
+	d.mu.Unlock()
+	return checkReload(s, old, ports, d.mibRows)
+}
+
+// ReloadOn reloads the settings load returns (the config file and flags
+// read again) at each signal on hup (SIGHUP), until ctx ends. Settings
+// that cannot be read, or could only be applied in part, are refused and
+// logged; the running ones stay in force.
+func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, error)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			s, err := load()
+			if err == nil {
+				err = d.Reload(s)
+			}
+			if err != nil {
+				d.log.Error("config reload refused; previous settings stay in force", "err", err)
+			}
+		}
+	}
+}
+
+// reload installs new settings (SIGHUP).
+func (d *Daemon) reload(s config.Settings) error {
+	setLevel(d.level, s.LogLevel)
+	if err := d.checkReload(s); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	old := d.settings
+	if s.Workers != old.Workers {
+		d.log.Warn("a change of workers takes effect at restart", "running", old.Workers, "configured", s.Workers)
+		s.Workers = old.Workers
+	}
+	if s.Metrics != old.Metrics || s.MetricsAllowRemote != old.MetricsAllowRemote {
+		d.log.Warn("a change of the metrics address takes effect at restart")
+		s.Metrics, s.MetricsAllowRemote = old.Metrics, old.MetricsAllowRemote
+	}
+	if s.AppAPIAllowRemote != old.AppAPIAllowRemote {
+		s.AppAPIAllowRemote = old.AppAPIAllowRemote
+		d.log.Warn("a change of app_api_allow_remote takes effect at restart")
+	}
+	if s.AppAPI != old.AppAPI || s.APMInterval != old.APMInterval || s.APMReports != old.APMReports || s.StateDir != old.StateDir {
+		d.log.Warn("a change of app_api, apm_interval, apm_reports or state_dir takes effect at restart")
+		s.AppAPI, s.APMInterval, s.APMReports, s.StateDir = old.AppAPI, old.APMInterval, old.APMReports, old.StateDir
+	}
+	if s.MaxPorts != old.MaxPorts {
+		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
+		s.MaxPorts = old.MaxPorts
+	}
+	if s.Hook != old.Hook {
+		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
+		s.Hook = old.Hook
+	}
+	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
+		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
+		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances
+	}
+	d.settings = s
+	d.mu.Unlock()
+	if err := d.drops.Apply(dropsConfig(s)); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
+	d.log.Info("configuration reloaded")
+	d.poke()
+	return nil
+}
+
+// reconfigure feeds the settings and the ports present now to the MIB,
+// which applies the resulting configuration. Samplers and pollers set over
+// SNMP on ports that stay are kept.
+func (d *Daemon) reconfigure() {
+	d.mu.Lock()
+	s := d.settings
+	ports := make([]dataplane.PortInfo, 0, len(d.ports))
+	for _, p := range d.ports {
+		ports = append(ports, p)
+	}
+	d.mu.Unlock()
+	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
+
+	m, err := buildModel(s, ports, d.resolver, d.log)
+	if err != nil {
+		d.log.Error("configuration refused", "err", err)
+		return
+	}
+	d.noteSelection(s, ports)
+	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
+		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
+		m.AgentAddr = d.agentAddr
+	}
+	d.agentAddr = m.AgentAddr
+	if err := d.mib.SetStatic(m.Static); err != nil {
+		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
+	}
+	if err := d.mib.SetAgentAddress(m.AgentAddr); err != nil {
+		d.log.Warn("configuration applied with errors", "err", err)
+	}
+	if err := d.mib.SetPorts(m.Ports); err != nil {
+		d.log.Warn("configuration applied with errors", "err", err)
+	}
+}

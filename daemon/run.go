@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// run serves until ctx ends, then detaches everything. Everything started
+// here stops with ctx, which run cancels on its way out, whatever the
+// reason; the goroutines that read the dataplane's memory (workers) and
+// the sockets are waited for before the dataplane is closed and unmapped.
+func (d *Daemon) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer func() {
+		cancel()
+		if err := d.drops.Stop(); err != nil {
+			d.log.Error("stopping drop notifications", "err", err)
+		}
+		running.Wait()
+		if err := d.counters.Close(); err != nil {
+			d.log.Error("closing counter readers", "err", err)
+		}
+		if err := d.dp.Close(); err != nil {
+			d.log.Error("detaching", "err", err)
+		}
+	}()
+	// The settings read here take effect at restart only (reload keeps
+	// them); a copy taken under the lock does not race with a SIGHUP.
+	d.mu.Lock()
+	s := d.settings
+	d.mu.Unlock()
+	readers, err := kernel.Readers(d.dp, d.agent.Workers())
+	if err != nil {
+		return fmt.Errorf("sample readers: %w", err)
+	}
+	events := make(chan dataplane.PortEvent, 256)
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- dataplane.WatchPorts(ctx, netns.None(), events) }()
+	go func() {
+		if err := d.output.Run(ctx); err != nil {
+			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
+		}
+	}()
+	if err := d.startApps(ctx, s, &running); err != nil {
+		return err
+	}
+	if addr := s.Metrics; addr != "" {
+		if err := d.serveMetrics(ctx, addr, &running); err != nil {
+			return err
+		}
+	}
+	if err := d.drops.Start(ctx, dropsConfig(s)); err != nil {
+		d.log.Error("drop notifications off", "err", err)
+	}
+	d.startAgent(ctx, readers, &running)
+	d.startResolver(ctx, s)
+	d.startAgentX(ctx, s.AgentX, &running)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
+	return d.watch(ctx, events, watchErr)
+}
+
+// startAgent starts the workers, the MIB (it applies receiver timeouts)
+// and the retries of failed ports (they reapply the configuration): all
+// three reach the dataplane, through the agent, so they are waited for
+// like the workers.
+func (d *Daemon) startAgent(ctx context.Context, readers []agent.SampleReader, running *sync.WaitGroup) {
+	running.Go(func() { d.agent.Run(ctx, readers) })
+	running.Go(func() { d.mib.Run(ctx) })
+	running.Go(func() {
+		d.portFail.Retry(ctx, func() error {
+			_, err := d.mib.Reapply()
+			return err
+		})
+	})
+}
+
+// startResolver looks the collector names up once before the first
+// configuration, for at most a second, so that a name that resolves at
+// once loses no sample; a slow or failing one is retried in the
+// background.
+func (d *Daemon) startResolver(ctx context.Context, s config.Settings) {
+	staticReceivers(s, d.resolver)
+	primeCtx, primeCancel := context.WithTimeout(ctx, time.Second)
+	d.resolver.ResolveDue(primeCtx)
+	primeCancel()
+	go d.resolver.Run(ctx)
+}
+
+// startAgentX serves the SFLOW-MIB to the AgentX master, when agentx is
+// on, and logs the session's state changes.
+func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.WaitGroup) {
+	if d.subagent == nil {
+		return
+	}
+	running.Go(func() {
+		if err := d.subagent.Run(ctx); err != nil {
+			d.log.Error("AgentX subagent stopped", "err", err)
+		}
+	})
+	running.Go(func() { d.watchAgentX(ctx, agentx) })
+}
+
+// watch follows the ports until ctx ends. Port events are coalesced: a
+// burst of netlink messages (a port created, renamed, brought up)
+// triggers one reconfiguration.
+func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, watchErr <-chan error) error {
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-watchErr:
+			if ctx.Err() == nil {
+				return fmt.Errorf("port discovery stopped: %w", err)
+			}
+		case ev := <-events:
+			d.mu.Lock()
+			if ev.Kind == dataplane.PortRemoved {
+				delete(d.ports, ev.Port.Index)
+			} else {
+				d.ports[ev.Port.Index] = ev.Port
+			}
+			d.mu.Unlock()
+			if settle == nil {
+				settle = time.After(100 * time.Millisecond)
+			}
+		case <-d.changed:
+			if settle == nil {
+				settle = time.After(10 * time.Millisecond)
+			}
+		case <-settle:
+			settle = nil
+			d.reconfigure()
+		}
+	}
+}

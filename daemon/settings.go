@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+)
+
+// Validate checks the settings against the components they configure,
+// which package config does not know (it imports none of them): the
+// collectors' literal addresses (agent.CheckCollectorAddress: unicast,
+// not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit), hook
+// (dataplane.ParseHook) and drops_header_bytes
+// (dataplane.MaxDropHeaderBytes). The command gives it to config.Load
+// (Layers.Check), so a file is refused whole, with every error at once.
+func Validate(s config.Settings) error {
+	var errs []error
+	for i, c := range s.StaticCollectors() {
+		if _, err := config.ParseCollector(c.Address); err != nil {
+			continue // config.Validate reports the syntax
+		}
+		if _, err := collectoraddr.Parse(c.Address); err != nil {
+			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
+		}
+	}
+	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
+		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if _, err := dataplane.ParseHook(s.Hook); err != nil {
+		errs = append(errs, err)
+	}
+	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
+		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
+	}
+	return errors.Join(errs...)
+}
+
+// The settings each component takes, in its own terms: the components
+// import nothing of config, and config nothing of them.
+
+// dataplaneConfig is the sampler's part of the settings (start-up only).
+func dataplaneConfig(s config.Settings, log *slog.Logger) (dataplane.Config, error) {
+	hook, err := dataplane.ParseHook(s.Hook)
+	if err != nil {
+		return dataplane.Config{}, err // validated with the settings: not expected
+	}
+	return dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log}, nil
+}
+
+// dropsConfig is drop notifications' part (at start and on SIGHUP).
+func dropsConfig(s config.Settings) dropnotify.Config {
+	return dropnotify.Config{On: s.Drops == "on", Limit: s.DropsLimit, HeaderBytes: s.DropsHeaderBytes}
+}
+
+// appsConfig is the application sub-agent's part (start-up only).
+func appsConfig(s config.Settings) appsubagent.Config {
+	return appsubagent.Config{
+		API:         s.AppAPI,
+		AllowRemote: s.AppAPIAllowRemote,
+		APMInterval: time.Duration(s.APMInterval) * time.Second,
+		APMReports:  s.APMReports,
+		StateFile:   appsubagent.StateFile(s.StateDir),
+	}
+}
+
+// setLevel sets the logger's level l (if any) from the log_level setting
+// (validated: debug, info, warn, error or "", which is info).
+func setLevel(l *slog.LevelVar, level string) {
+	if l == nil {
+		return
+	}
+	var v slog.Level // info unless level names another
+	_ = v.UnmarshalText([]byte(level))
+	l.Set(v)
+}

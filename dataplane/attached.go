@@ -1,0 +1,100 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+)
+
+// haveTCX is probeTCX's answer, asked once.
+var haveTCX = sync.OnceValue(func() bool { return probeTCX() == nil })
+
+// KernelAttachment reports how a sampler of sflowswitchd is attached to
+// ifindex as the kernel shows it in the calling thread's network
+// namespace, whichever process attached it: AttachNative or AttachGeneric
+// (an XDP program of ours, xdp_sampler or xdp_pass), AttachTCX (tc_sampler
+// at TCX ingress; asked only where the kernel has TCX), AttachClsact (our
+// cls_bpf filter, see clsact.go), or "" when none is. For tests and tools
+// that check a running daemon from outside; a device that is gone has
+// none.
+func KernelAttachment(ifindex int) (string, error) {
+	l, err := netlink.LinkByIndex(ifindex)
+	if linkGone(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("link %d: %w", ifindex, err)
+	}
+	if x := l.Attrs().Xdp; x != nil && x.ProgId != 0 {
+		name, err := programName(x.ProgId)
+		if err != nil {
+			return "", gone(err)
+		}
+		if ourPrograms[name] {
+			if x.AttachMode == nl.XDP_ATTACHED_SKB {
+				return AttachGeneric, nil
+			}
+			return AttachNative, nil
+		}
+	}
+	if haveTCX() {
+		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
+		if linkGone(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("querying TCX ingress of ifindex %d: %w", ifindex, err)
+		}
+		for _, p := range r.Programs {
+			name, err := programName(uint32(p.ID))
+			if err != nil {
+				return "", gone(err)
+			}
+			if name == bpf.TcSamplerProgTcSampler {
+				return AttachTCX, nil
+			}
+		}
+	}
+	q, err := ingressQdisc(ifindex)
+	switch {
+	case linkGone(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case q == nil:
+		return "", nil
+	}
+	f, err := filterAt(ifindex)
+	switch {
+	case linkGone(err):
+		return "", nil
+	case err != nil:
+		return "", err
+	case f == nil:
+		return "", nil
+	}
+	if _, _, ok := parseTCFilterName(f.Name); !ok {
+		return "", nil
+	}
+	if name, err := programName(uint32(f.Id)); err != nil || name != bpf.TcSamplerProgTcSampler {
+		return "", gone(err)
+	}
+	return AttachClsact, nil
+}
+
+// gone is err, or nil when it says a program went away meanwhile (a
+// detach racing the query: then nothing is attached).
+func gone(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,485 @@
+package dataplane
+
+// The TC sampler on kernels without TCX links (before Linux 6.6): a
+// cls_bpf filter in direct-action mode on the port's clsact qdisc, managed
+// through netlink. Unlike a BPF link, a filter belongs to nobody: it
+// outlives the process that added it. So the code here takes care of what
+// the kernel does for links: it never touches what an operator has, it
+// removes exactly what it added, and at start it removes what a killed
+// earlier run left behind (removeStaleTC).
+//
+// Our filter, on the ingress side of the port's clsact (or ingress) qdisc:
+//
+//	kind bpf, direct-action, protocol all, chain 0,
+//	priority 1 (tcFilterPrio), handle 0x73666c77 (tcFilterHandle, "sflw"),
+//	name "sflowswitchd/<owner id>" or "sflowswitchd/<owner id>/qdisc"
+//	(TCA_BPF_NAME; "/qdisc" when the owner created the qdisc),
+//	program tc_sampler.
+//
+// "First in the chain": classification starts at chain 0 and walks its
+// filters by increasing priority; 1 is the smallest priority there is (0
+// asks the kernel to pick one, and it picks from 0x8000 up, below any
+// filter already at or above 0x8000, never 1). So the sampler sees every
+// frame that reaches TC ingress before any other filter can drop, redirect
+// or reclassify it, and it returns TC_ACT_UNSPEC (in direct-action mode:
+// "no verdict, go on"), so the next filter sees the frame as if the
+// sampler were not there. Filters of one priority share one classifier
+// instance, which must have one kind and one protocol:
+//   - another cls_bpf filter of protocol all at priority 1 (an operator's,
+//     or a tool's that also wants to be first): ours joins its instance,
+//     and cls_bpf puts a new filter at the head of its list (cls_bpf_change,
+//     list_add_rcu), so ours still runs first (a filter the operator adds
+//     there later runs before ours);
+//   - a filter of another kind (flower, u32, matchall) or protocol at
+//     priority 1: the kernel refuses ours (EINVAL). Nothing can run before
+//     that filter, so the port is refused at TC (hook tc: an error naming
+//     the filter; hook auto: the port is sampled with XDP instead, which
+//     runs before TC).
+// On kernels with TCX, TCX programs run before the clsact qdisc; the
+// sampler uses a TCX link there (TCModeClsact aside).
+//
+// Ownership: each Dataplane has a random owner id and, for its lifetime,
+// binds the abstract unix socket "@sflowswitchd/<owner id>" in its network
+// namespace. The kernel releases the name when the process dies, however it
+// dies, so a filter whose owner's name is free is stale, and one whose
+// owner's name is taken belongs to a live sflowswitchd and is left alone.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+)
+
+// AttachClsact is the attach mode AttachMode reports for a port sampled at
+// TC ingress through a cls_bpf filter on a clsact qdisc.
+const AttachClsact = "clsact"
+
+// Our filter's place and name (see the top of this file).
+const (
+	tcFilterPrio       = 1
+	tcFilterHandle     = 0x73666c77 // "sflw"
+	tcFilterNamePrefix = "sflowswitchd/"
+	tcFilterQdiscTag   = "/qdisc"
+	ownerIDLen         = 16 // hex digits
+)
+
+// tcFilterName is the TCA_BPF_NAME of a filter of owner id; ownQdisc
+// records that the owner created the port's clsact qdisc.
+func tcFilterName(id string, ownQdisc bool) string {
+	if ownQdisc {
+		return tcFilterNamePrefix + id + tcFilterQdiscTag
+	}
+	return tcFilterNamePrefix + id
+}
+
+// parseTCFilterName is the inverse of tcFilterName; ok is false for any
+// other name.
+func parseTCFilterName(name string) (id string, ownQdisc, ok bool) {
+	rest, found := strings.CutPrefix(name, tcFilterNamePrefix)
+	if !found {
+		return "", false, false
+	}
+	rest, ownQdisc = strings.CutSuffix(rest, tcFilterQdiscTag)
+	if len(rest) != ownerIDLen {
+		return "", false, false
+	}
+	if _, err := hex.DecodeString(rest); err != nil {
+		return "", false, false
+	}
+	return rest, ownQdisc, true
+}
+
+// owner is a Dataplane's claim on its clsact filters: the id in their
+// names and the abstract socket that says the owner lives.
+type owner struct {
+	id string
+	fd int
+}
+
+// ownerAddr is the abstract unix socket name of owner id.
+func ownerAddr(id string) *unix.SockaddrUnix {
+	return &unix.SockaddrUnix{Name: "@" + tcFilterNamePrefix + id}
+}
+
+// bindOwner binds the abstract name of id in the calling thread's network
+// namespace. It returns unix.EADDRINUSE when a live process holds it.
+func bindOwner(id string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("unix socket: %w", err)
+	}
+	if err := unix.Bind(fd, ownerAddr(id)); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// newOwner draws an owner id and binds its name (in the calling thread's
+// network namespace).
+func newOwner() (*owner, error) {
+	var b [ownerIDLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, fmt.Errorf("owner id: %w", err)
+	}
+	id := hex.EncodeToString(b[:])
+	fd, err := bindOwner(id)
+	if err != nil {
+		return nil, fmt.Errorf("binding the owner socket of the TC filters: %w", err)
+	}
+	return &owner{id: id, fd: fd}, nil
+}
+
+func (o *owner) close() error {
+	if o == nil {
+		return nil
+	}
+	return unix.Close(o.fd)
+}
+
+// ownerAlive reports whether the owner id still lives: its abstract name
+// is bound. Runs in the namespace where the filters are.
+func ownerAlive(id string) (bool, error) {
+	fd, err := bindOwner(id)
+	switch {
+	case errors.Is(err, unix.EADDRINUSE):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return false, unix.Close(fd)
+}
+
+// devIndex is a netlink.Link that is only an ifindex, for the tc calls.
+func devIndex(ifindex int) netlink.Link {
+	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}
+}
+
+// ingressQdisc returns the port's clsact or ingress qdisc, nil if it has
+// none.
+func ingressQdisc(ifindex int) (netlink.Qdisc, error) {
+	qs, err := netlink.QdiscList(devIndex(ifindex))
+	if err != nil {
+		return nil, fmt.Errorf("listing qdiscs: %w", err)
+	}
+	for _, q := range qs {
+		if q.Attrs().Parent == netlink.HANDLE_INGRESS {
+			return q, nil
+		}
+	}
+	return nil, nil
+}
+
+// clsactQdisc is the clsact qdisc of ifindex, as created and deleted.
+func clsactQdisc(ifindex int) *netlink.Clsact {
+	return &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: ifindex,
+		Handle:    netlink.MakeHandle(0xffff, 0),
+		Parent:    netlink.HANDLE_CLSACT,
+	}}
+}
+
+// ourFilter is our filter on ifindex, as added, replaced and deleted.
+func ourFilter(ifindex, fd int, name string) *netlink.BpfFilter {
+	return &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{
+			LinkIndex: ifindex,
+			Parent:    netlink.HANDLE_MIN_INGRESS,
+			Handle:    tcFilterHandle,
+			Priority:  tcFilterPrio,
+			Protocol:  unix.ETH_P_ALL,
+		},
+		Fd:           fd,
+		Name:         name,
+		DirectAction: true,
+	}
+}
+
+// filterAt returns the cls_bpf filter at our priority and handle on the
+// ingress side of ifindex, nil if there is none.
+func filterAt(ifindex int) (*netlink.BpfFilter, error) {
+	fs, err := netlink.FilterList(devIndex(ifindex), netlink.HANDLE_MIN_INGRESS)
+	if err != nil {
+		return nil, fmt.Errorf("listing ingress filters: %w", err)
+	}
+	for _, f := range fs {
+		a := f.Attrs()
+		if bf, ok := f.(*netlink.BpfFilter); ok && a.Priority == tcFilterPrio && a.Handle == tcFilterHandle {
+			return bf, nil
+		}
+	}
+	return nil, nil
+}
+
+// removeQdiscIfEmpty deletes ifindex's clsact qdisc when neither side has
+// a filter left. Only for a qdisc our filter's owner created.
+func removeQdiscIfEmpty(ifindex int) (bool, error) {
+	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
+		fs, err := netlink.FilterList(devIndex(ifindex), parent)
+		if err != nil {
+			return false, fmt.Errorf("listing filters: %w", err)
+		}
+		if len(fs) > 0 {
+			return false, nil
+		}
+	}
+	q, err := ingressQdisc(ifindex)
+	if err != nil || q == nil || q.Type() != "clsact" {
+		return false, err
+	}
+	if err := netlink.QdiscDel(clsactQdisc(ifindex)); err != nil {
+		return false, fmt.Errorf("deleting the clsact qdisc: %w", err)
+	}
+	return true, nil
+}
+
+// linkGone reports whether err says the device no longer exists (it took
+// its qdiscs and filters with it).
+func linkGone(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) || errors.As(err, &nf)
+}
+
+// linkExists reports whether ifindex names a device in the current
+// namespace. (A tc dump of a device that is gone is empty, not an error.)
+func linkExists(ifindex int) (bool, error) {
+	_, err := netlink.LinkByIndex(ifindex)
+	if linkGone(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("link %d: %w", ifindex, err)
+	}
+	return true, nil
+}
+
+// clsactFilter is a port's sampler attached as our cls_bpf filter. It
+// implements attachment.
+type clsactFilter struct {
+	ns       netns.NsHandle // the Dataplane's namespace (netlink calls run there)
+	ifindex  int
+	name     string
+	progID   ebpf.ProgramID // the program in the filter, to remove only ours
+	ownQdisc bool
+	log      *slog.Logger
+}
+
+// attachClsact adds prog as our filter at TC ingress of ifindex, creating
+// a clsact qdisc if the port has neither a clsact nor an ingress qdisc.
+// Must run in the port's netns.
+func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter, error) {
+	info, err := prog.Info()
+	if err != nil {
+		return nil, fmt.Errorf("program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return nil, errors.New("program info without an ID (kernel older than 4.13?)")
+	}
+	q, err := ingressQdisc(ifindex)
+	if err != nil {
+		return nil, err
+	}
+	if q != nil {
+		if b := q.Attrs().IngressBlock; b != nil && *b != 0 {
+			// A shared block holds the filters of every port bound to
+			// it; the port's own program (its ifindex and counters
+			// compiled in) cannot go there.
+			return nil, fmt.Errorf("TC ingress of this port is the shared filter block %d (ingress_block): the sampler's per-port filter cannot be added to it (sample this port with -hook xdp)", *b)
+		}
+	}
+	f := &clsactFilter{ns: d.ns, ifindex: ifindex, progID: id, log: d.log}
+	if q == nil {
+		err := netlink.QdiscAdd(clsactQdisc(ifindex))
+		switch {
+		case err == nil:
+			f.ownQdisc = true
+		case errors.Is(err, unix.EEXIST):
+			// Someone added one meanwhile: it is theirs.
+		default:
+			return nil, fmt.Errorf("adding a clsact qdisc: %w", err)
+		}
+	}
+	f.name = tcFilterName(d.owner.id, f.ownQdisc)
+	if err := netlink.FilterAdd(ourFilter(ifindex, prog.FD(), f.name)); err != nil {
+		err = f.explain(err)
+		if f.ownQdisc {
+			if _, qerr := removeQdiscIfEmpty(ifindex); qerr != nil {
+				err = errors.Join(err, qerr)
+			}
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+// explain turns the kernel's refusals of our filter into what the
+// operator can do about them.
+func (f *clsactFilter) explain(err error) error {
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("adding the sampler's cls_bpf filter: TC ingress already has a filter at priority %d, handle %#x (another sflowswitchd sampling this port?): %w",
+			tcFilterPrio, tcFilterHandle, err)
+	case errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("adding the sampler's cls_bpf filter at priority %d: TC ingress has a filter of another kind or protocol at that priority, so the sampler cannot be first in the chain (move that filter, or sample this port with -hook xdp): %w",
+			tcFilterPrio, err)
+	}
+	return fmt.Errorf("adding the sampler's cls_bpf filter: %w", err)
+}
+
+// Update replaces the filter's program in place (the kernel swaps it in
+// the filter list at once: no frame goes unsampled).
+func (f *clsactFilter) Update(prog *ebpf.Program) error {
+	info, err := prog.Info()
+	if err != nil {
+		return fmt.Errorf("program info: %w", err)
+	}
+	id, ok := info.ID()
+	if !ok {
+		return errors.New("program info without an ID")
+	}
+	err = netnsutil.Do(f.ns, func() error {
+		return netlink.FilterReplace(ourFilter(f.ifindex, prog.FD(), f.name))
+	})
+	if err != nil {
+		return fmt.Errorf("replacing the cls_bpf filter's program: %w", err)
+	}
+	f.progID = id
+	return nil
+}
+
+// Close removes our filter, if it is still there with our program, and the
+// clsact qdisc if we created it and no filter is left on it. A device that
+// is gone took both with it.
+func (f *clsactFilter) Close() error {
+	return netnsutil.Do(f.ns, func() error {
+		if ok, err := linkExists(f.ifindex); !ok || err != nil {
+			return err
+		}
+		cur, err := filterAt(f.ifindex)
+		if linkGone(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case cur == nil:
+			// The qdisc was deleted under us (tc qdisc del), or the filter.
+			f.log.Warn("the sampler's cls_bpf filter was already gone", "ifindex", f.ifindex)
+		case ebpf.ProgramID(cur.Id) != f.progID || cur.Name != f.name:
+			f.log.Warn("filter at the sampler's priority and handle is no longer ours: left alone",
+				"ifindex", f.ifindex, "name", cur.Name, "prog_id", cur.Id)
+			return nil
+		default:
+			err := netlink.FilterDel(ourFilter(f.ifindex, -1, ""))
+			if linkGone(err) {
+				return nil
+			}
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("deleting the sampler's cls_bpf filter: %w", err)
+			}
+		}
+		if !f.ownQdisc {
+			return nil
+		}
+		removed, err := removeQdiscIfEmpty(f.ifindex)
+		if linkGone(err) {
+			return nil
+		}
+		if err == nil && !removed {
+			f.log.Info("clsact qdisc created by the sampler kept: other filters use it", "ifindex", f.ifindex)
+		}
+		return err
+	})
+}
+
+// removeStaleTC removes our filters whose owner is dead (SIGKILL, crash:
+// a filter outlives its process) from every link of the current netns,
+// with the clsact qdisc their owner created if it is then empty. A filter
+// is ours only if all of these hold: kind bpf at our priority and handle
+// on the ingress side, a name tcFilterName makes, and its program named
+// tc_sampler; anything else is someone else's and never touched. Filters
+// of a live owner (another sflowswitchd in this namespace) stay.
+func (d *Dataplane) removeStaleTC() error {
+	qs, err := netlink.QdiscList(nil)
+	if err != nil {
+		return fmt.Errorf("listing qdiscs: %w", err)
+	}
+	ports, found, removed := 0, 0, 0
+	for _, q := range qs {
+		if q.Attrs().Parent != netlink.HANDLE_INGRESS {
+			continue
+		}
+		ports++
+		ifindex := q.Attrs().LinkIndex
+		f, err := filterAt(ifindex)
+		if linkGone(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("ifindex %d: %w", ifindex, err)
+		}
+		if f == nil {
+			continue
+		}
+		id, ownQdisc, ok := parseTCFilterName(f.Name)
+		if !ok {
+			d.log.Info("cls_bpf filter at the sampler's priority and handle is not ours: left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id)
+			continue
+		}
+		prog, err := programName(uint32(f.Id))
+		if err != nil {
+			d.log.Warn("cannot inspect the program of a TC filter named like ours: left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id, "err", err)
+			continue
+		}
+		if prog != bpf.TcSamplerProgTcSampler {
+			d.log.Warn("TC filter named like ours runs another program: left alone", "ifindex", ifindex, "name", f.Name, "prog", prog, "prog_id", f.Id)
+			continue
+		}
+		found++
+		alive, err := ownerAlive(id)
+		if err != nil {
+			d.log.Warn("cannot tell whether a TC filter's owner lives: left alone", "ifindex", ifindex, "name", f.Name, "err", err)
+			continue
+		}
+		if alive {
+			d.log.Info("TC filter of a live sflowswitchd left alone", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id)
+			continue
+		}
+		err = netlink.FilterDel(ourFilter(ifindex, -1, ""))
+		if linkGone(err) || errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deleting stale filter %s of ifindex %d: %w", f.Name, ifindex, err)
+		}
+		removed++
+		qdisc := "kept (not created by its owner)"
+		if ownQdisc {
+			gone, err := removeQdiscIfEmpty(ifindex)
+			switch {
+			case err != nil && !linkGone(err):
+				return fmt.Errorf("ifindex %d: %w", ifindex, err)
+			case gone:
+				qdisc = "removed"
+			default:
+				qdisc = "kept (other filters use it)"
+			}
+		}
+		d.log.Info("removed stale TC filter", "ifindex", ifindex, "name", f.Name, "prog_id", f.Id, "clsact_qdisc", qdisc)
+	}
+	d.log.Info("startup TC cleanup", "ingress_qdiscs", ports, "ours_found", found, "stale_removed", removed)
+	return nil
+}
