@@ -371,22 +371,22 @@ func (l *Lab) SendFrames(t testing.TB, hostIdx int, frames [][]byte) {
 		t.Fatalf("netlab: SendFrames: host index %d out of range [0,%d)", hostIdx, len(l.Hosts))
 	}
 	ns := l.Hosts[hostIdx]
-	sw, err := netnsutil.Netlink(l.Switch)
-	if err != nil {
-		t.Fatalf("netlab: SendFrames: %v", err)
-	}
-	defer sw.Close()
-	port := l.Ports[hostIdx]
-	err = l.Do(ns, func() error {
-		link, err := netlink.LinkByName("eth0")
+	err := l.Do(ns, func() error {
+		// A handle of the host's namespace, where this thread is: no
+		// socket in the switch's namespace, whose drops tests count (a
+		// netlink socket closed with an unread ACK queued is a drop
+		// there, NOT_SPECIFIED before Linux 6.3).
+		h, err := netlink.NewHandle()
+		if err != nil {
+			return fmt.Errorf("netlink: %w", err)
+		}
+		defer h.Close()
+		link, err := h.LinkByName("eth0")
 		if err != nil {
 			return fmt.Errorf("find eth0: %w", err)
 		}
 		before := txDropped(link)
-		taken, err := portRxPackets(sw, port)
-		if err != nil {
-			return err
-		}
+		taken := txPackets(link)
 		fd, err := rawSocket(link.Attrs().Index)
 		if err != nil {
 			return err
@@ -397,11 +397,11 @@ func (l *Lab) SendFrames(t testing.TB, hostIdx int, frames [][]byte) {
 			if err := writeFrames(fd, chunk, i); err != nil {
 				return err
 			}
-			if taken, err = waitTaken(sw, port, taken, uint64(len(chunk))); err != nil {
+			if taken, err = waitTaken(h, taken, uint64(len(chunk))); err != nil {
 				return err
 			}
 		}
-		link, err = netlink.LinkByName("eth0")
+		link, err = h.LinkByName("eth0")
 		if err != nil {
 			return fmt.Errorf("find eth0: %w", err)
 		}
@@ -416,41 +416,39 @@ func (l *Lab) SendFrames(t testing.TB, hostIdx int, frames [][]byte) {
 }
 
 // sendChunk is how many frames SendFrames writes before it waits for the
-// switch port to take them. The port's veth receives through a 256-entry
-// ring (NAPI mode: an XDP program or GRO on it) or the 1000-frame backlog;
-// a frame that finds it full is dropped (the sender's tx_dropped). Linux
-// only holds the sender back (qdisc backpressure, 6.16) when the sending
-// veth has a qdisc, which a lab's has not. On a fast machine the port
-// keeps up with one write per frame; under software emulation (the 6.1
-// and 6.12 test VMs) or load it does not, and 7233 of 20000 frames were
-// dropped.
+// switch port to take them (eth0's tx_packets). The port's veth receives
+// through a 256-entry ring (NAPI mode: an XDP program or GRO on it) or
+// the 1000-frame backlog; a frame that finds it full is dropped (the
+// sender's tx_dropped). Linux only holds the sender back (qdisc
+// backpressure, 6.16) when the sending veth has a qdisc, which a lab's
+// has not. On a fast machine the port keeps up with one write per frame;
+// under software emulation (the 6.1 and 6.12 test VMs) or load it does
+// not: 7233 of 20000 frames were dropped there.
 const sendChunk = 64
 
-// portRxPackets reads the switch port's rx_packets: in NAPI mode the
-// frames its receive path has taken off the ring; otherwise (backlog) the
-// frames the peer handed over, counted at once.
-func portRxPackets(sw *netlink.Handle, port string) (uint64, error) {
-	link, err := sw.LinkByName(port)
-	if err != nil {
-		return 0, fmt.Errorf("switch port %s: %w", port, err)
-	}
+// txPackets is a veth's tx_packets: the frames its peer took, which in
+// NAPI mode means taken off the peer's ring by its receive path (the
+// peer's xdp_packets), otherwise handed to the peer's backlog.
+func txPackets(link netlink.Link) uint64 {
 	if s := link.Attrs().Statistics; s != nil {
-		return s.RxPackets, nil
+		return s.TxPackets
 	}
-	return 0, fmt.Errorf("switch port %s: no statistics", port)
+	return 0
 }
 
-// waitTaken waits until the switch port has taken n more frames than
-// taken (its rx_packets then), and returns its count. It gives up after 10 s without error:
-// the tx_dropped check then says whether frames were lost.
-func waitTaken(sw *netlink.Handle, port string, taken, n uint64) (uint64, error) {
+// waitTaken waits until eth0's peer, the switch port, has taken n more
+// frames than taken (eth0's tx_packets then), and returns that count. It
+// gives up after 10 s without error: the tx_dropped check then says
+// whether frames were lost.
+func waitTaken(h *netlink.Handle, taken, n uint64) (uint64, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	pause := 20 * time.Microsecond
 	for {
-		now, err := portRxPackets(sw, port)
+		link, err := h.LinkByName("eth0")
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("find eth0: %w", err)
 		}
+		now := txPackets(link)
 		if now-taken >= n || time.Now().After(deadline) {
 			return now, nil
 		}
