@@ -16,8 +16,9 @@
 #   test -run/-timeout`.
 #
 # MODE=cmd: VM_CMD (a bash command line) in TREE/src with the environment
-#   of MODE=test (Go, CI=1, the test binaries in TREE/tests): to look at
-#   something in a VM by hand (`make vagrant-test VM_CMD='...'`).
+#   of MODE=test (Go, CI=1, $TREE/tests/DIR.test the test binaries, DIR
+#   the package directory with / as _): to look at something in a VM by
+#   hand (`make vagrant-test VM_CMD='...'`).
 #
 # MODE=fresh: the fresh-machine run (`make vagrant-fresh`): a minimal
 #   Debian with network through qemu's user networking; Go copied in from
@@ -34,7 +35,7 @@ dir=$(cd "$(dirname "$0")" && pwd)
 . "$dir/env"
 release=$(. /etc/os-release && echo "$VERSION_CODENAME")
 export HOME=/root CI=1 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export SFLOW_TEST_TIME_SCALE
+export SFLOW_TEST_TIME_SCALE TREE
 echo "== VM: Debian $(cat /etc/debian_version) ($release), kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024) " MiB"}' /proc/meminfo); booted in $(cut -d' ' -f1 /proc/uptime) s"
 
 # go_env mounts the host's Go toolchain and sets what the tests' `go
