@@ -158,7 +158,9 @@ struct budget {
 // drop_event: a notification. The perf record is its first
 // DROP_EVENT_FIXED + head_len bytes, followed directly by the
 // header_len - head_len bytes bpf_skb_output copies from skb->data on: the
-// header bytes are contiguous from data[0] in the record.
+// header bytes are contiguous from data[0] in the record. User space
+// reads the fixed fields through the generated Go twin, bpf.DropsDropEvent
+// (bpf/gen.go, dataplane/drops.go).
 struct drop_event {
 	__u64 location;     // kfree_skb call site (kernel text address)
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)

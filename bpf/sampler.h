@@ -6,9 +6,30 @@
 // so a port's pool, skip and samples mean the same whichever hook runs
 // it. Each object declares these maps; the loader (dataplane) creates
 // them once, with the XDP object, and hands them to the TC object.
+//
+// The two programs' paths are written once, here, at the end: the
+// per-frame path of a port's program (port_frame), the sampled path
+// (take_sample: decide, then the record into the owning worker's ring)
+// and the body of the sampled-path program (take_handed). What differs
+// between XDP and TC stays in the program that includes this header,
+// which first says
+//
+//   SAMPLER_CTX   its context type (struct xdp_md, struct __sk_buff)
+//   SAMPLER_PASS  its verdict for a frame it lets through (XDP_PASS,
+//                 TC_ACT_UNSPEC)
+//   RECORD_SLACK  bytes a record has beyond its size class (TC: room for
+//                 a VLAN tag put back into the header)
+//
+// and then defines the hooks declared below ("Hooks"): the frame's length,
+// its RX queue, how its first bytes are copied, the verdict for an
+// unsampled frame, and what monitor mode does with a frame.
 
 #ifndef SFLOWSWITCHD_SAMPLER_H
 #define SFLOWSWITCHD_SAMPLER_H
+
+#if !defined(SAMPLER_CTX) || !defined(SAMPLER_PASS) || !defined(RECORD_SLACK)
+#error "define SAMPLER_CTX, SAMPLER_PASS and RECORD_SLACK before including sampler.h"
+#endif
 
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -63,7 +84,8 @@ struct port_counters {
 
 // sample_meta: the fixed part of a ring buffer record; `data` holds
 // header_len bytes of the frame (the record is sized by a size class, so
-// bytes after header_len are undefined).
+// bytes after header_len are undefined). User space reads it through its
+// generated Go twin, bpf.SamplerSampleMeta (bpf/gen.go, dataplane/ring.go).
 struct sample_meta {
 	__u32 ifindex;      // ingress ifindex
 	__u32 frame_len;    // full frame length (all fragments)
@@ -98,8 +120,9 @@ struct sample_meta {
 		__v;                                               \
 	})
 
-// sample_hands: per-CPU hand-over from a port's program (xdp_sampler, tc_sampler) to
-// the shared sampled path (xdp_take_sample, tc_take_sample), which the port's program tail-calls for a frame whose
+// sample_hands: per-CPU hand-over from a port's program (xdp_sampler,
+// tc_sampler) to the sampled-path program (xdp_take_sample,
+// tc_take_sample), which the port's program tail-calls for a frame whose
 // skip has run out. Keeping the sampled path in one program loaded once
 // keeps each port's own program a few instructions long: loading (and
 // verifying) it per port costs little (issue 10's 1000-port start-up).
@@ -114,6 +137,17 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sample_hand);
 } sample_hands SEC(".maps");
+
+// take_progs: [0] = the object's sampled-path program (xdp_take_sample,
+// tc_take_sample), installed by the loader; port_frame tail-calls it.
+// Not shared between the objects: a tail call needs a program array of
+// the caller's program type.
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} take_progs SEC(".maps");
 
 // cpu_slots is the number of possible CPUs (set by the loader before load;
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
@@ -301,6 +335,167 @@ static __always_inline int decide(struct port_counters *c, __u32 ifindex,
 	*rate = prev ? prev : c->rate;
 	c->samples++;
 	return DECIDE_SAMPLE;
+}
+
+// Hooks: each program defines these (static __always_inline), for its
+// context; the paths below call them.
+
+// ctx_frame_len returns the frame's full length as it was on the wire
+// (all fragments).
+static __always_inline __u32 ctx_frame_len(SAMPLER_CTX *ctx);
+
+// ctx_rx_queue returns the RX queue the frame arrived on.
+static __always_inline __u32 ctx_rx_queue(SAMPLER_CTX *ctx);
+
+// ctx_copy_header copies the frame's first n bytes, as they were on the
+// wire, into data (1 <= n <= cls, cls a power of two >= 64; data has room
+// for cls + RECORD_SLACK bytes). Returns the bytes copied, 0 on failure.
+static __always_inline __u32 ctx_copy_header(SAMPLER_CTX *ctx, __u8 *data,
+					     __u32 n, const __u32 cls);
+
+// ctx_unsampled returns the verdict for a frame that is not sampled.
+static __always_inline int ctx_unsampled(void);
+
+// ctx_monitor returns the verdict for a frame of a monitor-mode port whose
+// skip ran out: sampled (a sample counted by decide) or not (only the
+// first skip was drawn).
+static __always_inline int ctx_monitor(SAMPLER_CTX *ctx,
+				       struct port_counters *c,
+				       struct port_config *cfg, int sampled);
+
+// port_frame is the per-packet path of a port's program (xdp_sampler,
+// tc_sampler; one instance per port, PORT_IMM constants): this CPU's
+// counter line of the port, pool + 1, skip - 1, and the verdict
+// ctx_unsampled. A frame whose skip has run out is handed over (this CPU's
+// sample_hands) to the sampled-path program in take_progs (tail call).
+// Should that be missing, the frame gets SAMPLER_PASS unsampled and the
+// next frame tries again.
+static __always_inline int port_frame(SAMPLER_CTX *ctx)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
+	__u32 idx = (__u32)PORT_IMM(PORT_IMM_COUNTER_BASE) + cpu;
+	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
+	struct sample_hand *h;
+
+	if (!c)
+		return SAMPLER_PASS;
+	c->pool++;
+	if (c->skip) {
+		c->skip--;
+		return ctx_unsampled();
+	}
+	h = bpf_map_lookup_elem(&sample_hands, &zero);
+	if (!h)
+		return SAMPLER_PASS;
+	h->ifindex = (__u32)PORT_IMM(PORT_IMM_IFINDEX);
+	h->idx = idx;
+	bpf_tail_call(ctx, &take_progs, 0);
+	return SAMPLER_PASS;
+}
+
+// emit_sample reserves a record of constant size (the verifier requires a
+// constant reservation size, hence the size classes cls) in ring, fills
+// the metadata and copies min(frame length, header_bytes, cls) bytes of
+// the frame (ctx_copy_header).
+static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
+					struct port_counters *c, __u32 ifindex,
+					__u32 cpu, __u32 header_bytes, __u32 rate,
+					const __u32 cls)
+{
+	const __u64 size = sizeof(struct sample_meta) + cls + RECORD_SLACK;
+	struct sample_meta *m;
+	__u32 len, n;
+
+	m = bpf_ringbuf_reserve(ring, size, 0);
+	if (!m) {
+		c->drops++; // ring full: counted, never silent
+		return;
+	}
+	len = ctx_frame_len(ctx);
+	n = len < header_bytes ? len : header_bytes;
+	if (n > cls)
+		n = cls;
+	if (n > 0)
+		n = ctx_copy_header(ctx, m->data, n, cls);
+
+	m->ifindex = ifindex;
+	m->frame_len = len;
+	m->rx_queue = ctx_rx_queue(ctx);
+	m->cpu = cpu;
+	m->timestamp_ns = bpf_ktime_get_ns();
+	m->header_len = n;
+	// The rate travels with the sample: a worker sub-samples each sample
+	// against the rate it was really taken at, even while user space is
+	// changing the port's configuration.
+	m->sample_rate = rate;
+	// The pool at this frame, on this CPU: the worker adds the other CPUs'
+	// pools as their own latest samples reported them, so each flow sample
+	// carries the port's pool at its sampling moment (agent/pool.go).
+	m->pool = c->pool;
+	bpf_ringbuf_submit(m, wake_flag(ring, size));
+}
+
+// sample_inline delivers a sampled frame to the owning worker's ring, in
+// the smallest size class that holds the port's header_bytes.
+static __always_inline void sample_inline(SAMPLER_CTX *ctx,
+					  struct port_counters *c,
+					  __u32 ifindex, __u32 cpu,
+					  __u32 worker, __u32 header_bytes,
+					  __u32 rate)
+{
+	void *ring = bpf_map_lookup_elem(&rings, &worker);
+
+	if (!ring) {
+		c->drops++; // no ring for this worker: counted
+		return;
+	}
+	if (header_bytes <= 64)
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 64);
+	else if (header_bytes <= 128)
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate, 128);
+	else
+		emit_sample(ctx, ring, c, ifindex, cpu, header_bytes, rate,
+			    MAX_HEADER_BYTES);
+}
+
+// take_sample is the path of a frame whose CPU's skip has run out (or was
+// never drawn): it samples the frame, or (first frame after attach) draws
+// the first skip, then draws the next skip (decide). Kept out of line so
+// the per-packet path stays short. The port's config is read here only.
+static __noinline int take_sample(SAMPLER_CTX *ctx, struct port_counters *c,
+				  __u32 ifindex, __u32 cpu)
+{
+	struct port_config *cfg = 0;
+	__u32 rate = 0;
+	int d = decide(c, ifindex, &cfg, &rate);
+
+	if (d == DECIDE_NO_CONFIG || !cfg)
+		return SAMPLER_PASS; // being configured or detached: no sample
+	if (cfg->mode == MODE_MONITOR)
+		return ctx_monitor(ctx, c, cfg, d == DECIDE_SAMPLE);
+	if (d == DECIDE_SAMPLE)
+		sample_inline(ctx, c, ifindex, cpu, cfg->worker,
+			      cfg->header_bytes, rate);
+	return SAMPLER_PASS;
+}
+
+// take_handed is the body of the sampled-path program (xdp_take_sample,
+// tc_take_sample), loaded once and reached by tail call from a port's
+// program on the same CPU: the hand-over in sample_hands is this CPU's,
+// and the program runs to completion on it.
+static __always_inline int take_handed(SAMPLER_CTX *ctx)
+{
+	__u32 zero = 0, idx;
+	struct sample_hand *h = bpf_map_lookup_elem(&sample_hands, &zero);
+	struct port_counters *c;
+
+	if (!h)
+		return SAMPLER_PASS;
+	idx = h->idx;
+	c = bpf_map_lookup_elem(&counters, &idx);
+	if (!c)
+		return SAMPLER_PASS;
+	return take_sample(ctx, c, h->ifindex, bpf_get_smp_processor_id());
 }
 
 #endif // SFLOWSWITCHD_SAMPLER_H

@@ -42,6 +42,19 @@ type SamplerSampleHand struct {
 	Idx     uint32
 }
 
+type SamplerSampleMeta struct {
+	_           structs.HostLayout
+	Ifindex     uint32
+	FrameLen    uint32
+	RxQueue     uint32
+	Cpu         uint32
+	TimestampNs uint64
+	HeaderLen   uint32
+	SampleRate  uint32
+	Pool        uint64
+	Data        [0]uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.

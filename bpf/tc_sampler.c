@@ -29,10 +29,13 @@
 //     device's NAPI ring. At TC ingress the skb exists already: no copy.
 //   - drivers without native XDP, where generic XDP pays the same copy.
 //
-// It is the XDP sampler's twin (sampler.c; shared code in sampler.h): the
-// same counters (one pool, skip and samples per port and CPU), the same
-// geometric skip drawn only per sample (sflow_version_5.txt Appendix B),
-// the same ring records. A sampled frame is copied into the owning
+// It is the XDP sampler's twin: both run the paths written once in
+// sampler.h (port_frame, take_sample, take_handed) on the same counters
+// (one pool, skip and samples per port and CPU), the same geometric skip
+// drawn only per sample (sflow_version_5.txt Appendix B) and the same ring
+// records. This file holds only what TC does its own way: the hooks (the
+// frame's length and RX queue from the skb, the header copy that puts the
+// VLAN tag back, the verdicts). A sampled frame is copied into the owning
 // worker's ring; the frame itself is never modified. Only inline delivery:
 // monitor mode redirects frames into AF_XDP sockets, which only XDP can.
 //
@@ -42,40 +45,74 @@
 // next filter of the chain classifies the frame as if the sampler were
 // not there.
 
-#include "sampler.h"
+// TAG_SLACK: a TC record has room for cls + TAG_SLACK header bytes, so that
+// a VLAN tag put back into the header (ctx_copy_header) never makes a copy
+// of up to cls bytes overrun it. The reader takes header_len bytes whatever
+// the record size (dataplane/ring.go).
+#define TAG_SLACK 16
+
+// What the shared paths of sampler.h need to know about TC.
+#define SAMPLER_CTX struct __sk_buff
+#define SAMPLER_PASS TC_ACT_UNSPEC
+#define RECORD_SLACK TAG_SLACK
+
 #include <linux/pkt_cls.h>
+#include "sampler.h"
 #include <bpf/bpf_endian.h>
 
 char __license[] SEC("license") = "Dual BSD/GPL";
-
-// take_progs_tc: [0] = tc_take_sample, installed by the loader (a tail
-// call needs a program array of the caller's program type).
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} take_progs_tc SEC(".maps");
 
 // VLAN_HDR_LEN is the 802.1Q tag's size; ETH_ADDRS_LEN the two MACs before it.
 #define VLAN_HDR_LEN 4
 #define ETH_ADDRS_LEN 12
 
-// TAG_SLACK: a TC record has room for cls + TAG_SLACK header bytes, so that
-// a VLAN tag put back into the header (copy_header) never makes a copy of
-// up to cls bytes overrun it. The reader takes header_len bytes whatever
-// the record size (dataplane/ring.go).
-#define TAG_SLACK 16
+// ---- The per-packet path: port_frame (sampler.h) and its hook ----
 
-// copy_header copies the first n bytes of the frame as it was on the wire
-// into data (1 <= n <= cls, cls a power of two >= 64; data has room for
+// ctx_unsampled (hook of sampler.h): the sampler never decides a frame's
+// fate.
+static __always_inline int ctx_unsampled(void)
+{
+	return TC_ACT_UNSPEC;
+}
+
+// tc_sampler: one instance per port sampled at TC ingress (PORT_IMM
+// constants, patched by the loader as for xdp_sampler), the per-packet
+// path (port_frame, sampler.h).
+SEC("tc")
+int tc_sampler(struct __sk_buff *skb)
+{
+	return port_frame(skb);
+}
+
+// ---- The sampled path: take_handed (sampler.h) and its hooks ----
+
+// ctx_frame_len (hook of sampler.h): the frame's length on the wire, its
+// VLAN tag included (see ctx_copy_header).
+static __always_inline __u32 ctx_frame_len(struct __sk_buff *skb)
+{
+	return skb->vlan_present ? skb->len + VLAN_HDR_LEN : skb->len;
+}
+
+// ctx_rx_queue (hook of sampler.h): a received skb records its RX queue
+// as queue_mapping = queue + 1 (skb_record_rx_queue); 0 means not
+// recorded.
+static __always_inline __u32 ctx_rx_queue(struct __sk_buff *skb)
+{
+	__u32 q = skb->queue_mapping;
+
+	return q ? q - 1 : 0;
+}
+
+// ctx_copy_header (hook of sampler.h) copies the first n bytes of the
+// frame as it was on the wire into data (1 <= n <= cls; data has room for
 // cls + TAG_SLACK bytes). By TC ingress the kernel has moved an
 // 802.1Q/802.1ad tag out of the frame into skb metadata (skb_vlan_untag,
 // or the NIC's VLAN offload); it is put back between the MAC addresses,
 // so the sampled header (sFlow sampled_header) is the frame as received,
-// as the XDP sampler sees it. Returns the bytes copied, 0 on failure.
-static __always_inline __u32 copy_header(struct __sk_buff *skb, __u8 *data,
-					 __u32 n, const __u32 cls)
+// as the XDP sampler sees it.
+static __always_inline __u32 ctx_copy_header(struct __sk_buff *skb,
+					     __u8 *data, __u32 n,
+					     const __u32 cls)
 {
 	__u32 rest;
 
@@ -104,117 +141,24 @@ static __always_inline __u32 copy_header(struct __sk_buff *skb, __u8 *data,
 	return ETH_ADDRS_LEN + VLAN_HDR_LEN + rest;
 }
 
-// emit_sample_skb is emit_sample (sampler.c) for an skb: reserves a record
-// of constant size (size class cls, plus TAG_SLACK) in ring and fills it.
-static __always_inline void emit_sample_skb(struct __sk_buff *skb, void *ring,
-					    struct port_counters *c,
-					    __u32 ifindex, __u32 cpu,
-					    __u32 header_bytes, __u32 rate,
-					    const __u32 cls)
+// ctx_monitor (hook of sampler.h): monitor mode redirects frames into
+// AF_XDP sockets, which only XDP can; the loader moves a port to XDP
+// before it writes a monitor config (dataplane.UpdatePort), so a TC
+// program never sees one. Should it, a sampled frame is a counted drop
+// and the frame goes on untouched.
+static __always_inline int ctx_monitor(struct __sk_buff *skb,
+				       struct port_counters *c,
+				       struct port_config *cfg, int sampled)
 {
-	struct sample_meta *m;
-	__u32 frame_len, n, q;
-
-	m = bpf_ringbuf_reserve(ring, sizeof(*m) + cls + TAG_SLACK, 0);
-	if (!m) {
-		c->drops++; // ring full: counted, never silent
-		return;
-	}
-	frame_len = skb->len;
-	if (skb->vlan_present)
-		frame_len += VLAN_HDR_LEN;
-	n = frame_len < header_bytes ? frame_len : header_bytes;
-	if (n > cls)
-		n = cls;
-	if (n > 0)
-		n = copy_header(skb, m->data, n, cls);
-
-	// A received skb records its RX queue as queue_mapping = queue + 1
-	// (skb_record_rx_queue); 0 means not recorded.
-	q = skb->queue_mapping;
-	m->ifindex = ifindex;
-	m->frame_len = frame_len;
-	m->rx_queue = q ? q - 1 : 0;
-	m->cpu = cpu;
-	m->timestamp_ns = bpf_ktime_get_ns();
-	m->header_len = n;
-	m->sample_rate = rate;
-	m->pool = c->pool;
-	bpf_ringbuf_submit(m, wake_flag(ring, sizeof(*m) + cls + TAG_SLACK));
-}
-
-// take_sample_skb is take_sample (sampler.c) for an skb, inline delivery
-// only (the loader refuses monitor mode on a TC port).
-static __noinline int take_sample_skb(struct __sk_buff *skb,
-				      struct port_counters *c, __u32 ifindex,
-				      __u32 cpu)
-{
-	struct port_config *cfg = 0;
-	__u32 rate = 0, worker, hdr;
-	void *ring;
-
-	if (decide(c, ifindex, &cfg, &rate) != DECIDE_SAMPLE || !cfg)
-		return 0;
-	worker = cfg->worker;
-	hdr = cfg->header_bytes;
-	ring = bpf_map_lookup_elem(&rings, &worker);
-	if (!ring) {
-		c->drops++; // no ring for this worker: counted
-		return 0;
-	}
-	if (hdr <= 64)
-		emit_sample_skb(skb, ring, c, ifindex, cpu, hdr, rate, 64);
-	else if (hdr <= 128)
-		emit_sample_skb(skb, ring, c, ifindex, cpu, hdr, rate, 128);
-	else
-		emit_sample_skb(skb, ring, c, ifindex, cpu, hdr, rate,
-				MAX_HEADER_BYTES);
-	return 0;
-}
-
-// tc_sampler: one instance per port sampled at TC ingress (PORT_IMM
-// constants, patched by the loader as for xdp_sampler). Per frame: this
-// CPU's counter line of the port, pool + 1, skip - 1; a frame whose skip
-// has run out goes on to tc_take_sample (tail call).
-SEC("tc")
-int tc_sampler(struct __sk_buff *skb)
-{
-	__u32 cpu = bpf_get_smp_processor_id(), zero = 0;
-	__u32 idx = (__u32)PORT_IMM(PORT_IMM_COUNTER_BASE) + cpu;
-	struct port_counters *c = bpf_map_lookup_elem(&counters, &idx);
-	struct sample_hand *h;
-
-	if (!c)
-		return TC_ACT_UNSPEC;
-	c->pool++;
-	if (c->skip) {
-		c->skip--;
-		return TC_ACT_UNSPEC;
-	}
-	h = bpf_map_lookup_elem(&sample_hands, &zero);
-	if (!h)
-		return TC_ACT_UNSPEC;
-	h->ifindex = (__u32)PORT_IMM(PORT_IMM_IFINDEX);
-	h->idx = idx;
-	bpf_tail_call(skb, &take_progs_tc, 0);
+	if (sampled)
+		c->drops++;
 	return TC_ACT_UNSPEC;
 }
 
-// tc_take_sample: the sampled path of every TC port, loaded once and
-// reached by tail call from a port's tc_sampler on the same CPU.
+// tc_take_sample: the sampled path of every TC port (take_handed,
+// sampler.h), loaded once.
 SEC("tc")
 int tc_take_sample(struct __sk_buff *skb)
 {
-	__u32 zero = 0, idx;
-	struct sample_hand *h = bpf_map_lookup_elem(&sample_hands, &zero);
-	struct port_counters *c;
-
-	if (!h)
-		return TC_ACT_UNSPEC;
-	idx = h->idx;
-	c = bpf_map_lookup_elem(&counters, &idx);
-	if (!c)
-		return TC_ACT_UNSPEC;
-	take_sample_skb(skb, c, h->ifindex, bpf_get_smp_processor_id());
-	return TC_ACT_UNSPEC;
+	return take_handed(skb);
 }

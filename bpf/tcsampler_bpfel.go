@@ -51,7 +51,7 @@ const (
 	TcSamplerMapPortConfigsHigh = "port_configs_high"
 	TcSamplerMapRings           = "rings"
 	TcSamplerMapSampleHands     = "sample_hands"
-	TcSamplerMapTakeProgsTc     = "take_progs_tc"
+	TcSamplerMapTakeProgs       = "take_progs"
 	TcSamplerProgTcSampler      = "tc_sampler"
 	TcSamplerProgTcTakeSample   = "tc_take_sample"
 	TcSamplerVarCpuSlots        = "cpu_slots"
@@ -113,7 +113,7 @@ type TcSamplerMapSpecs struct {
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
-	TakeProgsTc     *ebpf.MapSpec `ebpf:"take_progs_tc"`
+	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
 }
 
 // TcSamplerVariableSpecs contains global variables before they are loaded into the kernel.
@@ -149,7 +149,7 @@ type TcSamplerMaps struct {
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
 	Rings           *ebpf.Map `ebpf:"rings"`
 	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
-	TakeProgsTc     *ebpf.Map `ebpf:"take_progs_tc"`
+	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
 }
 
 func (m *TcSamplerMaps) Close() error {
@@ -159,7 +159,7 @@ func (m *TcSamplerMaps) Close() error {
 		m.PortConfigsHigh,
 		m.Rings,
 		m.SampleHands,
-		m.TakeProgsTc,
+		m.TakeProgs,
 	)
 }
 

@@ -7,7 +7,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -131,6 +131,7 @@ type Drops struct {
 	rec     perf.Record
 	bell    *ringbuf.Reader // the doorbell: Read waits here
 	bellRec ringbuf.Record
+	fixed   bpf.DropsDropEvent // decode's copy of a record's fixed fields
 	reasons map[uint32]string
 	syms    *kernelSymbols
 	netns   uint64
@@ -304,10 +305,13 @@ func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
 // called while a Read is blocked (use Wake).
 func (d *Drops) SetDeadline(t time.Time) { d.bell.SetDeadline(t) }
 
-// Drop record layout (struct drop_event in drops.c, little endian): the
-// fixed fields, then header_len header bytes (a perf record may carry up
-// to 7 bytes of padding after them).
-const dropEventHeader = 48
+// dropEventHeader is the size of a drop record's fixed fields (struct
+// drop_event in bpf/drops.c), the offset of its header bytes in the Go
+// twin bpf2go generated from the object's BTF (bpf.DropsDropEvent,
+// bpf/gen.go): regenerating the object regenerates the layout read here.
+// The record holds header_len header bytes after them (a perf record may
+// carry up to 7 bytes of padding after those).
+const dropEventHeader = int(unsafe.Offsetof(bpf.DropsDropEvent{}.Data))
 
 // drainNow is a deadline in the past: the perf reader returns
 // os.ErrDeadlineExceeded once it has emptied every CPU's buffer, never
@@ -374,27 +378,33 @@ func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 
 // decode fills ev from a perf record; false for a record too short for
 // the header length it states.
+//
+// The fixed fields are copied into the generated struct and read from it:
+// the BPF object is little-endian (bpfel), as is every host it loads on.
+// They are copied rather than read in place because a record is shorter
+// than the struct (it carries header_len of data's 256 bytes).
 func (d *Drops) decode(b []byte, ev *DropEvent) bool {
 	if len(b) < dropEventHeader {
 		return false
 	}
-	le := binary.LittleEndian
-	ev.Location = le.Uint64(b[0:])
-	ev.TimestampNs = le.Uint64(b[8:])
-	ev.Reason = le.Uint32(b[16:])
-	ev.InIfIndex = le.Uint32(b[20:])
-	ev.OutIfIndex = le.Uint32(b[24:])
-	ev.FrameLen = le.Uint32(b[28:])
-	hl := int(le.Uint16(b[32:]))
-	ev.HeaderProto = uint32(le.Uint16(b[34:]))
-	ev.Queue = uint32(le.Uint16(b[36:]))
-	ev.CPU = uint32(le.Uint16(b[38:]))
-	// b[40:42] head_len: how the header was split between the record and
-	// the skb copy (contiguous here); b[42:44] padding.
-	ev.PagedLen = le.Uint32(b[44:])
+	f := &d.fixed
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(f)), dropEventHeader), b)
+	hl := int(f.HeaderLen)
 	if hl > MaxDropHeaderBytes || dropEventHeader+hl > len(b) {
 		return false
 	}
+	ev.Location = f.Location
+	ev.TimestampNs = f.TimestampNs
+	ev.Reason = f.Reason
+	ev.InIfIndex = f.InIfindex
+	ev.OutIfIndex = f.OutIfindex
+	ev.FrameLen = f.FrameLen
+	ev.HeaderProto = uint32(f.HeaderProto)
+	ev.Queue = uint32(f.Queue)
+	ev.CPU = uint32(f.Cpu)
+	// f.HeadLen says how the header was split between the record and the
+	// skb copy; it is contiguous here.
+	ev.PagedLen = f.PagedLen
 	ev.Header = b[dropEventHeader : dropEventHeader+hl]
 	ev.ReasonName = d.ReasonName(ev.Reason)
 	ev.Symbol = d.syms.lookup(ev.Location)

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,21 +8,17 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
 
-// Layout of struct sample_meta (bpf/sampler.c), the fixed part of a ring
-// record. The BPF object is little-endian (bpfel).
-const (
-	metaIfIndex   = 0
-	metaFrameLen  = 4
-	metaRxQueue   = 8
-	metaCPU       = 12
-	metaTimestamp = 16
-	metaHeaderLen = 24
-	metaRate      = 28
-	metaPool      = 32
-	metaSize      = 40
-)
+// metaSize is the size of the fixed part of a ring record, struct
+// sample_meta (bpf/sampler.h), as bpf2go generated its Go twin
+// bpf.SamplerSampleMeta from the object's BTF (bpf/gen.go): regenerating
+// the object regenerates the layout read here. It is the offset of the
+// header bytes (data[]), not the Go struct's size: Go pads a struct that
+// ends in a zero-size field, C does not (bpf's TestGeneratedLayouts).
+const metaSize = int(unsafe.Offsetof(bpf.SamplerSampleMeta{}.Data))
 
 // RawSample is one kernel sample as a worker's Source delivers it, from
 // the worker's ring or from a monitor port's AF_XDP socket.
@@ -177,22 +172,31 @@ func (r *ringReader) batch(fn func(*RawSample)) (n int, busy bool, err error) {
 }
 
 // decode fills r.s from a record; false when the record is malformed.
+//
+// The record is read in place as the generated struct: the BPF object is
+// little-endian (bpfel), as is every host it loads on, and a record's data
+// starts 8-byte aligned (the data area is page-aligned, each record's
+// position a multiple of 8 and its header 8 bytes; kernel/bpf/ringbuf.c),
+// as the struct's 64-bit fields need (the check is there for safety
+// only). Only the fields before data are read, the metaSize bytes the
+// length check covers.
 func (r *ringReader) decode(b []byte) bool {
-	if len(b) < metaSize {
+	if len(b) < metaSize || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%unsafe.Alignof(bpf.SamplerSampleMeta{}) != 0 {
 		return false
 	}
-	hl := binary.LittleEndian.Uint32(b[metaHeaderLen:])
+	m := (*bpf.SamplerSampleMeta)(unsafe.Pointer(unsafe.SliceData(b)))
+	hl := m.HeaderLen
 	if uint64(hl) > uint64(len(b)-metaSize) {
 		return false
 	}
 	r.s = RawSample{
-		IfIndex:   binary.LittleEndian.Uint32(b[metaIfIndex:]),
-		FrameLen:  binary.LittleEndian.Uint32(b[metaFrameLen:]),
-		RxQueue:   binary.LittleEndian.Uint32(b[metaRxQueue:]),
-		CPU:       binary.LittleEndian.Uint32(b[metaCPU:]),
-		Timestamp: binary.LittleEndian.Uint64(b[metaTimestamp:]),
-		Rate:      binary.LittleEndian.Uint32(b[metaRate:]),
-		CPUPool:   binary.LittleEndian.Uint64(b[metaPool:]),
+		IfIndex:   m.Ifindex,
+		FrameLen:  m.FrameLen,
+		RxQueue:   m.RxQueue,
+		CPU:       m.Cpu,
+		Timestamp: m.TimestampNs,
+		Rate:      m.SampleRate,
+		CPUPool:   m.Pool,
 		Header:    b[metaSize : metaSize+int(hl)],
 	}
 	return true

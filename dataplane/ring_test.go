@@ -117,7 +117,7 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 	}
 	// Ring records are 8 (ring header) + metaSize (sample_meta, 40 bytes) +
 	// a header size class.
-	if consumed := uint64(seqs) * (8 + metaSize + 64); consumed < 4*ringBytes {
+	if consumed := uint64(seqs) * uint64(8+metaSize+64); consumed < 4*ringBytes {
 		t.Errorf("only %d bytes went through the %d-byte ring: no wrap-around tested", consumed, ringBytes)
 	}
 	if multi.Load() == 0 {

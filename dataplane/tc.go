@@ -95,7 +95,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 	}
 	var o struct {
 		Take      *ebpf.Program `ebpf:"tc_take_sample"`
-		TakeProgs *ebpf.Map     `ebpf:"take_progs_tc"`
+		TakeProgs *ebpf.Map     `ebpf:"take_progs"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.sharedMaps()}); err != nil {
 		var ve *ebpf.VerifierError
@@ -142,7 +142,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 	err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.TcSamplerMapCounters:    d.objs.Counters,
 		bpf.TcSamplerMapSampleHands: d.objs.SampleHands,
-		bpf.TcSamplerMapTakeProgsTc: tc.takeProgs,
+		bpf.TcSamplerMapTakeProgs:   tc.takeProgs,
 	}})
 	if err != nil {
 		var ve *ebpf.VerifierError

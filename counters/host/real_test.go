@@ -94,6 +94,7 @@ func TestRealMachine(t *testing.T) {
 	statLines := procFields(t, "/proc/stat")
 	upBefore := mustFloat(t, procFields(t, "/proc/uptime")[0][0])
 	rxBefore, txBefore := netTotals(t)
+	readsBefore, sectorsBefore := diskTotals(t)
 	var memTotalKB uint64
 	var cpuLines int
 	var userTicks, ctxtBefore uint64
@@ -196,12 +197,15 @@ func TestRealMachine(t *testing.T) {
 		t.Errorf("net bytes in/out = %d/%d, /proc/net/dev said %d/%d before", got.net.BytesIn, got.net.BytesOut, rxBefore, txBefore)
 	}
 
-	checkRealDisk(t, got.disk)
+	checkRealDisk(t, got.disk, readsBefore, sectorsBefore)
 }
 
 // checkRealDisk compares host_disk_io with statfs of the root filesystem
-// and /proc/diskstats read by the test.
-func checkRealDisk(t *testing.T, d sflow.HostDiskIO) {
+// and with the reads and sectors of /proc/diskstats the test read before
+// the poll (diskTotals): counters only grow, so the poll's must be at
+// least those. (Read after the poll, any disk read in between made the
+// test fail on a busy machine.)
+func checkRealDisk(t *testing.T, d sflow.HostDiskIO, reads, sectors uint64) {
 	t.Helper()
 	var rootDev string
 	for _, f := range procFields(t, "/proc/self/mounts") {
@@ -224,8 +228,15 @@ func checkRealDisk(t *testing.T, d sflow.HostDiskIO) {
 			t.Errorf("disk_free %d > disk_total %d", d.DiskFree, d.DiskTotal)
 		}
 	}
-	// Whole, unstacked, non-loop disks, by the test's own reading of sysfs.
-	var reads, sectors uint64
+	if uint64(d.Reads) < reads&0xffffffff || d.BytesRead < sectors*512 {
+		t.Errorf("disk reads %d bytes_read %d, /proc/diskstats said %d, %d bytes before", d.Reads, d.BytesRead, reads, sectors*512)
+	}
+}
+
+// diskTotals sums reads and sectors read of the whole, unstacked,
+// non-loop disks, by the test's own reading of sysfs and /proc/diskstats.
+func diskTotals(t *testing.T) (reads, sectors uint64) {
+	t.Helper()
 	for _, f := range procFields(t, "/proc/diskstats") {
 		name := strings.ReplaceAll(f[2], "/", "!")
 		if _, err := os.Stat(filepath.Join("/sys/block", name)); err != nil || strings.HasPrefix(name, "loop") {
@@ -237,9 +248,7 @@ func checkRealDisk(t *testing.T, d sflow.HostDiskIO) {
 		reads += mustUint(t, f[3])
 		sectors += mustUint(t, f[5])
 	}
-	if uint64(d.Reads) < reads&0xffffffff || d.BytesRead < sectors*512 {
-		t.Errorf("disk reads %d bytes_read %d, /proc/diskstats said %d, %d bytes before", d.Reads, d.BytesRead, reads, sectors*512)
-	}
+	return reads, sectors
 }
 
 // TestRealMachineRereads polls twice, more than a second apart: the
