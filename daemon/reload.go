@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
@@ -124,7 +126,7 @@ func (d *Daemon) reload(s config.Settings) error {
 	d.settings = s
 	d.mu.Unlock()
 	if err := d.drops.Apply(dropsConfig(s)); err != nil {
-		d.log.Error("drop notifications off", "err", err)
+		d.dropsOff(err)
 	}
 	d.log.Info("configuration reloaded")
 	d.poke()
@@ -164,4 +166,15 @@ func (d *Daemon) reconfigure() {
 	if err := d.mib.SetPorts(m.Ports); err != nil {
 		d.log.Warn("configuration applied with errors", "err", err)
 	}
+}
+
+// dropsOff reports drop notifications that could not be turned on: a
+// warning when the kernel lacks the feature (the probe's warning names it
+// and why), an error otherwise.
+func (d *Daemon) dropsOff(err error) {
+	if errors.Is(err, dropnotify.ErrKernelFeature) {
+		d.log.Warn("drop notifications off", "err", err)
+		return
+	}
+	d.log.Error("drop notifications off", "err", err)
 }

@@ -7,7 +7,9 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -270,7 +272,41 @@ func probeBTFTracepoint() error {
 	if err != nil {
 		return err
 	}
-	return p.Close()
+	if err := p.Close(); err != nil {
+		return err
+	}
+	return probeBPFOutputEvent()
+}
+
+// probeBPFOutputEvent opens (and closes) one perf event of the kind the
+// drop notification buffers are made of (a CPU-wide
+// PERF_COUNT_SW_BPF_OUTPUT event on CPU 0, as cilium/ebpf's perf reader
+// opens one per CPU): CAP_PERFMON allows it on a mainline kernel, but
+// Debian's kernels add kernel.perf_event_paranoid=3 (their default),
+// which Debian 12's 6.1 lets only CAP_SYS_ADMIN pass (Debian 13's 6.12
+// lets CAP_PERFMON pass too). Drop notifications then cannot run for
+// this process, so the feature is reported missing with the setting
+// named, as af_xdp_need_wakeup is without CAP_NET_RAW.
+func probeBPFOutputEvent() error {
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_BPF_OUTPUT,
+		Sample_type: unix.PERF_SAMPLE_RAW,
+		Wakeup:      1,
+	}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		paranoid := "unreadable"
+		if b, rerr := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); rerr == nil {
+			paranoid = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("perf_event_open of a BPF output event for the drop buffers (kernel.perf_event_paranoid=%s; Debian's kernels at 3 may require CAP_SYS_ADMIN, 2 lets CAP_PERFMON pass): %w", paranoid, err)
+	}
+	if err := unix.Close(fd); err != nil {
+		return fmt.Errorf("closing the probe's perf event: %w", err)
+	}
+	return nil
 }
 
 // probeAFXDP is afxdp.Probe with the kernel's own "no" (no AF_XDP, or

@@ -20,6 +20,12 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
+// ErrKernelFeature marks an Apply error caused by a kernel feature the
+// probe reports missing (tp_btf_kfree_skb): the start already logged that
+// feature as unavailable, with its reason, and the daemon reports the
+// notifications off as a warning, not as an error of its own.
+var ErrKernelFeature = errors.New("kernel feature")
+
 // Runner runs dropped-packet notifications: the kernel program while
 // enabled, and the reporter that turns its notifications into
 // discarded_packet samples. Its Config applies at start and on SIGHUP.
@@ -90,7 +96,7 @@ func (d *Runner) Apply(c Config) error {
 	}
 	if d.features != nil {
 		if err := d.features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
-			return fmt.Errorf("drop notifications unavailable: kernel feature %s: %w", dataplane.FeatureBTFTracepoint, err)
+			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
 		}
 	}
 	dp, err := dataplane.OpenDrops(cfg)

@@ -47,6 +47,9 @@ func TestWithoutBTFTracepoint(t *testing.T) {
 	if !errors.Is(err, ebpf.ErrNotSupported) {
 		t.Errorf("Start error %v does not wrap the probe's error", err)
 	}
+	if !errors.Is(err, ErrKernelFeature) {
+		t.Errorf("Start error %v is not marked ErrKernelFeature (the daemon logs it as a warning)", err)
+	}
 	if r.dp != nil {
 		t.Fatal("the drop program was loaded on a kernel without tp_btf")
 	}
