@@ -283,8 +283,8 @@ func probeBTFTracepoint() error {
 // PERF_COUNT_SW_BPF_OUTPUT event on CPU 0, as cilium/ebpf's perf reader
 // opens one per CPU): CAP_PERFMON allows it on a mainline kernel, but
 // Debian's kernels add kernel.perf_event_paranoid=3 (their default),
-// which Debian 12's 6.1 lets only CAP_SYS_ADMIN pass (Debian 13's 6.12
-// lets CAP_PERFMON pass too). Drop notifications then cannot run for
+// at which Debian 12's 6.1 refuses it to CAP_PERFMON alone (measured by
+// the e2e TestLeastPrivilege in the VM; Debian 13's 6.12 admits it). Drop notifications then cannot run for
 // this process, so the feature is reported missing with the setting
 // named, as af_xdp_need_wakeup is without CAP_NET_RAW.
 func probeBPFOutputEvent() error {
@@ -301,7 +301,7 @@ func probeBPFOutputEvent() error {
 		if b, rerr := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); rerr == nil {
 			paranoid = strings.TrimSpace(string(b))
 		}
-		return fmt.Errorf("perf_event_open of a BPF output event for the drop buffers (kernel.perf_event_paranoid=%s; Debian's kernels at 3 may require CAP_SYS_ADMIN, 2 lets CAP_PERFMON pass): %w", paranoid, err)
+		return fmt.Errorf("perf_event_open of a BPF output event for the drop buffers (kernel.perf_event_paranoid=%s; at 3 Debian's kernels may admit only a fully privileged process, at 2 CAP_PERFMON suffices): %w", paranoid, err)
 	}
 	if err := unix.Close(fd); err != nil {
 		return fmt.Errorf("closing the probe's perf event: %w", err)
