@@ -282,10 +282,10 @@ func probeBTFTracepoint() error {
 // drop notification buffers are made of (a CPU-wide
 // PERF_COUNT_SW_BPF_OUTPUT event on CPU 0, as cilium/ebpf's perf reader
 // opens one per CPU): CAP_PERFMON allows it on a mainline kernel, but
-// Debian's kernels add kernel.perf_event_paranoid=3 (their default),
-// at which Debian 12's 6.1 refuses it to CAP_PERFMON alone (measured by
-// the e2e TestLeastPrivilege in the VM; Debian 13's 6.12 admits it). Drop notifications then cannot run for
-// this process, so the feature is reported missing with the setting
+// Debian's kernels add kernel.perf_event_paranoid=3 (their default), at
+// which Debian 12's 6.1 refuses it to CAP_PERFMON alone (measured by the
+// e2e TestLeastPrivilege in the VM). Drop notifications then cannot run
+// for this process, so the feature is reported missing with the setting
 // named, as af_xdp_need_wakeup is without CAP_NET_RAW.
 func probeBPFOutputEvent() error {
 	attr := unix.PerfEventAttr{
