@@ -168,9 +168,28 @@ run_vm() {
 	local rc=0
 	wait "$qemu_pid" || rc=$?
 	qemu_pid=""
-	echo "== $r: VM ran $(($(date +%s) - t0)) s (qemu exit $rc); console: $log/console.log"
+	vm_seconds=$(($(date +%s) - t0))
+	echo "== $r: VM ran $vm_seconds s (qemu exit $rc); console: $log/console.log"
 }
 
+# skip_table EVENTS RELEASE KERNEL OK FAILED: the run of one kernel as
+# Markdown: packages passed and failed, the VM's time, and every skipped
+# test with its reason (the test's own output lines before "--- SKIP").
+skip_table() {
+	echo "$2, kernel $3, $(date -u '+%Y-%m-%d %H:%M UTC'): $4 packages passed, $(wc -w <<<"$5") failed${5:+ ($5)}; the VM ran $vm_seconds s (boot, every package, power-off)."
+	echo
+	echo "| package | skipped test | reason (the test's output) |"
+	echo "|---|---|---|"
+	jq -rs '
+	  (map(select(.Test != null and .Action == "skip")) | map(.Package + " " + .Test)) as $skips
+	  | reduce (.[] | select(.Test != null and .Action == "output")) as $e ({}; .[$e.Package + " " + $e.Test] += [$e.Output])
+	  | . as $out | $skips[] | . as $k
+	  | ($out[$k] // [] | map(select(test("^=== |^--- SKIP|^\\s*$") | not)) | map(sub("^\\s+"; "") | sub("\\n$"; "")) | join(" ")) as $why
+	  | ($k | sub("^github.com/sflowswitchd/sflowswitchd/"; "") | split(" ")) as $pt
+	  | "| `\($pt[0])` | `\($pt[1])` | \($why) |"' "$1"
+}
+
+vm_seconds=0
 overall=0
 summary=()
 for r in "${releases[@]}"; do
@@ -200,7 +219,9 @@ for r in "${releases[@]}"; do
 	ok=$(grep -c '^ok' "$out/status" || true)
 	failed=$(grep '^FAIL' "$out/status" | awk '{print $2}' | xargs)
 	skips=$(grep -c '"Action":"skip","Package":"[^"]*","Test"' "$run/out/$r.json" || true)
-	summary+=("$r ($kernel): $ok packages ok, $(wc -w <<<"$failed") failed${failed:+ ($failed)}, $skips tests skipped")
+	summary+=("$r ($kernel): $ok packages ok, $(wc -w <<<"$failed") failed${failed:+ ($failed)}, $skips tests skipped; VM $vm_seconds s")
+	skip_table "$run/out/$r.json" "$r" "$kernel" "$ok" "$failed" >"$run/out/$r.md"
+	echo "== $r: results table (docs/KERNELS.md): $run/out/$r.md"
 done
 echo "== vagrant-test ($mode) summary"
 printf '   %s\n' "${summary[@]}"
