@@ -42,7 +42,7 @@ declare -A profile=(
 	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot"
 	[vm]="debootstrap:debootstrap qemu-img:qemu-utils mkfs.ext4:e2fsprogs sfdisk:fdisk
 		grub-mkimage:grub-common /usr/lib/grub/i386-pc:grub-pc-bin
-		qemu-system-x86_64:qemu-system-x86 rsync:rsync"
+		qemu-system-x86_64:qemu-system-x86 rsync:rsync jq:jq"
 	[vagrant]="vagrant:vagrant /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
 		virsh:libvirt-clients libvirtd:libvirt-daemon-system virtlogd:libvirt-daemon-system
 		dnsmasq:dnsmasq-base ssh:openssh-client"
