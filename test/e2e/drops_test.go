@@ -75,7 +75,7 @@ func goflowDropCount(dgs []datagram) int {
 func waitDropsQuiet(t *testing.T, col *collector) []datagram {
 	t.Helper()
 	last, n := time.Now(), -1
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for {
 		time.Sleep(100 * time.Millisecond)
 		dgs := col.snapshot(t)
@@ -384,7 +384,7 @@ func TestDrops(t *testing.T) {
 // time: loading takes longer on a slow machine (1.6 s under emulation).
 func waitDropsLoaded(t *testing.T, lab *netlab.Lab, on bool) bool {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); ; {
+	for end := time.Now().Add(testutil.Scaled(10 * time.Second)); ; {
 		if _, loaded := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); loaded == on {
 			return true
 		}

@@ -124,7 +124,7 @@ func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	d.signal(t, syscall.SIGSTOP)
 	task := fmt.Sprintf("/proc/%d/task", d.cmd.Process.Pid)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		tids, err := os.ReadDir(task)
 		if err != nil {
@@ -191,7 +191,7 @@ func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
 // pool but not sampled.
 func (d *daemon) waitReady(t testing.TB, lab *netlab.Lab, ports ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		missing := ""
 		for _, p := range ports {
@@ -490,7 +490,7 @@ func (a accounted) done(kernelOnly bool) bool {
 func waitAccounted(t testing.TB, lab *netlab.Lab, received func() uint64) accounted {
 	t.Helper()
 	var prev, a accounted
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for i := 0; ; i++ {
 		m, err := fetchMetrics(lab)
 		if err != nil {
@@ -550,7 +550,7 @@ func (c *collector) waitDelivered(t testing.TB, lab *netlab.Lab, others ...*coll
 func (c *collector) waitQuiet(t *testing.T, since time.Time, ifindex uint32) []datagram {
 	t.Helper()
 	const quiet = 1300 * time.Millisecond
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(15 * time.Second))
 	for {
 		time.Sleep(100 * time.Millisecond)
 		dgs := c.snapshot(t)

@@ -19,6 +19,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // daemonCaps is the capability set the daemon runs with (README
@@ -200,7 +201,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	// The process (setpriv exec'd the daemon in place: same PID) holds
 	// exactly the four capabilities.
 	want := fmt.Sprintf("%016x", uint64(1)<<capBPF|1<<capNetAdmin|1<<capPerfmon|1<<capNetRaw)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
 	var st map[string]string
 	for {
 		st = procCaps(t, d.cmd.Process.Pid)
@@ -296,7 +297,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 		// without CAP_SYS_ADMIN (nor CAP_DAC_OVERRIDE: the socket is
 		// root's, mode 0600).
 		c := snmp.Client(t, "public")
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 		for {
 			r, err := c.Get([]string{sflowAgentAddressOID})
 			if err == nil && len(r.Variables) == 1 && r.Variables[0].Type == gosnmp.OctetString {
