@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-lab vagrant-clean soak hostile stress-exact
+.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-lab vagrant-clean soak hostile stress-exact
 
 all: build
 
@@ -134,18 +134,41 @@ deb:
 	$(DEPS) deb
 	./packaging/deb/build.sh
 
-# The lab VM (vagrant/README.md): a Debian 12 box built from Debian's
-# packages, then the package, the lab and the integration tests on its 6.1
-# kernel. Root; not part of `make test`.
+# The lab VMs (vagrant/README.md): Debian boxes built from Debian's
+# packages, one per release (RELEASE: bookworm = Debian 12, kernel 6.1;
+# trixie = Debian 13, kernel 6.12). Root; not part of `make test`.
+#   vagrant-box    the box of RELEASE (cached per release)
+#   vagrant-test   every package's tests in a VM of each of RELEASES, one
+#                  after the other (qemu, 9p; TEST_PKGS, TEST_RUN pick a
+#                  subset), and a report per kernel
+#   vagrant-fresh  .ci/run on a fresh minimal Debian RELEASE from a clean
+#                  clone, with network (qemu's user networking)
+#   vagrant-lab    the package, the lab and the tests in a VM of RELEASE
+#                  booted by vagrant on libvirt
+#   vagrant-clean  removes every box, VM, volume and cache they left
+RELEASE  ?= bookworm
+RELEASES ?= bookworm trixie
+
 vagrant-box:
 	$(DEPS) vm
-	./vagrant/box/build.sh
+	./vagrant/box/build.sh $(RELEASE)
 
-vagrant-lab: vagrant-box deb
-	./vagrant/lab.sh
+vagrant-test:
+	$(DEPS) vm
+	@set -e; for r in $(RELEASES); do ./vagrant/box/build.sh $$r; done
+	RELEASES="$(RELEASES)" TEST_PKGS="$(TEST_PKGS)" TEST_RUN="$(TEST_RUN)" VM_CMD="$(VM_CMD)" ./vagrant/test.sh
+
+vagrant-fresh:
+	$(DEPS) vm
+	FLAVOR=fresh ./vagrant/box/build.sh $(RELEASE)
+	MODE=fresh RELEASES="$(RELEASE)" ./vagrant/test.sh
+
+vagrant-lab: deb
+	$(DEPS) vagrant
+	./vagrant/box/build.sh $(RELEASE)
+	RELEASE=$(RELEASE) ./vagrant/lab.sh
 
 vagrant-clean:
-	$(DEPS) vm
 	./vagrant/clean.sh
 
 clean:

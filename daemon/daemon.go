@@ -211,7 +211,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		Logger:    log,
 	})
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
-	d.drops = dropnotify.New(uint32(s.Workers), log)
+	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
@@ -131,7 +133,7 @@ func (d *Daemon) reload(s config.Settings) error {
 	d.settings = s
 	d.mu.Unlock()
 	if err := d.drops.Apply(dropsConfig(s)); err != nil {
-		d.log.Error("drop notifications off", "err", err)
+		d.dropsOff(err)
 	}
 	d.log.Info("configuration reloaded")
 	d.poke()
@@ -204,4 +206,15 @@ func (d *Daemon) reconfigured() {
 	}
 	d.reconfFailing.Store(false)
 	d.reconfWait = 0
+}
+
+// dropsOff reports drop notifications that could not be turned on: a
+// warning when the kernel lacks the feature (the probe's warning names it
+// and why), an error otherwise.
+func (d *Daemon) dropsOff(err error) {
+	if errors.Is(err, dropnotify.ErrKernelFeature) {
+		d.log.Warn("drop notifications off", "err", err)
+		return
+	}
+	d.log.Error("drop notifications off", "err", err)
 }

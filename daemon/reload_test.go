@@ -76,7 +76,7 @@ func TestReloadOn(t *testing.T) {
 	old.Workers = 2
 	level := new(slog.LevelVar)
 	d := &Daemon{log: log, level: level, settings: old, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
-		drops: dropnotify.New(2, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
+		drops: dropnotify.New(2, nil, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
 
 	typo, next := old, old
 	typo.Ports = []string{"sw*p"}

@@ -61,7 +61,7 @@ func (d *Daemon) run(ctx context.Context) error {
 		}
 	}
 	if err := d.drops.Start(ctx, dropsConfig(s)); err != nil {
-		d.log.Error("drop notifications off", "err", err)
+		d.dropsOff(err)
 	}
 	d.startAgent(ctx, readers, &running)
 	d.startResolver(ctx, s)

@@ -103,7 +103,12 @@ func shutdownChild(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			client := &http.Client{Timeout: 5 * time.Second}
+			// A client that gave up on a slow scrape would leave it
+			// running in the daemon and start another: more than the
+			// handler's limit in flight, refused with 503. The timeout
+			// only stops a hung daemon (a scrape takes seconds under
+			// software emulation, Linux 6.1 VM).
+			client := &http.Client{Timeout: time.Minute}
 			for {
 				select {
 				case <-stop:

@@ -7,7 +7,9 @@ package dataplane
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -203,7 +205,7 @@ var featureProbes = []featureProbe{
 	{Feature{Name: FeatureAFXDP, Since: "5.4",
 		UsedFor: "AF_XDP sockets with need-wakeup ring flags receive monitor ports' samples",
 		Without: "monitor ports are refused (a monitor port would drop its traffic with nobody reading); inline ports sample normally"},
-		afxdp.Probe},
+		probeAFXDP},
 	{Feature{Name: FeatureBTFTracepoint, Since: "5.5 (with kernel BTF)",
 		UsedFor: "BTF-typed tracepoint skb:kfree_skb (tp_btf), for dropped-packet notifications",
 		Without: "dropped-packet notifications are unavailable; packet sampling and counters are unaffected"},
@@ -282,7 +284,53 @@ func probeBTFTracepoint() error {
 	if err != nil {
 		return err
 	}
-	return p.Close()
+	if err := p.Close(); err != nil {
+		return err
+	}
+	return probeBPFOutputEvent()
+}
+
+// probeBPFOutputEvent opens (and closes) one perf event of the kind the
+// drop notification buffers are made of (a CPU-wide
+// PERF_COUNT_SW_BPF_OUTPUT event on CPU 0, as cilium/ebpf's perf reader
+// opens one per CPU): CAP_PERFMON allows it on a mainline kernel, but
+// Debian's kernels add kernel.perf_event_paranoid=3 (their default), at
+// which Debian 12's 6.1 refuses it to CAP_PERFMON alone (measured by the
+// e2e TestLeastPrivilege in the VM). Drop notifications then cannot run
+// for this process, so the feature is reported missing with the setting
+// named, as af_xdp_need_wakeup is without CAP_NET_RAW.
+func probeBPFOutputEvent() error {
+	attr := unix.PerfEventAttr{
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_BPF_OUTPUT,
+		Sample_type: unix.PERF_SAMPLE_RAW,
+		Wakeup:      1,
+	}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	fd, err := unix.PerfEventOpen(&attr, -1, 0, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		paranoid := "unreadable"
+		if b, rerr := os.ReadFile("/proc/sys/kernel/perf_event_paranoid"); rerr == nil {
+			paranoid = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("perf_event_open of a BPF output event for the drop buffers (kernel.perf_event_paranoid=%s; at 3 Debian's kernels may admit only a fully privileged process, at 2 CAP_PERFMON suffices): %w", paranoid, err)
+	}
+	if err := unix.Close(fd); err != nil {
+		return fmt.Errorf("closing the probe's perf event: %w", err)
+	}
+	return nil
+}
+
+// probeAFXDP is afxdp.Probe with the kernel's own "no" (no AF_XDP, or
+// rings without need-wakeup) marked ebpf.ErrNotSupported like the other
+// probes; a missing CAP_NET_RAW stays a permission error, which the
+// message names.
+func probeAFXDP() error {
+	err := afxdp.Probe()
+	if errors.Is(err, unix.EAFNOSUPPORT) || errors.Is(err, afxdp.ErrNoNeedWakeup) {
+		return fmt.Errorf("%w: %w", err, ebpf.ErrNotSupported)
+	}
+	return err
 }
 
 // probeKernCtx looks the kfunc bpf_cast_to_kern_ctx (Linux 6.2) up in the

@@ -15,8 +15,13 @@
 #   bench     the test profile plus perf, and the C toolchain of the
 #             baselines (`make bench`)
 #   deb       dpkg-dev, lintian, fakeroot (`make deb`)
-#   vm        debootstrap, qemu, libvirt, vagrant and what the box build
-#             and `make vagrant-*` run (vagrant/README.md)
+#   vm        the box build and the test VMs (`make vagrant-box`,
+#             `make vagrant-test`): debootstrap, qemu-img, sfdisk, GRUB for
+#             BIOS, qemu-system-x86 (TCG or KVM, 9p shares, user
+#             networking), rsync; gotestsum reads the VMs' results
+#   vagrant   the vm profile plus what `make vagrant-lab` and `make
+#             vagrant-clean` run: vagrant, vagrant-libvirt, libvirt's
+#             daemons (libvirtd, virtlogd) and virsh, dnsmasq, ssh
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,19 +40,21 @@ declare -A profile=(
 	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
 	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"
 	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot"
-	[vm]="debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils
-		mkfs.ext4:e2fsprogs sfdisk:fdisk extlinux:extlinux /usr/lib/EXTLINUX/mbr.bin:extlinux
-		/usr/lib/grub/i386-pc:grub-pc-bin vagrant:vagrant /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
+	[vm]="debootstrap:debootstrap qemu-img:qemu-utils mkfs.ext4:e2fsprogs sfdisk:fdisk
+		grub-mkimage:grub-common /usr/lib/grub/i386-pc:grub-pc-bin
+		qemu-system-x86_64:qemu-system-x86 rsync:rsync jq:jq"
+	[vagrant]="vagrant:vagrant /usr/share/vagrant-plugins/plugins.d/vagrant-libvirt.json:vagrant-libvirt
 		virsh:libvirt-clients libvirtd:libvirt-daemon-system virtlogd:libvirt-daemon-system
-		dnsmasq:dnsmasq-base rsync:rsync bc:bc ssh:openssh-client"
+		dnsmasq:dnsmasq-base ssh:openssh-client"
 )
 # Go tools: profile -> "binary@module@version ..."
 declare -A gotools=(
 	[test]="staticcheck@honnef.co/go/tools/cmd/staticcheck@v0.8.2 gotestsum@gotest.tools/gotestsum@v1.13.0"
 	[bench]="benchstat@golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da"
+	[vm]="gotestsum@gotest.tools/gotestsum@v1.13.0"
 )
-# bench runs the tests' tools too.
-declare -A includes=([bench]=test)
+# bench runs the tests' tools too; vagrant-lab boots the vm profile's box.
+declare -A includes=([bench]=test [vagrant]=vm)
 
 have() {
 	case $1 in
@@ -73,7 +80,7 @@ check_go() {
 
 profiles=()
 for p in "$@"; do
-	[ -n "${profile[$p]+x}" ] || { echo "install-deps: unknown profile $p (build generate test stress lab bench deb vm)" >&2; exit 2; }
+	[ -n "${profile[$p]+x}" ] || { echo "install-deps: unknown profile $p (build generate test stress lab bench deb vm vagrant)" >&2; exit 2; }
 	profiles+=("$p")
 	[ -z "${includes[$p]:-}" ] || profiles+=("${includes[$p]}")
 done

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# clean.sh — `make vagrant-clean`: removes everything the lab VM left:
-# the vagrant machine (domain and its disk volume), the box's base volume
-# in the libvirt pool, the networks vagrant-libvirt defined
-# (vagrant-libvirt), the default storage pool if vagrant-libvirt created
-# it, the box from vagrant, the box cache (vagrant/.cache) and, when
-# libvirt.sh started one, the libvirt daemons and their network namespace.
-# Root.
+# clean.sh — `make vagrant-clean`: removes everything the lab VMs left.
+# When vagrant and libvirt are installed (make vagrant-lab): the vagrant
+# machine (domain and its disk volume), the boxes' base volumes in the
+# libvirt pool, the networks vagrant-libvirt defined (vagrant-libvirt),
+# the default storage pool if vagrant-libvirt created it, the boxes
+# sflowswitchd/* from vagrant and, when libvirt.sh started one, the
+# libvirt daemons and their network namespace. Always: the box cache
+# (vagrant/.cache: every release's box and debootstrapped tree, the test
+# VMs' share and results; make vagrant-test leaves nothing else). Root.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 state_dir=$here/.cache/state
@@ -15,6 +17,23 @@ state_dir=$here/.cache/state
 export VAGRANT_CWD=$here SFLOW_LAB_BOX=sflowswitchd/bookworm64 SFLOW_LAB_VM=$here/.cache/vm SFLOW_LAB_GOROOT=/nonexistent
 v="virsh -c qemu:///system"
 
+# remove_cache deletes vagrant/.cache: first whatever an interrupted box
+# build left mounted in a debootstrapped tree, then the files, never
+# crossing into another file system.
+remove_cache() {
+	local m
+	for m in $(findmnt -rn -o TARGET | grep "^$here/.cache/" | sort -r); do
+		umount -l "$m"
+	done
+	rm -rf --one-file-system "$here/.vagrant" "$here/.cache"
+}
+
+if ! command -v vagrant >/dev/null || ! command -v virsh >/dev/null || ! [ -x /usr/sbin/libvirtd ]; then
+	echo "vagrant-clean: no vagrant/libvirt here (make vagrant-lab installs them): removing vagrant/.cache only"
+	remove_cache
+	echo "vagrant-clean: done"
+	exit 0
+fi
 start_libvirt
 "${run_in[@]}" vagrant destroy -f 2>/dev/null || true
 for dom in $($v list --all --name | grep '^vagrant_' || true); do
@@ -45,6 +64,8 @@ fi
 echo "libvirt now holds:"
 show_libvirt
 stop_libvirt
-vagrant box remove --force sflowswitchd/bookworm64 2>/dev/null || true
-rm -rf "$here/.vagrant" "$here/.cache"
+for b in $(vagrant box list 2>/dev/null | awk '$1 ~ /^sflowswitchd\// { print $1 }' | sort -u); do
+	vagrant box remove --force --all "$b"
+done
+remove_cache
 echo "vagrant-clean: done"

@@ -16,8 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 const seqMagic = 0x5eb1a5e5
@@ -39,6 +41,15 @@ func baselineCase(t *testing.T, name string) {
 	bin := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command("go", "build", "-o", bin, "./"+name).CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", name, err, out)
+	}
+	if name == "tcsample" {
+		// The program loads on every supported kernel (6.1's verifier
+		// refused an earlier version); it attaches with TCX only, as the
+		// host agent's eBPF module does, so it samples from 6.6 on.
+		if out, err := exec.Command(bin, "-load-only").CombinedOutput(); err != nil || string(out) != "loaded\n" {
+			t.Fatalf("tcsample -load-only: %v\n%s", err, out)
+		}
+		testskip.Feature(t, dataplane.ProbeFeatures(), dataplane.FeatureTCX)
 	}
 	lab := netlab.New(t, 2)
 	var conn *net.UDPConn

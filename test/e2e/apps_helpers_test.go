@@ -17,6 +17,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // appAPIAddr is the daemon's local JSON API inside the switch namespace.
@@ -99,7 +100,7 @@ func (d apmDoc) totals(control, app uint32) (count, success uint64) {
 // closed report), and returns them.
 func waitAPMClosed(t *testing.T, lab *netlab.Lab, control uint32, after time.Time) apmDoc {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		doc := fetchAPM(t, lab)
 		for _, r := range doc.Reports {

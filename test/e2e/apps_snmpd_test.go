@@ -49,7 +49,7 @@ func waitAPMMIB(t *testing.T, s *snmptest.Snmpd, d *daemon) {
 	t.Helper()
 	g := s.Client(t, "public")
 	g.Timeout, g.Retries = 500*time.Millisecond, 0
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(15 * time.Second))
 	for {
 		res, err := g.Get([]string{"." + apmReportControlAggregationType + ".4"})
 		if err == nil && res.Variables[0].Type == gosnmp.Integer && gosnmp.ToBigInt(res.Variables[0].Value).Int64() == 4 {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestPortSelectionTypo (issue 10, defect 6): a port selection that
@@ -45,7 +46,7 @@ func TestPortSelectionTypo(t *testing.T) {
 	// A typo that matches nothing: refused, p1 is still sampled.
 	write(`"xxxx"`)
 	d.signal(t, syscall.SIGHUP)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
 	for !strings.Contains(d.log(), "config reload refused") {
 		if time.Now().After(deadline) {
 			t.Fatalf("reload with ports [xxxx] not refused\n%s", d.log())
@@ -66,7 +67,7 @@ func TestPortSelectionTypo(t *testing.T) {
 func TestPortSelectionEmptyAtStart(t *testing.T) {
 	lab := newLab(t, 1)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-ports", "p2", "-polling", "0")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
 	for !strings.Contains(d.log(), "NOTHING IS SAMPLED") {
 		if time.Now().After(deadline) || !d.alive() {
 			t.Fatalf("no error for a selection matching nothing\n%s", d.log())
@@ -127,7 +128,7 @@ func TestCollectorRouteAppears(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	// Backoff is at most the sender's redialMax (1 min) but here at most 1+2+4+8 s.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for num := uint64(1000); ; num += 10 {
 		lab.SendFrames(t, 0, testFrames(lab, 0, 1, num, 10))
 		if len(flowSamplesOf(col.snapshot(t), p1)) > 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestExit stops the daemon with SIGTERM (exit status 0 expected) and with
@@ -65,7 +66,7 @@ func TestExit(t *testing.T) {
 			}
 			// A killed process's BPF links are released when its files
 			// are closed, which may trail the exit status slightly.
-			deadline := time.Now().Add(2 * time.Second)
+			deadline := time.Now().Add(testutil.Scaled(2 * time.Second))
 			for _, l := range links {
 				for samplerAttached(t, lab, l) {
 					if time.Now().After(deadline) {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // durationEnv returns the duration in environment variable name (`make
@@ -317,7 +318,7 @@ func (c *countingCollector) waitDelivered(t testing.TB, lab *netlab.Lab) account
 // counter samples may keep coming).
 func (c *countingCollector) waitQuiet(quiet time.Duration) {
 	last, lastN := time.Now(), uint64(0)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		if n := c.totalFlows(); n != lastN {

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // faultRounds is how many times a fault is repeated (FAULT_ROUNDS; 1 in
@@ -336,8 +337,18 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 		close(stop)
 		sent += <-sending
 	}
-	time.Sleep(200 * time.Millisecond)
-	rx := lab.RxPackets(t, lab.Hosts[1], "eth0") - rxBefore
+	// Frames still in the veths' backlogs arrive late on a slow machine
+	// (under emulation): read h2's intake until it stops growing.
+	rx := uint64(0)
+	for deadline := time.Now().Add(testutil.Scaled(2 * time.Second)); ; {
+		time.Sleep(200 * time.Millisecond)
+		n := lab.RxPackets(t, lab.Hosts[1], "eth0") - rxBefore
+		if n == rx || n >= sent || time.Now().After(deadline) {
+			rx = n
+			break
+		}
+		rx = n
+	}
 	t.Logf("forwarded during %d SIGKILLs: sent %d, received %d", rounds, sent, rx)
 	if rx < sent {
 		t.Errorf("forwarding lost %d of %d frames across SIGKILL and restart", sent-rx, sent)
@@ -429,7 +440,13 @@ func TestFaultClockOffset(t *testing.T) {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listenCounting(t, lab, collectorPort)
 	off := strconv.Itoa(tenYears)
-	cmd := lab.Start(t, lab.Switch, "unshare", "--time", "--monotonic", off, "--boottime", off, daemonBin, "-metrics", metricsAddr,
+	// --fork: the daemon is unshare's child, inside the time namespace.
+	// Without it the daemon is exec'd by unshare itself, which Linux
+	// before 6.2 leaves outside the namespace it made for its children;
+	// such a process cannot start threads (clone fails with EINVAL), and
+	// the Go runtime dies ("failed to create new OS thread", 6.1).
+	// --kill-child: it dies with unshare.
+	cmd := lab.Start(t, lab.Switch, "unshare", "--fork", "--kill-child", "--time", "--monotonic", off, "--boottime", off, daemonBin, "-metrics", metricsAddr,
 		"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-sampling", "1", "-ports", "p1", "-polling", "1", "-agentx", "off")
 	out, _ := cmd.Stdout.(fmt.Stringer)
 	d := &daemon{cmd: cmd, out: out}
@@ -457,8 +474,26 @@ func TestFaultClockOffset(t *testing.T) {
 	recordFault(t, faultRow{
 		Fault: "clock offset (time namespace)", Done: "daemon started with CLOCK_MONOTONIC and CLOCK_BOOTTIME 10 years ahead",
 		Observed: fmt.Sprintf("uptime in datagrams %d→%d ms over %.1f s: its own monotonic uptime; sampling and 1 s polling normal", first, last, elapsed.Seconds()),
-		PeakRSS:  usage(t, cmd.Process.Pid).HWM,
+		PeakRSS:  usage(t, childPID(t, cmd.Process.Pid)).HWM,
 	})
+}
+
+// childPID is the only child of process pid (unshare --fork's daemon).
+func childPID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatalf("children of %d: %v", pid, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("process %d has children %q, want one", pid, f)
+	}
+	c, err := strconv.Atoi(f[0])
+	if err != nil {
+		t.Fatalf("children of %d: %v", pid, err)
+	}
+	return c
 }
 
 // waitUntil polls cond every 50 ms until it holds or fails the test after

@@ -124,7 +124,7 @@ func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	d.signal(t, syscall.SIGSTOP)
 	task := fmt.Sprintf("/proc/%d/task", d.cmd.Process.Pid)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		tids, err := os.ReadDir(task)
 		if err != nil {
@@ -191,7 +191,7 @@ func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
 // pool but not sampled.
 func (d *daemon) waitReady(t testing.TB, lab *netlab.Lab, ports ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
 	for {
 		missing := ""
 		for _, p := range ports {
@@ -290,7 +290,7 @@ func fetchMetrics(lab *netlab.Lab) (metrics, error) {
 		return nil, fmt.Errorf("dial metrics: %w", err)
 	}
 	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+	if err := conn.SetDeadline(time.Now().Add(testutil.Scaled(5 * time.Second))); err != nil {
 		return nil, err
 	}
 	req, err := http.NewRequest("GET", "http://"+metricsAddr+"/metrics", nil)
@@ -495,7 +495,7 @@ func (a accounted) done(kernelOnly bool) bool {
 func waitAccounted(t testing.TB, lab *netlab.Lab, received func() uint64) accounted {
 	t.Helper()
 	var prev, a accounted
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for i := 0; ; i++ {
 		m, err := fetchMetrics(lab)
 		if err != nil {
@@ -556,7 +556,7 @@ func (c *collector) waitDelivered(t testing.TB, lab *netlab.Lab, others ...*coll
 func (c *collector) waitQuiet(t *testing.T, since time.Time, ifindex uint32) []datagram {
 	t.Helper()
 	const quiet = 1300 * time.Millisecond
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(15 * time.Second))
 	for {
 		time.Sleep(100 * time.Millisecond)
 		dgs := c.snapshot(t)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestIdleCPU (issue 11, "Idle cost near zero"): the daemon sampling two
@@ -37,8 +38,11 @@ func TestIdleCPU(t *testing.T) {
 	wakeups := float64(ctx1-ctx0) / wall.Seconds()
 	t.Logf("idle over %v: utime+stime %v = %.3f%% of a core, %.1f context switches/s (all threads)",
 		wall.Round(time.Millisecond), cpu1-cpu0, 100*share, wakeups)
-	if share >= 0.002 {
-		t.Errorf("idle daemon used %.3f%% of a core (%v in %v), want < 0.2%%\n%s", 100*share, cpu1-cpu0, wall, d.log())
+	// 0.2%, times the time scale of an emulated test VM (testutil.Scaled):
+	// there every timer tick and wake-up costs 10-20 times the CPU. The
+	// 20 ms polling this guards against still shows (2-3.75% natively).
+	if bound := 0.002 * testutil.TimeScale(); share >= bound {
+		t.Errorf("idle daemon used %.3f%% of a core (%v in %v), want < %.3g%%\n%s", 100*share, cpu1-cpu0, wall, 100*bound, d.log())
 	}
 	if !d.alive() {
 		t.Fatalf("daemon died\n%s", d.log())

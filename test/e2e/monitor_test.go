@@ -16,6 +16,7 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // Integration test of the monitor path through the real daemon binary
@@ -167,7 +168,7 @@ func TestDaemonMonitorPort(t *testing.T) {
 	// daemon has attached p1, opened its sockets and its worker reads them.
 	const probeBase = 1 << 30
 	probes := uint32(0)
-	for deadline := time.Now().Add(20 * time.Second); ; probes++ {
+	for deadline := time.Now().Add(testutil.Scaled(20 * time.Second)); ; probes++ {
 		if len(col.samples()) > 0 {
 			break
 		}
@@ -190,7 +191,7 @@ func TestDaemonMonitorPort(t *testing.T) {
 	lab.SendFrames(t, 0, frames)
 	seen := map[uint32]int{}
 	var mine []monSample
-	for deadline := time.Now().Add(10 * time.Second); len(seen) < k && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(testutil.Scaled(10 * time.Second)); len(seen) < k && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 		mine, seen = mine[:0], map[uint32]int{}
 		for _, s := range col.samples() {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // waitMetric polls the daemon's metrics until cond holds (10 s at most).
@@ -16,7 +18,7 @@ func waitMetric(t *testing.T, d *daemon, what string, get func() (metrics, error
 // waitMetricFor is waitMetric with a timeout.
 func waitMetricFor(t *testing.T, d *daemon, what string, timeout time.Duration, get func() (metrics, error), cond func(metrics) bool) metrics {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(testutil.Scaled(timeout))
 	for {
 		m, err := get()
 		if err == nil && cond(m) {

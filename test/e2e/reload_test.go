@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestReload runs the daemon from a config file at rate 10, rewrites the
@@ -97,7 +98,7 @@ func TestReload(t *testing.T) {
 // waitLog waits up to 5 s for a daemon log line containing s and returns it.
 func waitLog(t *testing.T, d *daemon, s string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
 	for {
 		for _, line := range strings.Split(d.log(), "\n") {
 			if strings.Contains(line, s) {
@@ -115,7 +116,7 @@ func waitLog(t *testing.T, d *daemon, s string) string {
 // tick (the workers pick up a configuration between ring reads).
 func waitRate(t *testing.T, lab *netlab.Lab, d *daemon, port string, rate uint64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
 	for {
 		m, err := fetchMetrics(lab)
 		if err == nil {

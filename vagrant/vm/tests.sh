@@ -9,8 +9,9 @@
 # with the same paths and settings, for the tests that `go build` the
 # daemon; Go is the host's toolchain, rsynced to /usr/local/go. Each test
 # binary runs in its package's directory, as `go test` runs it.
-# Environment: SFLOW_LAB_VM, LAB_SECONDS (default 30), TEST_PKGS (package
-# directories, default all), TEST_TIMEOUT (per package, default 20m).
+# Environment: SFLOW_LAB_VM, LAB_SECONDS (default 30), TEST_TIMEOUT (per
+# package, default 20m). The packages are those lab.sh built binaries for
+# (its TEST_PKGS).
 set -euo pipefail
 vm=${SFLOW_LAB_VM:?}
 export PATH=/usr/local/go/bin:$PATH GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
@@ -24,12 +25,13 @@ LAB_SECONDS=${LAB_SECONDS:-30} SFLOWSWITCHD=/usr/sbin/sflowswitchd LAB_INTERVAL=
 echo "== tests ($(uname -r))"
 start=$(date +%s)
 failed=()
-pkgs=${TEST_PKGS:-$(cat "$vm/tests/list")}
-for dir in $pkgs; do
+n=0
+while read -r dir _; do
+	n=$((n + 1))
 	bin=$vm/tests/${dir//\//_}.test
 	t0=$(date +%s)
 	rc=0
-	(cd "$dir" && "$bin" -test.count=1 -test.timeout "${TEST_TIMEOUT:-20m}") >/tmp/test.out 2>&1 || rc=$?
+	(cd "$dir" && "$bin" </dev/null -test.count=1 -test.timeout "${TEST_TIMEOUT:-20m}") >/tmp/test.out 2>&1 || rc=$?
 	if [ "$rc" = 0 ]; then
 		printf 'ok  \t%-28s %4ds\n' "$dir" $(($(date +%s) - t0))
 	else
@@ -37,6 +39,6 @@ for dir in $pkgs; do
 		printf 'FAIL\t%-28s %4ds (exit %d)\n' "$dir" $(($(date +%s) - t0)) "$rc"
 		failed+=("$dir")
 	fi
-done
-echo "== tests: $(( $(wc -w <<<"$pkgs") - ${#failed[@]} )) packages ok, ${#failed[@]} failed (${failed[*]:-none}) in $(($(date +%s) - start)) s on $(uname -r)"
+done <"$vm/tests/list"
+echo "== tests: $((n - ${#failed[@]})) packages ok, ${#failed[@]} failed (${failed[*]:-none}) in $(($(date +%s) - start)) s on $(uname -r)"
 [ ${#failed[@]} = 0 ]

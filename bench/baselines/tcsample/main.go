@@ -4,6 +4,7 @@
 // until SIGINT/SIGTERM, then prints its counters as one line of JSON.
 //
 //	tcsample -dev p1 -rate 100 -collector 198.19.255.2:6343 [-header 128]
+//	tcsample -load-only
 //
 // Run it as root inside the port's network namespace.
 package main
@@ -59,7 +60,16 @@ func run() error {
 	collector := flag.String("collector", "", "collector host:port")
 	header := flag.Int("header", 128, "header bytes per sample (<= 256)")
 	maxSize := flag.Int("max-datagram", 1400, "datagram size")
+	loadOnly := flag.Bool("load-only", false, "load the programs (the kernel verifier's check) and exit, attaching nothing")
 	flag.Parse()
+	if *loadOnly {
+		var objs TcObjects
+		if err := LoadTcObjects(&objs, nil); err != nil {
+			return fmt.Errorf("loading: %w", err)
+		}
+		fmt.Println("loaded")
+		return objs.Close()
+	}
 	if *dev == "" || *collector == "" || *rate == 0 || *header < 1 || *header > 256 {
 		return errors.New("need -dev, -collector, -rate >= 1, -header 1..256")
 	}
@@ -78,6 +88,8 @@ func run() error {
 	if err := objs.Sampling.Put(uint32(ifc.Index), uint32(*rate)); err != nil {
 		return fmt.Errorf("setting rate: %w", err)
 	}
+	// TCX only, as the host agent's eBPF module (bpf_program__attach_tcx):
+	// on a kernel without TCX (before 6.6) neither samples.
 	in, err := link.AttachTCX(link.TCXOptions{Interface: ifc.Index, Program: objs.TcIngress, Attach: ebpf.AttachTCXIngress})
 	if err != nil {
 		return fmt.Errorf("attaching tcx ingress: %w", err)

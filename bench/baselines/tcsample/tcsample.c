@@ -89,7 +89,18 @@ static __always_inline void sample(struct __sk_buff *skb, __u8 direction)
 	e->pkt_len = len;
 	e->direction = direction;
 	n = len < MAX_HDR ? len : MAX_HDR;
-	if (n > 0 && bpf_skb_load_bytes(skb, 0, e->hdr, n) < 0) {
+	if (n == 0) {
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		return;
+	}
+	// Bounds the verifier can see: Linux 6.1's does not narrow n on the
+	// n != 0 branch and refuses a possibly zero-sized copy into the event
+	// ("invalid access to memory ... size=0"). Here n - 1 is in
+	// [0, MAX_HDR - 1], so the mask changes nothing; barrier_var keeps
+	// the compiler from dropping it for that reason.
+	barrier_var(n);
+	n = ((n - 1) & (MAX_HDR - 1)) + 1;
+	if (bpf_skb_load_bytes(skb, 0, e->hdr, n) < 0) {
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 		return;
 	}

@@ -21,12 +21,19 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
+// ErrKernelFeature marks an Apply error caused by a kernel feature the
+// probe reports missing (tp_btf_kfree_skb): the start already logged that
+// feature as unavailable, with its reason, and the daemon reports the
+// notifications off as a warning, not as an error of its own.
+var ErrKernelFeature = errors.New("kernel feature")
+
 // Runner runs dropped-packet notifications: the kernel program while
 // enabled, and the reporter that turns its notifications into
 // discarded_packet samples. Its Config applies at start and on SIGHUP.
 type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
+	features *dataplane.Features
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
@@ -36,9 +43,11 @@ type Runner struct {
 }
 
 // New returns a runner, off until Start, whose reporter is sub-agent
-// subAgent.
-func New(subAgent uint32, log *slog.Logger) *Runner {
-	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log)}
+// subAgent. features is what the kernel probe found (nil: not probed):
+// without tp_btf_kfree_skb notifications stay off and Start and Apply
+// say so, naming the feature, without trying to load the program.
+func New(subAgent uint32, features *dataplane.Features, log *slog.Logger) *Runner {
+	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
 }
 
 // Reporter is the reporter of the notifications (receivers, statistics).
@@ -85,6 +94,11 @@ func (d *Runner) Apply(c Config) error {
 			return fmt.Errorf("drop notifications: %w", err)
 		}
 		return nil
+	}
+	if d.features != nil {
+		if err := d.features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
+			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
+		}
 	}
 	dp, err := dataplane.OpenDrops(cfg)
 	if err != nil {
