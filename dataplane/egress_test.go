@@ -91,6 +91,45 @@ func (c *metaCollector) stop(t *testing.T) {
 }
 
 // linkTx returns a switch port's tx_packets and rx_packets.
+// portsAndPools is one reading of p1's and p2's packet counts and of
+// their samplers' pools.
+type portsAndPools struct {
+	rx1, tx1, tx2        uint64 // the links' packet counts
+	in1, out1, out2, in2 uint64 // the pools: p1 in and out, p2 out and in
+}
+
+// readPortsAndPools reads the links' counts, the pools, and the links'
+// counts again until the two link readings agree (no frame crossed the
+// ports while the pools were read), so the pools and counts are of one
+// moment.
+func readPortsAndPools(t *testing.T, lab *netlab.Lab, d *Dataplane, p1, p2 int) portsAndPools {
+	t.Helper()
+	for try := 0; ; try++ {
+		var r portsAndPools
+		r.rx1, r.tx1 = linkPackets(t, lab, lab.Ports[0])
+		_, r.tx2 = linkPackets(t, lab, lab.Ports[1])
+		for _, x := range []struct {
+			get  func(int) (PortCounters, error)
+			port int
+			to   *uint64
+		}{{d.PortCounters, p1, &r.in1}, {d.PortCountersEgress, p1, &r.out1}, {d.PortCountersEgress, p2, &r.out2}, {d.PortCounters, p2, &r.in2}} {
+			c, err := x.get(x.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			*x.to = c.Pool
+		}
+		rx1, tx1 := linkPackets(t, lab, lab.Ports[0])
+		_, tx2 := linkPackets(t, lab, lab.Ports[1])
+		if rx1 == r.rx1 && tx1 == r.tx1 && tx2 == r.tx2 {
+			return r
+		}
+		if try == 100 {
+			t.Fatalf("the ports' packet counts never held still over a reading of the pools")
+		}
+	}
+}
+
 func linkPackets(t *testing.T, lab *netlab.Lab, name string) (rx, tx uint64) {
 	t.Helper()
 	s := switchLink(t, lab, name).Attrs().Statistics
@@ -113,8 +152,6 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 3)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 8, TCMode: tc.mode})
 	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	rx1, tx1 := linkPackets(t, lab, lab.Ports[0])
-	_, tx2 := linkPackets(t, lab, lab.Ports[1])
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +179,12 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if kernelView[0] != tc.want || kernelView[1] != "" {
 		t.Errorf("kernel shows p1 egress %q, p2 ingress %q; want %q and none", kernelView[0], kernelView[1], tc.want)
 	}
+
+	// The pools are compared with the ports' packet counts over the same
+	// span: from a reading taken once both are attached, so a frame the
+	// switch sends by itself between a baseline and an attach (the
+	// bridge's IGMP or MLD reports) counts in neither.
+	base := readPortsAndPools(t, lab, d, p1, p2)
 
 	c := startMetaCollector(t, d, 0)
 	const k = 40
@@ -221,9 +264,15 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 		}
 	}
 
-	// Pools: exactly the port's packets in each direction since attach.
-	rx1b, tx1b := linkPackets(t, lab, lab.Ports[0])
-	_, tx2b := linkPackets(t, lab, lab.Ports[1])
+	// Pools: exactly the port's packets in each direction over the span.
+	end := readPortsAndPools(t, lab, d, p1, p2)
+	if end.in1-base.in1 != end.rx1-base.rx1 || end.out1-base.out1 != end.tx1-base.tx1 || end.out2-base.out2 != end.tx2-base.tx2 {
+		t.Errorf("pools: p1 in %d out %d, p2 out %d; port packets: p1 rx %d tx %d, p2 tx %d",
+			end.in1-base.in1, end.out1-base.out1, end.out2-base.out2, end.rx1-base.rx1, end.tx1-base.tx1, end.tx2-base.tx2)
+	}
+	if end.in2 != 0 {
+		t.Errorf("p2 (egress only) has an ingress pool %d", end.in2)
+	}
 	in1, err := d.PortCounters(p1)
 	if err != nil {
 		t.Fatal(err)
@@ -235,14 +284,6 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	out2, err := d.PortCountersEgress(p2)
 	if err != nil {
 		t.Fatal(err)
-	}
-	in2, _ := d.PortCounters(p2)
-	if in1.Pool != rx1b-rx1 || out1.Pool != tx1b-tx1 || out2.Pool != tx2b-tx2 {
-		t.Errorf("pools: p1 in %d out %d, p2 out %d; port packets: p1 rx %d tx %d, p2 tx %d",
-			in1.Pool, out1.Pool, out2.Pool, rx1b-rx1, tx1b-tx1, tx2b-tx2)
-	}
-	if in2.Pool != 0 {
-		t.Errorf("p2 (egress only) has an ingress pool %d", in2.Pool)
 	}
 	if pool, _ := d.PortPool(uint32(p1)); pool != in1.Pool+out1.Pool {
 		t.Errorf("PortPool(p1) %d, want in + out %d", pool, in1.Pool+out1.Pool)
@@ -264,7 +305,7 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != DirectionEgress {
 		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
 	}
-	_, tx1c := linkPackets(t, lab, lab.Ports[0])
+	base = readPortsAndPools(t, lab, d, p1, p2)
 	c = startMetaCollector(t, d, 0)
 	lab.SendFrames(t, 1, seqFrames(lab, 1, lab.HostMACs[0], 2000, k, 32))
 	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 3000, k, 32))
@@ -286,9 +327,9 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if outP1 != k || inP1 != 0 {
 		t.Errorf("p1 egress only: %d egress samples (want %d), %d ingress (want 0)", outP1, k, inP1)
 	}
-	_, tx1d := linkPackets(t, lab, lab.Ports[0])
-	if out, _ := d.PortCountersEgress(p1); out.Pool != tx1d-tx1c {
-		t.Errorf("p1 egress pool %d after the change, tx_packets %d", out.Pool, tx1d-tx1c)
+	end = readPortsAndPools(t, lab, d, p1, p2)
+	if end.out1-base.out1 != end.tx1-base.tx1 {
+		t.Errorf("p1 egress pool +%d after the change, tx_packets +%d", end.out1-base.out1, end.tx1-base.tx1)
 	}
 	for _, p := range []int{p1, p2} {
 		if err := d.DetachPort(p); err != nil {
