@@ -7,6 +7,7 @@
 package dataplane
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
@@ -85,6 +88,18 @@ type Config struct {
 	// Open (ProbeFeatures). Tests pass a copy with features switched off
 	// to exercise the degraded paths.
 	Features *Features
+	// PinDir is a directory on a BPF file system (CheckPinDir) where the
+	// sampler's maps and links are pinned, so that they outlive the
+	// process and the next Open there adopts them (pin.go); "" pins
+	// nothing (the samplers end with the process). One directory per
+	// running Dataplane.
+	PinDir string
+	// Handover are the descriptors the previous program of this process
+	// passed across exec (Release); nil otherwise.
+	Handover *Handover
+	// StateWords is the size, in 64-bit words, of the agent's state
+	// memory (StateMemory), pinned with the maps; 0: none.
+	StateWords int
 }
 
 // Mode is a port's sample delivery path (values shared with sampler.c).
@@ -142,6 +157,8 @@ type port struct {
 	mode string        // AttachNative, AttachGeneric, AttachTCX or AttachClsact
 	slot uint32
 	cfg  PortConfig
+	// pinned: the link is pinned in the pin directory (pin.go).
+	pinned bool
 }
 
 // Dataplane is the loaded sampler: programs, maps, attached ports.
@@ -179,12 +196,26 @@ type Dataplane struct {
 
 	// mon holds the monitor ports' AF_XDP sockets (SetPort).
 	mon monitorPorts
+
+	// pin is the pin directory (nil: nothing pinned); adopted the ports
+	// taken over from it at Open, with their configuration.
+	pin     *pinState
+	adopted map[int]PortConfig
+	// state is the agent's state memory (StateMemory).
+	state    *ebpf.Map
+	stateMem []byte
+	// released: the pins stay at Close (Release, a failed Open);
+	// handingOver: the lock and owner descriptors stay open (Release).
+	released, handingOver bool
 }
 
 // Open loads the sampler into the kernel once, in the calling goroutine's
 // network namespace, and removes what a crashed or killed earlier run left
 // there: legacy-mode XDP attachments of our programs, and our TC filters
-// (clsact) whose owner is dead.
+// (clsact) whose owner is dead. With Config.PinDir it adopts the pinned
+// state of an earlier run of the same layout (the samplers it left
+// attached, their counters and rings), or replaces pinned state of another
+// layout (pin.go).
 func Open(cfg Config) (*Dataplane, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -210,27 +241,75 @@ func Open(cfg Config) (*Dataplane, error) {
 		features: fs,
 	}
 	if err := d.load(); err != nil {
-		ns.Close()
-		return nil, err
+		return nil, errors.Join(err, d.closeFailed())
 	}
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.closeFailed())
 	}
 	err = d.inNetns(func() error {
+		o, err := d.claimOwner()
+		if err != nil {
+			return err
+		}
+		d.owner = o
+		if d.pin != nil && !d.pin.adopt {
+			// Written last: state without meta is replaced, never read.
+			if _, err := hex.Decode(d.pin.meta.Owner[:], []byte(o.id)); err != nil {
+				return err
+			}
+			if err := writeMeta(d.pin.dir, d.pin.meta); err != nil {
+				return err
+			}
+		}
 		if err := d.removeStaleTC(); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		o, err := newOwner()
-		d.owner = o
-		return err
+		if d.pin != nil && d.pin.adopt {
+			return d.adoptPorts()
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
+	}
+	if d.pin != nil {
+		d.log.Info("sampler state pinned", "pin_dir", d.pin.dir, "adopted", d.pin.adopt, "ports", len(d.ports))
 	}
 	return d, nil
+}
+
+// closeFailed undoes a failed Open without touching pinned state: it is
+// either adopted (and must stay, attached) or was made by this Open and
+// is replaced by the next one.
+func (d *Dataplane) closeFailed() error {
+	if d.pin != nil {
+		d.released = true
+	}
+	return d.Close()
+}
+
+// claimOwner is this Dataplane's clsact owner: the one handed over across
+// exec, the pinned state's (whose filters it adopts), or a new one.
+func (d *Dataplane) claimOwner() (*owner, error) {
+	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
+		return ownerFromFD(h.OwnerFD)
+	}
+	if d.pin != nil && d.pin.adopt {
+		if id := d.pin.meta.ownerID(); id != "" {
+			fd, err := bindOwner(id)
+			if errors.Is(err, unix.EADDRINUSE) {
+				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("binding the owner socket of the pinned TC filters: %w", err)
+			}
+			return &owner{id: id, fd: fd}, nil
+		}
+	}
+	return newOwner()
 }
 
 func (c *Config) setDefaults() error {
@@ -301,7 +380,36 @@ func (d *Dataplane) load() error {
 		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
 	}
 
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+	if d.cfg.PinDir != "" {
+		tcSpec, err := bpf.LoadTcSampler()
+		if err != nil {
+			return fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+		}
+		layout, err := layoutFingerprint(spec, tcSpec)
+		if err != nil {
+			return fmt.Errorf("dataplane: %w", err)
+		}
+		sizes := pinSizes{CPUSlots: uint32(cpus), Workers: uint32(d.cfg.Workers), RingBytes: uint32(d.cfg.RingBytes),
+			MaxPorts: uint32(d.cfg.MaxPorts), MaxQueues: uint32(d.cfg.MaxQueues), StateWords: uint32(d.cfg.StateWords)}
+		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
+			return fmt.Errorf("dataplane: pin directory: %w", err)
+		}
+	}
+	var repl map[string]*ebpf.Map
+	if d.pin != nil && d.pin.adopt {
+		// The pinned maps, which hold the counters, configs and rings
+		// of the samplers still attached (LoadAndAssign checks that
+		// each matches its spec, and clones it).
+		if repl, err = d.pin.adoptMaps(); err != nil {
+			return fmt.Errorf("dataplane: %w", err)
+		}
+		defer func() {
+			for _, m := range repl {
+				m.Close()
+			}
+		}()
+	}
+	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("dataplane: loading sampler: %+v", ve)
@@ -309,19 +417,36 @@ func (d *Dataplane) load() error {
 		return fmt.Errorf("dataplane: loading sampler: %w", err)
 	}
 	d.spec = spec
+	if d.pin != nil && !d.pin.adopt {
+		if err := d.pin.pinMaps(&d.objs); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
+		}
+	}
 	// The sampled path of every port's program (bpf/sampler.c
-	// xdp_take_sample), reached by tail call.
+	// xdp_take_sample), reached by tail call. Adopted state: this
+	// replaces the previous program's in one step, so the ports' old
+	// programs reach the new sampled path until their links are updated.
 	if err := d.objs.TakeProgs.Put(uint32(0), d.objs.XdpTakeSample); err != nil {
 		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
 	}
 	for w := 0; w < d.cfg.Workers; w++ {
-		m, err := ebpf.NewMap(rings.InnerMap)
+		m, err := d.ringPinned(w, rings.InnerMap)
 		if err != nil {
-			return errors.Join(fmt.Errorf("dataplane: creating ring %d: %w", w, err), d.closeObjects())
+			return errors.Join(fmt.Errorf("dataplane: ring %d: %w", w, err), d.closeObjects())
 		}
 		d.rings = append(d.rings, m)
 		if err := d.objs.Rings.Put(uint32(w), m); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
+		}
+	}
+	if d.pin != nil {
+		if d.pin.ports, err = d.mapPinned(pinPortsMap, portsSpec(d.cfg.MaxPorts)); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
+		}
+	}
+	if d.cfg.StateWords > 0 {
+		if err := d.mapState(); err != nil {
+			return errors.Join(err, d.closeObjects())
 		}
 	}
 	d.sources = make([]*Source, d.cfg.Workers)
@@ -333,6 +458,31 @@ func (d *Dataplane) load() error {
 	return nil
 }
 
+// mapState makes (or adopts) the agent's state memory and maps it.
+func (d *Dataplane) mapState() error {
+	m, err := d.mapPinned(pinStateMap, stateSpec(d.cfg.StateWords))
+	if err != nil {
+		return fmt.Errorf("dataplane: agent state: %w", err)
+	}
+	d.state = m
+	size := d.cfg.StateWords * 8
+	page := os.Getpagesize()
+	size = (size + page - 1) / page * page
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("dataplane: mmap agent state (%d bytes): %w", size, err)
+	}
+	d.stateMem = mem[:d.cfg.StateWords*8]
+	return nil
+}
+
+// StateMemory is the agent's state memory, Config.StateWords 64-bit words
+// shared with the kernel's map (zeroed when new): with a pin directory it
+// outlives the process as the maps do, and the next Open that adopts the
+// maps maps the same memory. nil without StateWords. Valid until Close or
+// Release.
+func (d *Dataplane) StateMemory() []byte { return d.stateMem }
+
 // closeObjects closes the ring maps and the sampler's programs and maps.
 func (d *Dataplane) closeObjects() error {
 	var errs []error
@@ -342,6 +492,18 @@ func (d *Dataplane) closeObjects() error {
 		}
 	}
 	d.rings = nil
+	if d.stateMem != nil {
+		if err := unix.Munmap(d.stateMem[:cap(d.stateMem)]); err != nil {
+			errs = append(errs, fmt.Errorf("unmapping the agent state: %w", err))
+		}
+		d.stateMem = nil
+	}
+	for _, m := range []*ebpf.Map{d.state, d.pinPorts()} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	d.state = nil
 	if err := d.tc.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
@@ -369,8 +531,10 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 func (d *Dataplane) Features() *Features { return d.features }
 
 // Close detaches every port, closes the sample sources (and the sockets
-// of monitor ports) and unloads the sampler. Call it after the goroutines
-// reading sources and counters have stopped: it unmaps their memory.
+// of monitor ports) and unloads the sampler; with a pin directory it also
+// unpins everything and removes the directory (a clean stop leaves
+// nothing). Call it after the goroutines reading sources and counters
+// have stopped: it unmaps their memory.
 func (d *Dataplane) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -380,8 +544,19 @@ func (d *Dataplane) Close() error {
 	d.closed = true
 	var errs []error
 	for ifindex, p := range d.ports {
-		if err := p.link.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
+		if d.released {
+			// The pin keeps the link, and the link its program, attached;
+			// a filter holds its program by itself.
+			if l, ok := p.link.(link.Link); ok {
+				errs = append(errs, l.Close())
+			}
+		} else {
+			if err := d.forgetPort(ifindex, p); err != nil {
+				errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
+			}
+			if err := p.link.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
+			}
 		}
 		if err := p.prog.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the program of ifindex %d: %w", ifindex, err))
@@ -410,12 +585,47 @@ func (d *Dataplane) Close() error {
 	if err := d.closeObjects(); err != nil {
 		errs = append(errs, err)
 	}
-	// After the ports: the owner's name says its filters are live.
-	if err := d.owner.close(); err != nil {
-		errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
+	if d.pin != nil && !d.released {
+		if err := d.pin.unpinAll(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !d.handingOver {
+		// After the ports: the owner's name says its filters are live.
+		if err := d.owner.close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
+		}
+		if d.pin != nil {
+			errs = append(errs, d.pin.lock.Close())
+		}
 	}
 	d.ns.Close()
 	return errors.Join(errs...)
+}
+
+// Release ends this Dataplane before an exec of the next program of this
+// process (an upgrade in place): like Close, but every port stays attached
+// and counting, and everything stays pinned, for the next program's Open
+// to adopt; the pin directory's lock and the clsact owner's socket stay
+// open across the exec (returned, for Config.Handover). Samples the ports
+// take meanwhile wait in the rings (or are counted as drops when a ring
+// is full; a monitor port's, whose sockets close, always are). It needs a
+// pin directory.
+func (d *Dataplane) Release() (*Handover, error) {
+	if d.pin == nil {
+		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
+	}
+	d.mu.Lock()
+	d.released, d.handingOver = true, true
+	d.mu.Unlock()
+	h := &Handover{LockFD: int(d.pin.lock.Fd()), OwnerFD: d.owner.fd, lock: d.pin.lock}
+	err := d.Close()
+	for _, fd := range []int{h.LockFD, h.OwnerFD} {
+		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("dataplane: keeping fd %d over exec: %w", fd, ferr))
+		}
+	}
+	return h, err
 }
 
 func (pc *PortConfig) validate(workers int) error {
@@ -519,8 +729,13 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: %w", ifindex, err)
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
-	d.ports[ifindex] = &port{link: l, prog: prog, hook: hook, mode: mode, slot: slot, cfg: pc}
+	p := &port{link: l, prog: prog, hook: hook, mode: mode, slot: slot, cfg: pc}
+	d.ports[ifindex] = p
 	d.publishSlots()
+	if err := d.recordPort(ifindex, p); err != nil {
+		// Sampled, but a crash or upgrade would lose the port: said.
+		d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
+	}
 	d.log.Info("sampler attached", "ifindex", ifindex, "hook", hook, "mode", mode,
 		"rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
@@ -649,6 +864,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 		return fmt.Errorf("dataplane: detach ifindex %d: %w", ifindex, ErrNotAttached)
 	}
 	var errs []error
+	if err := d.forgetPort(ifindex, p); err != nil {
+		errs = append(errs, err)
+	}
 	if err := p.link.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing link: %w", err))
 	}
