@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -55,6 +56,11 @@ type Options struct {
 	// UDP GSO could carry a run of equal-size datagrams as one. SendBatch
 	// and SendNoGSO are for comparisons (bench/daemon live -send).
 	SendNoGSO bool
+	// State keeps the sequence numbers, the agent's start and the ports'
+	// pool bases where they outlive the process (agent/persist, in the
+	// daemon a pinned BPF map): an upgrade or a restart continues them.
+	// nil: memory of this process only.
+	State *persist.Store
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -75,7 +81,9 @@ type Agent struct {
 	running       bool
 	cfg           Config
 	ports         map[uint32]PortSampling
-	poolBase      map[uint32]uint64 // pool counted by earlier attachments of a port
+	// poolBase is the pool counted by earlier attachments of a port, in
+	// the persistent state.
+	poolBase map[uint32]*uint64
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.
@@ -86,14 +94,42 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slogDiscard()
 	}
-	a := &Agent{opts: opts, log: opts.Logger, start: time.Now(),
-		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
+	if opts.State == nil {
+		opts.State = persist.New(DefaultStateSlots)
+	}
+	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
+		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}}
 	for i := 0; i < opts.Workers; i++ {
-		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}
 	return a
+}
+
+// DefaultStateSlots is the size of an agent's state when Options.State is
+// nil: room for the sequence numbers of 1000 samplers and pollers.
+const DefaultStateSlots = 2048
+
+// State returns the agent's persistent state.
+func (a *Agent) State() *persist.Store { return a.opts.State }
+
+// Start returns the agent's start (its uptime's origin): this process's,
+// or an earlier one's when the state was adopted.
+func (a *Agent) Start() time.Time { return a.start }
+
+// base returns port idx's pool base. Called with mu held.
+func (a *Agent) base(idx uint32) *uint64 {
+	if b := a.poolBase[idx]; b != nil {
+		return b
+	}
+	b, err := a.opts.State.Claim(persist.PoolBaseKey(idx))
+	if err != nil {
+		a.log.Warn("agent state full: a port's pool base is not kept across upgrades and restarts", "ifindex", idx, "err", err)
+		b = new(uint64)
+	}
+	a.poolBase[idx] = b
+	return b
 }
 
 // Workers returns the number of workers (sub-agents).
@@ -174,6 +210,22 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 	wg.Wait()
 }
 
+// Adopt tells the agent the ports the dataplane samples already, as an
+// earlier program left them (pinned samplers taken over): the first Apply
+// changes nothing in the kernel for those it configures the same, and
+// stops those it no longer configures (their pool goes into the port's
+// base, as for any port removed). Call it before the first Apply.
+func (a *Agent) Adopt(ports map[uint32]PortSampling) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for idx, p := range ports {
+		if p.Monitor {
+			continue // its sockets are this program's to open: SetPort
+		}
+		a.ports[idx] = p
+	}
+}
+
 // Config returns the running configuration.
 func (a *Agent) Config() Config {
 	a.mu.Lock()
@@ -207,7 +259,7 @@ func (a *Agent) Apply(cfg Config) error {
 		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
 			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 		}
-		a.poolBase[idx] += pool
+		*a.base(idx) += pool
 		delete(a.ports, idx)
 	}
 
@@ -225,7 +277,7 @@ func (a *Agent) Apply(cfg Config) error {
 			continue
 		}
 		w := a.WorkerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.IfIndex})
-		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: a.poolBase[s.IfIndex]})
+		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: *a.base(s.IfIndex)})
 	}
 	for _, p := range cfg.Pollers {
 		w := a.WorkerOf(p.Source)

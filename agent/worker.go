@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -81,8 +83,10 @@ type sampler struct {
 	out        *receiverOut
 	kernelRate uint32 // kernel rate threshold was computed for
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
-	seq        uint32
-	poolBase   uint64 // pool of earlier attachments of the port, so pools never run backwards
+	// seq is the last sample sequence number, in the agent's persistent
+	// state (agent/persist): an upgrade or a restart continues it.
+	seq      *uint64
+	poolBase uint64 // pool of earlier attachments of the port, so pools never run backwards
 }
 
 // poller is a counter poller's state in its worker.
@@ -90,7 +94,7 @@ type poller struct {
 	cfg       PollerConfig
 	out       *receiverOut
 	countdown int // seconds to the next poll
-	seq       uint32
+	seq       *uint64 // last sequence number, persistent as a sampler's
 }
 
 // workerConfig is the part of the configuration one worker runs.
@@ -120,7 +124,10 @@ type worker struct {
 	counters   CounterSource
 	output     OutputLookup
 	start      time.Time
-	stats      WorkerStats
+	// state holds the sequence numbers of the worker's samplers, pollers
+	// and datagram streams (agent/persist).
+	state *persist.Store
+	stats WorkerStats
 	send       sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
@@ -144,10 +151,10 @@ type worker struct {
 	handleFn func(*PacketSample)
 }
 
-func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
+func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
-		poolReader: pools, counters: counters, output: output, start: start,
+		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
@@ -284,7 +291,7 @@ func (w *worker) handle(ps *PacketSample) {
 			}
 			looked = true
 		}
-		s.seq++
+		*s.seq++
 		h := ps.Header
 		if len(h) > s.cfg.HeaderBytes {
 			h = h[:s.cfg.HeaderBytes]
@@ -292,7 +299,7 @@ func (w *worker) handle(ps *PacketSample) {
 		w.hdr.FrameLength = ps.FrameLen + fcsLen
 		w.hdr.Header = h
 		w.fs = sflow.FlowSample{
-			SequenceNumber: s.seq,
+			SequenceNumber: uint32(*s.seq),
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   s.cfg.Rate,
 			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
@@ -340,8 +347,8 @@ func (w *worker) poll(p *poller) {
 			return
 		}
 	}
-	p.seq++
-	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
+	*p.seq++
+	w.cs = sflow.CounterSample{SequenceNumber: uint32(*p.seq), Source: p.cfg.Source, Records: recs}
 	if p.out.Add(&w.cs) == nil {
 		w.stats.CounterSamples.Add(1)
 	}
@@ -364,13 +371,14 @@ func (w *worker) apply(cfg workerConfig) {
 			delete(old, rc.Index)
 			continue
 		}
-		var lastSeq uint32
+		slot := w.claim(persist.StreamKey(w.subAgentID(), rc.Index))
+		lastSeq := uint32(*slot) // the last datagram an earlier process sent
 		if r, ok := old[rc.Index]; ok {
 			// r still sends what it holds when closed below; the new
 			// stream goes on after r's last datagram (no gap, no repeat).
 			lastSeq = r.LastSeq()
 		}
-		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq)
+		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq, slot)
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
@@ -381,8 +389,11 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 		w.receivers[rc.Index] = r
 	}
-	for _, r := range old {
+	for idx, r := range old {
 		w.closeReceiver(r)
+		if _, ok := w.receivers[idx]; !ok {
+			w.state.Free(persist.StreamKey(w.subAgentID(), idx))
+		}
 	}
 	keep := make(map[CollectorKey]bool, len(cfg.receivers))
 	for _, rc := range cfg.receivers {
@@ -419,9 +430,11 @@ func (w *worker) apply(cfg workerConfig) {
 		if out == nil || sp.cfg.Rate == 0 {
 			continue
 		}
-		s := oldS[skey{sp.cfg.IfIndex, sp.cfg.Instance}]
+		k := skey{sp.cfg.IfIndex, sp.cfg.Instance}
+		s := oldS[k]
+		delete(oldS, k)
 		if s == nil {
-			s = &sampler{}
+			s = &sampler{seq: w.claim(persist.SamplerKey(sp.cfg.IfIndex, sp.cfg.Instance))}
 		}
 		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
 		s.kernelRate = sp.kernelRate
@@ -430,6 +443,9 @@ func (w *worker) apply(cfg workerConfig) {
 	}
 	for _, ss := range w.samplers {
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].cfg.Rate < ss[j].cfg.Rate })
+	}
+	for k := range oldS { // samplers gone: their numbers start afresh if they come back
+		w.state.Free(persist.SamplerKey(k.ifindex, k.inst))
 	}
 
 	type pkey struct {
@@ -446,10 +462,12 @@ func (w *worker) apply(cfg workerConfig) {
 		if out == nil || pc.Interval <= 0 {
 			continue
 		}
-		p := oldP[pkey{pc.Source, pc.Instance}]
+		pk := pkey{pc.Source, pc.Instance}
+		p := oldP[pk]
+		delete(oldP, pk)
 		if p == nil || p.cfg.Interval != pc.Interval {
 			if p == nil {
-				p = &poller{}
+				p = &poller{seq: w.claim(persist.PollerKey(uint32(pc.Source.Type), pc.Source.Index, pc.Instance))}
 			}
 			// Random start phase so that pollers do not fire together
 			// (sflow_agent_design.txt, "Counter Samples").
@@ -462,6 +480,21 @@ func (w *worker) apply(cfg workerConfig) {
 		p.cfg, p.out = pc, out
 		w.pollers = append(w.pollers, p)
 	}
+	for k := range oldP {
+		w.state.Free(persist.PollerKey(uint32(k.ds.Type), k.ds.Index, k.inst))
+	}
+}
+
+// claim returns the persistent value of key k: the agent's state, or,
+// when that is full, a value of this process only (logged: its numbers
+// restart with the process).
+func (w *worker) claim(k persist.Key) *uint64 {
+	v, err := w.state.Claim(k)
+	if err != nil {
+		w.log.Warn("agent state full: a sequence number is not kept across upgrades and restarts", "key", fmt.Sprintf("%#x", uint64(k)), "err", err)
+		return new(uint64)
+	}
+	return v
 }
 
 // closeAll flushes and closes every receiver stream.

@@ -109,6 +109,13 @@ type Settings struct {
 	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
 	// packet exported, 0..256.
 	DropsHeaderBytes int `toml:"drops_header_bytes"`
+	// PinDir is the daemon's own directory on a BPF file system, where
+	// the samplers, their counters and rings and the agent's sequence
+	// numbers are pinned so that they outlive the process: an upgrade in
+	// place (SIGUSR2) and a restart after a crash take them over without
+	// a gap (dataplane.Config.PinDir). "off" pins nothing. One directory
+	// per daemon.
+	PinDir string `toml:"pin_dir"`
 }
 
 // Collector is one sFlow collector.
@@ -134,6 +141,9 @@ const (
 	DefaultSNMPReceivers        = 10
 	DefaultSNMPInstances        = 3
 	DefaultStateDir             = "/var/lib/sflowswitchd"
+	DefaultPinDir               = "/sys/fs/bpf/sflowswitchd"
+	// PinOff as pin_dir pins nothing.
+	PinOff = "off"
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes
 	// per possible CPU plus 0.5 KiB of locked kernel memory each
 	// (dataplane.Config.MaxPorts).
@@ -157,6 +167,7 @@ func Defaults() Settings {
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
 		StateDir:             DefaultStateDir,
+		PinDir:               DefaultPinDir,
 		MaxPorts:             DefaultMaxPorts,
 		Hook:                 "auto",
 		Drops:                "on",
@@ -319,6 +330,9 @@ func (s *Settings) Validate() error {
 		if _, err := netip.ParseAddr(s.AgentAddress); err != nil {
 			errs = append(errs, fmt.Errorf("agent_address: %w", err))
 		}
+	}
+	if s.PinDir != PinOff && !path.IsAbs(s.PinDir) {
+		errs = append(errs, fmt.Errorf("pin_dir %q: want an absolute path or %q", s.PinDir, PinOff))
 	}
 	if s.Workers < 1 || s.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers %d outside 1..256", s.Workers))

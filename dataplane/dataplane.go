@@ -288,6 +288,9 @@ func (d *Dataplane) closeFailed() error {
 	if d.pin != nil {
 		d.released = true
 	}
+	// Descriptors handed over stay open: the previous program takes them
+	// back (a rollback).
+	d.handingOver = d.cfg.Handover != nil
 	return d.Close()
 }
 
@@ -351,46 +354,17 @@ func (c *Config) setDefaults() error {
 // load sizes the maps from the config, loads the collection, creates the
 // per-worker ring buffers and maps the counters.
 func (d *Dataplane) load() error {
-	spec, err := bpf.LoadSampler()
+	spec, cpus, err := samplerSpec(&d.cfg, d.features)
 	if err != nil {
-		return fmt.Errorf("dataplane: loading sampler spec: %w", err)
-	}
-	cpus, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("dataplane: possible CPUs: %w", err)
+		return err
 	}
 	d.cpuSlots = cpus
-	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
-		return fmt.Errorf("dataplane: setting cpu_slots: %w", err)
-	}
-	if err := spec.Variables[bpf.SamplerVarWakeupBytes].Set(uint64(d.cfg.WakeupBytes)); err != nil {
-		return fmt.Errorf("dataplane: setting wakeup_bytes: %w", err)
-	}
-	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(d.cfg.MaxPorts * cpus)
 	rings := spec.Maps[bpf.SamplerMapRings]
-	rings.MaxEntries = uint32(d.cfg.Workers)
-	rings.InnerMap.MaxEntries = uint32(d.cfg.RingBytes)
-	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(d.cfg.MaxPorts * d.cfg.MaxQueues)
-	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(d.cfg.MaxPorts)
-	if !d.features.Has(FeatureXSKMap) {
-		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
-		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
-		// verifies the same way; monitor mode, its only user, is refused
-		// by AttachPort.
-		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
-	}
-
 	if d.cfg.PinDir != "" {
-		tcSpec, err := bpf.LoadTcSampler()
+		layout, sizes, err := pinIdentity(&d.cfg, spec, cpus)
 		if err != nil {
-			return fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+			return err
 		}
-		layout, err := layoutFingerprint(spec, tcSpec)
-		if err != nil {
-			return fmt.Errorf("dataplane: %w", err)
-		}
-		sizes := pinSizes{CPUSlots: uint32(cpus), Workers: uint32(d.cfg.Workers), RingBytes: uint32(d.cfg.RingBytes),
-			MaxPorts: uint32(d.cfg.MaxPorts), MaxQueues: uint32(d.cfg.MaxQueues), StateWords: uint32(d.cfg.StateWords)}
 		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
 			return fmt.Errorf("dataplane: pin directory: %w", err)
 		}
@@ -458,11 +432,115 @@ func (d *Dataplane) load() error {
 	return nil
 }
 
+// samplerSpec is the sampler's collection as cfg sizes it, and the number
+// of possible CPUs.
+func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
+	spec, err := bpf.LoadSampler()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataplane: loading sampler spec: %w", err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataplane: possible CPUs: %w", err)
+	}
+	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
+		return nil, 0, fmt.Errorf("dataplane: setting cpu_slots: %w", err)
+	}
+	if err := spec.Variables[bpf.SamplerVarWakeupBytes].Set(uint64(cfg.WakeupBytes)); err != nil {
+		return nil, 0, fmt.Errorf("dataplane: setting wakeup_bytes: %w", err)
+	}
+	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(cfg.MaxPorts * cpus)
+	rings := spec.Maps[bpf.SamplerMapRings]
+	rings.MaxEntries = uint32(cfg.Workers)
+	rings.InnerMap.MaxEntries = uint32(cfg.RingBytes)
+	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
+	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)
+	if !fs.Has(FeatureXSKMap) {
+		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
+		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
+		// verifies the same way; monitor mode, its only user, is refused
+		// by AttachPort.
+		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
+	}
+	return spec, cpus, nil
+}
+
+// pinIdentity is what pinned state must share with this program to be
+// adopted: the layout fingerprint of its objects and the sizes of cfg.
+func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pinSizes, error) {
+	tcSpec, err := bpf.LoadTcSampler()
+	if err != nil {
+		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+	}
+	layout, err := layoutFingerprint(spec, tcSpec)
+	if err != nil {
+		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: %w", err)
+	}
+	return layout, pinSizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
+		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues)}, nil
+}
+
+// CheckAdopt tells, without changing anything, what Open with cfg would
+// do with the state pinned in cfg.PinDir: adopt it (true), or replace it
+// (false, and why: nothing there, another layout, other sizes). An error
+// means Open would fail (a required kernel feature missing, a bad Config).
+// The upgrade in place runs it in the new program before the old one
+// lets go.
+func CheckAdopt(cfg Config) (bool, string, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return false, "", err
+	}
+	fs := cfg.Features
+	if fs == nil {
+		fs = ProbeFeatures()
+	}
+	if err := fs.requiredErr(); err != nil {
+		return false, "", fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
+	}
+	spec, cpus, err := samplerSpec(&cfg, fs)
+	if err != nil {
+		return false, "", err
+	}
+	if cfg.PinDir == "" {
+		return false, "nothing pinned (no pin directory)", nil
+	}
+	layout, sizes, err := pinIdentity(&cfg, spec, cpus)
+	if err != nil {
+		return false, "", err
+	}
+	old, ok, err := readMeta(cfg.PinDir)
+	switch {
+	case err != nil:
+		return false, "pinned state unreadable: " + err.Error(), nil
+	case !ok:
+		return false, "no pinned state", nil
+	case old.Format != metaFormat || old.Layout != layout:
+		return false, "pinned state of another layout", nil
+	case old.Sizes != sizes:
+		return false, "pinned state made with other sizes: " + sizes.differs(old.Sizes), nil
+	}
+	return true, "adopts the pinned samplers", nil
+}
+
 // mapState makes (or adopts) the agent's state memory and maps it.
 func (d *Dataplane) mapState() error {
-	m, err := d.mapPinned(pinStateMap, stateSpec(d.cfg.StateWords))
+	spec := stateSpec(d.cfg.StateWords)
+	m, err := d.mapPinned(pinStateMap, spec)
 	if err != nil {
 		return fmt.Errorf("dataplane: agent state: %w", err)
+	}
+	if m.MaxEntries() != spec.MaxEntries {
+		// Other sizes (snmp_instances, max_ports changed): the agent's
+		// numbers start afresh, the samplers are still adopted.
+		d.log.Warn("pinned agent state of another size replaced: sequence numbers start afresh",
+			"words", m.MaxEntries(), "want", spec.MaxEntries)
+		err := errors.Join(m.Unpin(), m.Close())
+		if m, err = ebpf.NewMap(spec); err == nil {
+			err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap))
+		}
+		if err != nil {
+			return fmt.Errorf("dataplane: agent state: %w", err)
+		}
 	}
 	d.state = m
 	size := d.cfg.StateWords * 8

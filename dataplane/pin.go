@@ -104,7 +104,6 @@ type pinSizes struct {
 	RingBytes  uint32
 	MaxPorts   uint32
 	MaxQueues  uint32
-	StateWords uint32
 	// PoolMode is what sample_meta.pool holds (poolMode).
 	PoolMode uint32
 	_        uint32
@@ -123,7 +122,6 @@ func (s pinSizes) differs(o pinSizes) string {
 	add("ring bytes", s.RingBytes, o.RingBytes)
 	add("max ports", s.MaxPorts, o.MaxPorts)
 	add("max queues", s.MaxQueues, o.MaxQueues)
-	add("agent state words", s.StateWords, o.StateWords)
 	add("pool mode", s.PoolMode, o.PoolMode)
 	return strings.Join(d, ", ")
 }
@@ -193,7 +191,10 @@ func CheckPinDir(dir string) error {
 // lockPinDir creates dir if needed and takes its exclusive lock.
 func lockPinDir(dir string, h *Handover) (*os.File, error) {
 	if h != nil && h.LockFD >= 0 {
-		f := os.NewFile(uintptr(h.LockFD), dir)
+		f := h.lock // a Handover of this process (tests): its *os.File owns the descriptor
+		if f == nil {
+			f = os.NewFile(uintptr(h.LockFD), dir)
+		}
 		unix.CloseOnExec(h.LockFD)
 		// The lock came with the descriptor; taking it again is a no-op
 		// for its holder, and proves the descriptor is that directory's.

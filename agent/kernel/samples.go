@@ -34,6 +34,17 @@ func (a Dataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), PortConfig(p))
 }
 
+// Adopted are the ports dp took over from pinned state at Open, in the
+// agent's terms (agent.Agent.Adopt).
+func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
+	out := map[uint32]agent.PortSampling{}
+	for idx, pc := range dp.AdoptedPorts() {
+		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
+			Monitor: pc.Mode == dataplane.ModeMonitor}
+	}
+	return out
+}
+
 // RemovePort detaches the sampler from a port. A port that has vanished
 // took its attachment with it; that is not an error.
 func (a Dataplane) RemovePort(ifindex uint32) error {

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon"
 )
 
@@ -19,8 +20,26 @@ import (
 var version = ""
 
 // runDaemon runs the agent until SIGINT or SIGTERM; SIGHUP reloads the
-// config file.
-func runDaemon(args []string, stdout, stderr io.Writer) int {
+// config file, SIGUSR2 upgrades in place (daemon.UpgradeOn). -cleanup
+// and -upgrade-check run once and exit. A program exec'ed by an upgrade
+// that fails rolls back to the previous one (daemon.RollBack).
+func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
+	// Caught first: SIGUSR2's default action would end a daemon that is
+	// still starting (an upgrade signalled twice).
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	level := new(slog.LevelVar) // set by the daemon from log_level
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	h, err := daemon.TakeHandover()
+	if err != nil {
+		log.Error("upgrade in place: the previous program's handover is unreadable; starting as after a crash", "err", err)
+	}
+	defer func() {
+		if code != 0 {
+			_ = daemon.RollBack(h, log) // returns only when there is nothing to roll back to
+		}
+	}()
 	f := newFlags()
 	f.fs.SetOutput(stderr)
 	if err := f.fs.Parse(args); err != nil {
@@ -38,12 +57,16 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sflowswitchd: %v\n", err)
 		return 2
 	}
-	level := new(slog.LevelVar) // set by the daemon from log_level
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
+	if once := map[bool]func(config.Settings, *slog.Logger, io.Writer) error{true: daemon.Cleanup, false: daemon.Check}[f.cleanup]; f.cleanup || f.check {
+		if err := once(s, log, stdout); err != nil {
+			log.Error("failed", "err", err)
+			return 1
+		}
+		return 0
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d, err := daemon.New(daemon.Config{Settings: s, Logger: log, Level: level, Version: version})
+	d, err := daemon.New(daemon.Config{Settings: s, Logger: log, Level: level, Version: version, Handover: h})
 	if errors.Is(err, daemon.ErrNoAgentAddress) {
 		log.Error("refusing to start", "err", err)
 		return 1
@@ -55,7 +78,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	go d.ReloadOn(ctx, hup, f.load)
-	if err := d.Run(ctx); err != nil {
+	go d.UpgradeOn(ctx, usr2, args)
+	if err = d.Run(ctx); errors.Is(err, daemon.ErrUpgrade) {
+		err = d.Exec() // returns only if the exec and the rollback failed
+	}
+	if err != nil {
 		log.Error("stopped", "err", err)
 		return 1
 	}
