@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-lab vagrant-clean soak
+.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-lab vagrant-clean soak stress-exact
 
 all: build
 
@@ -74,7 +74,7 @@ fuzz:
 	done
 
 bench: build
-	$(DEPS) bench
+	$(DEPS) bench stress
 	./bench/run.sh
 
 # The fault and soak suite at full length (docs/OPERATIONS.md): every fault
@@ -92,6 +92,17 @@ soak: deps build
 	SOAK_DURATION=$(SOAK_DURATION) FLOOD_DURATION=$(FLOOD_DURATION) FAULT_ROUNDS=$(FAULT_ROUNDS) FAULT_REPORT=$(FAULT_REPORT) \
 		$(GO) test -count=1 -timeout 0 -v -run '^(TestFault|TestSoak$$|TestFloodEveryPort$$|TestLeastPrivilege$$)' ./test/e2e/
 	@echo "fault table: $(FAULT_REPORT)"
+
+# The exact-count tests (sampling, pools, rings, monitor ports, counters,
+# floods, faults, scale) STRESS_RUNS times in a row beside a CPU-bound
+# process (stress-ng --cpu STRESS_CPUS), pass or fail per run
+# (scripts/stress-exact.sh; docs/OPERATIONS.md, "Exact counts under
+# load"). Root; not part of `make test` (about 4 minutes per run here).
+STRESS_RUNS ?= 20
+STRESS_CPUS ?= 1
+stress-exact: deps
+	$(DEPS) stress
+	RUNS=$(STRESS_RUNS) STRESS_CPUS=$(STRESS_CPUS) ./scripts/stress-exact.sh
 
 lab: build
 	$(DEPS) lab

@@ -15,6 +15,7 @@ benchtime=${BENCH_TIME:-100ms}
 export BENCH_OUT="$out"
 export DAEMON_BENCH_ROUNDS=${DAEMON_BENCH_ROUNDS:-3}
 export DAEMON_BENCH_WINDOW=${DAEMON_BENCH_WINDOW:-5s}
+export RING_BENCH_ROUNDS=${RING_BENCH_ROUNDS:-1}
 xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delivery,profile -profile-trial 5s}
 
 echo "== Go micro-benchmarks (count=$count, benchtime=$benchtime; benchstat-friendly) -> $out/go.txt"

@@ -97,6 +97,13 @@ type Settings struct {
 	// dataplane's port slots, reserved at start-up). Ports beyond it are
 	// reported (log, metric, rate 0 in the MIB) and not sampled.
 	MaxPorts int `toml:"max_ports"`
+	// RingBytes is the size of each worker's ring buffer, through which
+	// the kernel hands sampled headers to the worker: a power of two
+	// from the page size to 1 GiB (dataplane.CheckRingBytes, checked by
+	// the daemon's Validate). It absorbs a burst
+	// of samples while the worker is behind or off its CPU; what does
+	// not fit is counted (drops). Kernel memory: RingBytes per worker.
+	RingBytes int `toml:"ring_bytes"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
 	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
 	// always sampled with XDP.
@@ -147,7 +154,10 @@ const (
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes
 	// per possible CPU plus 0.5 KiB of locked kernel memory each
 	// (dataplane.Config.MaxPorts).
-	DefaultMaxPorts         = 4096
+	DefaultMaxPorts = 4096
+	// DefaultRingBytes is each worker's ring buffer, 4 MiB of kernel
+	// memory (dataplane.DefaultRingBytes, chosen from a measurement).
+	DefaultRingBytes        = 4 << 20
 	DefaultDropsLimit       = 100
 	DefaultDropsHeaderBytes = 128
 	// NoCollector as the only collector address means no static receiver:
@@ -169,6 +179,7 @@ func Defaults() Settings {
 		StateDir:             DefaultStateDir,
 		PinDir:               DefaultPinDir,
 		MaxPorts:             DefaultMaxPorts,
+		RingBytes:            DefaultRingBytes,
 		Hook:                 "auto",
 		Drops:                "on",
 		DropsLimit:           DefaultDropsLimit,

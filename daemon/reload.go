@@ -109,6 +109,10 @@ func (d *Daemon) reload(s config.Settings) error {
 		d.log.Warn("a change of max_ports takes effect at restart", "running", old.MaxPorts, "configured", s.MaxPorts)
 		s.MaxPorts = old.MaxPorts
 	}
+	if s.RingBytes != old.RingBytes {
+		d.log.Warn("a change of ring_bytes takes effect at restart", "running", old.RingBytes, "configured", s.RingBytes)
+		s.RingBytes = old.RingBytes
+	}
 	if s.Hook != old.Hook {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook

@@ -85,7 +85,7 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	d.startResolver(ctx, s)
 	running.Go(func() { d.sweepState(ctx) })
 	d.startAgentX(ctx, s.AgentX, &running)
-	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
+	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 	return d.watch(ctx, events, watchErr)
 }
 

@@ -17,8 +17,9 @@ import (
 // Validate checks the settings against the components they configure,
 // which package config does not know (it imports none of them): the
 // collectors' literal addresses (agent.CheckCollectorAddress: unicast,
-// not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit), hook
-// (dataplane.ParseHook) and drops_header_bytes
+// not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit),
+// ring_bytes (dataplane.CheckRingBytes), hook (dataplane.ParseHook) and
+// drops_header_bytes
 // (dataplane.MaxDropHeaderBytes). The command gives it to config.Load
 // (Layers.Check), so a file is refused whole, with every error at once.
 func Validate(s config.Settings) error {
@@ -33,6 +34,9 @@ func Validate(s config.Settings) error {
 	}
 	if s.MaxPorts < 1 || s.MaxPorts > dataplane.MaxPortsLimit {
 		errs = append(errs, fmt.Errorf("max_ports %d outside 1..%d", s.MaxPorts, dataplane.MaxPortsLimit))
+	}
+	if err := dataplane.CheckRingBytes(s.RingBytes); err != nil {
+		errs = append(errs, fmt.Errorf("ring_bytes: %w", err))
 	}
 	if _, err := dataplane.ParseHook(s.Hook); err != nil {
 		errs = append(errs, err)
@@ -55,7 +59,7 @@ func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover)
 	if err != nil {
 		return dataplane.Config{}, err // validated with the settings: not expected
 	}
-	c := dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, Hook: hook, Logger: log, Handover: h}
+	c := dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log, Handover: h}
 	if s.PinDir != config.PinOff {
 		if err := dataplane.CheckPinDir(s.PinDir); err != nil {
 			log.Warn("samplers not pinned: an upgrade in place or a restart after a crash leaves a gap in the data", "pin_dir", s.PinDir, "err", err)

@@ -18,6 +18,7 @@ func TestSettingsAgreeWithComponents(t *testing.T) {
 	}{
 		{"snmp_receivers / mib.DefaultReceivers", config.DefaultSNMPReceivers, mib.DefaultReceivers},
 		{"snmp_instances / mib.DefaultInstances", config.DefaultSNMPInstances, mib.DefaultInstances},
+		{"ring_bytes / dataplane.DefaultRingBytes", config.DefaultRingBytes, dataplane.DefaultRingBytes},
 		{"drops_limit / dataplane.DefaultDropLimit", config.DefaultDropsLimit, dataplane.DefaultDropLimit},
 		{"drops_header_bytes / dataplane.DefaultDropHeaderBytes", config.DefaultDropsHeaderBytes, dataplane.DefaultDropHeaderBytes},
 	} {

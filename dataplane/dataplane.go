@@ -44,11 +44,38 @@ const MaxPortsLimit = 1 << 18
 // MaxHeaderBytes is the largest header copy per sample.
 const MaxHeaderBytes = 256
 
+// MaxRingBytes bounds Config.RingBytes (a sanity limit well below the
+// kernel's; a worker's ring is kernel memory that is never swapped).
+const MaxRingBytes = 1 << 30
+
+// CheckRingBytes reports whether n is a valid ring size: the kernel wants
+// a power of two and a multiple of the page size (BPF_MAP_TYPE_RINGBUF).
+func CheckRingBytes(n int) error {
+	page := os.Getpagesize()
+	if n < page || n > MaxRingBytes || bits.OnesCount(uint(n)) != 1 {
+		return fmt.Errorf("%d is not a power of two from the page size (%d) to %d", n, page, MaxRingBytes)
+	}
+	return nil
+}
+
 // Defaults for zero Config fields.
 const (
-	DefaultRingBytes = 1 << 20
-	DefaultMaxPorts  = 256
-	DefaultMaxQueues = 64
+	// DefaultRingBytes is a worker's ring size unless configured: 4 MiB,
+	// 21 845 records of a 128-byte header at TC (192 bytes each) or
+	// 23 831 at XDP (176): a 20 000-sample burst with its worker off the
+	// CPU, or some 40 ms of samples at 0.5 M/s. Chosen from
+	// BenchmarkRingBurst (bench/ring.sh; bench/README.md, "Ring size"):
+	// on the 2-core lab, idle and beside a CPU-bound process, 1 MiB lost
+	// samples in 5 of 6 rounds of ten 20 000-sample bursts (up to 39 % of
+	// a burst), 2 MiB in none but in one burst of an earlier run under a
+	// heavier load, 4 and 8 MiB never. Kernel memory: RingBytes per worker.
+	DefaultRingBytes = 4 << 20
+	// DefaultWakeupBytes is the default wake-up mark: a quarter of the
+	// 1 MiB ring it was measured with (bench/README.md, "After batching
+	// wake-ups"), kept when the ring grew.
+	DefaultWakeupBytes = 256 << 10
+	DefaultMaxPorts    = 256
+	DefaultMaxQueues   = 64
 )
 
 // Config configures Open. Zero fields take the defaults.
@@ -68,8 +95,9 @@ type Config struct {
 	// wakes its reader; below it the samples wait for the reader's
 	// deadline (Source.Read; a worker's one-second tick). This spares a
 	// wake-up per sample at low and moderate sample rates and lets an
-	// idle reader sleep. Default RingBytes/4; negative: wake the reader
-	// for every sample.
+	// idle reader sleep. Default DefaultWakeupBytes, at most RingBytes/4
+	// (a batch of about 1 400 samples; a larger ring adds room for bursts,
+	// not latency); negative: wake the reader for every sample.
 	WakeupBytes int
 	// MaxQueues is the number of RX queues per port reserved in the
 	// XSKMAP for monitor mode. Default DefaultMaxQueues.
@@ -329,7 +357,7 @@ func (c *Config) setDefaults() error {
 		c.MaxPorts = DefaultMaxPorts
 	}
 	if c.WakeupBytes == 0 {
-		c.WakeupBytes = c.RingBytes / 4
+		c.WakeupBytes = min(DefaultWakeupBytes, c.RingBytes/4)
 	}
 	if c.WakeupBytes < 0 {
 		c.WakeupBytes = 0
@@ -337,12 +365,11 @@ func (c *Config) setDefaults() error {
 	if c.MaxQueues == 0 {
 		c.MaxQueues = DefaultMaxQueues
 	}
-	page := os.Getpagesize()
 	switch {
 	case c.Workers < 0:
 		return fmt.Errorf("dataplane: Workers %d < 0", c.Workers)
-	case c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1:
-		return fmt.Errorf("dataplane: RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
+	case CheckRingBytes(c.RingBytes) != nil:
+		return fmt.Errorf("dataplane: RingBytes: %w", CheckRingBytes(c.RingBytes))
 	case c.MaxPorts < 0 || c.MaxPorts > MaxPortsLimit:
 		return fmt.Errorf("dataplane: MaxPorts %d outside 1..%d", c.MaxPorts, MaxPortsLimit)
 	case c.MaxQueues < 0 || c.MaxQueues*c.MaxPorts > 1<<24:

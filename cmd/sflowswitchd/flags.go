@@ -55,6 +55,7 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+config.DefaultStateDir+")")
 	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
 	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", config.DefaultMaxPorts, dataplane.MaxPortsLimit))
+	fs.IntVar(&f.s.RingBytes, "ring-bytes", 0, fmt.Sprintf("ring buffer `bytes` per worker for sampled headers, a power of two (default %d; kernel memory per worker)", dataplane.DefaultRingBytes))
 	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: auto (TC ingress on veth, XDP elsewhere), xdp or tc (default auto)")
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
@@ -128,6 +129,7 @@ func (f *flagValues) override(s *config.Settings) {
 		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
 		"state-dir":              func() { s.StateDir = f.s.StateDir },
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
+		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"drops":                  func() { s.Drops = f.s.Drops },
 		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },

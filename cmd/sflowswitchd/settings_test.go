@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 )
 
 // loadArgs parses args as the daemon's command line and loads the
@@ -52,7 +53,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Collectors) != 1 || s.Collectors[0].Address != config.DefaultCollector || s.Polling != 20 || s.HeaderBytes != 128 || s.Workers < 1 {
+	if len(s.Collectors) != 1 || s.Collectors[0].Address != config.DefaultCollector || s.Polling != 20 || s.HeaderBytes != 128 || s.Workers < 1 ||
+		s.RingBytes != dataplane.DefaultRingBytes {
 		t.Fatalf("defaults %+v", s)
 	}
 	for _, tc := range []struct {
@@ -67,13 +69,16 @@ func TestDefaults(t *testing.T) {
 
 func TestInvalidConfigRefused(t *testing.T) {
 	for name, body := range map[string]string{
-		"unknown key":   "samplng = 10\n",
-		"bad toml":      "sampling = \n",
-		"bad header":    "header_bytes = 1000\n",
-		"bad collector": "[[collector]]\naddress = \"198.18.0.1:99999\"\n",
-		"bad size":      "[[collector]]\naddress = \"198.18.0.1\"\nmax_datagram_size = 10\n",
-		"bad glob":      "ports = [\"[\"]\n",
-		"bad level":     "log_level = \"loud\"\n",
+		"unknown key":    "samplng = 10\n",
+		"bad toml":       "sampling = \n",
+		"bad header":     "header_bytes = 1000\n",
+		"bad collector":  "[[collector]]\naddress = \"198.18.0.1:99999\"\n",
+		"bad size":       "[[collector]]\naddress = \"198.18.0.1\"\nmax_datagram_size = 10\n",
+		"bad glob":       "ports = [\"[\"]\n",
+		"bad level":      "log_level = \"loud\"\n",
+		"ring not 2^n":   "ring_bytes = 3000000\n",
+		"ring too small": "ring_bytes = 1024\n",
+		"ring too large": "ring_bytes = 2147483648\n",
 	} {
 		file := filepath.Join(t.TempDir(), "c.conf")
 		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
@@ -116,6 +121,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"state-dir":              "/var/lib/elsewhere",
 		"hsflowd-conf":           representativeHsflowd,
 		"max-ports":              "300",
+		"ring-bytes":             "65536",
 		"hook":                   "xdp",
 		"drops":                  "off",
 		"drops-limit":            "7",

@@ -210,7 +210,7 @@ type countingCollector struct {
 	uptimes   []uint32
 }
 
-func listenCounting(t *testing.T, lab *netlab.Lab, port uint16) *countingCollector {
+func listenCounting(t testing.TB, lab *netlab.Lab, port uint16) *countingCollector {
 	t.Helper()
 	c := &countingCollector{done: make(chan struct{}), flows: map[uint32]uint64{}, lastSeq: map[uint32]uint32{},
 		lastDrops: map[uint32]uint32{}, lastPool: map[uint32]uint32{}, dgSeq: map[uint32]uint32{}, firstAt: map[uint32]time.Time{}}
@@ -290,6 +290,13 @@ func (c *countingCollector) firstSince(ifindex uint32, timeout time.Duration) (t
 	}
 }
 
+// flowsOf returns the flow samples of ifindex received so far.
+func (c *countingCollector) flowsOf(ifindex uint32) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.flows[ifindex]
+}
+
 func (c *countingCollector) totalFlows() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -298,6 +305,12 @@ func (c *countingCollector) totalFlows() uint64 {
 		n += v
 	}
 	return n
+}
+
+// waitDelivered is waitAccounted for a daemon whose only receiver is c.
+func (c *countingCollector) waitDelivered(t testing.TB, lab *netlab.Lab) accounted {
+	t.Helper()
+	return waitAccounted(t, lab, c.totalFlows)
 }
 
 // waitQuiet waits until no flow sample arrived for quiet (at most 20 s:

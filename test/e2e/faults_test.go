@@ -105,7 +105,7 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 			t.Fatalf("unreachable route: %v", err)
 		}
 		sendNumbered(t, lab, 0, 1, 1, k)
-		time.Sleep(1500 * time.Millisecond) // flushed (and refused)
+		col.waitDelivered(t, lab) // read, flushed and refused
 		if err := inNS(lab.Switch, func(h *netlink.Handle) error { return h.RouteDel(route) }); err != nil {
 			t.Fatalf("removing the unreachable route: %v", err)
 		}
@@ -123,7 +123,7 @@ func TestFaultCollectorUnreachable(t *testing.T) {
 		at, _ := col.firstSince(p1, 0)
 		worst = max(worst, at.Sub(back))
 	}
-	col.waitQuiet(1500 * time.Millisecond)
+	col.waitDelivered(t, lab)
 	m := mustFetchMetrics(t, lab)
 	colLabel := fmt.Sprintf(`collector="%s:%d"`, lab.CollectorAddr, collectorPort)
 	// The workers' own count (flow samples only: drop notifications to

@@ -46,7 +46,7 @@ type daemon struct {
 // startDaemon runs the daemon binary with args in the switch namespace;
 // netlab kills it by PID at cleanup. nsenter --net does not fork, so the
 // PID is the daemon's own and signals reach it directly.
-func startDaemon(t *testing.T, lab *netlab.Lab, args ...string) *daemon {
+func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 	t.Helper()
 	args = append([]string{"-metrics", metricsAddr}, hermetic(t, -1, args)...)
 	cmd := lab.Start(t, lab.Switch, daemonBin, args...)
@@ -69,7 +69,7 @@ func startDaemon(t *testing.T, lab *netlab.Lab, args ...string) *daemon {
 // no AgentX master instead of the machine's /var/agentx/master. A test
 // that wants either passes the flag itself (a flag overrides the -config
 // file: a test whose file sets agentx passes -agentx too).
-func hermetic(t *testing.T, uid int, args []string) []string {
+func hermetic(t testing.TB, uid int, args []string) []string {
 	t.Helper()
 	has := func(flag string) bool {
 		for _, a := range args {
@@ -110,10 +110,45 @@ func hermetic(t *testing.T, uid int, args []string) []string {
 func (d *daemon) log() string { return d.out.String() }
 
 // signal sends sig to the daemon.
-func (d *daemon) signal(t *testing.T, sig syscall.Signal) {
+func (d *daemon) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to daemon: %v\n%s", sig, err, d.log())
+	}
+}
+
+// stop sends SIGSTOP to the daemon and returns once every thread of it
+// is stopped: a thread must run to stop, which on a loaded machine can
+// take a while after kill(2) returned.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	d.signal(t, syscall.SIGSTOP)
+	task := fmt.Sprintf("/proc/%d/task", d.cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tids, err := os.ReadDir(task)
+		if err != nil {
+			t.Fatalf("threads of the daemon: %v", err)
+		}
+		running := 0
+		for _, tid := range tids {
+			b, err := os.ReadFile(filepath.Join(task, tid.Name(), "stat"))
+			if err != nil {
+				continue // thread gone
+			}
+			// The state is the field after the parenthesised command.
+			s := string(b)
+			if i := strings.LastIndexByte(s, ')'); i < 0 || len(s) < i+3 || (s[i+2] != 'T' && s[i+2] != 't') {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d threads of the daemon not stopped 10 s after SIGSTOP", running, len(tids))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -154,7 +189,7 @@ func (d *daemon) waitExit(t *testing.T, timeout time.Duration) int {
 // worker picks up a new configuration between ring reads, which wait at
 // most until its next 1 s tick. Frames sent earlier could be counted in the
 // pool but not sampled.
-func (d *daemon) waitReady(t *testing.T, lab *netlab.Lab, ports ...string) {
+func (d *daemon) waitReady(t testing.TB, lab *netlab.Lab, ports ...string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -204,7 +239,7 @@ func inNS(ns string, fn func(h *netlink.Handle) error) error {
 // on this kernel: an XDP program, the TC sampler at TCX ingress, or its
 // cls_bpf filter on a clsact qdisc (dataplane.KernelAttachment; TCX is
 // asked only where the kernel has it).
-func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
+func samplerAttached(t testing.TB, lab *netlab.Lab, name string) bool {
 	t.Helper()
 	return samplerAttachment(t, lab, name) != ""
 }
@@ -212,7 +247,7 @@ func samplerAttached(t *testing.T, lab *netlab.Lab, name string) bool {
 // samplerAttachment is how the sampler is attached to link name in the
 // switch namespace (dataplane.AttachNative, AttachGeneric, AttachTCX,
 // AttachClsact), "" when it is not or the link is gone.
-func samplerAttachment(t *testing.T, lab *netlab.Lab, name string) string {
+func samplerAttachment(t testing.TB, lab *netlab.Lab, name string) string {
 	t.Helper()
 	mode := ""
 	err := lab.Do(lab.Switch, func() error {
@@ -399,7 +434,7 @@ func (c *collector) close() {
 
 // snapshot returns the datagrams received so far and fails the test on
 // any decode error of either decoder.
-func (c *collector) snapshot(t *testing.T) []datagram {
+func (c *collector) snapshot(t testing.TB) []datagram {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -424,6 +459,89 @@ func (c *collector) waitFor(t *testing.T, timeout time.Duration, what string, co
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// accounted is the daemon's packet-sample accounting, from its metrics
+// and what the test's collectors received.
+type accounted struct {
+	selected, kernelDrops, read uint64 // kernel: every port; agent: every worker
+	encoded, lost, received     uint64 // flow samples of ports: encoded, lost in sending, received
+}
+
+// done reports whether every sample is where it can be counted: read by
+// the agent or dropped in the kernel, and (unless kernelOnly) received or
+// counted lost.
+func (a accounted) done(kernelOnly bool) bool {
+	return a.read+a.kernelDrops == a.selected && (kernelOnly || a.received+a.lost == a.encoded)
+}
+
+// waitAccounted waits until the daemon's own accounting says that every
+// packet sample is where a test can count it: the agent read every sample
+// the kernel selected on any port, or the kernel counted it as dropped
+// (ring full, no AF_XDP socket, socket full), and every flow sample the
+// workers encoded was received (received: the flow samples of ports the
+// test's collectors got, from every receiver the daemon has) or counted
+// as lost in sending. The state must hold on two polls 100 ms apart, so
+// that frames still on their way through the kernel are not missed.
+// Unlike a quiet period, it does not depend on when the workers' ticks
+// read and flush (a worker reads a ring below its wake-up mark, and sends
+// the datagram being filled, at its one-second tick, which a loaded
+// machine delays). With received nil it waits for the kernel part only.
+func waitAccounted(t testing.TB, lab *netlab.Lab, received func() uint64) accounted {
+	t.Helper()
+	var prev, a accounted
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		m, err := fetchMetrics(lab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = accounted{
+			selected:    m.sum("sflowswitchd_port_kernel_samples_total"),
+			kernelDrops: m.sum("sflowswitchd_port_kernel_drops_total") + m.sum("sflowswitchd_port_afxdp_drops_total"),
+			read:        m.sum("sflowswitchd_kernel_samples_total"),
+			encoded:     m.sum("sflowswitchd_flow_samples_total"),
+			lost:        m.sumWith("sflowswitchd_samples_dropped_total", `reason="send_error"`, ""),
+		}
+		if received != nil {
+			a.received = received()
+		}
+		if i > 0 && a.done(received == nil) && a == prev {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: kernel selected %d, agent read %d + kernel drops %d; flow samples encoded %d, received %d + lost in sending %d",
+				a.selected, a.read, a.kernelDrops, a.encoded, a.received, a.lost)
+		}
+		prev = a
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// portFlows counts the flow samples of ports (data source type 0) in dgs.
+func portFlows(dgs []datagram) uint64 {
+	var n uint64
+	for _, f := range flowSamplesOf(dgs, 0) {
+		if f.source.Type == sflow.SourceIfIndex {
+			n++
+		}
+	}
+	return n
+}
+
+// waitDelivered is waitAccounted for the daemon's receivers c and others
+// (collectors of this package, closed ones included: what they received
+// before they closed still counts) and returns c's datagrams.
+func (c *collector) waitDelivered(t testing.TB, lab *netlab.Lab, others ...*collector) []datagram {
+	t.Helper()
+	waitAccounted(t, lab, func() uint64 {
+		n := portFlows(c.snapshot(t))
+		for _, o := range others {
+			n += portFlows(o.snapshot(t))
+		}
+		return n
+	})
+	return c.snapshot(t)
 }
 
 // waitQuiet waits until at least 1.3 s after since (the 1 s flush) and until
@@ -641,7 +759,7 @@ func numberedFrames(lab *netlab.Lab, src, dst int, dstMAC net.HardwareAddr, firs
 
 // sendNumbered sends count frames from host src numbered first.. in chunks
 // (so a million frames never sit in memory at once).
-func sendNumbered(t *testing.T, lab *netlab.Lab, src, dst int, first uint64, count int) {
+func sendNumbered(t testing.TB, lab *netlab.Lab, src, dst int, first uint64, count int) {
 	t.Helper()
 	const chunk = 100000
 	for done := 0; done < count; done += chunk {
@@ -770,7 +888,7 @@ func checkIndependentDecoders(t *testing.T, dgs []datagram, port uint16, ifindex
 
 // logLossDiagnostics logs where datagrams could have been lost: the
 // daemon's send errors and the drop counters of the management link.
-func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
+func logLossDiagnostics(t testing.TB, lab *netlab.Lab) {
 	t.Helper()
 	if m, err := fetchMetrics(lab); err == nil {
 		t.Logf("daemon: send errors %d, datagrams sent %d, samples unsent/too large/unknown port %d",
@@ -797,7 +915,7 @@ func logLossDiagnostics(t *testing.T, lab *netlab.Lab) {
 // collectorSocket opens a UDP socket on the lab collector's address and
 // port, in the collector namespace, with a 32 MiB receive buffer so that
 // bursts of datagrams are not lost in the test's own socket.
-func collectorSocket(t *testing.T, lab *netlab.Lab, port uint16) *net.UDPConn {
+func collectorSocket(t testing.TB, lab *netlab.Lab, port uint16) *net.UDPConn {
 	t.Helper()
 	var conn *net.UDPConn
 	err := lab.Do(lab.Collector, func() error {

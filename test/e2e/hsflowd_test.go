@@ -350,7 +350,6 @@ sflow {
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	p2 := uint32(lab.LinkIndex(lab.Switch, "p2"))
 	const k = 3000
-	sent := time.Now()
 	sendNumbered(t, lab, 0, 1, 1, k)
 	flowCmd, _ := hsflowdMessages(t)
 	sendShell(t, lab, flowCmd, 1)
@@ -359,7 +358,7 @@ sflow {
 	col.waitFor(t, 5*time.Second, "a port_name counter sample of p1 and the JSON API's sample", func(dgs []datagram) bool {
 		return len(counterSamplesOf(dgs, p1ds)) >= 1 && len(appFlowsOf(dgs, exDS)) == 1
 	})
-	dgs := col.waitQuiet(t, sent, p1) // every flow sample of p1 is in
+	dgs := col.waitDelivered(t, lab) // every flow sample of p1 is in
 	flows := flowSamplesOf(dgs, p1)
 	for _, f := range flows {
 		if f.rate != 10 {

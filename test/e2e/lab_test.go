@@ -13,7 +13,7 @@ import (
 
 // newLab builds a netlab lab with nports ports and gives the collector's
 // eth0 a private receive path (see privateCollectorPath).
-func newLab(t *testing.T, nports int) *netlab.Lab {
+func newLab(t testing.TB, nports int) *netlab.Lab {
 	t.Helper()
 	lab := netlab.New(t, nports)
 	privateCollectorPath(t, lab)
@@ -29,14 +29,14 @@ func newLab(t *testing.T, nports int) *netlab.Lab {
 // test would blame the daemon for a sequence gap. With an XDP program the
 // veth receives through its own NAPI ring instead. The link is released
 // at cleanup, before the lab is removed.
-func privateCollectorPath(t *testing.T, lab *netlab.Lab) {
+func privateCollectorPath(t testing.TB, lab *netlab.Lab) {
 	t.Helper()
 	privateRxPath(t, lab, lab.Collector)
 }
 
 // privateRxPath gives eth0 of namespace ns its own receive path (see
 // privateCollectorPath).
-func privateRxPath(t *testing.T, lab *netlab.Lab, ns string) {
+func privateRxPath(t testing.TB, lab *netlab.Lab, ns string) {
 	t.Helper()
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:    "e2e_pass",

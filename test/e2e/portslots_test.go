@@ -10,7 +10,13 @@ import (
 // waitMetric polls the daemon's metrics until cond holds (10 s at most).
 func waitMetric(t *testing.T, d *daemon, what string, get func() (metrics, error), cond func(metrics) bool) metrics {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return waitMetricFor(t, d, what, 10*time.Second, get, cond)
+}
+
+// waitMetricFor is waitMetric with a timeout.
+func waitMetricFor(t *testing.T, d *daemon, what string, timeout time.Duration, get func() (metrics, error), cond func(metrics) bool) metrics {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		m, err := get()
 		if err == nil && cond(m) {

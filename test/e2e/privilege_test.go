@@ -160,7 +160,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	}
 	d.waitReady(t, lab, "p1")
 	sendNumbered(t, lab, 0, 1, 1, k)
-	dgs := col.waitQuiet(t, time.Now(), p1)
+	dgs := col.waitDelivered(t, lab)
 	fs := flowSamplesOf(dgs, p1)
 	if mean, sd, ok := withinSigmas(len(fs), k, 1.0/n, 4); !ok {
 		t.Errorf("%d flow samples, want %.0f ± 4×%.1f", len(fs), mean, sd)

@@ -41,7 +41,7 @@ func TestReload(t *testing.T) {
 	phase := func(name string, first uint64, count, rate int) {
 		t.Helper()
 		sendNumbered(t, lab, 0, 1, first, count)
-		dgs := col.waitQuiet(t, time.Now(), p1)
+		dgs := col.waitDelivered(t, lab)
 		got := 0
 		for _, f := range flowSamplesOf(dgs, p1) {
 			num, ok := frameNumber(f.header)

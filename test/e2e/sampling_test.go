@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,45 +17,88 @@ const collectorPort = 6343
 // TestSampling runs the daemon at rates 1, 10, 100 and 1000 (only 1 a power
 // of two) on p1,p2 and sends K distinct frames from host1 towards host2.
 // Checked: the pool counts every frame p1 received (kernel rx_packets),
-// the flow sample count is binomial(K, 1/N) within 4 standard deviations,
-// datagram and sample sequences are contiguous, each data source has one
-// sub-agent, the sampled headers are the frames sent, and goflow2 and
-// tshark read the same samples, rates and pools as our decoder.
+// the flow sample count plus the samples lost in the ring (the drops
+// field) is binomial(K, 1/N) within 4 standard deviations (exactly K at
+// N = 1), every sample is accounted for exactly (selected = delivered +
+// ring drops, in the metrics and in the drops field), datagram and sample
+// sequences are contiguous, each data source has one sub-agent, the
+// sampled headers are the frames sent, and goflow2 and tshark read the
+// same samples, rates and pools as our decoder.
+//
+// The burst at N = 1 (K frames in some 40–400 ms) may overflow a worker's
+// ring on a loaded 2-core machine, where the worker shares a CPU with the
+// sender and the collector: such losses are allowed, but each one must be
+// counted (BenchmarkRingBurst measures how often they happen). The case
+// "stalled" makes sure they are: the daemon is stopped (SIGSTOP) during
+// the burst, as a worker kept off its CPU would be, with a 1 MiB ring
+// that holds fewer samples than the burst.
 func TestSampling(t *testing.T) {
 	lab := newLab(t, 2)
 	// The default hook samples these veth ports at TC ingress; the XDP
 	// sampler runs the same cases at two rates (-hook xdp).
-	for _, c := range []struct {
-		n, k int
-		hook string
-	}{
-		{1, 20000, "auto"},
-		{10, 20000, "auto"},
-		{100, 200000, "auto"},
-		{1000, 1000000, "auto"},
-		{1, 20000, "xdp"},
-		{100, 200000, "xdp"},
+	for _, c := range []samplingParams{
+		{n: 1, k: 20000, hook: "auto"},
+		{n: 10, k: 20000, hook: "auto"},
+		{n: 100, k: 200000, hook: "auto"},
+		{n: 1000, k: 1000000, hook: "auto"},
+		{n: 1, k: 20000, hook: "xdp"},
+		{n: 100, k: 200000, hook: "xdp"},
+		{n: 1, k: 20000, hook: "auto", ringBytes: 1 << 20, stalled: true},
 	} {
-		t.Run(fmt.Sprintf("hook=%s/N=%d", c.hook, c.n), func(t *testing.T) { samplingCase(t, lab, c.n, c.k, c.hook) })
+		name := fmt.Sprintf("hook=%s/N=%d", c.hook, c.n)
+		if c.stalled {
+			name += "/stalled"
+		}
+		t.Run(name, func(t *testing.T) { samplingCase(t, lab, c) })
 	}
 }
 
-func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
+// samplingParams is one case of TestSampling: rate n, k frames, the
+// daemon's -hook, its -ring-bytes (0: the default) and whether the daemon
+// is stopped while the frames are sent.
+type samplingParams struct {
+	n, k      int
+	hook      string
+	ringBytes int
+	stalled   bool
+}
+
+func samplingCase(t *testing.T, lab *netlab.Lab, c samplingParams) {
+	n, k := c.n, c.k
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
 	col := listen(t, lab, collectorPort)
 	before := lab.RxPackets(t, lab.Switch, "p1")
-	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
-		"-sampling", strconv.Itoa(n), "-ports", "p1,p2", "-polling", "0", "-hook", hook)
+	args := []string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
+		"-sampling", strconv.Itoa(n), "-ports", "p1,p2", "-polling", "0", "-hook", c.hook}
+	if c.ringBytes != 0 {
+		args = append(args, "-ring-bytes", strconv.Itoa(c.ringBytes))
+	}
+	d := startDaemon(t, lab, args...)
 	d.waitReady(t, lab, "p1", "p2")
 	if rx := lab.RxPackets(t, lab.Switch, "p1"); rx != before {
 		t.Fatalf("p1 received %d frames nobody sent while the daemon started", rx-before)
 	}
 
+	if c.stalled {
+		d.stop(t)
+	}
 	start := time.Now()
 	sendNumbered(t, lab, 0, 1, 1, k)
 	sent := time.Now()
-	dgs := col.waitQuiet(t, sent, p1)
+	if c.stalled {
+		d.signal(t, syscall.SIGCONT)
+	}
+	dgs := col.waitDelivered(t, lab)
 	t.Logf("N=%d: sent %d frames in %v; %d datagrams", n, k, sent.Sub(start).Round(time.Millisecond), len(dgs))
+	if n == 1 {
+		// One more frame once the ring is drained: its sample follows
+		// every loss of the burst, so its drops field counts them all (a
+		// sample read while the ring was still full can precede the last
+		// loss; sflow_version_5.txt: drops is a running total).
+		sendNumbered(t, lab, 0, 1, uint64(k+1), 1)
+		k++
+		dgs = col.waitDelivered(t, lab)
+	}
 
 	rx := lab.RxPackets(t, lab.Switch, "p1") - before
 	if rx != uint64(k) {
@@ -82,12 +126,29 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 	if lost := m.sum("sflowswitchd_samples_dropped_total"); lost != 0 {
 		t.Errorf("metrics: %d samples dropped in user space (unknown port, send error or too large)", lost)
 	}
+	// Exact accounting: every frame the kernel selected was read by the
+	// agent or counted as a ring drop, and every sample read was sent
+	// (or sub-sampled away at N not a power of two).
+	_, selected, kdrops := portCounters(m, "p1")
+	read, away := m.sum("sflowswitchd_kernel_samples_total"), m.sum("sflowswitchd_subsampled_away_total")
+	if selected != read+kdrops || read != uint64(len(flows))+away {
+		t.Errorf("metrics: kernel selected %d, agent read %d + ring drops %d; read = %d flow samples + %d sub-sampled away?",
+			selected, read, kdrops, len(flows), away)
+	}
 	last := flows[len(flows)-1]
 	if uint64(last.pool) > rx {
 		t.Errorf("last sample_pool %d > frames received %d", last.pool, rx)
 	}
-	if n == 1 && uint64(last.pool) != rx {
+	// With N=1 every frame is a sample and the last one is the frame that
+	// came last, so its pool is every frame received, unless a sample
+	// lost in the ring left another CPU's last count untold (pool.go).
+	if n == 1 && kdrops == 0 && uint64(last.pool) != rx {
 		t.Errorf("N=1: last sample_pool %d, want every frame received: %d", last.pool, rx)
+	}
+	// The drops field carries the port's ring losses: all of them in the
+	// last sample at N=1 (it follows the burst), at most them before.
+	if uint64(last.drops) > kdrops || (n == 1 && uint64(last.drops) != kdrops) {
+		t.Errorf("drops field of the last sample %d, metrics: %d ring drops", last.drops, kdrops)
 	}
 	var prevPool uint32
 	var prevFrame uint64
@@ -132,8 +193,8 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 		}
 	}
 
-	// (b) Sample count: binomial(K, 1/N); samples lost in the ring are
-	// reported in drops and counted as taken.
+	// (b) Sample count: binomial(K, 1/N), exactly K at N=1; samples lost
+	// in the ring are reported in drops and counted as taken.
 	drops := int(last.drops)
 	mean, sd, ok := withinSigmas(len(flows)+drops, k, 1/float64(n), 4)
 	t.Logf("N=%d: %d flow samples + %d drops, expected %.0f ± %.1f; last pool %d, kernel rx %d; %d samples' pool = their frame's number (the rest: frames another CPU received since its last sample)",
@@ -141,8 +202,10 @@ func samplingCase(t *testing.T, lab *netlab.Lab, n, k int, hook string) {
 	if !ok {
 		t.Errorf("N=%d: %d flow samples + %d drops of %d frames, want %.0f ± 4×%.1f", n, len(flows), drops, k, mean, sd)
 	}
-	if drops != 0 {
-		t.Errorf("N=%d: the ring dropped %d samples", n, drops)
+	// A stopped daemon reads nothing: the ring holds what fits (a record
+	// is at least 176 bytes with 128-byte headers), the rest is dropped.
+	if c.stalled && (kdrops == 0 || len(flows) > c.ringBytes/176+1) {
+		t.Errorf("stalled: %d flow samples and %d ring drops with a %d-byte ring", len(flows), kdrops, c.ringBytes)
 	}
 
 	// (c)-(e) Sequences and sub-agents; agent address.

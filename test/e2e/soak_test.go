@@ -214,6 +214,11 @@ func TestFloodEveryPort(t *testing.T) {
 	for _, tr := range trs {
 		sent += tr.stop()
 	}
+	// The agent has read every sample (at a worker's tick at the latest),
+	// then the last datagrams are flushed. Not waitDelivered: the
+	// collector's own socket may drop datagrams in a flood (counted
+	// below, not the agent's loss).
+	waitAccounted(t, lab, nil)
 	col.waitQuiet(2 * time.Second)
 	m := mustFetchMetrics(t, lab)
 	var pool, ksamples, kdrops uint64
