@@ -93,7 +93,7 @@ type sampler struct {
 type poller struct {
 	cfg       PollerConfig
 	out       *receiverOut
-	countdown int // seconds to the next poll
+	countdown int     // seconds to the next poll
 	seq       *uint64 // last sequence number, persistent as a sampler's
 }
 
@@ -128,7 +128,7 @@ type worker struct {
 	// and datagram streams (agent/persist).
 	state *persist.Store
 	stats WorkerStats
-	send       sendTuning // the senders' batch settings (Options)
+	send  sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng

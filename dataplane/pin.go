@@ -99,11 +99,11 @@ type pinMetaValue struct {
 // pinSizes are the sizes the pinned maps were made with; adopting needs
 // the same.
 type pinSizes struct {
-	CPUSlots   uint32
-	Workers    uint32
-	RingBytes  uint32
-	MaxPorts   uint32
-	MaxQueues  uint32
+	CPUSlots  uint32
+	Workers   uint32
+	RingBytes uint32
+	MaxPorts  uint32
+	MaxQueues uint32
 	// PoolMode is what sample_meta.pool holds (poolMode).
 	PoolMode uint32
 	_        uint32

@@ -14,12 +14,12 @@ import (
 // flagValues are the command-line flags; only flags given explicitly
 // override the file.
 type flagValues struct {
-	fs         *flag.FlagSet
-	configFile string
-	collectors stringList
-	s          config.Settings
-	ports      string
-	monitor    string
+	fs             *flag.FlagSet
+	configFile     string
+	collectors     stringList
+	s              config.Settings
+	ports          string
+	monitor        string
 	cleanup, check bool // one-shot modes: -cleanup, -upgrade-check
 }
 
