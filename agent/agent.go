@@ -84,6 +84,10 @@ type Agent struct {
 	// poolBase is the pool counted by earlier attachments of a port, in
 	// the persistent state.
 	poolBase map[uint32]*uint64
+	// held are adopted ports no Apply has configured yet, and adopting
+	// holds the workers' reading, until EndAdoption.
+	held     map[uint32]bool
+	adopting chan struct{}
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.
@@ -98,7 +102,7 @@ func New(opts Options) *Agent {
 		opts.State = persist.New(DefaultStateSlots)
 	}
 	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
-		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}}
+		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}}
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
@@ -211,10 +215,13 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 }
 
 // Adopt tells the agent the ports the dataplane samples already, as an
-// earlier program left them (pinned samplers taken over): the first Apply
-// changes nothing in the kernel for those it configures the same, and
-// stops those it no longer configures (their pool goes into the port's
-// base, as for any port removed). Call it before the first Apply.
+// earlier program left them (pinned samplers taken over): an Apply
+// changes nothing in the kernel for those it configures the same. Until
+// EndAdoption, the adopted ports an Apply does not configure are kept
+// (the daemon's first configurations come before it has discovered the
+// ports), and the workers read no sample: the samples of the gap wait in
+// the rings for the samplers that number them, never discarded as of an
+// unknown port. Call it before the first Apply.
 func (a *Agent) Adopt(ports map[uint32]PortSampling) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -223,7 +230,46 @@ func (a *Agent) Adopt(ports map[uint32]PortSampling) {
 			continue // its sockets are this program's to open: SetPort
 		}
 		a.ports[idx] = p
+		a.held[idx] = true
 	}
+	if len(a.held) > 0 && a.adopting == nil {
+		a.adopting = make(chan struct{})
+		for _, w := range a.workers {
+			w.hold = a.adopting
+		}
+	}
+}
+
+// EndAdoption ends what Adopt began, once the configuration that takes
+// the adopted ports over is applied: the adopted ports it does not
+// configure stop (their pool goes into the port's base), and the workers
+// start reading. Idempotent; a no-op without Adopt.
+func (a *Agent) EndAdoption() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, idx := range sortedKeys(a.held) {
+		errs = append(errs, a.removePort(idx))
+		delete(a.held, idx)
+	}
+	if a.adopting != nil {
+		close(a.adopting)
+		a.adopting = nil
+	}
+	return errors.Join(errs...)
+}
+
+// removePort stops sampling port idx, its pool kept in its base. Called
+// with mu held.
+func (a *Agent) removePort(idx uint32) error {
+	pool, _ := a.opts.Dataplane.PortPool(idx)
+	var err error
+	if rerr := a.opts.Dataplane.RemovePort(idx); rerr != nil {
+		err = &PortError{IfIndex: idx, Err: rerr}
+	}
+	*a.base(idx) += pool
+	delete(a.ports, idx)
+	return err
 }
 
 // Config returns the running configuration.
@@ -253,14 +299,15 @@ func (a *Agent) Apply(cfg Config) error {
 	//    a worker that has forgotten them.
 	for _, idx := range sortedKeys(a.ports) {
 		if _, keep := plans[idx]; keep {
+			delete(a.held, idx) // configured: adopted for good
 			continue
 		}
-		pool, _ := a.opts.Dataplane.PortPool(idx)
-		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
-			errs = append(errs, &PortError{IfIndex: idx, Err: err})
+		if a.held[idx] {
+			continue // adopted, kept until EndAdoption
 		}
-		*a.base(idx) += pool
-		delete(a.ports, idx)
+		if err := a.removePort(idx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// 2. Workers learn the new samplers and pollers before the kernel

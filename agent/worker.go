@@ -128,7 +128,10 @@ type worker struct {
 	// and datagram streams (agent/persist).
 	state *persist.Store
 	stats WorkerStats
-	send  sendTuning // the senders' batch settings (Options)
+	// hold, when not nil, keeps run from reading samples until it is
+	// closed (Agent.Adopt).
+	hold <-chan struct{}
+	send sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng
@@ -178,6 +181,18 @@ func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Mill
 // be nil for a worker that only polls.
 func (w *worker) run(ctx context.Context, src SampleReader) {
 	defer w.closeAll()
+	// Adopted samplers (Agent.Adopt): configurations only, no sample read,
+	// until the agent lets go.
+	for hold := w.hold; hold != nil; {
+		select {
+		case cfg := <-w.ctrl:
+			w.apply(cfg)
+		case <-hold:
+			hold = nil
+		case <-ctx.Done():
+			return
+		}
+	}
 	nextTick := time.Now().Add(time.Second)
 	for {
 		// Apply configuration between samples, never during one.
@@ -423,7 +438,7 @@ func (w *worker) apply(cfg workerConfig) {
 			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
 				w.pools[sp.cfg.IfIndex] = pp
 			} else {
-				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase)
+				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
 			}
 		}
 		out := w.receivers[sp.cfg.Receiver]
@@ -443,6 +458,11 @@ func (w *worker) apply(cfg workerConfig) {
 	}
 	for _, ss := range w.samplers {
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].cfg.Rate < ss[j].cfg.Rate })
+	}
+	for idx, pp := range oldPools { // ports no longer sampled here
+		if _, ok := w.pools[idx]; !ok {
+			pp.free(w.state, idx)
+		}
 	}
 	for k := range oldS { // samplers gone: their numbers start afresh if they come back
 		w.state.Free(persist.SamplerKey(k.ifindex, k.inst))

@@ -151,7 +151,11 @@ func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.W
 // burst of netlink messages (a port created, renamed, brought up)
 // triggers one reconfiguration.
 func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, watchErr <-chan error) error {
-	var settle <-chan time.Time
+	// The first reconfiguration, once the ports present at start are
+	// known (their events settled; at the latest after a second), ends
+	// the adoption of pinned samplers (agent.Agent.EndAdoption).
+	settle := time.After(time.Second)
+	adopting := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,6 +182,12 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 		case <-settle:
 			settle = nil
 			d.reconfigure()
+			if adopting {
+				adopting = false
+				if err := d.agent.EndAdoption(); err != nil {
+					d.log.Warn("adopted samplers no longer configured", "err", err)
+				}
+			}
 		}
 	}
 }

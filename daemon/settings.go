@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
@@ -75,11 +76,12 @@ func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover)
 // sequence number per sampler and poller of every port slot and
 // instance, the host's pollers, a pool base per port slot, a datagram
 // stream per sub-agent (workers and the drop reporter) and receiver, the
-// drop reporter's own, and some room for ports coming and going.
+// drop reporter's own, the per-CPU pools of every port slot, and some room for ports coming and going.
 func stateSlots(s config.Settings) int {
 	n := len(s.StaticCollectors())
 	inst, rcv := max(s.SNMPInstances, n), max(s.SNMPReceivers, n)
-	return s.MaxPorts*inst*2 + inst + s.MaxPorts + (s.Workers+1)*rcv + 1 + 256
+	cpuLines := (runtime.NumCPU() + persist.LineWords - 2) / (persist.LineWords - 1) // agent's portPool
+	return s.MaxPorts*inst*2 + inst + s.MaxPorts*(1+cpuLines) + (s.Workers+1)*rcv + 1 + 256
 }
 
 // dropsConfig is drop notifications' part (at start and on SIGHUP).

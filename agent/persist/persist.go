@@ -56,6 +56,7 @@ const (
 	kindStream   = 3
 	kindPoolBase = 4
 	kindDrops    = 5
+	kindPoolCPU  = 6
 )
 
 // SamplerKey is the key of a flow sampler's sample sequence number
@@ -80,6 +81,13 @@ func StreamKey(subAgent uint32, receiver int) Key {
 // earlier attachments.
 func PoolBaseKey(ifindex uint32) Key {
 	return Key(kindPoolBase)<<60 | Key(ifindex)
+}
+
+// PoolCPUKey is the key of line group of a port's per-CPU pools as its
+// samples told them (agent's portPool): LineWords-1 CPUs per line, after
+// the port's pool base that identifies the attachment they belong to.
+func PoolCPUKey(ifindex, group uint32) Key {
+	return Key(kindPoolCPU)<<60 | Key(group&0xfffffff)<<32 | Key(ifindex)
 }
 
 // DropsKey is the key of the discarded_packet sequence number of data
@@ -189,11 +197,26 @@ func (s *Store) Claim(k Key) (*uint64, error) {
 	}
 	i := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
-	atomic.StoreUint64(s.value(i), 0)
+	for j := 1; j < slotWords; j++ { // the value and the rest of its line (ClaimLine)
+		atomic.StoreUint64(&s.words[headerWords+i*slotWords+j], 0)
+	}
 	atomic.StoreUint64(s.key(i), uint64(k)) // after the value: never a stale value under k
 	s.index[k] = i
 	s.claimed[i] = true
 	return s.value(i), nil
+}
+
+// LineWords is the number of words ClaimLine returns.
+const LineWords = slotWords - 1
+
+// ClaimLine is Claim for a line of LineWords words (the slot's value and
+// the rest of its cache line): all zero when newly claimed.
+func (s *Store) ClaimLine(k Key) ([]uint64, error) {
+	v, err := s.Claim(k)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice(v, LineWords), nil
 }
 
 // Free releases key k's slot (its value is forgotten).

@@ -1,0 +1,353 @@
+package e2e
+
+// Hitless (issue 22): a crash restart, an upgrade in place and a
+// reconfiguration under steady traffic, each checked end to end with a
+// collector and goflow2: pools equal the kernel's frame counts (the
+// frames of any gap included), samples + drops within binomial bounds of
+// the frames, sequence numbers and uptime continuing, nothing attached or
+// pinned after the final SIGTERM.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
+
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+)
+
+// hitlessRate is the sampling rate of the hitless tests: a power of two,
+// so that the kernel samples at it and nothing is sub-sampled away in
+// user space (a per-process count that a crash would lose).
+const hitlessRate = 16
+
+// hitless is one hitless scenario: a lab, a collector, a pin directory
+// and a state directory that every daemon of the scenario shares.
+type hitless struct {
+	lab        *netlab.Lab
+	col        *collector
+	pin, state string
+	bin        string // the daemon binary the scenario runs
+	args       []string
+	p1         uint32
+	before     uint64 // p1's rx_packets before the first daemon
+}
+
+func newHitless(t *testing.T, extra ...string) *hitless {
+	t.Helper()
+	lab := newLab(t, 2)
+	h := &hitless{lab: lab, pin: pinfs.Dir(t), state: t.TempDir(), bin: daemonBin,
+		p1: uint32(lab.LinkIndex(lab.Switch, "p1"))}
+	h.col = listen(t, lab, collectorPort)
+	h.args = append([]string{"-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
+		"-sampling", fmt.Sprint(hitlessRate), "-ports", "p1,p2", "-polling", "1",
+		"-pin-dir", h.pin, "-state-dir", h.state}, extra...)
+	return h
+}
+
+// start runs a daemon of the scenario and waits until it samples.
+func (h *hitless) start(t *testing.T) *daemon {
+	t.Helper()
+	return startDaemonBin(t, h.lab, h.bin, append([]string{}, h.args...)...)
+}
+
+// flowView is a flow sample as goflow2 decoded it, with its datagram.
+type flowView struct {
+	at                    time.Time
+	sub, dgSeq, uptime    uint32
+	seq, rate, pool, drop uint32
+}
+
+// goflowFlowsOf returns goflow2's view of the flow samples of ifindex in
+// arrival order.
+func goflowFlowsOf(dgs []datagram, ifindex uint32) []flowView {
+	var out []flowView
+	for _, dg := range dgs {
+		for _, s := range dg.gf.Samples {
+			fs, ok := s.(goflow.FlowSample)
+			if !ok || fs.Header.SourceIdType != 0 || fs.Header.SourceIdValue != ifindex {
+				continue
+			}
+			out = append(out, flowView{at: dg.at, sub: dg.gf.SubAgentId, dgSeq: dg.gf.SequenceNumber, uptime: dg.gf.Uptime,
+				seq: fs.Header.SampleSequenceNumber, rate: fs.SamplingRate, pool: fs.SamplePool, drop: fs.Drops})
+		}
+	}
+	return out
+}
+
+// hitlessEnd is what the kernel and the daemon count once the traffic
+// stopped and everything was delivered.
+type hitlessEnd struct {
+	rx, pool, selected, kdrops uint64
+	flows                      []flowView
+}
+
+// waitSettled waits until the traffic's frames are all counted in the
+// daemon's pool, and the samples the kernel selected are all read or
+// dropped and delivered: the metrics and the last flow sample received
+// do not change over 2 s (two worker ticks). The pool must reach the
+// kernel's count within 20 s.
+func (h *hitless) waitSettled(t *testing.T) hitlessEnd {
+	t.Helper()
+	var prev hitlessEnd
+	stable := 0
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := fetchMetrics(h.lab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e hitlessEnd
+		e.rx = h.lab.RxPackets(t, h.lab.Switch, "p1") - h.before
+		e.pool, e.selected, e.kdrops = portCounters(m, "p1")
+		e.flows = goflowFlowsOf(h.col.snapshot(t), h.p1)
+		same := e.rx == prev.rx && e.pool == prev.pool && e.selected == prev.selected && e.kdrops == prev.kdrops &&
+			len(e.flows) == len(prev.flows)
+		if same && e.pool == e.rx {
+			stable++
+		} else {
+			stable = 0
+		}
+		if stable >= 4 {
+			return e
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled after 30 s: kernel rx %d, pool %d, selected %d, ring drops %d, %d flow samples received",
+				e.rx, e.pool, e.selected, e.kdrops, len(e.flows))
+		}
+		prev = e
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// checkHitless checks the data of a scenario with one event (crash,
+// upgrade, reconfiguration) at time event: pools exact, samples + drops
+// binomial, sequence numbers and uptime continuing across the event. A
+// crash (gapOK) may lose the samples in flight at the kill, which sFlow
+// shows as a gap in the sample sequence numbers (never a repeat); they
+// are reported. It returns the flow samples of p1.
+func (h *hitless) checkHitless(t *testing.T, sent uint64, event time.Time, gapOK bool) []flowView {
+	t.Helper()
+	e := h.waitSettled(t)
+	dgs := h.col.snapshot(t)
+	if e.rx != sent {
+		t.Errorf("kernel: p1 received %d frames, the traffic sent %d (lab not quiet?)", e.rx, sent)
+	}
+	// Pools: the pinned counters saw every frame, those of the gap too.
+	if e.pool != e.rx {
+		t.Errorf("metrics: p1 sample pool %d, kernel rx_packets %d", e.pool, e.rx)
+	}
+	flows := e.flows
+	if len(flows) == 0 {
+		t.Fatal("no flow sample of p1")
+	}
+	last := flows[len(flows)-1]
+	if uint64(last.pool) > e.rx || uint64(last.pool) < e.rx-64*hitlessRate {
+		t.Errorf("last sample_pool %d, kernel rx_packets %d: want at most, and within 64 samples of it", last.pool, e.rx)
+	}
+	if uint64(last.drop) != e.kdrops {
+		t.Errorf("drops field of the last sample %d, ring drops counted %d", last.drop, e.kdrops)
+	}
+	// Sequence numbers: increasing per data source in arrival order; no
+	// gap unless gapOK, and then one gap only, at the event.
+	var gaps, lostInFlight uint32
+	before, after := 0, 0
+	for i, f := range flows {
+		if f.at.Before(event) {
+			before++
+		} else {
+			after++
+		}
+		if i == 0 {
+			if f.seq != 1 {
+				t.Errorf("first flow sample of p1: sequence %d, want 1", f.seq)
+			}
+			continue
+		}
+		p := flows[i-1]
+		switch {
+		case f.seq == p.seq+1:
+		case f.seq > p.seq+1 && gapOK:
+			gaps++
+			lostInFlight += f.seq - p.seq - 1
+		default:
+			t.Errorf("flow sample %d of p1: sequence %d after %d (%v after the event)", i, f.seq, p.seq,
+				f.at.Sub(event).Round(time.Millisecond))
+		}
+		if f.pool < p.pool {
+			t.Errorf("flow sample %d of p1: sample_pool ran backwards %d -> %d", i, p.pool, f.pool)
+		}
+		if f.sub == p.sub && f.uptime < p.uptime {
+			t.Errorf("flow sample %d of p1: uptime ran backwards %d -> %d ms", i, p.uptime, f.uptime)
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Errorf("flow samples of p1: %d before the event, %d after: want both", before, after)
+	}
+	if gaps > 1 || lostInFlight > 64 {
+		t.Errorf("flow samples of p1: %d gaps, %d samples lost in flight (want at most one gap, at the kill)", gaps, lostInFlight)
+	}
+	// Exact accounting: every sample the kernel selected was numbered
+	// (encoded), or dropped in the ring; at a crash, the samples read but
+	// not yet numbered are lost uncounted: at most a ring read's batch.
+	numbered := uint64(last.seq)
+	uncounted := int64(e.selected) - int64(numbered+e.kdrops)
+	if uncounted < 0 || (!gapOK && uncounted != 0) || uncounted > 64 {
+		t.Errorf("kernel selected %d samples, numbered %d + ring drops %d (%d uncounted)", e.selected, numbered, e.kdrops, uncounted)
+	}
+	mean, sd, ok := withinSigmas(int(numbered+e.kdrops), int(e.rx), 1/float64(hitlessRate), 4)
+	t.Logf("%d frames: %d samples numbered + %d ring drops (expected %.0f ± %.1f), %d received, %d lost in flight, %d read uncounted; last pool %d",
+		e.rx, numbered, e.kdrops, mean, sd, len(flows), lostInFlight, uncounted, last.pool)
+	if !ok {
+		t.Errorf("%d samples + %d drops of %d frames, want %.0f ± 4×%.1f", numbered, e.kdrops, e.rx, mean, sd)
+	}
+	// Datagram sequence numbers per sub-agent increase (continue across
+	// the event); uptime does not restart.
+	lastDg := map[uint32]datagram{}
+	for _, dg := range dgs {
+		if p, ok := lastDg[dg.gf.SubAgentId]; ok {
+			switch {
+			case dg.gf.SequenceNumber == p.gf.SequenceNumber+1:
+			case dg.gf.SequenceNumber > p.gf.SequenceNumber && gapOK:
+			default:
+				t.Errorf("sub-agent %d: datagram sequence %d after %d", dg.gf.SubAgentId, dg.gf.SequenceNumber, p.gf.SequenceNumber)
+			}
+			if dg.gf.Uptime+1000 < p.gf.Uptime { // another worker's clock read may lag by a flush
+				t.Errorf("sub-agent %d: uptime %d ms after %d ms", dg.gf.SubAgentId, dg.gf.Uptime, p.gf.Uptime)
+			}
+		} else if dg.gf.SequenceNumber != 1 {
+			t.Errorf("sub-agent %d: first datagram's sequence %d, want 1", dg.gf.SubAgentId, dg.gf.SequenceNumber)
+		}
+		lastDg[dg.gf.SubAgentId] = dg
+	}
+	// Counter samples of p1 (polling 1 s) continue too.
+	cs := counterSamplesOf(dgs, sflow.DataSource{Type: sflow.SourceIfIndex, Index: h.p1})
+	for i := 1; i < len(cs); i++ {
+		if d := cs[i].seq - cs[i-1].seq; d != 1 && !(gapOK && d > 1 && d < 10) {
+			t.Errorf("counter sample %d of p1: sequence %d after %d", i, cs[i].seq, cs[i-1].seq)
+		}
+	}
+	if len(cs) == 0 || cs[0].seq != 1 {
+		t.Errorf("counter samples of p1: %d, want some from sequence 1", len(cs))
+	}
+	checkIndependentDecoders(t, dgs, collectorPort, h.p1)
+	return flows
+}
+
+// stopClean stops d with SIGTERM and checks that nothing is left: no
+// sampler on any port, nothing pinned, no SNMP snapshot.
+func (h *hitless) stopClean(t *testing.T, d *daemon) {
+	t.Helper()
+	d.signal(t, syscall.SIGTERM)
+	if code := d.waitExit(t, 15*time.Second); code != 0 {
+		t.Errorf("exit status %d after SIGTERM\n%s", code, d.log())
+	}
+	h.checkNothingLeft(t, "SIGTERM")
+}
+
+// checkNothingLeft checks that no sampler is attached to a lab port and
+// that the pin directory holds nothing.
+func (h *hitless) checkNothingLeft(t *testing.T, after string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for _, l := range []string{"p1", "p2", "mgmt0", "br0"} {
+		for samplerAttached(t, h.lab, l) {
+			if time.Now().After(deadline) {
+				t.Errorf("a sampler is still attached to %s after %s", l, after)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if es := pinfs.Entries(t, h.pin); len(es) != 0 {
+		t.Errorf("pinned after %s: %v", after, es)
+	}
+	if _, err := os.Stat(filepath.Join(h.state, "snmp.json")); err == nil {
+		t.Errorf("SNMP snapshot left in the state directory after %s", after)
+	}
+}
+
+// TestHitlessCrash: SIGKILL under steady traffic, a restart 3 s later
+// (as systemd's Restart= would): the samplers kept counting on their
+// pinned links, the new daemon adopts them, and the data is exact. With
+// a 16 KiB ring (…/small-ring) the 3 s of samples do not fit: what the
+// ring could not hold is counted in drops (the kernel's count, in the
+// drops field of the samples that follow). Then: a SIGKILL followed by
+// `sflowswitchd -cleanup` leaves nothing.
+func TestHitlessCrash(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ring int
+	}{{"default-ring", 0}, {"small-ring", 16384}} {
+		t.Run(c.name, func(t *testing.T) {
+			var extra []string
+			if c.ring != 0 {
+				extra = []string{"-ring-bytes", fmt.Sprint(c.ring)}
+			}
+			hitlessCrash(t, newHitless(t, extra...), c.ring != 0)
+		})
+	}
+}
+
+func hitlessCrash(t *testing.T, h *hitless, wantDrops bool) {
+	h.before = h.lab.RxPackets(t, h.lab.Switch, "p1")
+	d1 := h.start(t)
+	d1.waitReady(t, h.lab, "p1", "p2")
+	tr := startTraffic(h.lab, 0, 32, 10*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	d1.signal(t, syscall.SIGKILL)
+	d1.waitExit(t, 10*time.Second)
+	killed := time.Now()
+	for _, p := range []string{"p1", "p2"} {
+		if !samplerAttached(t, h.lab, p) {
+			t.Errorf("%s: no sampler attached after SIGKILL (the pinned link should keep it)", p)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	d2 := h.start(t)
+	d2.waitReady(t, h.lab, "p1", "p2")
+	if !strings.Contains(d2.log(), "samplers taken over from the previous program") {
+		t.Errorf("the restarted daemon did not log the takeover:\n%s", d2.log())
+	}
+	time.Sleep(2 * time.Second)
+	sent := tr.stop()
+	flows := h.checkHitless(t, sent, killed, true)
+	// The gap: frames of the 3 s without a daemon are in the pools, and
+	// their samples waited in the ring (or are counted in drops).
+	var inGap int
+	for _, f := range flows {
+		if f.at.After(killed) && f.at.Before(killed.Add(3*time.Second)) {
+			inGap++
+		}
+	}
+	if inGap != 0 {
+		t.Errorf("%d flow samples arrived while no daemon ran", inGap)
+	}
+	if last := flows[len(flows)-1]; wantDrops != (last.drop > 0) {
+		t.Errorf("drops field of the last sample %d: want drops %v", last.drop, wantDrops)
+	}
+	h.stopClean(t, d2)
+
+	t.Run("cleanup", func(t *testing.T) {
+		d3 := h.start(t)
+		d3.waitReady(t, h.lab, "p1", "p2")
+		d3.signal(t, syscall.SIGKILL)
+		d3.waitExit(t, 10*time.Second)
+		if len(pinfs.Entries(t, h.pin)) == 0 || !samplerAttached(t, h.lab, "p1") {
+			t.Fatal("nothing pinned or attached after SIGKILL")
+		}
+		out, err := h.lab.Run(h.lab.Switch, h.bin, "-cleanup", "-pin-dir", h.pin, "-state-dir", h.state)
+		if err != nil {
+			t.Fatalf("sflowswitchd -cleanup: %v\n%s", err, out)
+		}
+		t.Logf("-cleanup: %s", strings.TrimSpace(string(out)))
+		h.checkNothingLeft(t, "SIGKILL and -cleanup")
+	})
+}
