@@ -181,6 +181,7 @@ func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Mill
 // be nil for a worker that only polls.
 func (w *worker) run(ctx context.Context, src SampleReader) {
 	defer w.closeAll()
+	nextTick := time.Now().Add(time.Second)
 	// Adopted samplers (Agent.Adopt): configurations only, no sample read,
 	// until the agent lets go.
 	for hold := w.hold; hold != nil; {
@@ -189,11 +190,13 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			w.apply(cfg)
 		case <-hold:
 			hold = nil
+			// At once: what waited in the ring is read and sent now,
+			// not at the next tick.
+			nextTick = time.Now()
 		case <-ctx.Done():
 			return
 		}
 	}
-	nextTick := time.Now().Add(time.Second)
 	for {
 		// Apply configuration between samples, never during one.
 		select {

@@ -154,8 +154,8 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 	// The first reconfiguration, once the ports present at start are
 	// known (their events settled; at the latest after a second), ends
 	// the adoption of pinned samplers (agent.Agent.EndAdoption).
-	settle := time.After(time.Second)
-	adopting := true
+	var settle <-chan time.Time
+	adopting, first := true, time.After(time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,6 +178,10 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 		case <-d.changed:
 			if settle == nil {
 				settle = time.After(10 * time.Millisecond)
+			}
+		case <-first:
+			if adopting && settle == nil {
+				settle = time.After(0)
 			}
 		case <-settle:
 			settle = nil
