@@ -130,7 +130,7 @@ func (d *Daemon) release() error {
 		exe = -1 // no rollback possible; said at exec
 	}
 	d.upgrade.next = handover.State{LockFD: h.LockFD, OwnerFD: h.OwnerFD, ExeFD: exe,
-		From: d.version, StoppedNs: handover.Monotonic()}
+		Args: os.Args, From: d.version, StoppedNs: handover.Monotonic()}
 	return nil
 }
 
@@ -175,7 +175,11 @@ func rollback(st handover.State, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", st.ExeFD), os.Args, env)
+	args := st.Args
+	if len(args) == 0 {
+		args = os.Args
+	}
+	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", st.ExeFD), args, env)
 	log.Error("rollback failed: exiting; the samplers stay attached for the next start", "err", err)
 	return fmt.Errorf("rollback: %w", err)
 }
@@ -198,7 +202,7 @@ func (d *Daemon) upgraded(h *Handover) {
 // run before the running daemon lets go): it checks what a start with s
 // needs and writes what it would do with the pinned samplers to out. An
 // error means it would not start.
-func Check(s config.Settings, log *slog.Logger, out io.Writer) error {
+func Check(s config.Settings, log *slog.Logger, out io.Writer, version string) error {
 	if err := requireAgentAddress(s); err != nil {
 		return err
 	}
@@ -213,15 +217,15 @@ func Check(s config.Settings, log *slog.Logger, out io.Writer) error {
 	if !adopt {
 		log.Warn("upgrade in place: the pinned samplers will be replaced, pools and sequence numbers start afresh", "why", why)
 	}
-	_, err = fmt.Fprintf(out, "sflowswitchd %s: %s\n", revision(""), why)
+	_, err = fmt.Fprintf(out, "sflowswitchd %s: %s\n", revision(version), why)
 	return err
 }
 
 // Cleanup removes what a daemon with settings s that is gone left pinned
 // (sflowswitchd -cleanup; the package's removal): its samplers are
 // detached, its pinned maps and SNMP snapshot removed. It refuses while a
-// daemon runs with that pin directory. (out: Check's, unused.)
-func Cleanup(s config.Settings, log *slog.Logger, _ io.Writer) error {
+// daemon runs with that pin directory.
+func Cleanup(s config.Settings, log *slog.Logger) error {
 	if s.PinDir == config.PinOff {
 		log.Info("pin_dir off: nothing pinned")
 		return nil

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon"
 )
 
@@ -57,8 +56,12 @@ func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintf(stderr, "sflowswitchd: %v\n", err)
 		return 2
 	}
-	if once := map[bool]func(config.Settings, *slog.Logger, io.Writer) error{true: daemon.Cleanup, false: daemon.Check}[f.cleanup]; f.cleanup || f.check {
-		if err := once(s, log, stdout); err != nil {
+	if f.cleanup || f.check {
+		once := func() error { return daemon.Check(s, log, stdout, version) }
+		if f.cleanup {
+			once = func() error { return daemon.Cleanup(s, log) }
+		}
+		if err := once(); err != nil {
 			log.Error("failed", "err", err)
 			return 1
 		}

@@ -480,13 +480,13 @@ func (l *rxLog) at(when time.Time) uint64 {
 	return v
 }
 
-// TestHitlessUpgrade: SIGUSR2 under steady traffic, the binary at the
-// daemon's path replaced by a freshly built one: the same process (PID)
-// runs the new program, the samplers stayed attached, and the data is
-// exact with sequence numbers contiguous (no sample lost, none repeated).
-// Then a binary that cannot start is refused (…/refused), and one that
-// passes the check but fails to start rolls back to the running one
-// (…/rollback).
+// TestHitlessUpgrade: under steady traffic, SIGUSR2 with three binaries
+// in turn at the daemon's path: one that cannot start (refused, the
+// daemon keeps running), one that passes the check but fails to start
+// (rolled back: the previous executable, kept open, takes the samplers
+// back), then a freshly built one: the same process (PID) runs the new
+// program. The samplers stayed attached throughout, and the data is exact
+// with sequence numbers contiguous (no sample lost, none repeated).
 func TestHitlessUpgrade(t *testing.T) {
 	h := newHitless(t)
 	dir := t.TempDir()
@@ -499,14 +499,44 @@ func TestHitlessUpgrade(t *testing.T) {
 	rx := logRx(t, h.lab, "p1")
 	tr := startTraffic(h.lab, 0, 32, 10*time.Millisecond)
 	time.Sleep(2 * time.Second)
+	event := time.Now()
+
+	// A binary that cannot start: refused, the running program stays.
+	replace := func(script string) {
+		t.Helper()
+		tmp := h.bin + ".tmp"
+		if err := os.WriteFile(tmp, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, h.bin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace("#!/bin/sh\necho broken >&2\nexit 1\n")
+	d.signal(t, syscall.SIGUSR2)
+	d.waitLog(t, "upgrade in place refused; this program keeps running", 20*time.Second)
+	time.Sleep(time.Second)
+
+	// A binary that passes the check but fails to start (here: an
+	// unknown flag): it rolls back to the running program's executable.
+	real := filepath.Join(dir, "sflowswitchd.real")
+	copyFile(t, next, real)
+	replace(fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -upgrade-check ] && exec %s \"$@\"\nexec %s -no-such-flag \"$@\"\n", real, real))
+	d.signal(t, syscall.SIGUSR2)
+	d.waitLog(t, "rollback=true", 20*time.Second)
+	if !strings.Contains(d.log(), "the new program failed to start; the previous binary takes the samplers back") {
+		t.Errorf("no rollback logged:\n%s", d.log())
+	}
+	time.Sleep(time.Second)
+
+	// The fresh binary: the upgrade.
 	if err := os.Rename(next, h.bin); err != nil { // as dpkg replaces it
 		t.Fatal(err)
 	}
-	event := time.Now()
 	d.signal(t, syscall.SIGUSR2)
-	d.waitLog(t, "upgrade in place: exec", 20*time.Second)
+	waitCount(t, d, "upgrade in place: exec", 2) // the rollback execs without this line
 	newStart := time.Now() // the new program starts at the earliest now
-	d.waitLog(t, "upgrade in place completed", 20*time.Second)
+	d.waitLog(t, "to=hl-next rollback=false", 20*time.Second)
 	if !d.alive() {
 		t.Fatal("the daemon's process is gone after the upgrade")
 	}
@@ -518,7 +548,7 @@ func TestHitlessUpgrade(t *testing.T) {
 	sent := tr.stop()
 	flows := h.checkHitless(t, sent, event, false)
 	for _, l := range strings.Split(d.log(), "\n") {
-		if strings.Contains(l, "upgrade") || strings.Contains(l, "taken over") || strings.Contains(l, "running") {
+		if strings.HasPrefix(l, "time=") && (strings.Contains(l, "upgrade") || strings.Contains(l, "taken over")) {
 			t.Log(l)
 		}
 	}
@@ -530,6 +560,18 @@ func TestHitlessUpgrade(t *testing.T) {
 		t.Error("no handover seen in the flow samples")
 	}
 	h.stopClean(t, d)
+}
+
+// waitCount waits until the daemon's log holds want n times.
+func waitCount(t *testing.T, d *daemon, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(d.log(), want) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon log holds %q %d times, want %d:\n%s", want, strings.Count(d.log(), want), n, d.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // linkStatsOf is the rx_packets of port in the lab's switch namespace.

@@ -40,6 +40,9 @@ type State struct {
 	// Rollback: this exec is a rollback; a failure now is not rolled back
 	// again.
 	Rollback bool `json:"rollback,omitempty"`
+	// Args are the previous program's arguments (os.Args): a rollback
+	// runs it with them again, whatever the failed program was given.
+	Args []string `json:"args"`
 	// From is the previous program's revision.
 	From string `json:"from"`
 	// StoppedNs is when the previous program's workers had stopped, on
