@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gosnmp/gosnmp"
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
@@ -139,6 +140,22 @@ func (h *hitless) waitSettled(t *testing.T) hitlessEnd {
 // are reported. It returns the flow samples of p1.
 func (h *hitless) checkHitless(t *testing.T, sent uint64, event time.Time, gapOK bool) []flowView {
 	t.Helper()
+	return h.check(t, sent, event, hitlessChecks{gapOK: gapOK, exact: true})
+}
+
+// hitlessChecks are the options of check: gapOK as checkHitless's; exact:
+// the collector's sampler is the only one of the port and samples at the
+// kernel's rate, so that the kernel's selected samples are exactly its
+// numbered ones plus the ring drops (false when another sampler of the
+// port, at a lower rate, makes the kernel select more).
+type hitlessChecks struct {
+	gapOK, exact bool
+}
+
+// check is checkHitless with options.
+func (h *hitless) check(t *testing.T, sent uint64, event time.Time, o hitlessChecks) []flowView {
+	t.Helper()
+	gapOK := o.gapOK
 	e := h.waitSettled(t)
 	dgs := h.col.snapshot(t)
 	if e.rx != sent {
@@ -164,6 +181,9 @@ func (h *hitless) checkHitless(t *testing.T, sent uint64, event time.Time, gapOK
 	var gaps, lostInFlight uint32
 	before, after := 0, 0
 	for i, f := range flows {
+		if f.rate != hitlessRate {
+			t.Errorf("flow sample %d of p1: sampling_rate %d, want %d", i, f.rate, hitlessRate)
+		}
 		if f.at.Before(event) {
 			before++
 		} else {
@@ -203,6 +223,9 @@ func (h *hitless) checkHitless(t *testing.T, sent uint64, event time.Time, gapOK
 	// not yet numbered are lost uncounted: at most a ring read's batch.
 	numbered := uint64(last.seq)
 	uncounted := int64(e.selected) - int64(numbered+e.kdrops)
+	if !o.exact {
+		uncounted = 0 // the kernel selects for another sampler too
+	}
 	if uncounted < 0 || (!gapOK && uncounted != 0) || uncounted > 64 {
 		t.Errorf("kernel selected %d samples, numbered %d + ring drops %d (%d uncounted)", e.selected, numbered, e.kdrops, uncounted)
 	}
@@ -584,4 +607,98 @@ func linkStatsOf(lab *netlab.Lab, port string) (uint64, error) {
 		return 0, fmt.Errorf("%s: no statistics", port)
 	}
 	return l.Attrs().Statistics.RxPackets, nil
+}
+
+// TestHitlessSNMPSet: a rate change by SNMP SET under steady traffic. A
+// manager claims receiver 2 (a second collector) and points a second
+// sampler of p1 at it, at rate 16 like the static one; then it SETs that
+// sampler's rate to 8, which changes the port's kernel rate (16 -> 8).
+// The static sampler (receiver 1) is unaffected: rate 16 throughout
+// (sub-sampled exactly from the kernel's 8), sequence numbers contiguous,
+// pools continuous and exact. The changed sampler's sequence numbers and
+// pool continue, and its rate field changes once, at a known sample;
+// each part's sample count is binomial, and every sample the kernel
+// selected is one of its samples or a ring drop.
+func TestHitlessSNMPSet(t *testing.T) {
+	snmp := startSnmpd(t)
+	h := newHitless(t, "-agentx", "unix:"+snmp.SocketPath)
+	col2 := listen(t, h.lab, collectorPort+1)
+	h.before = h.lab.RxPackets(t, h.lab.Switch, "p1")
+	d := h.start(t)
+	d.waitReady(t, h.lab, "p1", "p2")
+	g := snmp.Client(t, "private")
+	g.Timeout, g.Retries = 2*time.Second, 2
+	waitUntil(t, 15*time.Second, "SFLOW-MIB through snmpd", func() bool { return mibAnswers(g) })
+	set := func(pdus ...gosnmp.SnmpPDU) {
+		t.Helper()
+		if r, err := g.Set(pdus); err != nil || r.Error != gosnmp.NoError {
+			t.Fatalf("SET %v: %v %v", pdus[0].Name, err, r)
+		}
+	}
+	collector := h.lab.CollectorAddr.As4()
+	ds := fmt.Sprintf("11.1.3.6.1.2.1.2.2.1.1.%d.2", h.p1) // sFlowFsTable: p1, instance 2
+	set(gosnmp.SnmpPDU{Name: rcvrColumn + "2.2", Type: gosnmp.OctetString, Value: "hl-manager"},
+		gosnmp.SnmpPDU{Name: rcvrColumn + "3.2", Type: gosnmp.Integer, Value: 600})
+	set(gosnmp.SnmpPDU{Name: rcvrColumn + "6.2", Type: gosnmp.OctetString, Value: string(collector[:])},
+		gosnmp.SnmpPDU{Name: rcvrColumn + "7.2", Type: gosnmp.Integer, Value: int(collectorPort + 1)})
+	set(gosnmp.SnmpPDU{Name: fsColumn + "3." + ds, Type: gosnmp.Integer, Value: 2},
+		gosnmp.SnmpPDU{Name: fsColumn + "4." + ds, Type: gosnmp.Integer, Value: hitlessRate})
+	time.Sleep(1200 * time.Millisecond) // a worker tick: the workers run the new sampler
+
+	tr := startTraffic(h.lab, 0, 32, 10*time.Millisecond)
+	time.Sleep(3 * time.Second)
+	event := time.Now()
+	set(gosnmp.SnmpPDU{Name: fsColumn + "4." + ds, Type: gosnmp.Integer, Value: hitlessRate / 2})
+	time.Sleep(3 * time.Second)
+	sent := tr.stop()
+	// Receiver 1, the static sampler: unaffected.
+	h.check(t, sent, event, hitlessChecks{})
+
+	// Receiver 2, the sampler whose rate changed.
+	m, err := fetchMetrics(h.lab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, selected, kdrops := portCounters(m, "p1")
+	rx := h.lab.RxPackets(t, h.lab.Switch, "p1") - h.before
+	dgs2 := col2.snapshot(t)
+	flows := goflowFlowsOf(dgs2, h.p1)
+	if len(flows) == 0 {
+		t.Fatal("no flow sample of p1 at receiver 2")
+	}
+	change := -1
+	for i, f := range flows {
+		if f.seq != uint32(i+1) {
+			t.Fatalf("receiver 2: flow sample %d has sequence %d, want %d", i, f.seq, i+1)
+		}
+		if i > 0 && f.pool < flows[i-1].pool {
+			t.Errorf("receiver 2: flow sample %d: pool ran backwards %d -> %d", i, flows[i-1].pool, f.pool)
+		}
+		switch {
+		case f.rate == hitlessRate && change < 0:
+		case f.rate == hitlessRate/2 && change < 0:
+			change = i
+		case f.rate == hitlessRate/2:
+		default:
+			t.Fatalf("receiver 2: flow sample %d: rate %d (change at %d)", i, f.rate, change)
+		}
+	}
+	if change <= 0 {
+		t.Fatalf("receiver 2: the rate never changed (or from the first sample): %d", change)
+	}
+	at := flows[change-1].pool // frames up to the last sample at the old rate
+	last := flows[len(flows)-1]
+	if numbered := uint64(last.seq); selected != numbered+kdrops {
+		t.Errorf("receiver 2: kernel selected %d samples, numbered %d + ring drops %d", selected, numbered, kdrops)
+	}
+	m1, sd1, ok1 := withinSigmas(change, int(at), 1/float64(hitlessRate), 4)
+	m2, sd2, ok2 := withinSigmas(len(flows)-change+int(last.drop), int(rx)-int(at), 2/float64(hitlessRate), 4)
+	t.Logf("receiver 2: rate %d -> %d at sample %d (pool %d -> %d, SET %v after traffic start); %d samples of %d frames (%.0f ± %.1f), then %d + %d drops of %d frames (%.0f ± %.1f)",
+		hitlessRate, hitlessRate/2, flows[change].seq, at, flows[change].pool, event.Sub(flows[0].at).Round(time.Millisecond),
+		change, at, m1, sd1, len(flows)-change, last.drop, int(rx)-int(at), m2, sd2)
+	if !ok1 || !ok2 {
+		t.Errorf("receiver 2: sample counts outside 4 σ of the binomial")
+	}
+	checkIndependentDecoders(t, dgs2, collectorPort+1, h.p1)
+	h.stopClean(t, d)
 }
