@@ -558,7 +558,7 @@ func TestHitlessUpgrade(t *testing.T) {
 	}
 	d.signal(t, syscall.SIGUSR2)
 	waitCount(t, d, "upgrade in place: exec", 2) // the rollback execs without this line
-	newStart := time.Now() // the new program starts at the earliest now
+	newStart := time.Now()                       // the new program starts at the earliest now
 	d.waitLog(t, "to=hl-next rollback=false", 20*time.Second)
 	if !d.alive() {
 		t.Fatal("the daemon's process is gone after the upgrade")
