@@ -609,19 +609,22 @@ func linkStatsOf(lab *netlab.Lab, port string) (uint64, error) {
 	return l.Attrs().Statistics.RxPackets, nil
 }
 
-// TestHitlessSNMPSet: a rate change by SNMP SET under steady traffic. A
-// manager claims receiver 2 (a second collector) and points a second
-// sampler of p1 at it, at rate 16 like the static one; then it SETs that
-// sampler's rate to 8, which changes the port's kernel rate (16 -> 8).
-// The static sampler (receiver 1) is unaffected: rate 16 throughout
-// (sub-sampled exactly from the kernel's 8), sequence numbers contiguous,
-// pools continuous and exact. The changed sampler's sequence numbers and
-// pool continue, and its rate field changes once, at a known sample;
-// each part's sample count is binomial, and every sample the kernel
-// selected is one of its samples or a ring drop.
+// TestHitlessSNMPSet: reconfiguration under steady traffic. A manager
+// claims receiver 2 (a second collector) and points a second sampler of
+// p1 at it, at rate 16 like the static one; then, in turn: it SETs that
+// sampler's rate to 8, which changes the port's kernel rate (16 -> 8);
+// it moves receiver 2 to a third collector; the daemon upgrades in place
+// (SIGUSR2, the same binary: the SNMP-set configuration must come back);
+// a port is added. The static sampler (receiver 1) is unaffected by all
+// of it: rate 16 throughout (sub-sampled exactly from the kernel's 8),
+// sequence numbers contiguous, pools continuous and exact. The changed
+// sampler's sequence numbers and pool continue across both of its
+// collectors, and its rate field changes once, at a known sample; each
+// part's sample count is binomial, and every sample the kernel selected
+// is one of its samples or a ring drop.
 func TestHitlessSNMPSet(t *testing.T) {
 	snmp := startSnmpd(t)
-	h := newHitless(t, "-agentx", "unix:"+snmp.SocketPath)
+	h := newHitless(t, "-agentx", "unix:"+snmp.SocketPath, "-ports", "p*")
 	col2 := listen(t, h.lab, collectorPort+1)
 	h.before = h.lab.RxPackets(t, h.lab.Switch, "p1")
 	d := h.start(t)
@@ -649,7 +652,23 @@ func TestHitlessSNMPSet(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	event := time.Now()
 	set(gosnmp.SnmpPDU{Name: fsColumn + "4." + ds, Type: gosnmp.Integer, Value: hitlessRate / 2})
-	time.Sleep(3 * time.Second)
+	time.Sleep(2 * time.Second)
+	// Receiver 2 moves to another collector.
+	col3 := listen(t, h.lab, collectorPort+2)
+	set(gosnmp.SnmpPDU{Name: rcvrColumn + "7.2", Type: gosnmp.Integer, Value: int(collectorPort + 2)})
+	time.Sleep(2 * time.Second)
+	// An upgrade in place (the same binary): the SNMP-set configuration
+	// (receiver 2, the sampler at rate 8) is restored in the new program.
+	d.signal(t, syscall.SIGUSR2)
+	d.waitLog(t, "upgrade in place completed", 20*time.Second)
+	if !strings.Contains(d.log(), "SNMP-set configuration restored") {
+		t.Errorf("the upgrade did not restore the SNMP-set configuration:\n%s", d.log())
+	}
+	time.Sleep(2 * time.Second)
+	// A port added (sampled: -ports p*).
+	h.lab.AddPort(t)
+	waitUntil(t, 10*time.Second, "p3 sampled", func() bool { return samplerAttached(t, h.lab, "p3") })
+	time.Sleep(2 * time.Second)
 	sent := tr.stop()
 	// Receiver 1, the static sampler: unaffected.
 	h.check(t, sent, event, hitlessChecks{})
@@ -661,10 +680,10 @@ func TestHitlessSNMPSet(t *testing.T) {
 	}
 	_, selected, kdrops := portCounters(m, "p1")
 	rx := h.lab.RxPackets(t, h.lab.Switch, "p1") - h.before
-	dgs2 := col2.snapshot(t)
-	flows := goflowFlowsOf(dgs2, h.p1)
-	if len(flows) == 0 {
-		t.Fatal("no flow sample of p1 at receiver 2")
+	dgs2, dgs3 := col2.snapshot(t), col3.snapshot(t)
+	flows := append(goflowFlowsOf(dgs2, h.p1), goflowFlowsOf(dgs3, h.p1)...)
+	if len(flows) == 0 || len(goflowFlowsOf(dgs3, h.p1)) == 0 {
+		t.Fatal("no flow sample of p1 at receiver 2's first or second collector")
 	}
 	change := -1
 	for i, f := range flows {
@@ -700,5 +719,6 @@ func TestHitlessSNMPSet(t *testing.T) {
 		t.Errorf("receiver 2: sample counts outside 4 σ of the binomial")
 	}
 	checkIndependentDecoders(t, dgs2, collectorPort+1, h.p1)
+	checkIndependentDecoders(t, dgs3, collectorPort+2, h.p1)
 	h.stopClean(t, d)
 }
