@@ -561,9 +561,13 @@ func (d *Dataplane) mapState() error {
 		// numbers start afresh, the samplers are still adopted.
 		d.log.Warn("pinned agent state of another size replaced: sequence numbers start afresh",
 			"words", m.MaxEntries(), "want", spec.MaxEntries)
-		err := errors.Join(m.Unpin(), m.Close())
+		if err := errors.Join(m.Unpin(), m.Close()); err != nil {
+			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
+		}
 		if m, err = ebpf.NewMap(spec); err == nil {
-			err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap))
+			if err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap)); err != nil {
+				m.Close()
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("dataplane: agent state: %w", err)
