@@ -61,6 +61,12 @@ type Options struct {
 	// daemon a pinned BPF map): an upgrade or a restart continues them.
 	// nil: memory of this process only.
 	State *persist.Store
+	// Backoff sets the sampling quotas (off when zero; backoff.go), read
+	// every BackoffInterval (default 1 s) from a Dataplane that is a
+	// SampleCounter. OnBackoff, when set, is told each step.
+	Backoff         Backoff
+	BackoffInterval time.Duration
+	OnBackoff       func(BackoffStep)
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -88,6 +94,9 @@ type Agent struct {
 	// holds the workers' reading, until EndAdoption.
 	held     map[uint32]bool
 	adopting chan struct{}
+	// override is the backoff's rate in force per port, where it is above
+	// the configured one (backoff.go).
+	override map[uint32]uint32
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.
@@ -102,7 +111,7 @@ func New(opts Options) *Agent {
 		opts.State = persist.New(DefaultStateSlots)
 	}
 	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
-		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}}
+		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}, override: map[uint32]uint32{}}
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
@@ -191,6 +200,17 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 			}
 		}
 	}()
+	if sc, ok := a.opts.Dataplane.(SampleCounter); ok && a.opts.Backoff.on() {
+		interval := a.opts.BackoffInterval
+		if interval <= 0 {
+			interval = time.Second
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runBackoff(ctx, sc, interval)
+		}()
+	}
 	for i, w := range a.workers {
 		var src SampleReader
 		if i < len(readers) {
@@ -292,6 +312,13 @@ func (a *Agent) Apply(cfg Config) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	user := cfg
+	for idx := range a.override { // ports gone or no longer sampled
+		if minSamplerRate(&cfg, idx) == 0 {
+			delete(a.override, idx)
+		}
+	}
+	cfg = a.withOverrides(cfg) // the rates in force (backoff.go)
 
 	plans := planPorts(&cfg, a.WorkerOf)
 	var errs []error
@@ -365,6 +392,6 @@ func (a *Agent) Apply(cfg Config) error {
 		}
 		a.ports[idx] = p
 	}
-	a.cfg = cfg
+	a.cfg = user
 	return errors.Join(errs...)
 }

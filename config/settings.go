@@ -123,6 +123,13 @@ type Settings struct {
 	// a gap (dataplane.Config.PinDir). "off" pins nothing. One directory
 	// per daemon.
 	PinDir string `toml:"pin_dir"`
+	// MaxSamplesPerSecond and MaxPortSamplesPerSecond are the backoff's
+	// quotas (agent.Backoff): when the samples offered by the agent, or by
+	// a port, exceed them, the rate in force steps up until they fit and
+	// back down when the load falls. 0: no quota (the default). Read at
+	// start.
+	MaxSamplesPerSecond     int `toml:"max_samples_per_second"`
+	MaxPortSamplesPerSecond int `toml:"max_port_samples_per_second"`
 }
 
 // Collector is one sFlow collector.
@@ -384,6 +391,12 @@ func (s *Settings) Validate() error {
 	}
 	if s.Drops != "on" && s.Drops != "off" {
 		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.MaxSamplesPerSecond < 0 || s.MaxSamplesPerSecond > 100_000_000 {
+		errs = append(errs, fmt.Errorf("max_samples_per_second %d outside 0..100000000", s.MaxSamplesPerSecond))
+	}
+	if s.MaxPortSamplesPerSecond < 0 || s.MaxPortSamplesPerSecond > 100_000_000 {
+		errs = append(errs, fmt.Errorf("max_port_samples_per_second %d outside 0..100000000", s.MaxPortSamplesPerSecond))
 	}
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))

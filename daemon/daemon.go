@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -137,6 +138,8 @@ type Daemon struct {
 	metricsHook func(http.Handler) http.Handler
 
 	version string
+	// backoffUp and backoffDown count the backoff's steps (metrics).
+	backoffUp, backoffDown atomic.Uint64
 	// snmp keeps the MIB's SNMP-set part for the next program that takes
 	// the samplers over (nil when nothing is pinned).
 	snmp *handover.SNMPStore
@@ -224,6 +227,14 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		Output:    d.output,
 		Logger:    log,
 		State:     store,
+		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		OnBackoff: func(st agent.BackoffStep) {
+			if st.To > st.From {
+				d.backoffUp.Add(1)
+			} else {
+				d.backoffDown.Add(1)
+			}
+		},
 	})
 	d.start = d.agent.Start()
 	d.agent.Adopt(kernel.Adopted(dp))

@@ -51,6 +51,13 @@ func (a Dataplane) RemovePort(ifindex uint32) error {
 	return a.DP.RemovePort(int(ifindex))
 }
 
+// PortSamples reads the samples the kernel selected on the port so far
+// (agent.SampleCounter, for the backoff), from the mmap-ed counters.
+func (a Dataplane) PortSamples(ifindex uint32) (uint64, bool) {
+	c, err := a.DP.PortCounters(int(ifindex))
+	return c.Samples, err == nil
+}
+
 // PortPool reads the port's pool and drops from the mmap-ed counters (no
 // system call).
 func (a Dataplane) PortPool(ifindex uint32) (uint64, uint64) {

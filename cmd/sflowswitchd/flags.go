@@ -67,6 +67,8 @@ func newFlags() *flagValues {
 	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
 	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
 	fs.StringVar(&f.s.PinDir, "pin-dir", "", "`directory` on a BPF file system where the samplers are pinned, so that an upgrade (SIGUSR2) or a restart after a crash takes them over without a gap; off: none (default "+config.DefaultPinDir+")")
+	fs.IntVar(&f.s.MaxSamplesPerSecond, "max-samples-per-second", 0, "backoff: the agent's quota of `samples` per second; above it the rates in force step up, and back down when the load falls (default 0: none)")
+	fs.IntVar(&f.s.MaxPortSamplesPerSecond, "max-port-samples-per-second", 0, "backoff: each port's quota of `samples` per second (default 0: none)")
 	fs.BoolVar(&f.cleanup, "cleanup", false, "detach and unpin what a daemon that is gone left in -pin-dir, then exit")
 	fs.BoolVar(&f.check, daemon.UpgradeCheckFlag[1:], false, "check that this binary can take over the running daemon's samplers, then exit (run by SIGUSR2's upgrade in place)")
 	return f
@@ -109,32 +111,34 @@ func (f *flagValues) override(s *config.Settings) {
 			// Every port: also over per-speed and per-port rates.
 			s.Sampling, s.SamplingSpeed, s.PortSampling = f.s.Sampling, nil, nil
 		},
-		"sampling-unknown-speed": func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
-		"polling":                func() { s.Polling = f.s.Polling },
-		"header-bytes":           func() { s.HeaderBytes = f.s.HeaderBytes },
-		"ports":                  func() { s.Ports = splitList(f.ports) },
-		"monitor-ports":          func() { s.MonitorPorts = splitList(f.monitor) },
-		"agent-address":          func() { s.AgentAddress = f.s.AgentAddress },
-		"agent-interface":        func() { s.AgentInterface = f.s.AgentInterface },
-		"workers":                func() { s.Workers = f.s.Workers },
-		"metrics":                func() { s.Metrics = f.s.Metrics },
-		"metrics-allow-remote":   func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
-		"app-api-allow-remote":   func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
-		"log-level":              func() { s.LogLevel = f.s.LogLevel },
-		"agentx":                 func() { s.AgentX = f.s.AgentX },
-		"app-api":                func() { s.AppAPI = f.s.AppAPI },
-		"apm-interval":           func() { s.APMInterval = f.s.APMInterval },
-		"apm-reports":            func() { s.APMReports = f.s.APMReports },
-		"snmp-receivers":         func() { s.SNMPReceivers = f.s.SNMPReceivers },
-		"snmp-instances":         func() { s.SNMPInstances = f.s.SNMPInstances },
-		"state-dir":              func() { s.StateDir = f.s.StateDir },
-		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
-		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
-		"hook":                   func() { s.Hook = f.s.Hook },
-		"drops":                  func() { s.Drops = f.s.Drops },
-		"drops-limit":            func() { s.DropsLimit = f.s.DropsLimit },
-		"drops-header-bytes":     func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
-		"pin-dir":                func() { s.PinDir = f.s.PinDir },
+		"sampling-unknown-speed":      func() { s.SamplingUnknownSpeed = f.s.SamplingUnknownSpeed },
+		"polling":                     func() { s.Polling = f.s.Polling },
+		"header-bytes":                func() { s.HeaderBytes = f.s.HeaderBytes },
+		"ports":                       func() { s.Ports = splitList(f.ports) },
+		"monitor-ports":               func() { s.MonitorPorts = splitList(f.monitor) },
+		"agent-address":               func() { s.AgentAddress = f.s.AgentAddress },
+		"agent-interface":             func() { s.AgentInterface = f.s.AgentInterface },
+		"workers":                     func() { s.Workers = f.s.Workers },
+		"metrics":                     func() { s.Metrics = f.s.Metrics },
+		"metrics-allow-remote":        func() { s.MetricsAllowRemote = f.s.MetricsAllowRemote },
+		"app-api-allow-remote":        func() { s.AppAPIAllowRemote = f.s.AppAPIAllowRemote },
+		"log-level":                   func() { s.LogLevel = f.s.LogLevel },
+		"agentx":                      func() { s.AgentX = f.s.AgentX },
+		"app-api":                     func() { s.AppAPI = f.s.AppAPI },
+		"apm-interval":                func() { s.APMInterval = f.s.APMInterval },
+		"apm-reports":                 func() { s.APMReports = f.s.APMReports },
+		"snmp-receivers":              func() { s.SNMPReceivers = f.s.SNMPReceivers },
+		"snmp-instances":              func() { s.SNMPInstances = f.s.SNMPInstances },
+		"state-dir":                   func() { s.StateDir = f.s.StateDir },
+		"max-ports":                   func() { s.MaxPorts = f.s.MaxPorts },
+		"ring-bytes":                  func() { s.RingBytes = f.s.RingBytes },
+		"hook":                        func() { s.Hook = f.s.Hook },
+		"drops":                       func() { s.Drops = f.s.Drops },
+		"drops-limit":                 func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":          func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
+		"pin-dir":                     func() { s.PinDir = f.s.PinDir },
+		"max-samples-per-second":      func() { s.MaxSamplesPerSecond = f.s.MaxSamplesPerSecond },
+		"max-port-samples-per-second": func() { s.MaxPortSamplesPerSecond = f.s.MaxPortSamplesPerSecond },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none
