@@ -62,7 +62,7 @@ type Options struct {
 	// nil: memory of this process only.
 	State *persist.Store
 	// Backoff sets the sampling quotas (off when zero; backoff.go), read
-	// every BackoffInterval (default 1 s) from a Dataplane that is a
+	// every BackoffInterval (DefaultBackoffInterval) from a Dataplane that is a
 	// SampleCounter. OnBackoff, when set, is told each step.
 	Backoff         Backoff
 	BackoffInterval time.Duration
@@ -203,7 +203,7 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 	if sc, ok := a.opts.Dataplane.(SampleCounter); ok && a.opts.Backoff.on() {
 		interval := a.opts.BackoffInterval
 		if interval <= 0 {
-			interval = time.Second
+			interval = DefaultBackoffInterval
 		}
 		wg.Add(1)
 		go func() {

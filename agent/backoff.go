@@ -9,15 +9,16 @@ package agent
 // samples taken before a step are sub-sampled against their own). Pools
 // are the kernel's counts and stay exact.
 //
-// Control, once a second (Options.BackoffInterval): a port's frame rate
+// Control, every DefaultBackoffInterval (Options.BackoffInterval): a port's frame rate
 // is its kernel-selected samples per second times the kernel rate in
 // force; the rate needed is the smallest that keeps the port under the
 // port quota and the agent under the agent quota (shared in proportion
 // to what each port offers at its configured rate). A rate above the one
 // in force is applied at once (one step, however far); a lower one only
-// when even half the quota would be kept for backoffHold intervals in a
-// row (hysteresis), and then to the rate that keeps the port at half its
-// quota, or the configured rate.
+// when even half the quota would be kept for backoffHold (hysteresis),
+// and then to the rate that keeps the port at half its quota, or the
+// configured rate. A port that received nothing in an interval keeps its
+// rate (an agent quota does not step idle ports up).
 
 import (
 	"context"
@@ -39,9 +40,15 @@ type Backoff struct {
 
 func (b Backoff) on() bool { return b.AgentQuota > 0 || b.PortQuota > 0 }
 
-// backoffHold is how many intervals in a row a port must fit in half its
-// quota before its rate steps down.
-const backoffHold = 3
+// backoffHold is how long a port must fit in half its quotas before its
+// rate steps down.
+const backoffHold = 3 * time.Second
+
+// DefaultBackoffInterval is how often the backoff reads the ports'
+// samples: a flood is answered within it (what arrives before is
+// delivered, or counted in drops). Only while a quota is set: an agent
+// without one has no such timer.
+const DefaultBackoffInterval = 250 * time.Millisecond
 
 // BackoffStep is one change of a port's rate in force, for logs and
 // metrics (Options.OnBackoff).
@@ -56,8 +63,8 @@ type BackoffStep struct {
 
 // portLoad is the backoff's state of one port.
 type portLoad struct {
-	last  uint64 // kernel samples at the last reading
-	below int    // intervals in a row within half the quota
+	last  uint64        // kernel samples at the last reading
+	below time.Duration // how long it has been within half the quota
 }
 
 // EffectiveRate returns the rate in force on port ifindex (the configured
@@ -192,10 +199,13 @@ func (a *Agent) backoffTick(sc SampleCounter, loads map[uint32]*portLoad, dt flo
 	for _, p := range ports {
 		l := loads[p.idx]
 		to := p.eff
-		if up := need(p, 1); up > p.eff {
-			to, l.below = up, 0
+		if up := need(p, 1); up > p.eff && p.frames > 0 {
+			// A quarter above what fits: the load measured over one
+			// interval is noisy, and a rate that fits it exactly would
+			// creep up in many small steps.
+			to, l.below = uint32(min(math.MaxUint32, math.Ceil(float64(up)*1.25))), 0
 		} else if down := max(p.cfg, need(p, 0.5)); down < p.eff {
-			if l.below++; l.below >= backoffHold {
+			if l.below += time.Duration(dt * float64(time.Second)); l.below >= backoffHold {
 				to, l.below = down, 0
 			}
 		} else {

@@ -3,6 +3,7 @@ package agent
 import (
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // countingDataplane is fakeDataplane with the kernel's selected samples
@@ -48,14 +49,14 @@ func TestBackoffSteps(t *testing.T) {
 	}
 	tick(0) // first reading
 	steps := tick(50000)
-	if len(steps) != 1 || steps[0].From != 1 || steps[0].To != 50 {
-		t.Fatalf("flood of 50000 frames/s at quota 1000: steps %+v, want 1 -> 50", steps)
+	if len(steps) != 1 || steps[0].From != 1 || steps[0].To != 63 {
+		t.Fatalf("flood of 50000 frames/s at quota 1000: steps %+v, want 1 -> 63 (50 and a quarter)", steps)
 	}
-	if eff, conf := a.EffectiveRate(3); eff != 50 || conf != 1 {
-		t.Errorf("EffectiveRate %d (configured %d), want 50 (1)", eff, conf)
+	if eff, conf := a.EffectiveRate(3); eff != 63 || conf != 1 {
+		t.Errorf("EffectiveRate %d (configured %d), want 63 (1)", eff, conf)
 	}
 	if p, _ := dp.port(3); p.KernelRate != 32 {
-		t.Errorf("kernel rate %d, want 32 (the power of two below 50)", p.KernelRate)
+		t.Errorf("kernel rate %d, want 32 (the power of two below 63)", p.KernelRate)
 	}
 	if got := a.Config().Samplers[0].Rate; got != 1 {
 		t.Errorf("Config() shows rate %d, want the configured 1", got)
@@ -64,14 +65,14 @@ func TestBackoffSteps(t *testing.T) {
 		t.Errorf("steady flood: steps %+v, want none", steps)
 	}
 	// The load falls to 100 frames/s: within half the quota at rate 1.
-	for i := 1; i < backoffHold; i++ {
+	for i := 1; i < int(backoffHold/time.Second); i++ {
 		if steps := tick(100); len(steps) != 0 {
 			t.Fatalf("interval %d after the fall: steps %+v, want none yet (hysteresis)", i, steps)
 		}
 	}
 	steps = tick(100)
 	if len(steps) != 1 || steps[0].To != 1 {
-		t.Fatalf("after %d intervals within half the quota: steps %+v, want back to 1", backoffHold, steps)
+		t.Fatalf("after %v within half the quota: steps %+v, want back to 1", backoffHold, steps)
 	}
 	if p, _ := dp.port(3); p.KernelRate != 1 {
 		t.Errorf("kernel rate %d after the fall, want 1", p.KernelRate)
@@ -88,7 +89,7 @@ func TestBackoffSteps(t *testing.T) {
 	dp.samples[3] += 1000
 	dp.samples[4] += 1000
 	steps = a.backoffTick(dp, loads, 1)
-	if len(steps) != 2 || steps[0].To != 2 || steps[1].To != 2 {
-		t.Errorf("agent quota 1000, two ports at 1000 samples/s: steps %+v, want both to 2", steps)
+	if len(steps) != 2 || steps[0].To != 3 || steps[1].To != 3 {
+		t.Errorf("agent quota 1000, two ports at 1000 samples/s: steps %+v, want both to 3 (2 and a quarter)", steps)
 	}
 }

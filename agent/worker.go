@@ -320,7 +320,7 @@ func (w *worker) handle(ps *PacketSample) {
 			SequenceNumber: uint32(*s.seq),
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   max(s.cfg.Rate, ps.KernelRate), // a sample taken at a higher kernel rate, before a rate fell
-			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
+			SamplePool:     uint32(s.poolBase + pool),      // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
 			Input:          sflow.IfIndex(ps.IfIndex),
 			Output:         output,
