@@ -29,7 +29,7 @@ import (
 
 // MaxIfIndex is the exclusive upper bound of the ifindexes whose config
 // lives in the BPF array indexed directly by ifindex (the per-packet fast
-// path, see bpf/sampler.c, MAX_IFINDEX). Ports with a larger ifindex (any
+// path, see bpf/sampler.h, MAX_IFINDEX). Ports with a larger ifindex (any
 // positive 32-bit value the kernel gives) are configured in a hash map
 // instead: they are sampled the same way at the cost of a hash lookup.
 const MaxIfIndex = 65536
@@ -130,7 +130,7 @@ type Config struct {
 	StateWords int
 }
 
-// Mode is a port's sample delivery path (values shared with sampler.c).
+// Mode is a port's sample delivery path (values shared with bpf/sampler.h).
 type Mode uint32
 
 const (
@@ -901,7 +901,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
-// Magic 64-bit immediates of bpf/sampler.c (PORT_IMM_*) that patchImm
+// Magic 64-bit immediates of bpf/sampler.h (PORT_IMM_*) that patchImm
 // replaces with a port's values.
 const (
 	immCounterBase = 0x5f5f5eb1c0b4a5e1
@@ -920,7 +920,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.c PORT_IMM)", magic)
+		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.h PORT_IMM)", magic)
 	}
 	return nil
 }
@@ -928,7 +928,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
-// (bpf/sampler.c, "Per-port constants"). The instance is a few dozen
+// (bpf/sampler.h, "Per-port constants"). The instance is a few dozen
 // instructions (the sampled path is the shared xdp_take_sample), so its
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {

@@ -150,7 +150,7 @@ type featureProbe struct {
 	probe func() error
 }
 
-// Why each feature is needed (bpf/sampler.c is the reference):
+// Why each feature is needed (bpf/sampler.c, bpf/tc_sampler.c and their shared bpf/sampler.h are the reference):
 var featureProbes = []featureProbe{
 	{Feature{Name: FeatureXDP, Since: "4.8", Required: true,
 		UsedFor: "the packet sampler is an XDP program",

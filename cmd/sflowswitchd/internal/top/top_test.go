@@ -301,7 +301,12 @@ func TestTopFramesUntilDuration(t *testing.T) {
 		topSend(t, conn.LocalAddr(), topTestDatagrams(t))
 		var out bytes.Buffer
 		start := time.Now()
-		o := options{interval: 100 * time.Millisecond, duration: 550 * time.Millisecond, flows: 1, terminal: terminal}
+		// A 10 ms interval in a 550 ms run: at least two frames even
+		// when the loop gets the CPU late on a loaded machine (with
+		// 100 ms, a loop starved for 450 ms under -race beside other
+		// jobs found its tick and the deadline ready at once, and drew
+		// one frame).
+		o := options{interval: 10 * time.Millisecond, duration: 550 * time.Millisecond, flows: 1, terminal: terminal}
 		if err := serve(context.Background(), conn, o, &out); err != nil {
 			t.Fatal(err)
 		}
