@@ -715,7 +715,7 @@ func (d *Dataplane) adoptFilter(ifindex int, ownQdisc bool) (*clsactFilter, erro
 	if !ok || id != d.owner.id {
 		return nil, fmt.Errorf("the filter at its priority and handle is not the pinned state's (%q)", cur.Name)
 	}
-	return &clsactFilter{ns: d.ns, ifindex: ifindex, name: cur.Name, progID: ebpf.ProgramID(cur.Id),
+	return &clsactFilter{ns: d.ns, side: sideIngress, ifindex: ifindex, name: cur.Name, progID: ebpf.ProgramID(cur.Id),
 		ownQdisc: own || ownQdisc, log: d.log}, nil
 }
 
