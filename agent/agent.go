@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -44,6 +45,14 @@ const (
 	// DirectionBoth samples both ways.
 	DirectionBoth = DirectionIngress | DirectionEgress
 )
+
+// orIngress is d with 0 read as DirectionIngress, as the dataplane does.
+func (d Direction) orIngress() Direction {
+	if d == 0 {
+		return DirectionIngress
+	}
+	return d
+}
 
 // String returns "ingress", "egress" or "both".
 func (d Direction) String() string {
@@ -100,6 +109,17 @@ type Options struct {
 	// UDP GSO could carry a run of equal-size datagrams as one. SendBatch
 	// and SendNoGSO are for comparisons (bench/daemon live -send).
 	SendNoGSO bool
+	// State keeps the sequence numbers, the agent's start and the ports'
+	// pool bases where they outlive the process (agent/persist, in the
+	// daemon a pinned BPF map): an upgrade or a restart continues them.
+	// nil: memory of this process only.
+	State *persist.Store
+	// Backoff sets the sampling quotas (off when zero; backoff.go), read
+	// every BackoffInterval (DefaultBackoffInterval) from a Dataplane that is a
+	// SampleCounter. OnBackoff, when set, is told each step.
+	Backoff         Backoff
+	BackoffInterval time.Duration
+	OnBackoff       func(BackoffStep)
 }
 
 // Agent is the sFlow agent: it owns the workers and drives the dataplane
@@ -120,7 +140,16 @@ type Agent struct {
 	running       bool
 	cfg           Config
 	ports         map[uint32]PortSampling
-	poolBase      map[uint32]uint64 // pool counted by earlier attachments of a port
+	// poolBase is the pool counted by earlier attachments of a port, in
+	// the persistent state.
+	poolBase map[uint32]*uint64
+	// held are adopted ports no Apply has configured yet, and adopting
+	// holds the workers' reading, until EndAdoption.
+	held     map[uint32]bool
+	adopting chan struct{}
+	// override is the backoff's rate in force per port, where it is above
+	// the configured one (backoff.go).
+	override map[uint32]uint32
 }
 
 // New returns an agent with opts.Workers workers; Run starts them.
@@ -131,15 +160,43 @@ func New(opts Options) *Agent {
 	if opts.Logger == nil {
 		opts.Logger = slogDiscard()
 	}
-	a := &Agent{opts: opts, log: opts.Logger, start: time.Now(),
-		ports: map[uint32]PortSampling{}, poolBase: map[uint32]uint64{}}
+	if opts.State == nil {
+		opts.State = persist.New(DefaultStateSlots)
+	}
+	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
+		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}, override: map[uint32]uint32{}}
 	for i := 0; i < opts.Workers; i++ {
-		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, a.start, rand.Uint64())
+		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.router = opts.Router
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}
 	return a
+}
+
+// DefaultStateSlots is the size of an agent's state when Options.State is
+// nil: room for the sequence numbers of 1000 samplers and pollers.
+const DefaultStateSlots = 2048
+
+// State returns the agent's persistent state.
+func (a *Agent) State() *persist.Store { return a.opts.State }
+
+// Start returns the agent's start (its uptime's origin): this process's,
+// or an earlier one's when the state was adopted.
+func (a *Agent) Start() time.Time { return a.start }
+
+// base returns port idx's pool base. Called with mu held.
+func (a *Agent) base(idx uint32) *uint64 {
+	if b := a.poolBase[idx]; b != nil {
+		return b
+	}
+	b, err := a.opts.State.Claim(persist.PoolBaseKey(idx))
+	if err != nil {
+		a.log.Warn("agent state full: a port's pool base is not kept across upgrades and restarts", "ifindex", idx, "err", err)
+		b = new(uint64)
+	}
+	a.poolBase[idx] = b
+	return b
 }
 
 // Workers returns the number of workers (sub-agents).
@@ -197,6 +254,17 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 			}
 		}
 	}()
+	if sc, ok := a.opts.Dataplane.(SampleCounter); ok && a.opts.Backoff.on() {
+		interval := a.opts.BackoffInterval
+		if interval <= 0 {
+			interval = DefaultBackoffInterval
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.runBackoff(ctx, sc, interval)
+		}()
+	}
 	for i, w := range a.workers {
 		var src SampleReader
 		if i < len(readers) {
@@ -220,6 +288,64 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 	wg.Wait()
 }
 
+// Adopt tells the agent the ports the dataplane samples already, as an
+// earlier program left them (pinned samplers taken over): an Apply
+// changes nothing in the kernel for those it configures the same. Until
+// EndAdoption, the adopted ports an Apply does not configure are kept
+// (the daemon's first configurations come before it has discovered the
+// ports), and the workers read no sample: the samples of the gap wait in
+// the rings for the samplers that number them, never discarded as of an
+// unknown port. Call it before the first Apply.
+func (a *Agent) Adopt(ports map[uint32]PortSampling) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for idx, p := range ports {
+		if p.Monitor {
+			continue // its sockets are this program's to open: SetPort
+		}
+		a.ports[idx] = p
+		a.held[idx] = true
+	}
+	if len(a.held) > 0 && a.adopting == nil {
+		a.adopting = make(chan struct{})
+		for _, w := range a.workers {
+			w.hold = a.adopting
+		}
+	}
+}
+
+// EndAdoption ends what Adopt began, once the configuration that takes
+// the adopted ports over is applied: the adopted ports it does not
+// configure stop (their pool goes into the port's base), and the workers
+// start reading. Idempotent; a no-op without Adopt.
+func (a *Agent) EndAdoption() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, idx := range sortedKeys(a.held) {
+		errs = append(errs, a.removePort(idx))
+		delete(a.held, idx)
+	}
+	if a.adopting != nil {
+		close(a.adopting)
+		a.adopting = nil
+	}
+	return errors.Join(errs...)
+}
+
+// removePort stops sampling port idx, its pool kept in its base. Called
+// with mu held.
+func (a *Agent) removePort(idx uint32) error {
+	pool, _ := a.opts.Dataplane.PortPool(idx)
+	var err error
+	if rerr := a.opts.Dataplane.RemovePort(idx); rerr != nil {
+		err = &PortError{IfIndex: idx, Err: rerr}
+	}
+	*a.base(idx) += pool
+	delete(a.ports, idx)
+	return err
+}
+
 // Config returns the running configuration.
 func (a *Agent) Config() Config {
 	a.mu.Lock()
@@ -240,6 +366,13 @@ func (a *Agent) Apply(cfg Config) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	user := cfg
+	for idx := range a.override { // ports gone or no longer sampled
+		if minSamplerRate(&cfg, idx) == 0 {
+			delete(a.override, idx)
+		}
+	}
+	cfg = a.withOverrides(cfg) // the rates in force (backoff.go)
 
 	plans := planPorts(&cfg, a.WorkerOf)
 	var errs []error
@@ -250,15 +383,20 @@ func (a *Agent) Apply(cfg Config) error {
 	//    added starts from zeroed kernel counters, and the workers' pools
 	//    per CPU and direction (pool.go) must not run backwards.
 	for _, idx := range sortedKeys(a.ports) {
-		if p, keep := plans[idx]; keep && p.Direction == a.ports[idx].Direction {
+		// An adopted port is pinned at ingress only (dataplane pins no
+		// egress sampler): one configured with egress too is detached
+		// and attached anew, its pool continued over poolBase.
+		if p, keep := plans[idx]; keep && p.Direction.orIngress() == a.ports[idx].Direction.orIngress() {
+			delete(a.held, idx) // configured: adopted for good
 			continue
 		}
-		pool, _ := a.opts.Dataplane.PortPool(idx)
-		if err := a.opts.Dataplane.RemovePort(idx); err != nil {
-			errs = append(errs, &PortError{IfIndex: idx, Err: err})
+		if _, planned := plans[idx]; !planned && a.held[idx] {
+			continue // adopted, kept until EndAdoption
 		}
-		a.poolBase[idx] += pool
-		delete(a.ports, idx)
+		delete(a.held, idx)
+		if err := a.removePort(idx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 
 	// 2. Workers learn the new samplers and pollers before the kernel
@@ -275,7 +413,7 @@ func (a *Agent) Apply(cfg Config) error {
 			continue
 		}
 		w := a.WorkerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.IfIndex})
-		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: a.poolBase[s.IfIndex]})
+		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: *a.base(s.IfIndex)})
 	}
 	for _, p := range cfg.Pollers {
 		w := a.WorkerOf(p.Source)
@@ -316,6 +454,6 @@ func (a *Agent) Apply(cfg Config) error {
 		}
 		a.ports[idx] = p
 	}
-	a.cfg = cfg
+	a.cfg = user
 	return errors.Join(errs...)
 }

@@ -14,6 +14,7 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -298,7 +299,7 @@ func BenchmarkWorkerHandle(b *testing.B) {
 			}
 		}
 	}()
-	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 1)
+	w := newWorker(0, slogDiscard(), dp, nil, nil, persist.New(64), 1)
 	_ = dp.SetPort(3, PortSampling{KernelRate: 1})
 	w.apply(workerConfig{
 		agent:     netip.MustParseAddr("198.18.0.1"),
@@ -347,7 +348,7 @@ func TestExtendedSwitchFromTaggedFrame(t *testing.T) {
 	dp := newFakeDataplane()
 	c := newCollector(t)
 	_ = dp.SetPort(3, PortSampling{KernelRate: 1})
-	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 1)
+	w := newWorker(0, slogDiscard(), dp, nil, nil, persist.New(64), 1)
 	w.apply(workerConfig{
 		agent:     netip.MustParseAddr("198.18.0.1"),
 		receivers: []ReceiverConfig{{Index: 1, Address: c.addr()}},
@@ -441,7 +442,7 @@ func TestApplyReachesIdleWorkerAtOnce(t *testing.T) {
 // rate other than the configured one is sub-sampled against its own rate.
 func TestKernelRateTravelsWithSample(t *testing.T) {
 	dp := newFakeDataplane()
-	w := newWorker(0, slogDiscard(), dp, nil, nil, time.Now(), 7)
+	w := newWorker(0, slogDiscard(), dp, nil, nil, persist.New(64), 7)
 	conn := newCollector(t)
 	w.apply(workerConfig{
 		receivers: []ReceiverConfig{{Index: 1, Address: conn.addr()}},

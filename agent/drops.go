@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -97,7 +98,8 @@ type DropReporter struct {
 	// were read for the current batch.
 	src2     DropSource
 	lostRead bool
-	seq      uint32 // discarded_packet sequence number of 0:0
+	seq      *uint64 // discarded_packet sequence number of 0:0 (persistent)
+	state    *persist.Store
 	lost     uint64
 	sample   sflow.DiscardedPacket
 	recs     [4]sflow.Record
@@ -115,7 +117,27 @@ func NewDropReporter(subAgent uint32, log *slog.Logger) *DropReporter {
 	}
 	r := &DropReporter{log: log, subAgent: subAgent, start: time.Now(), outs: map[int]*receiverOut{}, outCfg: map[int]ReceiverConfig{}, seqs: map[int]uint32{}}
 	r.handle = r.add
+	r.SetState(persist.New(16))
 	return r
+}
+
+// SetState keeps the reporter's sequence numbers in the agent's state
+// (Agent.State) and takes the agent's start as its own, so that an
+// upgrade or a restart continues them, and its uptime, as the workers'.
+// Call it before Run.
+func (r *DropReporter) SetState(s *persist.Store) {
+	r.state, r.start = s, s.Start()
+	r.seq = r.claim(persist.DropsKey())
+}
+
+// claim is worker.claim for the reporter.
+func (r *DropReporter) claim(k persist.Key) *uint64 {
+	v, err := r.state.Claim(k)
+	if err != nil {
+		r.log.Warn("agent state full: a sequence number is not kept across upgrades and restarts", "err", err)
+		return new(uint64)
+	}
+	return v
 }
 
 // Stats returns the reporter's counters.
@@ -175,7 +197,12 @@ func (r *DropReporter) applyReceivers() {
 	}
 	r.outAddr = agent
 	for _, c := range want {
-		o, err := newReceiverOut(c, agent, r.subAgent, r.seqs[c.Index], r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
+		slot := r.claim(persist.StreamKey(r.subAgent, c.Index))
+		last, ok := r.seqs[c.Index]
+		if !ok {
+			last = uint32(*slot) // an earlier process's
+		}
+		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
 			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
@@ -258,7 +285,7 @@ func (r *DropReporter) add(n *DropNotification) {
 		r.stats.Unsent.Add(1)
 		return
 	}
-	r.seq++
+	*r.seq++
 	s := &r.sample
 	recs := r.recs[:0]
 	if n.HeaderProto != 0 && len(n.Header) > 0 {
@@ -281,7 +308,7 @@ func (r *DropReporter) add(n *DropNotification) {
 	r.reason.Reason = n.ReasonName
 	recs = append(recs, &r.reason)
 	*s = sflow.DiscardedPacket{
-		SequenceNumber: r.seq,
+		SequenceNumber: uint32(*r.seq),
 		Drops:          uint32(r.lost),
 		Input:          n.In,
 		Output:         n.Out,

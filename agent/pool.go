@@ -1,6 +1,11 @@
 package agent
 
-import "runtime"
+import (
+	"runtime"
+	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
+)
 
 // portPool is a port's sample_pool at sample time, as one worker knows it.
 //
@@ -22,18 +27,57 @@ import "runtime"
 //     other CPU); the port's total (counters, MIB, metrics) stays exact,
 //     read from the kernel's counters.
 //
+// The per-CPU counts live in the agent's persistent state (agent/persist,
+// lines of PoolCPUKey) when it has room: a program that takes the
+// samplers over (an upgrade, a restart after a crash) continues them, so
+// the pools of the samples that waited in the ring do not run backwards.
+//
 // A port sampled both ways has a count per CPU in each direction (the
 // kernel's ingress and egress counters): its pool is the sum of both, the
-// data source covering both directions.
+// data source covering both directions. Only the ingress counts are kept
+// in the persistent state: an egress sampler is not pinned (dataplane
+// pins ingress attachments only), so a take-over attaches it anew.
 type portPool struct {
-	base uint64   // pool of earlier attachments (identifies this attachment)
-	cpu  []uint64 // latest reported ingress pool per CPU
-	out  []uint64 // latest reported egress pool per CPU
-	sum  uint64   // sum of cpu and out
+	base uint64    // pool of earlier attachments (identifies this attachment)
+	cpu  []*uint64 // latest reported ingress pool per CPU
+	out  []uint64  // latest reported egress pool per CPU
+	sum  uint64    // sum of cpu and out
 }
 
-func newPortPool(base uint64) *portPool {
-	return &portPool{base: base, cpu: make([]uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
+// newPortPool is the pool of port ifindex's attachment over base, its
+// per-CPU counts kept in state (nil: in this process only). Counts kept
+// there for another attachment (another base) start afresh.
+func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
+	p := &portPool{base: base, cpu: make([]*uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
+	per := persist.LineWords - 1 // word 0 of a line: the base
+	for g := 0; g*per < len(p.cpu); g++ {
+		var line []uint64
+		if state != nil {
+			line, _ = state.ClaimLine(persist.PoolCPUKey(ifindex, uint32(g)))
+		}
+		if line == nil { // no room: this process's own
+			line = make([]uint64, persist.LineWords)
+		}
+		if atomic.LoadUint64(&line[0]) != base {
+			for i := range line {
+				atomic.StoreUint64(&line[i], 0)
+			}
+			atomic.StoreUint64(&line[0], base)
+		}
+		for i := 1; i < len(line) && g*per+i-1 < len(p.cpu); i++ {
+			p.cpu[g*per+i-1] = &line[i]
+			p.sum += atomic.LoadUint64(&line[i])
+		}
+	}
+	return p
+}
+
+// free forgets the persistent counts of port ifindex (no longer sampled).
+func (p *portPool) free(state *persist.Store, ifindex uint32) {
+	per := persist.LineWords - 1
+	for g := 0; g*per < runtime.NumCPU(); g++ {
+		state.Free(persist.PoolCPUKey(ifindex, uint32(g)))
+	}
 }
 
 // maxCPUs bounds the per-port CPU table against a corrupt record.
@@ -43,19 +87,26 @@ const maxCPUs = 1 << 14
 // base) at that sample. It allocates only the first time a CPU beyond
 // runtime.NumCPU is seen.
 func (p *portPool) at(egress bool, cpu uint32, cpuPool uint64) uint64 {
-	t := &p.cpu
+	if cpu >= maxCPUs {
+		return p.sum
+	}
 	if egress {
-		t = &p.out
-	}
-	if int(cpu) >= len(*t) {
-		if cpu >= maxCPUs {
-			return p.sum
+		if int(cpu) >= len(p.out) {
+			p.out = append(p.out, make([]uint64, int(cpu)+1-len(p.out))...)
 		}
-		*t = append(*t, make([]uint64, int(cpu)+1-len(*t))...)
+		if old := p.out[cpu]; cpuPool > old {
+			p.sum += cpuPool - old
+			p.out[cpu] = cpuPool
+		}
+		return p.sum
 	}
-	if old := (*t)[cpu]; cpuPool > old {
+	for len(p.cpu) <= int(cpu) {
+		p.cpu = append(p.cpu, new(uint64))
+	}
+	c := p.cpu[cpu]
+	if old := *c; cpuPool > old {
 		p.sum += cpuPool - old
-		(*t)[cpu] = cpuPool
+		atomic.StoreUint64(c, cpuPool)
 	}
 	return p.sum
 }

@@ -1,13 +1,17 @@
 package agent
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
+)
 
 // TestPortPoolAtSample: each sample's pool is its CPU's count at the frame
 // plus the other CPUs' latest reported counts; consecutive pools strictly
 // increase while CPUs interleave, and a CPU never seen before grows the
 // table.
 func TestPortPoolAtSample(t *testing.T) {
-	p := newPortPool(0)
+	p := newPortPool(0, nil, 0)
 	steps := []struct {
 		cpu  uint32
 		pool uint64
@@ -42,7 +46,7 @@ func TestPortPoolAtSample(t *testing.T) {
 }
 
 func TestPortPoolNoAlloc(t *testing.T) {
-	p := newPortPool(0)
+	p := newPortPool(0, nil, 0)
 	n := uint64(0)
 	if a := testing.AllocsPerRun(1000, func() { n++; p.at(false, 0, n) }); a != 0 {
 		t.Errorf("%.1f allocations per sample", a)
@@ -52,7 +56,7 @@ func TestPortPoolNoAlloc(t *testing.T) {
 // BenchmarkPortPoolAt: one kernel sample's pool at sample time (two CPUs
 // alternating), done for every kernel sample.
 func BenchmarkPortPoolAt(b *testing.B) {
-	p := newPortPool(0)
+	p := newPortPool(0, nil, 0)
 	var n uint64
 	b.ReportAllocs()
 	for b.Loop() {
@@ -65,7 +69,7 @@ func BenchmarkPortPoolAt(b *testing.B) {
 // in each direction; the pool is their sum, and the same CPU's counts of
 // the two directions never replace each other.
 func TestPortPoolBothDirections(t *testing.T) {
-	p := newPortPool(0)
+	p := newPortPool(0, nil, 0)
 	steps := []struct {
 		egress bool
 		cpu    uint32
@@ -83,5 +87,36 @@ func TestPortPoolBothDirections(t *testing.T) {
 		if got := p.at(s.egress, s.cpu, s.pool); got != s.want {
 			t.Errorf("step %d: egress %v cpu %d pool %d -> %d, want %d", i, s.egress, s.cpu, s.pool, got, s.want)
 		}
+	}
+}
+
+// TestPortPoolPersists: the per-CPU counts a pool was told live in the
+// agent's state, so the next program (the same region adopted) continues
+// the port's pools where they were; another attachment (another base)
+// starts afresh, and so does a port freed.
+func TestPortPoolPersists(t *testing.T) {
+	mem := make([]byte, persist.Words(16)*8)
+	st, err := persist.Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPortPool(100, st, 7)
+	p.at(false, 0, 5)
+	p.at(false, 1, 3)
+
+	st2, err := persist.Open(mem) // the next program
+	if err != nil || !st2.Adopted() {
+		t.Fatalf("state not adopted: %v", err)
+	}
+	p2 := newPortPool(100, st2, 7)
+	if got := p2.at(false, 0, 6); got != 9 {
+		t.Errorf("continued pool: %d, want 6 + 3 told before", got)
+	}
+	if got := newPortPool(200, st2, 7).at(false, 0, 1); got != 1 {
+		t.Errorf("new attachment's pool: %d, want 1 (afresh)", got)
+	}
+	p2.free(st2, 7)
+	if got := newPortPool(200, st2, 7).at(false, 1, 2); got != 2 {
+		t.Errorf("pool after free: %d, want 2", got)
 	}
 }

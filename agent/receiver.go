@@ -25,13 +25,14 @@ type sendTuning struct {
 // newReceiverOut opens sub-agent subAgent's stream to receiver cfg,
 // continuing the datagram sequence after lastSeq. What it sends is counted
 // in every set of counts.
-func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, uptime func() uint32, tune sendTuning, counts ...sender.Counters) (*receiverOut, error) {
+func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, lastSent *uint64, uptime func() uint32, tune sendTuning, counts ...sender.Counters) (*receiverOut, error) {
 	s, err := sender.New(sender.Config{
 		Collector:       cfg.Address,
 		MaxDatagramSize: cfg.MaxDatagramSize,
 		Agent:           agent,
 		SubAgent:        subAgent,
 		LastSeq:         lastSeq,
+		LastSent:        lastSent,
 		Batch:           tune.batch,
 		NoGSO:           tune.noGSO,
 		Uptime:          uptime,
@@ -44,10 +45,11 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 }
 
 // newReceiverOut opens the worker's stream to receiver cfg, counted in the
-// worker's totals and in its counters of the collector.
-func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32) (*receiverOut, error) {
+// worker's totals and in its counters of the collector; lastSent keeps its
+// last sequence number (agent/persist).
+func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32, lastSent *uint64) (*receiverOut, error) {
 	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
-	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
 }
 
 // senderCounters points a sender's counts at s.

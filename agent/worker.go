@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"sort"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -101,16 +103,18 @@ type sampler struct {
 	out        *receiverOut
 	kernelRate uint32 // kernel rate threshold was computed for
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
-	seq        uint32
-	poolBase   uint64 // pool of earlier attachments of the port, so pools never run backwards
+	// seq is the last sample sequence number, in the agent's persistent
+	// state (agent/persist): an upgrade or a restart continues it.
+	seq      *uint64
+	poolBase uint64 // pool of earlier attachments of the port, so pools never run backwards
 }
 
 // poller is a counter poller's state in its worker.
 type poller struct {
 	cfg       PollerConfig
 	out       *receiverOut
-	countdown int // seconds to the next poll
-	seq       uint32
+	countdown int     // seconds to the next poll
+	seq       *uint64 // last sequence number, persistent as a sampler's
 }
 
 // workerConfig is the part of the configuration one worker runs.
@@ -141,8 +145,14 @@ type worker struct {
 	output     OutputLookup
 	router     RouterLookup
 	start      time.Time
-	stats      WorkerStats
-	send       sendTuning // the senders' batch settings (Options)
+	// state holds the sequence numbers of the worker's samplers, pollers
+	// and datagram streams (agent/persist).
+	state *persist.Store
+	stats WorkerStats
+	// hold, when not nil, keeps run from reading samples until it is
+	// closed (Agent.Adopt).
+	hold <-chan struct{}
+	send sendTuning // the senders' batch settings (Options)
 	// collectors counts per collector what stats counts per worker.
 	collectors collectorSet
 	rng        rng
@@ -166,10 +176,10 @@ type worker struct {
 	handleFn func(*PacketSample)
 }
 
-func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, start time.Time, seed uint64) *worker {
+func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
-		poolReader: pools, counters: counters, output: output, start: start,
+		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
 		samplers:  map[uint32][]*sampler{},
@@ -194,6 +204,21 @@ func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Mill
 func (w *worker) run(ctx context.Context, src SampleReader) {
 	defer w.closeAll()
 	nextTick := time.Now().Add(time.Second)
+	// Adopted samplers (Agent.Adopt): configurations only, no sample read,
+	// until the agent lets go.
+	for hold := w.hold; hold != nil; {
+		select {
+		case cfg := <-w.ctrl:
+			w.apply(cfg)
+		case <-hold:
+			hold = nil
+			// At once: what waited in the ring is read and sent now,
+			// not at the next tick.
+			nextTick = time.Now()
+		case <-ctx.Done():
+			return
+		}
+	}
 	for {
 		// Apply configuration between samples, never during one.
 		select {
@@ -320,7 +345,7 @@ func (w *worker) handle(ps *PacketSample) {
 			}
 			looked = true
 		}
-		s.seq++
+		*s.seq++
 		h := ps.Header
 		if len(h) > s.cfg.HeaderBytes {
 			h = h[:s.cfg.HeaderBytes]
@@ -337,10 +362,10 @@ func (w *worker) handle(ps *PacketSample) {
 			}
 		}
 		w.fs = sflow.FlowSample{
-			SequenceNumber: s.seq,
+			SequenceNumber: uint32(*s.seq),
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
-			SamplingRate:   s.cfg.Rate,
-			SamplePool:     uint32(s.poolBase + pool), // RFC: wraps mod 2^32
+			SamplingRate:   max(s.cfg.Rate, ps.KernelRate), // a sample taken at a higher kernel rate, before a rate fell
+			SamplePool:     uint32(s.poolBase + pool),      // RFC: wraps mod 2^32
 			Drops:          uint32(drops),
 			Input:          input,
 			Output:         output,
@@ -385,8 +410,8 @@ func (w *worker) poll(p *poller) {
 			return
 		}
 	}
-	p.seq++
-	w.cs = sflow.CounterSample{SequenceNumber: p.seq, Source: p.cfg.Source, Records: recs}
+	*p.seq++
+	w.cs = sflow.CounterSample{SequenceNumber: uint32(*p.seq), Source: p.cfg.Source, Records: recs}
 	if p.out.Add(&w.cs) == nil {
 		w.stats.CounterSamples.Add(1)
 	}
@@ -409,13 +434,14 @@ func (w *worker) apply(cfg workerConfig) {
 			delete(old, rc.Index)
 			continue
 		}
-		var lastSeq uint32
+		slot := w.claim(persist.StreamKey(w.subAgentID(), rc.Index))
+		lastSeq := uint32(*slot) // the last datagram an earlier process sent
 		if r, ok := old[rc.Index]; ok {
 			// r still sends what it holds when closed below; the new
 			// stream goes on after r's last datagram (no gap, no repeat).
 			lastSeq = r.LastSeq()
 		}
-		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq)
+		r, err := w.newReceiverOut(rc, cfg.agent, lastSeq, slot)
 		if err != nil {
 			w.log.Error("opening receiver", "receiver", rc.Index, "err", err)
 			continue
@@ -426,8 +452,11 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 		w.receivers[rc.Index] = r
 	}
-	for _, r := range old {
+	for idx, r := range old {
 		w.closeReceiver(r)
+		if _, ok := w.receivers[idx]; !ok {
+			w.state.Free(persist.StreamKey(w.subAgentID(), idx))
+		}
 	}
 	keep := make(map[CollectorKey]bool, len(cfg.receivers))
 	for _, rc := range cfg.receivers {
@@ -457,16 +486,18 @@ func (w *worker) apply(cfg workerConfig) {
 			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
 				w.pools[sp.cfg.IfIndex] = pp
 			} else {
-				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase)
+				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
 			}
 		}
 		out := w.receivers[sp.cfg.Receiver]
 		if out == nil || sp.cfg.Rate == 0 {
 			continue
 		}
-		s := oldS[skey{sp.cfg.IfIndex, sp.cfg.Instance}]
+		k := skey{sp.cfg.IfIndex, sp.cfg.Instance}
+		s := oldS[k]
+		delete(oldS, k)
 		if s == nil {
-			s = &sampler{}
+			s = &sampler{seq: w.claim(persist.SamplerKey(sp.cfg.IfIndex, sp.cfg.Instance))}
 		}
 		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
 		s.kernelRate = sp.kernelRate
@@ -475,6 +506,14 @@ func (w *worker) apply(cfg workerConfig) {
 	}
 	for _, ss := range w.samplers {
 		sort.SliceStable(ss, func(i, j int) bool { return ss[i].cfg.Rate < ss[j].cfg.Rate })
+	}
+	for idx, pp := range oldPools { // ports no longer sampled here
+		if _, ok := w.pools[idx]; !ok {
+			pp.free(w.state, idx)
+		}
+	}
+	for k := range oldS { // samplers gone: their numbers start afresh if they come back
+		w.state.Free(persist.SamplerKey(k.ifindex, k.inst))
 	}
 
 	type pkey struct {
@@ -491,10 +530,12 @@ func (w *worker) apply(cfg workerConfig) {
 		if out == nil || pc.Interval <= 0 {
 			continue
 		}
-		p := oldP[pkey{pc.Source, pc.Instance}]
+		pk := pkey{pc.Source, pc.Instance}
+		p := oldP[pk]
+		delete(oldP, pk)
 		if p == nil || p.cfg.Interval != pc.Interval {
 			if p == nil {
-				p = &poller{}
+				p = &poller{seq: w.claim(persist.PollerKey(uint32(pc.Source.Type), pc.Source.Index, pc.Instance))}
 			}
 			// Random start phase so that pollers do not fire together
 			// (sflow_agent_design.txt, "Counter Samples").
@@ -507,6 +548,21 @@ func (w *worker) apply(cfg workerConfig) {
 		p.cfg, p.out = pc, out
 		w.pollers = append(w.pollers, p)
 	}
+	for k := range oldP {
+		w.state.Free(persist.PollerKey(uint32(k.ds.Type), k.ds.Index, k.inst))
+	}
+}
+
+// claim returns the persistent value of key k: the agent's state, or,
+// when that is full, a value of this process only (logged: its numbers
+// restart with the process).
+func (w *worker) claim(k persist.Key) *uint64 {
+	v, err := w.state.Claim(k)
+	if err != nil {
+		w.log.Warn("agent state full: a sequence number is not kept across upgrades and restarts", "key", fmt.Sprintf("%#x", uint64(k)), "err", err)
+		return new(uint64)
+	}
+	return v
 }
 
 // closeAll flushes and closes every receiver stream.

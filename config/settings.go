@@ -125,6 +125,20 @@ type Settings struct {
 	// DropsHeaderBytes is sFlowEsMaximumHeaderSize: bytes of each dropped
 	// packet exported, 0..256.
 	DropsHeaderBytes int `toml:"drops_header_bytes"`
+	// PinDir is the daemon's own directory on a BPF file system, where
+	// the samplers, their counters and rings and the agent's sequence
+	// numbers are pinned so that they outlive the process: an upgrade in
+	// place (SIGUSR2) and a restart after a crash take them over without
+	// a gap (dataplane.Config.PinDir). "off" pins nothing. One directory
+	// per daemon.
+	PinDir string `toml:"pin_dir"`
+	// MaxSamplesPerSecond and MaxPortSamplesPerSecond are the backoff's
+	// quotas (agent.Backoff): when the samples offered by the agent, or by
+	// a port, exceed them, the rate in force steps up until they fit and
+	// back down when the load falls. 0: no quota (the default). Read at
+	// start.
+	MaxSamplesPerSecond     int `toml:"max_samples_per_second"`
+	MaxPortSamplesPerSecond int `toml:"max_port_samples_per_second"`
 }
 
 // Collector is one sFlow collector.
@@ -150,6 +164,9 @@ const (
 	DefaultSNMPReceivers        = 10
 	DefaultSNMPInstances        = 3
 	DefaultStateDir             = "/var/lib/sflowswitchd"
+	DefaultPinDir               = "/sys/fs/bpf/sflowswitchd"
+	// PinOff as pin_dir pins nothing.
+	PinOff = "off"
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes
 	// per possible CPU plus 0.5 KiB of locked kernel memory each
 	// (dataplane.Config.MaxPorts).
@@ -176,6 +193,7 @@ func Defaults() Settings {
 		SNMPReceivers:        DefaultSNMPReceivers,
 		SNMPInstances:        DefaultSNMPInstances,
 		StateDir:             DefaultStateDir,
+		PinDir:               DefaultPinDir,
 		MaxPorts:             DefaultMaxPorts,
 		RingBytes:            DefaultRingBytes,
 		Hook:                 "auto",
@@ -359,6 +377,9 @@ func (s *Settings) Validate() error {
 			errs = append(errs, fmt.Errorf("agent_address: %w", err))
 		}
 	}
+	if s.PinDir != PinOff && !path.IsAbs(s.PinDir) {
+		errs = append(errs, fmt.Errorf("pin_dir %q: want an absolute path or %q", s.PinDir, PinOff))
+	}
 	if s.Workers < 1 || s.Workers > 256 {
 		errs = append(errs, fmt.Errorf("workers %d outside 1..256", s.Workers))
 	}
@@ -398,6 +419,12 @@ func (s *Settings) Validate() error {
 	}
 	if s.Drops != "on" && s.Drops != "off" {
 		errs = append(errs, fmt.Errorf("drops %q: want on or off", s.Drops))
+	}
+	if s.MaxSamplesPerSecond < 0 || s.MaxSamplesPerSecond > 100_000_000 {
+		errs = append(errs, fmt.Errorf("max_samples_per_second %d outside 0..100000000", s.MaxSamplesPerSecond))
+	}
+	if s.MaxPortSamplesPerSecond < 0 || s.MaxPortSamplesPerSecond > 100_000_000 {
+		errs = append(errs, fmt.Errorf("max_port_samples_per_second %d outside 0..100000000", s.MaxPortSamplesPerSecond))
 	}
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))

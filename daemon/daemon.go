@@ -23,12 +23,14 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/handover"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
@@ -54,6 +56,9 @@ type Config struct {
 	// Version is the software revision; "" = the module version the
 	// binary was built from, or "dev".
 	Version string
+	// Handover is the previous program's, when this one was exec'ed by an
+	// upgrade in place (TakeHandover); nil otherwise.
+	Handover *Handover
 }
 
 // revision returns v, or the module version the binary was built from,
@@ -78,9 +83,10 @@ func New(c Config) (*Daemon, error) {
 	if err := requireAgentAddress(c.Settings); err != nil {
 		return nil, err
 	}
-	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger)
+	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover)
 	if d != nil {
 		d.level = c.Level
+		d.upgraded(c.Handover)
 	}
 	return d, err
 }
@@ -133,7 +139,17 @@ type Daemon struct {
 
 	// ready is closed once Run's start-up completed: ReloadOn applies a
 	// SIGHUP caught before then only after it.
-	ready chan struct{}
+	ready   chan struct{}
+	version string
+	// backoffUp and backoffDown count the backoff's steps (metrics).
+	backoffUp, backoffDown atomic.Uint64
+	// snmp keeps the MIB's SNMP-set part for the next program that takes
+	// the samplers over (nil when nothing is pinned).
+	snmp *handover.SNMPStore
+	// upgrade is an upgrade in place in progress (under mu), and stopRun
+	// ends Run for it.
+	upgrade *upgrade
+	stopRun func()
 
 	mu       sync.Mutex
 	settings config.Settings
@@ -168,8 +184,12 @@ type portState struct {
 	kernelRate uint32
 }
 
-func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, error) {
-	dpc, err := dataplaneConfig(s, log)
+func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
+	var dh *dataplane.Handover
+	if h != nil {
+		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
+	}
+	dpc, err := dataplaneConfig(s, log, dh)
 	if err != nil {
 		return nil, err
 	}
@@ -187,12 +207,23 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		changed:  make(chan struct{}, 1),
 		ready:    make(chan struct{}),
 		start:    time.Now(),
+		version:  version,
 	}
 	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
-	// fail undoes what was opened when a later step fails.
+	// fail undoes what was opened when a later step fails. Pinned
+	// samplers stay attached and counting: the next start (or the
+	// previous program, rolled back) takes them over.
 	fail := func(err error) (*Daemon, error) {
+		if dp.PinDir() != "" {
+			_, rerr := dp.Release()
+			return nil, errors.Join(err, rerr)
+		}
 		return nil, errors.Join(err, dp.Close())
+	}
+	store, err := agentState(dp, s, log)
+	if err != nil {
+		return fail(err)
 	}
 	d.output = forwarding.New(netns.None(), log)
 	// extended_router: the table's copies of the routes carry the FIB
@@ -209,9 +240,21 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 		Output:    d.output,
 		Router:    d.output,
 		Logger:    log,
+		State:     store,
+		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		OnBackoff: func(st agent.BackoffStep) {
+			if st.To > st.From {
+				d.backoffUp.Add(1)
+			} else {
+				d.backoffDown.Add(1)
+			}
+		},
 	})
+	d.start = d.agent.Start()
+	d.agent.Adopt(kernel.Adopted(dp))
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
+	d.drops.Reporter().SetState(store)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
@@ -225,6 +268,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger) (*Daemon, er
 	}))
 	if err := d.newMIB(s, version); err != nil {
 		return fail(err)
+	}
+	if err := d.restoreSNMP(s); err != nil {
+		log.Warn("the SNMP-set configuration of the previous program was not restored", "err", err)
 	}
 	if d.subagent, err = d.agentxSubagent(s.AgentX, mib.Subtree, "sflowswitchd SFLOW-MIB", d.mib); err != nil {
 		return fail(err)
@@ -246,8 +292,69 @@ func (d *Daemon) newMIB(s config.Settings, version string) error {
 		Revision:  version,
 		Apply:     d.applyConfig,
 		Logger:    d.log,
+		Persist:   d.persistSNMP,
 	})
 	return err
+}
+
+// agentState is the agent's persistent state (sequence numbers, uptime,
+// pool bases): pinned with the samplers when they are, logged when it is
+// an earlier program's.
+func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*persist.Store, error) {
+	mem := dp.StateMemory()
+	if mem == nil {
+		return persist.New(stateSlots(s)), nil
+	}
+	store, err := persist.Open(mem)
+	if err != nil {
+		return nil, fmt.Errorf("agent state: %w", err)
+	}
+	if dp.Adopted() {
+		log.Info("samplers taken over from the previous program", "ports", len(dp.AdoptedPorts()),
+			"agent_state", store.Adopted(), "sequence_numbers", store.Used(), "uptime", time.Since(store.Start()).Round(time.Millisecond))
+	}
+	return store, nil
+}
+
+// restoreSNMP gives the MIB the SNMP-set configuration the previous
+// program kept, when this one took its samplers over (an upgrade, a
+// restart after a crash); a start that adopts nothing begins afresh.
+func (d *Daemon) restoreSNMP(s config.Settings) error {
+	if d.dp.PinDir() == "" {
+		return nil
+	}
+	store := handover.NewSNMPStore(s.StateDir)
+	if d.dp.Adopted() {
+		snap, err := store.Load()
+		if err != nil {
+			return err
+		}
+		if len(snap.Receivers) > 0 {
+			d.log.Info("SNMP-set configuration restored", "receivers", len(snap.Receivers), "samplers", len(snap.Samplers), "pollers", len(snap.Pollers))
+		}
+		if err := d.mib.Import(snap); err != nil {
+			return err
+		}
+	} else if err := store.Remove(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.snmp = store
+	d.mu.Unlock()
+	return nil
+}
+
+// persistSNMP keeps the MIB's SNMP-set part (mib.Config.Persist).
+func (d *Daemon) persistSNMP(snap mib.Snapshot) {
+	d.mu.Lock()
+	store := d.snmp
+	d.mu.Unlock()
+	if store == nil {
+		return
+	}
+	if err := store.Save(snap); err != nil {
+		d.log.Warn("keeping the SNMP-set configuration for an upgrade or a restart", "err", err)
+	}
 }
 
 // applyConfig installs an agent configuration derived by the MIB and

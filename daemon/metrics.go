@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
@@ -26,6 +27,7 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
+	reg.MustRegister(backoffCollector{d})
 	return reg
 }
 
@@ -48,8 +50,9 @@ func (d *Daemon) portMetrics() []metrics.Port {
 		if err != nil {
 			continue
 		}
+		eff, _ := d.agent.EffectiveRate(idx)
 		mp := metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: st.kernelRate}
+			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
 		if d.dp.PortDirection(int(idx)).Has(dataplane.DirectionEgress) {
 			if e, err := d.dp.PortCountersEgress(int(idx)); err == nil {
 				mp.Egress, mp.EgressPool, mp.EgressSamples, mp.EgressDrops = true, e.Pool, e.Samples, e.Drops
@@ -83,4 +86,18 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	running.Go(func() { srv.Serve(ctx) })
 	d.log.Info("metrics listening", "addr", srv.Addr().String())
 	return nil
+}
+
+// backoffSteps is sflowswitchd_backoff_steps_total{direction}.
+var backoffSteps = prom.Desc("backoff_steps_total",
+	"Steps of a port's sampling rate in force by the backoff (max_samples_per_second, max_port_samples_per_second).", "direction")
+
+// backoffCollector exports the backoff's steps.
+type backoffCollector struct{ d *Daemon }
+
+func (c backoffCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backoffSteps }
+
+func (c backoffCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prom.Counter(backoffSteps, c.d.backoffUp.Load(), "up")
+	ch <- prom.Counter(backoffSteps, c.d.backoffDown.Load(), "down")
 }

@@ -19,8 +19,11 @@ import (
 // here stops with ctx, which run cancels on its way out, whatever the
 // reason; the goroutines that read the dataplane's memory (workers) and
 // the sockets are waited for before the dataplane is closed and unmapped.
-func (d *Daemon) run(ctx context.Context) error {
+func (d *Daemon) run(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
+	d.mu.Lock()
+	d.stopRun = cancel
+	d.mu.Unlock()
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
@@ -31,8 +34,24 @@ func (d *Daemon) run(ctx context.Context) error {
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
 		}
+		d.mu.Lock()
+		up := d.upgrade
+		d.mu.Unlock()
+		if up != nil {
+			// An upgrade in place: the samplers stay, for the next program.
+			if rerr := d.release(); rerr != nil {
+				d.log.Error("releasing the samplers for the upgrade", "err", rerr)
+			}
+			err = ErrUpgrade
+			return
+		}
 		if err := d.dp.Close(); err != nil {
 			d.log.Error("detaching", "err", err)
+		}
+		if d.snmp != nil {
+			if err := d.snmp.Remove(); err != nil {
+				d.log.Warn("removing the SNMP snapshot", "err", err)
+			}
 		}
 	}()
 	// The settings read here take effect at restart only (reload keeps
@@ -65,6 +84,7 @@ func (d *Daemon) run(ctx context.Context) error {
 	}
 	d.startAgent(ctx, readers, &running)
 	d.startResolver(ctx, s)
+	running.Go(func() { d.sweepState(ctx) })
 	d.startAgentX(ctx, s.AgentX, &running)
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 	close(d.ready)
@@ -88,6 +108,23 @@ func (d *Daemon) startAgent(ctx context.Context, readers []agent.SampleReader, r
 			return err
 		})
 	})
+}
+
+// stateSweepAfter is how long after start the agent state inherited from
+// an earlier program and not claimed by this one (sequence numbers of
+// samplers it no longer has) is freed: the configuration has settled by
+// then (collector names resolved, SNMP managers re-attached).
+const stateSweepAfter = time.Minute
+
+// sweepState frees, once, the agent state nobody claimed.
+func (d *Daemon) sweepState(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(stateSweepAfter):
+		if n := d.agent.State().Sweep(); n > 0 {
+			d.log.Info("sequence numbers of data sources no longer configured forgotten", "count", n)
+		}
+	}
 }
 
 // startResolver looks the collector names up once before the first
@@ -120,7 +157,11 @@ func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.W
 // burst of netlink messages (a port created, renamed, brought up)
 // triggers one reconfiguration.
 func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, watchErr <-chan error) error {
+	// The first reconfiguration, once the ports present at start are
+	// known (their events settled; at the latest after a second), ends
+	// the adoption of pinned samplers (agent.Agent.EndAdoption).
 	var settle <-chan time.Time
+	adopting, first := true, time.After(time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,9 +185,19 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 			if settle == nil {
 				settle = time.After(10 * time.Millisecond)
 			}
+		case <-first:
+			if adopting && settle == nil {
+				settle = time.After(0)
+			}
 		case <-settle:
 			settle = nil
 			d.reconfigure()
+			if adopting {
+				adopting = false
+				if err := d.agent.EndAdoption(); err != nil {
+					d.log.Warn("adopted samplers no longer configured", "err", err)
+				}
+			}
 		}
 	}
 }

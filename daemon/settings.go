@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/agent/sender"
 	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
@@ -90,13 +92,37 @@ func checkBudget(s config.Settings) []error {
 // The settings each component takes, in its own terms: the components
 // import nothing of config, and config nothing of them.
 
-// dataplaneConfig is the sampler's part of the settings (start-up only).
-func dataplaneConfig(s config.Settings, log *slog.Logger) (dataplane.Config, error) {
+// dataplaneConfig is the sampler's part of the settings (start-up only):
+// pinned in pin_dir when that is on a BPF file system (otherwise said,
+// and nothing is pinned), with h the previous program's handover when
+// this one was started by an upgrade in place.
+func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover) (dataplane.Config, error) {
 	hook, err := dataplane.ParseHook(s.Hook)
 	if err != nil {
 		return dataplane.Config{}, err // validated with the settings: not expected
 	}
-	return dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log}, nil
+	c := dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log, Handover: h}
+	if s.PinDir != config.PinOff {
+		if err := dataplane.CheckPinDir(s.PinDir); err != nil {
+			log.Warn("samplers not pinned: an upgrade in place or a restart after a crash leaves a gap in the data", "pin_dir", s.PinDir, "err", err)
+		} else {
+			c.PinDir = s.PinDir
+			c.StateWords = persist.Words(stateSlots(s))
+		}
+	}
+	return c, nil
+}
+
+// stateSlots sizes the agent's persistent state (agent/persist): a
+// sequence number per sampler and poller of every port slot and
+// instance, the host's pollers, a pool base per port slot, a datagram
+// stream per sub-agent (workers and the drop reporter) and receiver, the
+// drop reporter's own, the per-CPU pools of every port slot, and some room for ports coming and going.
+func stateSlots(s config.Settings) int {
+	n := len(s.StaticCollectors())
+	inst, rcv := max(s.SNMPInstances, n), max(s.SNMPReceivers, n)
+	cpuLines := (runtime.NumCPU() + persist.LineWords - 2) / (persist.LineWords - 1) // agent's portPool
+	return s.MaxPorts*inst*2 + inst + s.MaxPorts*(1+cpuLines) + (s.Workers+1)*rcv + 1 + 256
 }
 
 // dropsConfig is drop notifications' part (at start and on SIGHUP).

@@ -42,8 +42,11 @@ func TestMain(m *testing.M) {
 }
 
 func runHelper(role string) error {
-	if role == "clsact" {
+	switch role {
+	case "clsact":
 		return clsactHelper(os.Getenv(helperPortsEnv))
+	case "pin":
+		return pinHelper()
 	}
 	d, err := Open(Config{Workers: 1, MaxPorts: 2, Hook: HookXDP})
 	if err != nil {

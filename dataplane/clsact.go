@@ -147,6 +147,25 @@ func newOwner() (*owner, error) {
 	return &owner{id: id, fd: fd}, nil
 }
 
+// ownerFromFD takes over the owner socket fd that the previous program of
+// this process handed over across exec: its bound name says its id.
+func ownerFromFD(fd int) (*owner, error) {
+	unix.CloseOnExec(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, fmt.Errorf("the handed-over owner socket %d: %w", fd, err)
+	}
+	u, ok := sa.(*unix.SockaddrUnix)
+	if !ok {
+		return nil, fmt.Errorf("the handed-over owner socket %d is not a unix socket", fd)
+	}
+	id, found := strings.CutPrefix(strings.TrimPrefix(u.Name, "@"), tcFilterNamePrefix)
+	if _, err := hex.DecodeString(id); !found || err != nil || len(id) != ownerIDLen {
+		return nil, fmt.Errorf("the handed-over socket %d is bound to %q, not an owner name", fd, u.Name)
+	}
+	return &owner{id: id, fd: fd}, nil
+}
+
 func (o *owner) close() error {
 	if o == nil {
 		return nil
@@ -440,6 +459,48 @@ func (f *clsactFilter) Close() error {
 		}
 		return err
 	})
+}
+
+// removeOwnerFilters deletes the filters of owner id from every link of
+// the current netns (pinned state being replaced or cleaned up), with the
+// clsact qdiscs it created that are then empty; it returns how many.
+func removeOwnerFilters(id string, log *slog.Logger) (int, error) {
+	qs, err := netlink.QdiscList(nil)
+	if err != nil {
+		return 0, fmt.Errorf("listing qdiscs: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, q := range qs {
+		if q.Attrs().Parent != netlink.HANDLE_INGRESS {
+			continue
+		}
+		ifindex := q.Attrs().LinkIndex
+		f, err := filterAt(sideIngress, ifindex)
+		if err != nil || f == nil {
+			continue
+		}
+		fid, ownQdisc, ok := parseTCFilterName(f.Name)
+		if !ok || fid != id {
+			continue
+		}
+		if name, err := programName(uint32(f.Id)); err != nil || name != bpf.TcSamplerProgTcSampler {
+			continue
+		}
+		err = netlink.FilterDel(ourFilter(sideIngress, ifindex, -1, ""))
+		if err != nil && !linkGone(err) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("deleting filter %s of ifindex %d: %w", f.Name, ifindex, err))
+			continue
+		}
+		n++
+		if ownQdisc {
+			if _, err := removeQdiscIfEmpty(ifindex); err != nil && !linkGone(err) {
+				errs = append(errs, err)
+			}
+		}
+		log.Info("removed TC filter of pinned state", "ifindex", ifindex, "name", f.Name)
+	}
+	return n, errors.Join(errs...)
 }
 
 // removeStaleTC removes our filters whose owner is dead (SIGKILL, crash:

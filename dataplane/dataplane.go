@@ -7,6 +7,7 @@
 package dataplane
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -115,6 +117,18 @@ type Config struct {
 	// Open (ProbeFeatures). Tests pass a copy with features switched off
 	// to exercise the degraded paths.
 	Features *Features
+	// PinDir is a directory on a BPF file system (CheckPinDir) where the
+	// sampler's maps and links are pinned, so that they outlive the
+	// process and the next Open there adopts them (pin.go); "" pins
+	// nothing (the samplers end with the process). One directory per
+	// running Dataplane.
+	PinDir string
+	// Handover are the descriptors the previous program of this process
+	// passed across exec (Release); nil otherwise.
+	Handover *Handover
+	// StateWords is the size, in 64-bit words, of the agent's state
+	// memory (StateMemory), pinned with the maps; 0: none.
+	StateWords int
 }
 
 // Mode is a port's sample delivery path (values shared with bpf/sampler.h).
@@ -185,6 +199,8 @@ type port struct {
 	out  *egressPort
 	slot uint32
 	cfg  PortConfig
+	// pinned: the link is pinned in the pin directory (pin.go).
+	pinned bool
 }
 
 // portSlot is what the lock-free readers (PortCounters, PortPool) know of
@@ -237,12 +253,26 @@ type Dataplane struct {
 
 	// mon holds the monitor ports' AF_XDP sockets (SetPort).
 	mon monitorPorts
+
+	// pin is the pin directory (nil: nothing pinned); adopted the ports
+	// taken over from it at Open, with their configuration.
+	pin     *pinState
+	adopted map[int]PortConfig
+	// state is the agent's state memory (StateMemory).
+	state    *ebpf.Map
+	stateMem []byte
+	// released: the pins stay at Close (Release, a failed Open);
+	// handingOver: the lock and owner descriptors stay open (Release).
+	released, handingOver bool
 }
 
 // Open loads the sampler into the kernel once, in the calling goroutine's
 // network namespace, and removes what a crashed or killed earlier run left
 // there: legacy-mode XDP attachments of our programs, and our TC filters
-// (clsact) whose owner is dead.
+// (clsact) whose owner is dead. With Config.PinDir it adopts the pinned
+// state of an earlier run of the same layout (the samplers it left
+// attached, their counters and rings), or replaces pinned state of another
+// layout (pin.go).
 func Open(cfg Config) (*Dataplane, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -268,8 +298,7 @@ func Open(cfg Config) (*Dataplane, error) {
 		features: fs,
 	}
 	if err := d.load(); err != nil {
-		ns.Close()
-		return nil, err
+		return nil, errors.Join(err, d.closeFailed())
 	}
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
@@ -280,20 +309,72 @@ func Open(cfg Config) (*Dataplane, error) {
 		}
 	}
 	if err := d.inNetns(d.removeStaleLegacy); err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: cleaning up stale XDP programs: %w", err), d.closeFailed())
 	}
 	err = d.inNetns(func() error {
+		o, err := d.claimOwner()
+		if err != nil {
+			return err
+		}
+		d.owner = o
+		if d.pin != nil && !d.pin.adopt {
+			// Written last: state without meta is replaced, never read.
+			if _, err := hex.Decode(d.pin.meta.Owner[:], []byte(o.id)); err != nil {
+				return err
+			}
+			if err := writeMeta(d.pin.dir, d.pin.meta); err != nil {
+				return err
+			}
+		}
 		if err := d.removeStaleTC(); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		o, err := newOwner()
-		d.owner = o
-		return err
+		if d.pin != nil && d.pin.adopt {
+			return d.adoptPorts()
+		}
+		return nil
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.Close())
+		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
+	}
+	if d.pin != nil {
+		d.log.Info("sampler state pinned", "pin_dir", d.pin.dir, "adopted", d.pin.adopt, "ports", len(d.ports))
 	}
 	return d, nil
+}
+
+// closeFailed undoes a failed Open without touching pinned state: it is
+// either adopted (and must stay, attached) or was made by this Open and
+// is replaced by the next one.
+func (d *Dataplane) closeFailed() error {
+	if d.pin != nil {
+		d.released = true
+	}
+	// Descriptors handed over stay open: the previous program takes them
+	// back (a rollback).
+	d.handingOver = d.cfg.Handover != nil
+	return d.Close()
+}
+
+// claimOwner is this Dataplane's clsact owner: the one handed over across
+// exec, the pinned state's (whose filters it adopts), or a new one.
+func (d *Dataplane) claimOwner() (*owner, error) {
+	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
+		return ownerFromFD(h.OwnerFD)
+	}
+	if d.pin != nil && d.pin.adopt {
+		if id := d.pin.meta.ownerID(); id != "" {
+			fd, err := bindOwner(id)
+			if errors.Is(err, unix.EADDRINUSE) {
+				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("binding the owner socket of the pinned TC filters: %w", err)
+			}
+			return &owner{id: id, fd: fd}, nil
+		}
+	}
+	return newOwner()
 }
 
 func (c *Config) setDefaults() error {
@@ -334,36 +415,36 @@ func (c *Config) setDefaults() error {
 // load sizes the maps from the config, loads the collection, creates the
 // per-worker ring buffers and maps the counters.
 func (d *Dataplane) load() error {
-	spec, err := bpf.LoadSampler()
+	spec, cpus, err := samplerSpec(&d.cfg, d.features)
 	if err != nil {
-		return fmt.Errorf("dataplane: loading sampler spec: %w", err)
-	}
-	cpus, err := ebpf.PossibleCPU()
-	if err != nil {
-		return fmt.Errorf("dataplane: possible CPUs: %w", err)
+		return err
 	}
 	d.cpuSlots = cpus
-	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
-		return fmt.Errorf("dataplane: setting cpu_slots: %w", err)
-	}
-	if err := spec.Variables[bpf.SamplerVarWakeupBytes].Set(uint64(d.cfg.WakeupBytes)); err != nil {
-		return fmt.Errorf("dataplane: setting wakeup_bytes: %w", err)
-	}
-	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(d.cfg.MaxPorts * cpus)
 	rings := spec.Maps[bpf.SamplerMapRings]
-	rings.MaxEntries = uint32(d.cfg.Workers)
-	rings.InnerMap.MaxEntries = uint32(d.cfg.RingBytes)
-	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(d.cfg.MaxPorts * d.cfg.MaxQueues)
-	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(d.cfg.MaxPorts)
-	if !d.features.Has(FeatureXSKMap) {
-		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
-		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
-		// verifies the same way; monitor mode, its only user, is refused
-		// by AttachPort.
-		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
+	if d.cfg.PinDir != "" {
+		layout, sizes, err := pinIdentity(&d.cfg, spec, cpus)
+		if err != nil {
+			return err
+		}
+		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
+			return fmt.Errorf("dataplane: pin directory: %w", err)
+		}
 	}
-
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+	var repl map[string]*ebpf.Map
+	if d.pin != nil && d.pin.adopt {
+		// The pinned maps, which hold the counters, configs and rings
+		// of the samplers still attached (LoadAndAssign checks that
+		// each matches its spec, and clones it).
+		if repl, err = d.pin.adoptMaps(); err != nil {
+			return fmt.Errorf("dataplane: %w", err)
+		}
+		defer func() {
+			for _, m := range repl {
+				m.Close()
+			}
+		}()
+	}
+	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("dataplane: loading sampler: %+v", ve)
@@ -371,19 +452,36 @@ func (d *Dataplane) load() error {
 		return fmt.Errorf("dataplane: loading sampler: %w", err)
 	}
 	d.spec = spec
+	if d.pin != nil && !d.pin.adopt {
+		if err := d.pin.pinMaps(&d.objs); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
+		}
+	}
 	// The sampled path of every port's program (bpf/sampler.c
-	// xdp_take_sample), reached by tail call.
+	// xdp_take_sample), reached by tail call. Adopted state: this
+	// replaces the previous program's in one step, so the ports' old
+	// programs reach the new sampled path until their links are updated.
 	if err := d.objs.TakeProgs.Put(uint32(0), d.objs.XdpTakeSample); err != nil {
 		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
 	}
 	for w := 0; w < d.cfg.Workers; w++ {
-		m, err := ebpf.NewMap(rings.InnerMap)
+		m, err := d.ringPinned(w, rings.InnerMap)
 		if err != nil {
-			return errors.Join(fmt.Errorf("dataplane: creating ring %d: %w", w, err), d.closeObjects())
+			return errors.Join(fmt.Errorf("dataplane: ring %d: %w", w, err), d.closeObjects())
 		}
 		d.rings = append(d.rings, m)
 		if err := d.objs.Rings.Put(uint32(w), m); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
+		}
+	}
+	if d.pin != nil {
+		if d.pin.ports, err = d.mapPinned(pinPortsMap, portsSpec(d.cfg.MaxPorts)); err != nil {
+			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
+		}
+	}
+	if d.cfg.StateWords > 0 {
+		if err := d.mapState(); err != nil {
+			return errors.Join(err, d.closeObjects())
 		}
 	}
 	d.sources = make([]*Source, d.cfg.Workers)
@@ -395,6 +493,139 @@ func (d *Dataplane) load() error {
 	return nil
 }
 
+// samplerSpec is the sampler's collection as cfg sizes it, and the number
+// of possible CPUs.
+func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
+	spec, err := bpf.LoadSampler()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataplane: loading sampler spec: %w", err)
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataplane: possible CPUs: %w", err)
+	}
+	if err := spec.Variables[bpf.SamplerVarCpuSlots].Set(uint32(cpus)); err != nil {
+		return nil, 0, fmt.Errorf("dataplane: setting cpu_slots: %w", err)
+	}
+	if err := spec.Variables[bpf.SamplerVarWakeupBytes].Set(uint64(cfg.WakeupBytes)); err != nil {
+		return nil, 0, fmt.Errorf("dataplane: setting wakeup_bytes: %w", err)
+	}
+	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(cfg.MaxPorts * cpus)
+	rings := spec.Maps[bpf.SamplerMapRings]
+	rings.MaxEntries = uint32(cfg.Workers)
+	rings.InnerMap.MaxEntries = uint32(cfg.RingBytes)
+	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
+	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)
+	if !fs.Has(FeatureXSKMap) {
+		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
+		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
+		// verifies the same way; monitor mode, its only user, is refused
+		// by AttachPort.
+		spec.Maps[bpf.SamplerMapXsks].Type = ebpf.DevMap
+	}
+	return spec, cpus, nil
+}
+
+// pinIdentity is what pinned state must share with this program to be
+// adopted: the layout fingerprint of its objects and the sizes of cfg.
+func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pinSizes, error) {
+	tcSpec, err := bpf.LoadTcSampler()
+	if err != nil {
+		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+	}
+	layout, err := layoutFingerprint(spec, tcSpec)
+	if err != nil {
+		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: %w", err)
+	}
+	return layout, pinSizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
+		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues)}, nil
+}
+
+// CheckAdopt tells, without changing anything, what Open with cfg would
+// do with the state pinned in cfg.PinDir: adopt it (true), or replace it
+// (false, and why: nothing there, another layout, other sizes). An error
+// means Open would fail (a required kernel feature missing, a bad Config).
+// The upgrade in place runs it in the new program before the old one
+// lets go.
+func CheckAdopt(cfg Config) (bool, string, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return false, "", err
+	}
+	fs := cfg.Features
+	if fs == nil {
+		fs = ProbeFeatures()
+	}
+	if err := fs.requiredErr(); err != nil {
+		return false, "", fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
+	}
+	spec, cpus, err := samplerSpec(&cfg, fs)
+	if err != nil {
+		return false, "", err
+	}
+	if cfg.PinDir == "" {
+		return false, "nothing pinned (no pin directory)", nil
+	}
+	layout, sizes, err := pinIdentity(&cfg, spec, cpus)
+	if err != nil {
+		return false, "", err
+	}
+	old, ok, err := readMeta(cfg.PinDir)
+	switch {
+	case err != nil:
+		return false, "pinned state unreadable: " + err.Error(), nil
+	case !ok:
+		return false, "no pinned state", nil
+	case old.Format != metaFormat || old.Layout != layout:
+		return false, "pinned state of another layout", nil
+	case old.Sizes != sizes:
+		return false, "pinned state made with other sizes: " + sizes.differs(old.Sizes), nil
+	}
+	return true, "adopts the pinned samplers", nil
+}
+
+// mapState makes (or adopts) the agent's state memory and maps it.
+func (d *Dataplane) mapState() error {
+	spec := stateSpec(d.cfg.StateWords)
+	m, err := d.mapPinned(pinStateMap, spec)
+	if err != nil {
+		return fmt.Errorf("dataplane: agent state: %w", err)
+	}
+	if m.MaxEntries() != spec.MaxEntries {
+		// Other sizes (snmp_instances, max_ports changed): the agent's
+		// numbers start afresh, the samplers are still adopted.
+		d.log.Warn("pinned agent state of another size replaced: sequence numbers start afresh",
+			"words", m.MaxEntries(), "want", spec.MaxEntries)
+		if err := errors.Join(m.Unpin(), m.Close()); err != nil {
+			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
+		}
+		if m, err = ebpf.NewMap(spec); err == nil {
+			if err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap)); err != nil {
+				m.Close()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dataplane: agent state: %w", err)
+		}
+	}
+	d.state = m
+	size := d.cfg.StateWords * 8
+	page := os.Getpagesize()
+	size = (size + page - 1) / page * page
+	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("dataplane: mmap agent state (%d bytes): %w", size, err)
+	}
+	d.stateMem = mem[:d.cfg.StateWords*8]
+	return nil
+}
+
+// StateMemory is the agent's state memory, Config.StateWords 64-bit words
+// shared with the kernel's map (zeroed when new): with a pin directory it
+// outlives the process as the maps do, and the next Open that adopts the
+// maps maps the same memory. nil without StateWords. Valid until Close or
+// Release.
+func (d *Dataplane) StateMemory() []byte { return d.stateMem }
+
 // closeObjects closes the ring maps and the sampler's programs and maps.
 func (d *Dataplane) closeObjects() error {
 	var errs []error
@@ -404,6 +635,18 @@ func (d *Dataplane) closeObjects() error {
 		}
 	}
 	d.rings = nil
+	if d.stateMem != nil {
+		if err := unix.Munmap(d.stateMem[:cap(d.stateMem)]); err != nil {
+			errs = append(errs, fmt.Errorf("unmapping the agent state: %w", err))
+		}
+		d.stateMem = nil
+	}
+	for _, m := range []*ebpf.Map{d.state, d.pinPorts()} {
+		if m != nil {
+			errs = append(errs, m.Close())
+		}
+	}
+	d.state = nil
 	if err := d.tc.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
@@ -440,8 +683,10 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 func (d *Dataplane) Features() *Features { return d.features }
 
 // Close detaches every port, closes the sample sources (and the sockets
-// of monitor ports) and unloads the sampler. Call it after the goroutines
-// reading sources and counters have stopped: it unmaps their memory.
+// of monitor ports) and unloads the sampler; with a pin directory it also
+// unpins everything and removes the directory (a clean stop leaves
+// nothing). Call it after the goroutines reading sources and counters
+// have stopped: it unmaps their memory.
 func (d *Dataplane) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -451,8 +696,21 @@ func (d *Dataplane) Close() error {
 	d.closed = true
 	var errs []error
 	for ifindex, p := range d.ports {
-		if err := p.closeIngress(); err != nil {
-			errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
+		if d.released {
+			// The pin keeps the link, and the link its program, attached;
+			// a filter holds its program by itself. The egress sampler
+			// is not pinned: it is detached below, and the program that
+			// takes over attaches it anew.
+			if l, ok := p.link.(link.Link); ok {
+				errs = append(errs, l.Close())
+			}
+		} else {
+			if err := d.forgetPort(ifindex, p); err != nil {
+				errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
+			}
+			if err := p.closeIngress(); err != nil {
+				errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
+			}
 		}
 		if err := p.out.close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d at egress: %w", ifindex, err))
@@ -481,12 +739,47 @@ func (d *Dataplane) Close() error {
 	if err := d.closeObjects(); err != nil {
 		errs = append(errs, err)
 	}
-	// After the ports: the owner's name says its filters are live.
-	if err := d.owner.close(); err != nil {
-		errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
+	if d.pin != nil && !d.released {
+		if err := d.pin.unpinAll(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !d.handingOver {
+		// After the ports: the owner's name says its filters are live.
+		if err := d.owner.close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
+		}
+		if d.pin != nil {
+			errs = append(errs, d.pin.lock.Close())
+		}
 	}
 	d.ns.Close()
 	return errors.Join(errs...)
+}
+
+// Release ends this Dataplane before an exec of the next program of this
+// process (an upgrade in place): like Close, but every port stays attached
+// and counting, and everything stays pinned, for the next program's Open
+// to adopt; the pin directory's lock and the clsact owner's socket stay
+// open across the exec (returned, for Config.Handover). Samples the ports
+// take meanwhile wait in the rings (or are counted as drops when a ring
+// is full; a monitor port's, whose sockets close, always are). It needs a
+// pin directory.
+func (d *Dataplane) Release() (*Handover, error) {
+	if d.pin == nil {
+		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
+	}
+	d.mu.Lock()
+	d.released, d.handingOver = true, true
+	d.mu.Unlock()
+	h := &Handover{LockFD: int(d.pin.lock.Fd()), OwnerFD: d.owner.fd, lock: d.pin.lock}
+	err := d.Close()
+	for _, fd := range []int{h.LockFD, h.OwnerFD} {
+		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("dataplane: keeping fd %d over exec: %w", fd, ferr))
+		}
+	}
+	return h, err
 }
 
 func (pc *PortConfig) validate(workers int) error {
@@ -595,6 +888,14 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = p
 	d.publishSlots()
+	if p.link != nil {
+		// Only the ingress attachment is pinned (and adopted by the next
+		// program); an egress sampler is attached anew after a take-over.
+		if err := d.recordPort(ifindex, p); err != nil {
+			// Sampled, but a crash or upgrade would lose the port: said.
+			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
+		}
+	}
 	d.log.Info("sampler attached", "ifindex", ifindex, "direction", pc.Direction, "hook", p.hook, "mode", p.mode,
 		"egress_mode", p.egressMode(), "rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
@@ -683,6 +984,9 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 				return err
 			}
 			freshIngress = true
+			if err := d.recordPort(ifindex, p); err != nil {
+				d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
+			}
 		}
 		if dir.Has(DirectionEgress) && !old.Has(DirectionEgress) {
 			if err := d.attachEgressPort(p, ifindex); err != nil {
@@ -692,6 +996,9 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 		// Detach after attaching: a port moving from one direction to
 		// the other keeps a qdisc it created in between.
 		if !dir.Has(DirectionIngress) && old.Has(DirectionIngress) {
+			if err := d.forgetPort(ifindex, p); err != nil {
+				d.log.Warn("unpinning the port's ingress sampler", "ifindex", ifindex, "err", err)
+			}
 			if err := p.closeIngress(); err != nil {
 				d.log.Warn("detaching the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
@@ -855,6 +1162,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	}
 	var errs []error
 	hook, dir := p.hook, p.direction()
+	if err := d.forgetPort(ifindex, p); err != nil {
+		errs = append(errs, err)
+	}
 	if err := p.closeIngress(); err != nil {
 		errs = append(errs, fmt.Errorf("detaching at ingress: %w", err))
 	}

@@ -97,7 +97,19 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		Take      *ebpf.Program `ebpf:"tc_take_sample"`
 		TakeProgs *ebpf.Map     `ebpf:"take_progs"`
 	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: d.sharedMaps()}); err != nil {
+	repl := d.sharedMaps()
+	if d.pin != nil {
+		// The program array the ports' TC programs tail-call through is
+		// pinned too: after an exec or a crash it still leads the old
+		// programs to a sampled path (adopted here, then replaced).
+		tp, err := d.mapPinned(pinTCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
+		if err != nil {
+			return nil, fmt.Errorf("TC sampler: %w", err)
+		}
+		defer tp.Close() // LoadAndAssign clones it
+		repl[bpf.TcSamplerMapTakeProgs] = tp
+	}
+	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading TC sampler: %+v", ve)
@@ -261,8 +273,11 @@ func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{p.link.Close(), p.prog.Close()}
+	errs := []error{d.forgetPort(ifindex, p), p.link.Close(), p.prog.Close()}
 	p.link, p.prog, p.hook, p.mode = l, prog, HookXDP, mode
+	if err := d.recordPort(ifindex, p); err != nil {
+		d.log.Warn("port moved to XDP but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
+	}
 	d.log.Info("sampler moved from TC to XDP", "ifindex", ifindex, "mode", mode, "delivery", m)
 	if err := errors.Join(errs...); err != nil {
 		d.log.Warn("detaching the port's TC program", "ifindex", ifindex, "err", err)

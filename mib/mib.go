@@ -71,6 +71,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives Apply failures outside a SET; default slog.Default().
 	Logger *slog.Logger
+	// Persist, when set, receives the SNMP-set part of the state
+	// (Snapshot) after every change, holding the MIB's lock.
+	Persist func(Snapshot)
 }
 
 // Port is a sampled port: a data source ifIndex.IfIndex.
@@ -204,6 +207,9 @@ type MIB struct {
 	// sample (agent.PortError): their sFlowFsPacketSamplingRate reads 0,
 	// the truth, until an Apply succeeds for them.
 	failed map[uint32]error
+	// imported are the rows of an Import whose data source has not
+	// appeared yet (restoreRows).
+	imported map[snapshotKey]SnapshotRow
 }
 
 // New returns a MIB with cfg's rows, no data source but the host, no
@@ -354,7 +360,9 @@ func (m *MIB) SetPorts(ports []Port) error {
 		s, ok := old[p.IfIndex]
 		if !ok {
 			same = false
-			next.src = append(next.src, m.newSource(sflow.DataSource{Type: sflow.SourceIfIndex, Index: p.IfIndex}, p))
+			src := m.newSource(sflow.DataSource{Type: sflow.SourceIfIndex, Index: p.IfIndex}, p)
+			m.restoreRows(next, &src)
+			next.src = append(next.src, src)
 			continue
 		}
 		s.fs, s.cp = slices.Clone(s.fs), slices.Clone(s.cp)
@@ -399,6 +407,9 @@ func (m *MIB) install(next *state, sourcesChanged bool) error {
 		m.keys = buildKeys(next)
 	}
 	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
+	if m.cfg.Persist != nil {
+		m.cfg.Persist(m.snapshot(next))
+	}
 	// A port the kernel cannot sample affects only that port: the rest is
 	// applied and the SET (or change) stands; the port reads rate 0.
 	m.failed = failed

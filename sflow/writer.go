@@ -58,6 +58,9 @@ func (w *DatagramWriter) Begin(seq, uptime uint32) {
 	w.n = 0
 }
 
+// Seq returns the sequence number of the datagram being built.
+func (w *DatagramWriter) Seq() uint32 { return w.hdr.SequenceNumber }
+
 // Len returns the number of samples in the datagram being built.
 func (w *DatagramWriter) Len() int { return w.n }
 

@@ -52,10 +52,28 @@ func (a Dataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), PortConfig(p))
 }
 
+// Adopted are the ports dp took over from pinned state at Open, in the
+// agent's terms (agent.Agent.Adopt).
+func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
+	out := map[uint32]agent.PortSampling{}
+	for idx, pc := range dp.AdoptedPorts() {
+		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
+			Monitor: pc.Mode == dataplane.ModeMonitor}
+	}
+	return out
+}
+
 // RemovePort detaches the sampler from a port. A port that has vanished
 // took its attachment with it; that is not an error.
 func (a Dataplane) RemovePort(ifindex uint32) error {
 	return a.DP.RemovePort(int(ifindex))
+}
+
+// PortSamples reads the samples the kernel selected on the port so far
+// (agent.SampleCounter, for the backoff), from the mmap-ed counters.
+func (a Dataplane) PortSamples(ifindex uint32) (uint64, bool) {
+	c, err := a.DP.PortCounters(int(ifindex))
+	return c.Samples, err == nil
 }
 
 // PortPool reads the port's pool and drops from the mmap-ed counters (no

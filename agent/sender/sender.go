@@ -108,6 +108,12 @@ type Config struct {
 	NoGSO bool
 	// Uptime returns the agent's uptime in ms, read at send time.
 	Uptime func() uint32
+	// LastSent, when not nil, is where the sequence number of the last
+	// datagram handed to the socket is kept (agent/persist: it outlives
+	// the process). It is written right before the system call, so that
+	// a stream continued from it by another process never repeats a
+	// number that may have reached the collector.
+	LastSent *uint64
 	// Counters are the sets of counters that each receive every count.
 	Counters []Counters
 }
@@ -326,6 +332,9 @@ func (s *Sender) Close() (lastSeq uint32, err error) {
 // send sends slots[:k], each with the uptime of now, and counts every
 // datagram: sent, or refused with its samples.
 func (s *Sender) send(k int) {
+	if s.cfg.LastSent != nil {
+		atomic.StoreUint64(s.cfg.LastSent, uint64(s.slots[k-1].Seq()))
+	}
 	up := s.cfg.Uptime()
 	for i := 0; i < k; i++ {
 		w := s.slots[i]

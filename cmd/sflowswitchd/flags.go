@@ -14,12 +14,13 @@ import (
 // flagValues are the command-line flags; only flags given explicitly
 // override the file.
 type flagValues struct {
-	fs         *flag.FlagSet
-	configFile string
-	collectors stringList
-	s          config.Settings
-	ports      string
-	monitor    string
+	fs             *flag.FlagSet
+	configFile     string
+	collectors     stringList
+	s              config.Settings
+	ports          string
+	monitor        string
+	cleanup, check bool // one-shot modes: -cleanup, -upgrade-check
 	// portDirection is -port-direction as given (parsePortDirection).
 	portDirection string
 }
@@ -34,38 +35,10 @@ func newFlags() *flagValues {
 	fs := f.fs
 	fs.StringVar(&f.configFile, "config", "", "config `file` (TOML; see sflowswitchd.conf.example); SIGHUP reloads it")
 	fs.Var(&f.collectors, "collector", "collector `host:port` (repeatable; default "+config.DefaultCollector+"; \"none\": no static receiver, SNMP only)")
-	fs.Func("sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n == 0 {
-			return fmt.Errorf("sampling rate must be a positive integer")
-		}
-		f.s.Sampling = uint32(n)
-		return nil
-	})
-	fs.Func("sampling-unknown-speed", "sampling rate `N` of ports whose link speed is unknown (default 1000)", func(v string) error {
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || n == 0 {
-			return fmt.Errorf("must be a positive integer")
-		}
-		f.s.SamplingUnknownSpeed = uint32(n)
-		return nil
-	})
-	fs.Func("polling", "counter polling interval in `seconds` (default 20, 0 = off)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return fmt.Errorf("polling interval must be a non-negative integer")
-		}
-		f.s.Polling = n
-		return nil
-	})
-	fs.Func("header-bytes", "bytes of each sampled frame to export, 20..256 (default 128)", func(v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("must be an integer")
-		}
-		f.s.HeaderBytes = n
-		return nil
-	})
+	uintFlag(fs, "sampling", "sampling rate `N` for every port (default: link speed in Mb/s, at least 100)", 1, func(n int) { f.s.Sampling = uint32(n) })
+	uintFlag(fs, "sampling-unknown-speed", "sampling rate `N` of ports whose link speed is unknown (default 1000)", 1, func(n int) { f.s.SamplingUnknownSpeed = uint32(n) })
+	uintFlag(fs, "polling", "counter polling interval in `seconds` (default 20, 0 = off)", 0, func(n int) { f.s.Polling = n })
+	fs.IntVar(&f.s.HeaderBytes, "header-bytes", 0, "bytes of each sampled frame to export, 20..256 (default 128)")
 	fs.StringVar(&f.ports, "ports", "", "comma-separated port `names or globs` to sample (default: every up non-loopback port)")
 	fs.StringVar(&f.monitor, "monitor-ports", "", "comma-separated `ports` carrying mirrored traffic, sampled through AF_XDP")
 	fs.StringVar(&f.s.AgentAddress, "agent-address", "", "agent `IP` address put in every datagram (default: see README)")
@@ -97,7 +70,23 @@ func newFlags() *flagValues {
 	})
 	fs.IntVar(&f.s.DropsLimit, "drops-limit", 0, "drop notifications per `second`, the rest counted in drops (default 100; 0 = count only)")
 	fs.IntVar(&f.s.DropsHeaderBytes, "drops-header-bytes", 0, "bytes of each dropped packet to export, 0..256 (default 128)")
+	fs.StringVar(&f.s.PinDir, "pin-dir", "", "`directory` on a BPF file system where the samplers are pinned, so that an upgrade (SIGUSR2) or a restart after a crash takes them over without a gap; off: none (default "+config.DefaultPinDir+")")
+	fs.IntVar(&f.s.MaxSamplesPerSecond, "max-samples-per-second", 0, "backoff: the agent's quota of `samples` per second; above it the rates in force step up, and back down when the load falls (default 0: none)")
+	fs.IntVar(&f.s.MaxPortSamplesPerSecond, "max-port-samples-per-second", 0, "backoff: each port's quota of `samples` per second (default 0: none)")
+	fs.BoolVar(&f.cleanup, "cleanup", false, "detach and unpin what a daemon that is gone left in -pin-dir, then exit")
+	fs.BoolVar(&f.check, daemon.UpgradeCheckFlag[1:], false, "check that this binary can take over the running daemon's samplers, then exit (run by SIGUSR2's upgrade in place)")
 	return f
+}
+
+func uintFlag(fs *flag.FlagSet, name, usage string, least int, set func(int)) {
+	fs.Func(name, usage, func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 31)
+		if err != nil || int(n) < least {
+			return fmt.Errorf("must be an integer of at least %d", least)
+		}
+		set(int(n))
+		return nil
+	})
 }
 
 // load builds the effective settings: defaults, then the config file, then
@@ -152,10 +141,13 @@ func (f *flagValues) override(s *config.Settings) {
 			// Every port: also over per-port directions of the file.
 			s.Direction, s.PortDirection = f.s.Direction, nil
 		},
-		"port-direction":     func() { s.PortDirection = parsePortDirection(f.portDirection) },
-		"drops":              func() { s.Drops = f.s.Drops },
-		"drops-limit":        func() { s.DropsLimit = f.s.DropsLimit },
-		"drops-header-bytes": func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
+		"port-direction":              func() { s.PortDirection = parsePortDirection(f.portDirection) },
+		"drops":                       func() { s.Drops = f.s.Drops },
+		"drops-limit":                 func() { s.DropsLimit = f.s.DropsLimit },
+		"drops-header-bytes":          func() { s.DropsHeaderBytes = f.s.DropsHeaderBytes },
+		"pin-dir":                     func() { s.PinDir = f.s.PinDir },
+		"max-samples-per-second":      func() { s.MaxSamplesPerSecond = f.s.MaxSamplesPerSecond },
+		"max-port-samples-per-second": func() { s.MaxPortSamplesPerSecond = f.s.MaxPortSamplesPerSecond },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none

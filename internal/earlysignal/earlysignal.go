@@ -1,4 +1,4 @@
-// Package earlysignal catches SIGHUP, SIGINT and SIGTERM from the
+// Package earlysignal catches SIGHUP, SIGUSR2, SIGINT and SIGTERM from the
 // process's start: its initialization registers them with os/signal, so a
 // signal that arrives while the daemon starts waits in a channel instead
 // of taking the default action (issue 25, defect 5: a SIGHUP in the first
@@ -23,17 +23,23 @@ import (
 
 var (
 	hup  = make(chan os.Signal, 1)
+	usr2 = make(chan os.Signal, 1)
 	stop = make(chan os.Signal, 1)
 )
 
 func init() {
 	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(usr2, syscall.SIGUSR2)
 	signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
 }
 
 // HUP delivers the SIGHUPs caught. One caught before anyone reads waits
 // in it; more coalesce with it (one reload reads the file as it is then).
 func HUP() <-chan os.Signal { return hup }
+
+// USR2 delivers the SIGUSR2s caught since the process started (at most
+// one queued): an upgrade in place (daemon.UpgradeOn).
+func USR2() <-chan os.Signal { return usr2 }
 
 // Context returns a context of parent canceled at the first SIGINT or
 // SIGTERM, one caught before the call included.
@@ -53,5 +59,6 @@ func Context(parent context.Context) (context.Context, context.CancelFunc) {
 // subcommands, which a terminal's hangup or Ctrl-C ends).
 func Release() {
 	signal.Stop(hup)
+	signal.Stop(usr2)
 	signal.Stop(stop)
 }

@@ -48,8 +48,14 @@ type daemon struct {
 // PID is the daemon's own and signals reach it directly.
 func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 	t.Helper()
+	return startDaemonBin(t, lab, daemonBin, args...)
+}
+
+// startDaemonBin is startDaemon with the daemon binary at bin.
+func startDaemonBin(t testing.TB, lab *netlab.Lab, bin string, args ...string) *daemon {
+	t.Helper()
 	args = append([]string{"-metrics", metricsAddr}, hermetic(t, -1, args)...)
-	cmd := lab.Start(t, lab.Switch, daemonBin, args...)
+	cmd := lab.Start(t, lab.Switch, bin, args...)
 	out, ok := cmd.Stdout.(fmt.Stringer)
 	if !ok {
 		t.Fatalf("netlab.Start no longer captures output in a Stringer (%T)", cmd.Stdout)
@@ -65,8 +71,9 @@ func startDaemon(t testing.TB, lab *netlab.Lab, args ...string) *daemon {
 
 // hermetic adds to the daemon's args what keeps it off the machine's
 // global state, unless the test set it: its own state directory (a fresh
-// one, owned by uid when uid >= 0) instead of /var/lib/sflowswitchd, and
-// no AgentX master instead of the machine's /var/agentx/master. A test
+// one, owned by uid when uid >= 0) instead of /var/lib/sflowswitchd, no
+// AgentX master instead of the machine's /var/agentx/master, and nothing
+// pinned instead of /sys/fs/bpf/sflowswitchd. A test
 // that wants either passes the flag itself (a flag overrides the -config
 // file: a test whose file sets agentx passes -agentx too).
 func hermetic(t testing.TB, uid int, args []string) []string {
@@ -102,6 +109,11 @@ func hermetic(t testing.TB, uid int, args []string) []string {
 	}
 	if !has("-agentx") {
 		args = append(args, "-agentx", "off")
+	}
+	if !has("-pin-dir") {
+		// The default, /sys/fs/bpf/sflowswitchd, is the machine's: a test
+		// that pins passes a bpffs of its own (testkit/pinfs).
+		args = append(args, "-pin-dir", "off")
 	}
 	return args
 }

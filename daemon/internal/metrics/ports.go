@@ -21,6 +21,9 @@ type Port struct {
 	Egress                                 bool
 	EgressPool, EgressSamples, EgressDrops uint64
 	Rate, KernelRate                       uint32
+	// EffectiveRate is the rate in force: Rate, or the backoff's
+	// (agent.Backoff).
+	EffectiveRate uint32
 }
 
 var (
@@ -33,6 +36,7 @@ var (
 	portAFXDPDrops    = prom.Desc("port_afxdp_drops_total", "Frames the port's AF_XDP sockets dropped (rx_dropped, rx_ring_full, fill ring empty).", "port", "ifindex")
 	portRate          = prom.Desc("port_sampling_rate", "Configured sampling rate of the port.", "port", "ifindex")
 	portKernelRate    = prom.Desc("port_kernel_sampling_rate", "Power-of-two rate the kernel samples the port at.", "port", "ifindex")
+	portEffRate       = prom.Desc("port_effective_sampling_rate", "Sampling rate in force on the port: the configured one, or the backoff's while the samples offered exceed a quota.", "port", "ifindex")
 )
 
 type portCollector struct{ ports func() []Port }
@@ -43,7 +47,7 @@ func NewPortCollector(ports func() []Port) prometheus.Collector { return portCol
 
 func (c portCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{portPool, portSamples, portDrops, portAFXDPDrops, portRate, portKernelRate,
-		portEgressPool, portEgressSamples, portEgressDrops} {
+		portEgressPool, portEgressSamples, portEgressDrops, portEffRate} {
 		ch <- d
 	}
 }
@@ -62,5 +66,6 @@ func (c portCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prom.Counter(portEgressSamples, p.EgressSamples, p.Name, idx)
 			ch <- prom.Counter(portEgressDrops, p.EgressDrops, p.Name, idx)
 		}
+		ch <- prom.Gauge(portEffRate, float64(p.EffectiveRate), p.Name, idx)
 	}
 }

@@ -1,0 +1,229 @@
+// Package handover carries the daemon's state from one program to the
+// next: across the exec of an upgrade in place (State, in a memfd whose
+// descriptor the environment names) and across any start that takes
+// pinned samplers over (the SNMP-set part of the SFLOW-MIB, in a file of
+// the state directory).
+package handover
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/mib"
+)
+
+// Env names the descriptor of the State an exec'ing daemon passes on.
+const Env = "SFLOWSWITCHD_HANDOVER"
+
+// version of State's encoding; a program that reads another refuses it
+// (and starts as after a crash: it adopts the pinned samplers anyway).
+const version = 1
+
+// State is what a daemon passes to the program it execs.
+type State struct {
+	Version int `json:"version"`
+	// LockFD and OwnerFD are dataplane.Handover's descriptors: the pin
+	// directory's lock and the clsact owner socket, open across the exec.
+	LockFD  int `json:"lock_fd"`
+	OwnerFD int `json:"owner_fd"`
+	// ExeFD is the previous program's executable, open across the exec:
+	// a program that fails to start execs it again (a rollback). -1: none.
+	ExeFD int `json:"exe_fd"`
+	// Rollback: this exec is a rollback; a failure now is not rolled back
+	// again.
+	Rollback bool `json:"rollback,omitempty"`
+	// Args are the previous program's arguments (os.Args): a rollback
+	// runs it with them again, whatever the failed program was given.
+	Args []string `json:"args"`
+	// From is the previous program's revision.
+	From string `json:"from"`
+	// StoppedNs is when the previous program's workers had stopped, on
+	// CLOCK_MONOTONIC (Monotonic): the handover's time is measured from it.
+	StoppedNs uint64 `json:"stopped_ns"`
+}
+
+// Monotonic is CLOCK_MONOTONIC in nanoseconds: one clock for every
+// program of this boot (Go's monotonic readings are per process).
+func Monotonic() uint64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return uint64(ts.Nano())
+}
+
+// Write puts st in a memfd that stays open across exec and returns its
+// descriptor, for Env.
+func Write(st State) (int, error) {
+	st.Version = version
+	b, err := json.Marshal(st)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.MemfdCreate("sflowswitchd-handover", 0) // no MFD_CLOEXEC: it is for the next program
+	if err != nil {
+		return -1, fmt.Errorf("handover memfd: %w", err)
+	}
+	if _, err := unix.Pwrite(fd, b, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("writing the handover: %w", err)
+	}
+	return fd, nil
+}
+
+// Take reads the State the previous program passed in the environment,
+// closes its descriptor and removes Env; nil when this program was not
+// exec'ed by one.
+func Take() (*State, error) {
+	v, ok := os.LookupEnv(Env)
+	if !ok {
+		return nil, nil
+	}
+	os.Unsetenv(Env)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 0 {
+		return nil, fmt.Errorf("%s=%q: not a descriptor", Env, v)
+	}
+	f := os.NewFile(uintptr(fd), "handover")
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the handover: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("decoding the handover: %w", err)
+	}
+	if st.Version != version {
+		return nil, fmt.Errorf("handover of version %d, this program reads %d", st.Version, version)
+	}
+	for _, fd := range []int{st.LockFD, st.OwnerFD, st.ExeFD} {
+		if fd >= 0 {
+			unix.CloseOnExec(fd) // passed on again explicitly when needed
+		}
+	}
+	return &st, nil
+}
+
+// Env returns the environment of an exec with st: the process's own,
+// Env set to the descriptor Write made, the descriptors st names kept
+// open.
+func (st State) Env() ([]string, error) {
+	fd, err := Write(st)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []int{st.LockFD, st.OwnerFD, st.ExeFD} {
+		if k < 0 {
+			continue
+		}
+		if _, err := unix.FcntlInt(uintptr(k), unix.F_SETFD, 0); err != nil {
+			return nil, fmt.Errorf("keeping descriptor %d over exec: %w", k, err)
+		}
+	}
+	env := []string{Env + "=" + strconv.Itoa(fd)}
+	for _, e := range os.Environ() {
+		if len(e) > len(Env) && e[:len(Env)+1] == Env+"=" {
+			continue
+		}
+		env = append(env, e)
+	}
+	return env, nil
+}
+
+// snmpFile is the SNMP snapshot's name in the state directory.
+const snmpFile = "snmp.json"
+
+// snmpRecord is the SNMP snapshot as stored: the receivers' remaining
+// time counts from At (CLOCK_MONOTONIC).
+type snmpRecord struct {
+	At       uint64       `json:"at"`
+	Snapshot mib.Snapshot `json:"snapshot"`
+}
+
+// SNMPStore keeps the MIB's SNMP-set part in a state directory.
+type SNMPStore struct {
+	dir  string
+	last []byte // the deadlines of the last write, to skip writing the same
+}
+
+// NewSNMPStore keeps the snapshot in dir.
+func NewSNMPStore(dir string) *SNMPStore { return &SNMPStore{dir: dir} }
+
+// Save writes snap when it differs from the last one written (the
+// receivers' deadlines, not their remaining time, are compared).
+func (s *SNMPStore) Save(snap mib.Snapshot) error {
+	now := Monotonic()
+	key := snap
+	key.Receivers = append([]mib.SnapshotReceiver(nil), snap.Receivers...)
+	for i := range key.Receivers { // the deadline, rounded to a second
+		key.Receivers[i].Remaining = (key.Receivers[i].Remaining + time.Duration(now)) / time.Second
+	}
+	kb, err := json.Marshal(key)
+	if err != nil {
+		return err
+	}
+	if string(kb) == string(s.last) {
+		return nil
+	}
+	b, err := json.Marshal(snmpRecord{At: now, Snapshot: snap})
+	if err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(s.dir, snmpFile), b); err != nil {
+		return err
+	}
+	s.last = kb
+	return nil
+}
+
+// Load reads the snapshot, with the receivers' remaining time as of now;
+// an empty snapshot when there is none.
+func (s *SNMPStore) Load() (mib.Snapshot, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, snmpFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return mib.Snapshot{}, nil
+	}
+	if err != nil {
+		return mib.Snapshot{}, err
+	}
+	var r snmpRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return mib.Snapshot{}, fmt.Errorf("%s: %w", snmpFile, err)
+	}
+	now := Monotonic()
+	for i := range r.Snapshot.Receivers {
+		if now > r.At {
+			r.Snapshot.Receivers[i].Remaining -= time.Duration(now - r.At)
+		}
+	}
+	return r.Snapshot, nil
+}
+
+// Remove deletes the snapshot (a clean stop: the next start begins
+// afresh).
+func (s *SNMPStore) Remove() error {
+	err := os.Remove(filepath.Join(s.dir, snmpFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// writeFile replaces name with b atomically (a temporary file renamed),
+// mode 0600.
+func writeFile(name string, b []byte) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
