@@ -16,6 +16,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // Environment of the "pin" helper role: its pin directory and how it
@@ -141,7 +142,7 @@ func skipWithoutTCX(t *testing.T) {
 	t.Helper()
 	if err := kernelFeatures().Unavailable(FeatureTCX); err != nil {
 		forTCModes(t, func(*testing.T, tcCase) {}) // reports the skip
-		t.SkipNow()
+		testskip.Feature(t, kernelFeatures(), FeatureTCX)
 	}
 }
 
