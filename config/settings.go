@@ -164,7 +164,12 @@ const (
 	DefaultSNMPReceivers        = 10
 	DefaultSNMPInstances        = 3
 	DefaultStateDir             = "/var/lib/sflowswitchd"
-	DefaultPinDir               = "/sys/fs/bpf/sflowswitchd"
+	// DefaultPinDir pins nothing: a daemon started by hand or by a test
+	// leaves nothing in the machine's BPF file system. The packaged
+	// configuration sets PackagedPinDir (deploy/sflowswitchd.conf.example).
+	DefaultPinDir = PinOff
+	// PackagedPinDir is the pin directory of the packaged daemon.
+	PackagedPinDir = "/sys/fs/bpf/sflowswitchd"
 	// PinOff as pin_dir pins nothing.
 	PinOff = "off"
 	// DefaultMaxPorts is the default number of port slots: about 64 bytes

@@ -143,6 +143,25 @@ func (c *collector) flowRates(t time.Time, ifindex uint32) []uint32 {
 	return rates
 }
 
+// settledFlowRates waits until no flow sample of ifindex has arrived
+// for 1.5 s (longer than a worker's 1 s flush tick) and returns the
+// rates of those received since t, as flowRates; it gives up waiting
+// after 30 s.
+func (c *collector) settledFlowRates(t time.Time, ifindex uint32) []uint32 {
+	deadline := time.Now().Add(30 * time.Second)
+	n, still := -1, time.Now()
+	for {
+		rates := c.flowRates(t, ifindex)
+		if len(rates) != n {
+			n, still = len(rates), time.Now()
+		}
+		if len(rates) > 0 && time.Since(still) >= 1500*time.Millisecond || time.Now().After(deadline) {
+			return rates
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // counterTimes returns the arrival times of the counter samples of
 // ifindex received since t.
 func (c *collector) counterTimes(t time.Time, ifindex uint32) []time.Time {
@@ -232,7 +251,7 @@ func TestDaemonOverAgentX(t *testing.T) {
 		t.Fatal("no p1 in the lab")
 	}
 	lab.Start(t, lab.Switch, daemonBin, "-agentx", "unix:"+s.SocketPath, "-ports", "p1,p2", "-collector", "none",
-		"-workers", "1", "-agent-address", lab.AgentAddr.String())
+		"-workers", "1", "-agent-address", lab.AgentAddr.String(), "-state-dir", t.TempDir(), "-pin-dir", "off")
 	g := s.Client(t, "private")
 	g.Timeout, g.Retries = 500*time.Millisecond, 0
 
@@ -289,8 +308,9 @@ func TestDaemonOverAgentX(t *testing.T) {
 	start := time.Now()
 	const k1 = 20000
 	lab.SendFrames(t, 0, frames(lab, k1))
-	time.Sleep(2500 * time.Millisecond) // flushed at least once a second
-	rates := col.flowRates(start, p1)
+	// Every sample of the burst, also on a loaded machine: a sample
+	// delivered late would otherwise count after the rate change below.
+	rates := col.settledFlowRates(start, p1)
 	checkSampleCount(t, len(rates), k1, rate1)
 	for _, r := range rates {
 		if r != rate1 {
@@ -310,8 +330,7 @@ func TestDaemonOverAgentX(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	const k2 = 8000
 	lab.SendFrames(t, 0, frames(lab, k2))
-	time.Sleep(2 * time.Second)
-	rates = col.flowRates(changed, p1)
+	rates = col.settledFlowRates(changed, p1)
 	checkSampleCount(t, len(rates), k2, rate2)
 	for _, r := range rates {
 		if r != rate2 {
