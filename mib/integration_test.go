@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -332,9 +333,18 @@ func TestDaemonOverAgentX(t *testing.T) {
 	lab.SendFrames(t, 0, frames(lab, k2))
 	rates = col.settledFlowRates(changed, p1)
 	checkSampleCount(t, len(rates), k2, rate2)
+	// A CPU's first sample after the change may have been taken with the
+	// skip it drew at the old kernel rate (64 for 1/100); it then says
+	// so, the rate it was taken at (agent: max of the configured and the
+	// kernel's rate). At most one per CPU.
+	old := 0
 	for _, r := range rates {
-		if r != rate2 {
-			t.Fatalf("after the rate change a flow sample has rate %d, want %d", r, rate2)
+		switch {
+		case r == rate2:
+		case r == 64 && old < runtime.NumCPU():
+			old++
+		default:
+			t.Fatalf("after the rate change a flow sample has rate %d, want %d (or 64 for at most one sample per CPU, %d so far)", r, rate2, old)
 		}
 	}
 	// snmpd killed and restarted: the subagent registers again within 5 s
