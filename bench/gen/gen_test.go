@@ -132,7 +132,17 @@ func TestExactCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The frames sent are still on their way through veth's receive
+	// path when Send returns: read p1 until its counts hold still.
 	b := l.LinkStats(t, l.Switch, "p1")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		nb := l.LinkStats(t, l.Switch, "p1")
+		if nb == b {
+			break
+		}
+		b = nb
+	}
 	t.Logf("%d frames in %.2f s (%.0f frames/s): %+v", n, sec, float64(n)/sec, c)
 	if c.Runs != n || c.Redirected != n || c.Bad != 0 || c.Errors != 0 {
 		t.Fatalf("counters %+v: want %d runs, all redirected", c, n)
