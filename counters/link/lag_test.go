@@ -354,4 +354,3 @@ func checkLAGDecoders(t *testing.T, m uint32, recs []sflow.Record) {
 		}
 	}
 }
-
