@@ -14,11 +14,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"syscall"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -282,4 +284,85 @@ func (r *LinkCounterReader) getStats(ifindex int, attr uint32) ([]syscall.Netlin
 			}
 		}
 	}
+}
+
+// BridgeAttrs returns ReadBridgeAttrs of the reader's namespace.
+func (r *LinkCounterReader) BridgeAttrs() (map[uint32]BridgeAttrs, error) {
+	return dumpBridgeAttrs(r.raw)
+}
+
+// VLANCounters returns the counters of VLAN vid summed over the
+// VLAN-filtering bridges of the reader's namespace that keep per-VLAN
+// statistics (vlan_stats_enabled 1) and have the VLAN; ok is false when
+// none has (the VLAN is gone, or its statistics are off).
+func (r *LinkCounterReader) VLANCounters(vid uint16) (s VLANStats, ok bool, err error) {
+	attrs, err := r.BridgeAttrs()
+	if err != nil {
+		return s, false, err
+	}
+	s.VID = vid
+	for idx, ba := range attrs {
+		if !ba.VLANFiltering || !ba.VLANStats {
+			continue
+		}
+		vs, err := r.BridgeVLANStats(int(idx))
+		if err != nil {
+			return s, false, err
+		}
+		for _, v := range vs {
+			if v.VID == vid {
+				s.RxBytes += v.RxBytes
+				s.RxPackets += v.RxPackets
+				s.TxBytes += v.TxBytes
+				s.TxPackets += v.TxPackets
+				ok = true
+			}
+		}
+	}
+	return s, ok, nil
+}
+
+// StatsVLANs returns the VLANs that are VLAN data sources for the selected
+// ports, in the calling thread's namespace: every VLAN a selected port is
+// a member of on a VLAN-filtering bridge that keeps per-VLAN statistics
+// (vlan_stats_enabled 1), sorted. A bridge without statistics gives none:
+// the kernel has no counters to send.
+func StatsVLANs(selected []PortInfo) ([]uint16, error) {
+	attrs, err := ReadBridgeAttrs(netns.None())
+	if err != nil {
+		return nil, err
+	}
+	want := map[int]bool{}
+	for _, p := range selected {
+		if ba, ok := attrs[uint32(p.MasterIndex)]; ok && ba.VLANFiltering && ba.VLANStats {
+			want[p.Index] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("VLAN data sources: netlink: %w", err)
+	}
+	defer h.Close()
+	vl, err := h.BridgeVlanList()
+	if err != nil {
+		return nil, fmt.Errorf("VLAN data sources: listing bridge VLANs: %w", err)
+	}
+	seen := map[uint16]bool{}
+	var out []uint16
+	for idx, infos := range vl {
+		if !want[int(idx)] {
+			continue
+		}
+		for _, vi := range infos {
+			if !seen[vi.Vid] {
+				seen[vi.Vid] = true
+				out = append(out, vi.Vid)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

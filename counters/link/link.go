@@ -7,6 +7,7 @@
 package link
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/vishvananda/netns"
@@ -25,6 +26,7 @@ type Reader struct {
 	ethc  map[uint32]*sflow.EthernetCounters
 	names map[uint32]*sflow.PortName
 	lags  map[uint32]*sflow.LAGPortStats
+	vlans map[uint32]*sflow.VLANCounters
 }
 
 // New opens a reader in the calling thread's network namespace.
@@ -34,7 +36,8 @@ func New() (*Reader, error) {
 		return nil, err
 	}
 	return &Reader{links: r, ifc: map[uint32]*sflow.IfCounters{}, ethc: map[uint32]*sflow.EthernetCounters{},
-		names: map[uint32]*sflow.PortName{}, lags: map[uint32]*sflow.LAGPortStats{}}, nil
+		names: map[uint32]*sflow.PortName{}, lags: map[uint32]*sflow.LAGPortStats{},
+		vlans: map[uint32]*sflow.VLANCounters{}}, nil
 }
 
 // AppendRecords appends port ifindex's if_counters, its
@@ -145,6 +148,46 @@ func lagPortStats(m dataplane.LAGMember) sflow.LAGPortStats {
 	l.UnknownRx, l.IllegalRx = uint32(s.LACPDUUnknownRx), uint32(s.LACPDUIllegalRx+s.MarkerUnknownRx)
 	l.LACPDUsTx, l.MarkerPDUsTx, l.MarkerResponsePDUsTx = uint32(s.LACPDUTx), uint32(s.MarkerTx), uint32(s.MarkerRespTx)
 	return l
+}
+
+// AppendVLANRecords appends vlan_counters (0:5) of VLAN vid, the data
+// source smonVlanDataSource.<vid>: the kernel's per-VLAN statistics of
+// the VLAN-filtering bridges that keep them (vlan_stats_enabled 1),
+// summed over the bridges that have the VLAN (sFlow's VLAN ID is global
+// to the switch). The bridge counts, per VLAN, the frames and bytes it
+// received in it (at whichever port, each frame once) and sent in it:
+//   - octets: the bytes received in the VLAN (its traffic, each frame
+//     once; RMON-style, as the spec's VLAN counters are);
+//   - ucastPkts: the frames received in the VLAN, multicast and
+//     broadcast included: the kernel does not tell them apart (as
+//     if_counters' ifInUcastPkts on Linux);
+//   - multicastPkts, broadcastPkts, discards: not kept per VLAN,
+//     sent as unavailable.
+//
+// A VLAN the bridges no longer have (or whose statistics were turned
+// off) is an error, with no record.
+func (c *Reader) AppendVLANRecords(recs []sflow.Record, vid uint32) ([]sflow.Record, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if vid == 0 || vid > 4094 {
+		return recs, fmt.Errorf("vlan_counters: VLAN %d out of range", vid)
+	}
+	s, ok, err := c.links.VLANCounters(uint16(vid))
+	if err != nil {
+		return recs, err
+	}
+	if !ok {
+		return recs, fmt.Errorf("vlan_counters: no VLAN-filtering bridge keeps statistics of VLAN %d", vid)
+	}
+	v := c.vlans[vid]
+	if v == nil {
+		v = new(sflow.VLANCounters)
+		c.vlans[vid] = v
+	}
+	*v = sflow.VLANCounters{VLANID: vid}
+	v.SetUnavailable()
+	v.Octets, v.UcastPkts = s.RxBytes, uint32(s.RxPackets)
+	return append(recs, v), nil
 }
 
 // Forget drops the cached records of ports not in keep.

@@ -36,6 +36,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -210,14 +211,14 @@ func (s *snapshot) readVLANs(h *netlink.Handle, ns netns.NsHandle, links []netli
 	s.floodVLANPorts = map[vlanKey]uint32{}
 	s.untaggedVLAN = map[uint32]uint16{}
 	s.vlanDevs = map[uint32]vlanDev{}
-	attrs, err := readBridgeAttrs(ns)
+	attrs, err := dataplane.ReadBridgeAttrs(ns)
 	if err != nil {
-		return err
+		return fmt.Errorf("forwarding: %w", err)
 	}
 	filtering := false
 	for idx, ba := range attrs {
-		if ba.vlanFiltered {
-			s.vlanBridges[idx] = vlanBridge{proto: ba.vlanProto}
+		if ba.VLANFiltering {
+			s.vlanBridges[idx] = vlanBridge{proto: ba.VLANProtocol}
 			filtering = true
 		}
 	}

@@ -1,4 +1,4 @@
-package forwarding
+package dataplane
 
 import (
 	"encoding/binary"
@@ -10,35 +10,43 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// bridgeAttrs is what this package reads of a bridge beyond what the
-// netlink library decodes: its VLAN protocol (IFLA_BR_VLAN_PROTOCOL) and
-// whether it keeps per-VLAN statistics (IFLA_BR_VLAN_STATS_ENABLED).
-type bridgeAttrs struct {
-	vlanProto    uint16
-	vlanStatsOn  bool
-	vlanFiltered bool
+// BridgeAttrs is what the agent reads of a bridge beyond what the netlink
+// library decodes: whether it filters VLANs (IFLA_BR_VLAN_FILTERING), its
+// VLAN protocol (IFLA_BR_VLAN_PROTOCOL: 0x8100, or 0x88a8 for an 802.1ad
+// bridge) and whether it keeps per-VLAN statistics
+// (IFLA_BR_VLAN_STATS_ENABLED).
+type BridgeAttrs struct {
+	VLANFiltering bool
+	VLANProtocol  uint16
+	VLANStats     bool
 }
 
-// readBridgeAttrs dumps the links of namespace ns and returns the
-// attributes above for each bridge, by ifindex. The library (v1.3.1)
-// parses IFLA_BR_VLAN_FILTERING but neither of the two attributes, so this
-// is a plain RTM_GETLINK dump through its socket type.
-func readBridgeAttrs(ns netns.NsHandle) (map[uint32]bridgeAttrs, error) {
+// ReadBridgeAttrs dumps the links of namespace ns (netns.None(): the
+// calling thread's) and returns the attributes above for each bridge, by
+// ifindex. The library (v1.3.1) parses IFLA_BR_VLAN_FILTERING but neither
+// of the two others, so this is a plain RTM_GETLINK dump through its
+// socket type.
+func ReadBridgeAttrs(ns netns.NsHandle) (map[uint32]BridgeAttrs, error) {
 	sock, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("forwarding: netlink socket: %w", err)
+		return nil, fmt.Errorf("bridge attributes: netlink socket: %w", err)
 	}
 	defer sock.Close()
+	return dumpBridgeAttrs(sock)
+}
+
+// dumpBridgeAttrs is ReadBridgeAttrs on an open socket.
+func dumpBridgeAttrs(sock *nl.NetlinkSocket) (map[uint32]BridgeAttrs, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	if err := sock.Send(req); err != nil {
-		return nil, fmt.Errorf("forwarding: link dump: %w", err)
+		return nil, fmt.Errorf("bridge attributes: link dump: %w", err)
 	}
-	out := map[uint32]bridgeAttrs{}
+	out := map[uint32]BridgeAttrs{}
 	for {
 		msgs, _, err := sock.Receive()
 		if err != nil {
-			return nil, fmt.Errorf("forwarding: link dump: %w", err)
+			return nil, fmt.Errorf("bridge attributes: link dump: %w", err)
 		}
 		for _, m := range msgs {
 			switch m.Header.Type {
@@ -47,7 +55,7 @@ func readBridgeAttrs(ns netns.NsHandle) (map[uint32]bridgeAttrs, error) {
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
-						return nil, fmt.Errorf("forwarding: link dump: %w", syscall.Errno(-e))
+						return nil, fmt.Errorf("bridge attributes: link dump: %w", syscall.Errno(-e))
 					}
 				}
 				return out, nil
@@ -62,7 +70,7 @@ func readBridgeAttrs(ns netns.NsHandle) (map[uint32]bridgeAttrs, error) {
 
 // parseBridgeLink reads an RTM_NEWLINK message's bridge attributes; ok is
 // false for a link that is not a bridge.
-func parseBridgeLink(b []byte) (idx uint32, ba bridgeAttrs, ok bool) {
+func parseBridgeLink(b []byte) (idx uint32, ba BridgeAttrs, ok bool) {
 	if len(b) < unix.SizeofIfInfomsg {
 		return 0, ba, false
 	}
@@ -71,7 +79,7 @@ func parseBridgeLink(b []byte) (idx uint32, ba bridgeAttrs, ok bool) {
 	if err != nil {
 		return 0, ba, false
 	}
-	ba.vlanProto = tpid8021Q
+	ba.VLANProtocol = 0x8100 // the default, IEEE 802.1Q
 	for _, a := range attrs {
 		if a.Attr.Type != unix.IFLA_LINKINFO {
 			continue
@@ -100,12 +108,12 @@ func parseBridgeLink(b []byte) (idx uint32, ba bridgeAttrs, ok bool) {
 			switch d.Attr.Type {
 			case nl.IFLA_BR_VLAN_PROTOCOL: // __be16
 				if len(d.Value) >= 2 {
-					ba.vlanProto = binary.BigEndian.Uint16(d.Value)
+					ba.VLANProtocol = binary.BigEndian.Uint16(d.Value)
 				}
 			case nl.IFLA_BR_VLAN_STATS_ENABLED:
-				ba.vlanStatsOn = len(d.Value) >= 1 && d.Value[0] != 0
+				ba.VLANStats = len(d.Value) >= 1 && d.Value[0] != 0
 			case nl.IFLA_BR_VLAN_FILTERING:
-				ba.vlanFiltered = len(d.Value) >= 1 && d.Value[0] != 0
+				ba.VLANFiltering = len(d.Value) >= 1 && d.Value[0] != 0
 			}
 		}
 	}
