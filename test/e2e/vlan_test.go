@@ -132,15 +132,67 @@ func testVLANBridge(t *testing.T, hook string) {
 		}
 	}
 
+	col, _ := runVLANCases(t, lab, hook, []string{"p1", "p2", "p3"}, cases)
+	marker := caseMarker(len(cases))
+	const copies = 5
+	// The frames the bridge dropped for VLAN membership are notified
+	// with the kernel's reason.
+	dgs := col.waitFor(t, testutil.Scaled(30*time.Second), "drop notifications of the non-member frames", func(dgs []datagram) bool {
+		n := 0
+		for _, r := range dropSamplesOf(dgs) {
+			if r.header != nil && marker(r.header.Header) == 5 {
+				n++
+			}
+		}
+		return n >= copies
+	})
+	reasons := map[string]int{}
+	for _, r := range dropSamplesOf(dgs) {
+		if r.header == nil || marker(r.header.Header) != 5 {
+			continue
+		}
+		reasons[fmt.Sprintf("%s/%s/code %d/in %d", r.linux, r.symbol, r.s.Reason, r.s.Input)]++
+		if r.s.Input != idx("p1") {
+			t.Errorf("drop notification of a non-member frame: input %d, want p1 (%d)", r.s.Input, idx("p1"))
+		}
+	}
+	t.Logf("drop notifications of the frames tagged 200 on p1 (kernel reason/function/sFlow code/input): %v", reasons)
+}
+
+// caseMarker returns the case number a sampled header carries in its
+// payload ("vlancase-NN"), -1 for none.
+func caseMarker(ncases int) func(h []byte) int {
+	return func(h []byte) int {
+		j := bytes.Index(h, []byte("vlancase-"))
+		if j < 0 || j+11 > len(h) {
+			return -1
+		}
+		n, err := strconv.Atoi(string(h[j+9 : j+11]))
+		if err != nil || n >= ncases {
+			return -1
+		}
+		return n
+	}
+}
+
+// runVLANCases starts the daemon at hook on ports (rate 1, drop
+// notifications on), sends 5 copies of each case's frame and checks every
+// flow sample of them: data source and input, output, extended_switch,
+// the sampled header equal to the frame sent; then that goflow2 and
+// tshark read the same extended_switch records.
+func runVLANCases(t *testing.T, lab *netlab.Lab, hook string, ports []string, cases []vlanCase) (*collector, []datagram) {
+	t.Helper()
+	sw := lab.Switch
+	idx := func(name string) uint32 { return uint32(lab.LinkIndex(sw, name)) }
 	col := listen(t, lab, collectorPort)
 	conf := filepath.Join(t.TempDir(), "sflowswitchd.conf")
-	body := fmt.Sprintf("sampling = 1\npolling = 0\nports = [\"p1\", \"p2\", \"p3\"]\nhook = %q\ndrops = \"on\"\ndrops_header_bytes = 128\n\n[[collector]]\naddress = \"%s:%d\"\n",
-		hook, lab.CollectorAddr, collectorPort)
+	body := fmt.Sprintf("sampling = 1\npolling = 0\nports = [\"%s\"]\nhook = %q\ndrops = \"on\"\ndrops_header_bytes = 128\n\n[[collector]]\naddress = \"%s:%d\"\n",
+		strings.Join(ports, "\", \""), hook, lab.CollectorAddr, collectorPort)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, lab, "-config", conf)
-	d.waitReady(t, lab, "p1", "p2", "p3")
+	d.waitReady(t, lab, ports...)
 	if !strings.Contains(d.log(), "hook="+hook) {
 		t.Logf("daemon log does not name hook=%s:\n%s", hook, d.log())
 	}
@@ -155,17 +207,7 @@ func testVLANBridge(t *testing.T, hook string) {
 		lab.SendFrames(t, cases[i].from, frames)
 		total += copies
 	}
-	marker := func(h []byte) int {
-		j := bytes.Index(h, []byte("vlancase-"))
-		if j < 0 || j+11 > len(h) {
-			return -1
-		}
-		n, err := strconv.Atoi(string(h[j+9 : j+11]))
-		if err != nil || n >= len(cases) {
-			return -1
-		}
-		return n
-	}
+	marker := caseMarker(len(cases))
 	count := func(dgs []datagram) (n int) {
 		for _, f := range flowSamplesOf(dgs, 0) {
 			if f.header != nil && marker(f.header.Header) >= 0 {
@@ -272,26 +314,55 @@ func testVLANBridge(t *testing.T, hook string) {
 	}
 	t.Logf("%d extended_switch records, goflow2 %d, tshark %d", len(ours), len(gf), len(ts))
 
-	// The frames the bridge dropped for VLAN membership are notified
-	// with the kernel's reason.
-	dgs = col.waitFor(t, testutil.Scaled(30*time.Second), "drop notifications of the non-member frames", func(dgs []datagram) bool {
-		n := 0
-		for _, r := range dropSamplesOf(dgs) {
-			if r.header != nil && marker(r.header.Header) == 5 {
-				n++
+	return col, dgs
+}
+
+// TestQinQBridge runs the daemon on an 802.1ad (QinQ) bridge
+// (vlan_protocol 802.1ad): p1 a customer port of S-VLAN 1000 (PVID 1000,
+// untagged), p2 a provider trunk (S-VLAN 1000 tagged). At XDP, and at TC
+// where the kernel has taken the S-tag out of the frame:
+//   - a customer frame C-tagged 10 PCP 4 on p1: the C-tag is payload to
+//     the S-bridge, so src_vlan = dst_vlan = 1000 (the PVID), priority 0,
+//     output p2 (FDB of S-VLAN 1000);
+//   - a provider frame S-tagged 1000 PCP 2 over C-tag 10 on p2: VLAN 1000,
+//     priority 2 (the S-tag's), output p1.
+func TestQinQBridge(t *testing.T) {
+	testskip.Root(t)
+	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.FeatureBridgeVLANFiltering)
+	for _, hook := range []string{"xdp", "tc"} {
+		t.Run(hook, func(t *testing.T) {
+			lab := newLab(t, 2)
+			sw := lab.Switch
+			for _, c := range [][]string{
+				{"ip", "link", "set", "br0", "type", "bridge", "vlan_filtering", "1", "vlan_protocol", "802.1ad"},
+				{"bridge", "vlan", "del", "dev", "p1", "vid", "1"},
+				{"bridge", "vlan", "add", "dev", "p1", "vid", "1000", "pvid", "untagged"},
+				{"bridge", "vlan", "del", "dev", "p2", "vid", "1"},
+				{"bridge", "vlan", "add", "dev", "p2", "vid", "1000"},
+			} {
+				if out, err := lab.Run(sw, c[0], c[1:]...); err != nil {
+					t.Fatalf("%v: %v\n%s", c, err, out)
+				}
 			}
-		}
-		return n >= copies
-	})
-	reasons := map[string]int{}
-	for _, r := range dropSamplesOf(dgs) {
-		if r.header == nil || marker(r.header.Header) != 5 {
-			continue
-		}
-		reasons[fmt.Sprintf("%s/%s/code %d/in %d", r.linux, r.symbol, r.s.Reason, r.s.Input)]++
-		if r.s.Input != idx("p1") {
-			t.Errorf("drop notification of a non-member frame: input %d, want p1 (%d)", r.s.Input, idx("p1"))
-		}
+			h1, h2 := lab.HostMACs[0], lab.HostMACs[1]
+			idx := func(name string) uint32 { return uint32(lab.LinkIndex(sw, name)) }
+			q := func(pcp, vid uint16) [2]uint16 { return [2]uint16{0x8100, pcp<<13 | vid} }
+			ad := func(pcp, vid uint16) [2]uint16 { return [2]uint16{0x88a8, pcp<<13 | vid} }
+			udp := func(src, dst net.HardwareAddr, i int) []byte {
+				return netlab.UDPFrame(src, dst, netip.AddrPortFrom(netip.MustParseAddr("198.18.0.200"), 4000),
+					netip.AddrPortFrom(netip.MustParseAddr("198.18.0.201"), 4000), []byte(fmt.Sprintf("vlancase-%02d", i)))
+			}
+			lab.SendFrames(t, 1, [][]byte{tagged(udp(h2, h1, 99), ad(0, 1000), q(0, 10))})
+			lab.SendFrames(t, 0, [][]byte{tagged(udp(h1, h2, 98), q(0, 10))})
+			fdb, _ := lab.Run(sw, "bridge", "fdb", "show", "br", "br0", "dynamic")
+			t.Logf("bridge fdb show br br0 dynamic:\n%s", fdb)
+			cases := []vlanCase{
+				{name: "C-tagged 10 on the customer port", from: 0, frame: tagged(udp(h1, h2, 0), q(4, 10)), in: "p1",
+					out: sflow.IfIndex(idx("p2")), sw: &sflow.ExtendedSwitch{SrcVLAN: 1000, DstVLAN: 1000}},
+				{name: "S-tagged 1000 over C-tag 10 on the trunk", from: 1, frame: tagged(udp(h2, h1, 1), ad(2, 1000), q(4, 10)), in: "p2",
+					out: sflow.IfIndex(idx("p1")), sw: &sflow.ExtendedSwitch{SrcVLAN: 1000, SrcPriority: 2, DstVLAN: 1000, DstPriority: 2}},
+			}
+			runVLANCases(t, lab, hook, []string{"p1", "p2"}, cases)
+		})
 	}
-	t.Logf("drop notifications of the frames tagged 200 on p1 (kernel reason/function/sFlow code/input): %v", reasons)
 }
