@@ -120,7 +120,7 @@ for _ in $(seq 1 60); do
 done
 [ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] || fail "not restarted after SIGKILL"
 journalctl -u sflowswitchd --no-pager -o cat | grep -i 'adopt' | tail -3 || true
-journalctl _PID="$pid2" --no-pager -o cat | grep -q "adopted=true" || fail "the restarted daemon did not adopt the pinned samplers"
+journalctl _PID="$pid2" --no-pager -o cat | grep -q "samplers taken over from the previous program" || fail "the restarted daemon did not adopt the pinned samplers"
 sleep 5
 
 echo "== traffic stops"
