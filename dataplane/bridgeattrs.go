@@ -19,6 +19,10 @@ type BridgeAttrs struct {
 	VLANFiltering bool
 	VLANProtocol  uint16
 	VLANStats     bool
+	// VLANStatsPerPort (IFLA_BR_VLAN_STATS_PER_PORT): each port's VLAN
+	// entry counts its own frames; off (the default), every port's entry
+	// of a VLAN shares the VLAN's one set of counters.
+	VLANStatsPerPort bool
 }
 
 // ReadBridgeAttrs dumps the links of namespace ns (netns.None(): the
@@ -112,6 +116,8 @@ func parseBridgeLink(b []byte) (idx uint32, ba BridgeAttrs, ok bool) {
 				}
 			case nl.IFLA_BR_VLAN_STATS_ENABLED:
 				ba.VLANStats = len(d.Value) >= 1 && d.Value[0] != 0
+			case unix.IFLA_BR_VLAN_STATS_PER_PORT:
+				ba.VLANStatsPerPort = len(d.Value) >= 1 && d.Value[0] != 0
 			case nl.IFLA_BR_VLAN_FILTERING:
 				ba.VLANFiltering = len(d.Value) >= 1 && d.Value[0] != 0
 			}

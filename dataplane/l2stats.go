@@ -35,9 +35,6 @@ const (
 	// bridgeVLANXstatsLen is sizeof(struct bridge_vlan_xstats): rx_bytes,
 	// rx_packets, tx_bytes, tx_packets (u64), vid, flags (u16), pad (u32).
 	bridgeVLANXstatsLen = 40
-	// brVLANFlagMaster is BRIDGE_VLAN_INFO_MASTER in a bridge_vlan_xstats'
-	// flags: the bridge's own, VLAN-wide counters (not a port's).
-	brVLANFlagMaster = 1
 )
 
 // BOND_3AD_STAT_* (struct bond_3ad_stats), in attribute order.
@@ -182,25 +179,32 @@ func (r *LinkCounterReader) lacpStats(ifindex int) (s LACPStats, ok bool, err er
 }
 
 // VLANStats are the counters of one VLAN of a bridge (struct
-// bridge_vlan_xstats of the bridge's own, VLAN-wide context): frames and
-// bytes the bridge received and sent in the VLAN.
+// bridge_vlan_xstats): frames and bytes received and sent in the VLAN,
+// as one VLAN entry of a port (or the bridge) counts them.
 type VLANStats struct {
 	VID                uint16
 	RxBytes, RxPackets uint64
 	TxBytes, TxPackets uint64
 }
 
-// BridgeVLANStats returns the per-VLAN counters of bridge ifindex, which
-// the kernel keeps only with vlan_stats_enabled 1 (otherwise it reports
-// none: an empty result).
-func (r *LinkCounterReader) BridgeVLANStats(ifindex int) ([]VLANStats, error) {
-	attrs, err := r.getStats(ifindex, iflaStatsLinkXstats)
+// PortVLANStats returns the per-VLAN counters of bridge port ifindex (or
+// of the bridge itself, its own VLAN entries), which the kernel keeps
+// only with vlan_stats_enabled 1 (otherwise it reports none). A port's
+// are bridge extended statistics of a slave
+// (IFLA_STATS_LINK_XSTATS_SLAVE), the bridge's its own
+// (IFLA_STATS_LINK_XSTATS); both hold BRIDGE_XSTATS_VLAN entries.
+func (r *LinkCounterReader) PortVLANStats(ifindex int, isBridge bool) ([]VLANStats, error) {
+	attr := uint32(iflaStatsLinkXstatsSlave)
+	if isBridge {
+		attr = iflaStatsLinkXstats
+	}
+	attrs, err := r.getStats(ifindex, attr)
 	if err != nil {
 		return nil, err
 	}
 	var out []VLANStats
 	for _, a := range attrs {
-		if a.Attr.Type&nl.NLA_TYPE_MASK != iflaStatsLinkXstats {
+		if uint32(a.Attr.Type&nl.NLA_TYPE_MASK) != attr {
 			continue
 		}
 		for _, br := range nested(a.Value, linkXstatsTypeBridge) {
@@ -209,9 +213,6 @@ func (r *LinkCounterReader) BridgeVLANStats(ifindex int) ([]VLANStats, error) {
 					continue
 				}
 				e := binary.NativeEndian
-				if e.Uint16(v[34:36])&brVLANFlagMaster == 0 {
-					continue
-				}
 				out = append(out, VLANStats{RxBytes: e.Uint64(v[0:8]), RxPackets: e.Uint64(v[8:16]),
 					TxBytes: e.Uint64(v[16:24]), TxPackets: e.Uint64(v[24:32]), VID: e.Uint16(v[32:34])})
 			}
@@ -291,31 +292,55 @@ func (r *LinkCounterReader) BridgeAttrs() (map[uint32]BridgeAttrs, error) {
 	return dumpBridgeAttrs(r.raw)
 }
 
-// VLANCounters returns the counters of VLAN vid summed over the
-// VLAN-filtering bridges of the reader's namespace that keep per-VLAN
-// statistics (vlan_stats_enabled 1) and have the VLAN; ok is false when
-// none has (the VLAN is gone, or its statistics are off).
+// VLANCounters returns the counters of VLAN vid of the VLAN-filtering
+// bridges of the reader's namespace that keep per-VLAN statistics
+// (vlan_stats_enabled 1) and have the VLAN; ok is false when none has (the
+// VLAN is gone, or its statistics are off). The kernel keeps a VLAN's
+// counters in its bridge-wide entry, which every port's entry of the VLAN
+// shares unless vlan_stats_per_port is on; the bridge reports that entry
+// for itself only when it is a member of the VLAN (`bridge vlan add ...
+// self`), so it is read through a member port: one port's entry, or with
+// per-port statistics the sum of every member's (each frame is received
+// by one port) and the bridge's own. Bridges with the VLAN add up.
 func (r *LinkCounterReader) VLANCounters(vid uint16) (s VLANStats, ok bool, err error) {
 	attrs, err := r.BridgeAttrs()
 	if err != nil {
 		return s, false, err
 	}
 	s.VID = vid
+	var links []netlink.Link
 	for idx, ba := range attrs {
 		if !ba.VLANFiltering || !ba.VLANStats {
 			continue
 		}
-		vs, err := r.BridgeVLANStats(int(idx))
-		if err != nil {
-			return s, false, err
+		if links == nil {
+			if links, err = r.nl.LinkList(); err != nil {
+				return s, false, fmt.Errorf("linkstats: listing links: %w", err)
+			}
 		}
-		for _, v := range vs {
-			if v.VID == vid {
+		found := false
+		for _, l := range links {
+			a := l.Attrs()
+			self := uint32(a.Index) == idx
+			if uint32(a.MasterIndex) != idx && !self {
+				continue
+			}
+			vs, err := r.PortVLANStats(a.Index, self)
+			if err != nil {
+				return s, false, err
+			}
+			for _, v := range vs {
+				if v.VID != vid {
+					continue
+				}
+				if !ba.VLANStatsPerPort && found {
+					break // the shared entry, already counted
+				}
 				s.RxBytes += v.RxBytes
 				s.RxPackets += v.RxPackets
 				s.TxBytes += v.TxBytes
 				s.TxPackets += v.TxPackets
-				ok = true
+				found, ok = true, true
 			}
 		}
 	}

@@ -126,10 +126,8 @@ func readProcBonding(t *testing.T, ns string) procBonding {
 		case k == "Slave Interface":
 			cur = map[string]string{}
 			p.members[v] = cur
-		case k == "System Identification" && cur == nil:
-			if f := strings.Fields(v); len(f) == 2 {
-				p.system = f[1]
-			}
+		case k == "System MAC address" && cur == nil:
+			p.system = v
 		case k == "Partner Mac Address" && cur == nil:
 			p.partner = v
 		case k == "Aggregator ID" && cur == nil:
@@ -146,10 +144,10 @@ func readProcBonding(t *testing.T, ns string) procBonding {
 }
 
 // xstats reads the member's LACPDU counters as iproute2 shows them (`ip
-// link xstats type bond dev M`).
+// link xstats type bond_slave dev M`).
 func xstats(t *testing.T, ns, m string) (rx, tx uint64) {
 	t.Helper()
-	out := run(t, ns, "ip", "link", "xstats", "type", "bond", "dev", m)
+	out := run(t, ns, "ip", "link", "xstats", "type", "bond_slave", "dev", m)
 	re := regexp.MustCompile(`LACPDU Rx (\d+)\s+LACPDU Tx (\d+)`)
 	s := re.FindStringSubmatch(strings.Join(strings.Fields(out), " "))
 	if s == nil {

@@ -20,10 +20,11 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
-// kernelVLANRx is the bridge's own per-VLAN received bytes and packets of
-// VLAN vid as iproute2 shows them (`bridge -s -j vlan show`, the bridge's
-// entry).
-func kernelVLANRx(t *testing.T, lab *netlab.Lab, vid int) (bytes, packets uint64) {
+// kernelVLANRx is the per-VLAN received bytes and packets of VLAN vid as
+// iproute2 shows them (`bridge -s -j vlan show`) on port (with
+// vlan_stats_per_port off, every port's line shows the VLAN's one set of
+// counters).
+func kernelVLANRx(t *testing.T, lab *netlab.Lab, port string, vid int) (bytes, packets uint64) {
 	t.Helper()
 	out, err := lab.Run(lab.Switch, "bridge", "-s", "-j", "vlan", "show")
 	if err != nil {
@@ -32,7 +33,7 @@ func kernelVLANRx(t *testing.T, lab *netlab.Lab, vid int) (bytes, packets uint64
 	var ports []struct {
 		IfName string `json:"ifname"`
 		VLANs  []struct {
-			VLAN      int    `json:"vlan"`
+			VLAN      int    `json:"vid"`
 			RxBytes   uint64 `json:"rx_bytes"`
 			RxPackets uint64 `json:"rx_packets"`
 		} `json:"vlans"`
@@ -41,7 +42,7 @@ func kernelVLANRx(t *testing.T, lab *netlab.Lab, vid int) (bytes, packets uint64
 		t.Fatalf("bridge -s -j vlan show: %v\n%s", err, out)
 	}
 	for _, p := range ports {
-		if p.IfName != "br0" {
+		if p.IfName != port {
 			continue
 		}
 		for _, v := range p.VLANs {
@@ -50,7 +51,7 @@ func kernelVLANRx(t *testing.T, lab *netlab.Lab, vid int) (bytes, packets uint64
 			}
 		}
 	}
-	t.Fatalf("bridge -s -j vlan show: no br0 entry of VLAN %d\n%s", vid, out)
+	t.Fatalf("bridge -s -j vlan show: no %s entry of VLAN %d\n%s", port, vid, out)
 	return 0, 0
 }
 
@@ -73,7 +74,7 @@ func lagOfRecs(recs []sflow.Record) *sflow.LAGPortStats {
 //     aggregator, the active member in sync, collecting and distributing,
 //     the backup only aggregatable; p1 failing (link down) swaps them;
 //   - VLAN 100 is a data source smonVlanDataSource.100 whose vlan_counters
-//     equal the bridge's own per-VLAN statistics (`bridge -s vlan show`)
+//     equal the bridge's per-VLAN statistics (`bridge -s vlan show`)
 //     once the traffic has stopped, read the same by goflow2 (raw record,
 //     decoded by the spec's layout) and tshark.
 func TestL2Counters(t *testing.T) {
@@ -128,7 +129,10 @@ func TestL2Counters(t *testing.T) {
 		if len(cs) == 0 || !cs[len(cs)-1].at.After(sent) {
 			return false
 		}
-		kb, kp = kernelVLANRx(t, lab, 100)
+		kb, kp = kernelVLANRx(t, lab, "p3", 100)
+		if b, p := kernelVLANRx(t, lab, "bond0", 100); b != kb || p != kp {
+			t.Fatalf("bridge -s vlan show: p3 and bond0 show VLAN 100 apart (%d/%d, %d/%d): per-port statistics?", kb, kp, b, p)
+		}
 		for _, r := range cs[len(cs)-1].records {
 			if v, ok := r.(*sflow.VLANCounters); ok && v.Octets == kb && uint64(v.UcastPkts) == kp && kp >= n {
 				return true
@@ -139,7 +143,7 @@ func TestL2Counters(t *testing.T) {
 	cs := counterSamplesOf(dgs, vlanDS)
 	last := cs[len(cs)-1]
 	v := last.records[0].(*sflow.VLANCounters)
-	t.Logf("VLAN 100: vlan_counters %+v; bridge -s vlan show br0 vlan 100: rx_bytes %d rx_packets %d (%d frames sent)", *v, kb, kp, n)
+	t.Logf("VLAN 100: vlan_counters %+v; bridge -s vlan show (p3 and bond0, the VLAN's shared entry) vlan 100: rx_bytes %d rx_packets %d (%d frames sent)", *v, kb, kp, n)
 	if v.VLANID != 100 || v.MulticastPkts != sflow.CounterUnavailable32 || v.BroadcastPkts != sflow.CounterUnavailable32 || v.Discards != sflow.CounterUnavailable32 {
 		t.Errorf("vlan_counters %+v", *v)
 	}
