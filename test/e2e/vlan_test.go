@@ -36,14 +36,13 @@ func tagged(f []byte, tags ...[2]uint16) []byte {
 // vlanCase is a kind of frame sent into the VLAN lab and what its flow
 // samples must say.
 type vlanCase struct {
-	name   string
-	from   int    // host index
-	frame  []byte // marker in its payload: "vlancase-<i>"
-	in     string // ingress port
-	out    sflow.Interface
-	sw     *sflow.ExtendedSwitch
-	drop   bool // the bridge drops it: a drop notification is due
-	copies int
+	name  string
+	from  int    // host index
+	frame []byte // marker in its payload: "vlancase-<i>"
+	in    string // ingress port
+	out   sflow.Interface
+	sw    *sflow.ExtendedSwitch
+	drop  bool // the bridge drops it: a drop notification is due
 }
 
 // TestVLANBridge runs the daemon on a VLAN-filtering bridge (Debian's
