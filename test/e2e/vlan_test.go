@@ -365,3 +365,64 @@ func TestQinQBridge(t *testing.T) {
 		})
 	}
 }
+
+// TestSubInterfaces routes between two 802.1Q sub-interfaces, p1.100
+// (198.18.1.1/24) and p2.200 (198.18.2.1/24), with the daemon sampling
+// p1 and p2 (the physical ports): a frame from host 1 tagged 100 PCP 3,
+// addressed to the switch and routed to 198.18.2.2, is sampled on p1
+// (input p1: the port it crossed, not p1.100) with output p2 (the port
+// under p2.200, which it leaves by) and extended_switch 100 → 200,
+// priority 3, at XDP and at TC. The sub-interfaces are not data sources:
+// no sample names them.
+func TestSubInterfaces(t *testing.T) {
+	testskip.Root(t)
+	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.Feature8021Q)
+	for _, hook := range []string{"xdp", "tc"} {
+		t.Run(hook, func(t *testing.T) {
+			lab := newLab(t, 2)
+			sw := lab.Switch
+			h1, h2 := lab.HostMACs[0], lab.HostMACs[1]
+			for _, c := range [][]string{
+				{"ip", "link", "set", "p1", "nomaster"},
+				{"ip", "link", "set", "p2", "nomaster"},
+				{"ip", "link", "add", "link", "p1", "name", "p1.100", "type", "vlan", "id", "100"},
+				{"ip", "link", "add", "link", "p2", "name", "p2.200", "type", "vlan", "id", "200"},
+				{"ip", "addr", "add", "198.18.1.1/24", "dev", "p1.100"},
+				{"ip", "addr", "add", "198.18.2.1/24", "dev", "p2.200"},
+				{"ip", "link", "set", "p1.100", "up"},
+				{"ip", "link", "set", "p2.200", "up"},
+				{"ip", "neigh", "replace", "198.18.1.2", "lladdr", h1.String(), "dev", "p1.100", "nud", "permanent"},
+				{"ip", "neigh", "replace", "198.18.2.2", "lladdr", h2.String(), "dev", "p2.200", "nud", "permanent"},
+				{"sysctl", "-q", "-w", "net.ipv4.ip_forward=1"},
+			} {
+				if out, err := lab.Run(sw, c[0], c[1:]...); err != nil {
+					t.Fatalf("%v: %v\n%s", c, err, out)
+				}
+			}
+			idx := func(name string) uint32 { return uint32(lab.LinkIndex(sw, name)) }
+			p1mac, err := lab.Run(sw, "cat", "/sys/class/net/p1/address")
+			if err != nil {
+				t.Fatal(err)
+			}
+			mac, err := net.ParseMAC(strings.TrimSpace(string(p1mac)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := func(pcp, vid uint16) [2]uint16 { return [2]uint16{0x8100, pcp<<13 | vid} }
+			frame := tagged(netlab.UDPFrame(h1, mac, netip.AddrPortFrom(netip.MustParseAddr("198.18.1.2"), 4000),
+				netip.AddrPortFrom(netip.MustParseAddr("198.18.2.2"), 4000), []byte("vlancase-00")), q(3, 100))
+			if out, err := lab.Run(sw, "ip", "-d", "link", "show", "p2.200"); err == nil {
+				t.Logf("ip -d link show p2.200:\n%s", out)
+			}
+			h2rx := lab.RxPackets(t, lab.Hosts[1], "eth0")
+			_, dgs := runVLANCases(t, lab, hook, []string{"p1", "p2"}, []vlanCase{{name: "tagged 100 on p1, routed out of p2.200", from: 0, frame: frame, in: "p1",
+				out: sflow.IfIndex(idx("p2")), sw: &sflow.ExtendedSwitch{SrcVLAN: 100, SrcPriority: 3, DstVLAN: 200, DstPriority: 3}}})
+			for _, f := range flowSamplesOf(dgs, 0) {
+				if f.source.Index == idx("p1.100") || f.source.Index == idx("p2.200") || f.output == sflow.IfIndex(idx("p2.200")) || f.input == idx("p1.100") {
+					t.Errorf("a sample names a sub-interface: %+v", f)
+				}
+			}
+			t.Logf("host 2 received %d frames (routed out of p2.200)", lab.RxPackets(t, lab.Hosts[1], "eth0")-h2rx)
+		})
+	}
+}
