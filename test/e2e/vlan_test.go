@@ -17,6 +17,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
@@ -400,14 +401,11 @@ func TestSubInterfaces(t *testing.T) {
 				}
 			}
 			idx := func(name string) uint32 { return uint32(lab.LinkIndex(sw, name)) }
-			p1mac, err := lab.Run(sw, "cat", "/sys/class/net/p1/address")
+			p1link, err := netnsutil.Link(sw, "p1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			mac, err := net.ParseMAC(strings.TrimSpace(string(p1mac)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			mac := p1link.Attrs().HardwareAddr
 			q := func(pcp, vid uint16) [2]uint16 { return [2]uint16{0x8100, pcp<<13 | vid} }
 			frame := tagged(netlab.UDPFrame(h1, mac, netip.AddrPortFrom(netip.MustParseAddr("198.18.1.2"), 4000),
 				netip.AddrPortFrom(netip.MustParseAddr("198.18.2.2"), 4000), []byte("vlancase-00")), q(3, 100))
