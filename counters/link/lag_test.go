@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // lagLab is two namespaces, A and B, each with an 802.3ad bond (lacp_rate
@@ -143,28 +143,70 @@ func readProcBonding(t *testing.T, ns string) procBonding {
 	return p
 }
 
-// xstats reads bond0's LACPDU counters as iproute2 shows them (`ip link
-// xstats type bond dev bond0`: the bonding driver sums its members'; the
-// per-member form, `type bond_slave`, aborts in Debian 12's iproute2).
-func xstats(t *testing.T, ns, m string) (rx, tx uint64) {
+// lacpTap counts the LACPDUs on the wire of link ifname in namespace ns,
+// through an AF_PACKET socket on the link (Slow Protocols EtherType
+// 0x8809, subtype 1): the frames the link receives and the frames it
+// sends. It is the kernel's figures' independent check: iproute2's `ip
+// link xstats type bond|bond_slave`, which prints the driver's LACPDU
+// counters, aborts in Debian 12's iproute2 (6.1).
+type lacpTap struct {
+	fd int
+}
+
+const ethPSlow = 0x8809
+
+func newLACPTap(t *testing.T, ns, ifname string) *lacpTap {
 	t.Helper()
-	out := run(t, ns, "ip", "link", "xstats", "type", "bond", "dev", m)
-	re := regexp.MustCompile(`LACPDU Rx (\d+)\s+LACPDU Tx (\d+)`)
-	s := re.FindStringSubmatch(strings.Join(strings.Fields(out), " "))
-	if s == nil {
-		t.Fatalf("ip link xstats: no LACPDU counters:\n%s", out)
+	idx := int(ifindex(t, ns, ifname))
+	var fd int
+	if err := netnsutil.DoNamed(ns, func() error {
+		var err error
+		// ETH_P_ALL: the bonding driver consumes LACPDUs in its receive
+		// handler, before protocol-specific taps, after ETH_P_ALL ones.
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: idx})
+	}); err != nil {
+		t.Fatal(err)
 	}
-	rx, _ = strconv.ParseUint(s[1], 10, 64)
-	tx, _ = strconv.ParseUint(s[2], 10, 64)
-	return rx, tx
+	tv := unix.NsecToTimeval(int64(100 * time.Millisecond))
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &lacpTap{fd: fd}
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// count reads what the socket holds (waiting up to 100 ms for more) and
+// returns the LACPDUs received and sent by the link.
+func (l *lacpTap) count() (rx, tx int) {
+	buf := make([]byte, 256)
+	for {
+		n, from, err := unix.Recvfrom(l.fd, buf, 0)
+		if err != nil {
+			return rx, tx
+		}
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		if !ok || n < 15 || buf[12] != ethPSlow>>8 || buf[13] != ethPSlow&0xff || buf[14] != 1 { // subtype 1: LACP
+			continue
+		}
+		if ll.Pkttype == unix.PACKET_OUTGOING {
+			tx++
+		} else {
+			rx++
+		}
+	}
 }
 
 const inSync = sflow.LACPStateSynchronization | sflow.LACPStateCollecting | sflow.LACPStateDistributing
 
 // TestLAGPortStats runs LACP between two bonds and checks, for each member
 // of bond A, the lag_port_stats the reader sends against
-// /proc/net/bonding and `ip link xstats` (iproute2's reading of the same
-// kernel counters), through goflow2 (raw record, decoded here by the
+// /proc/net/bonding and the LACPDUs on the wire, through goflow2 (raw record, decoded here by the
 // spec's layout) and tshark; then a member failing (link down), leaving
 // (nomaster) and joining again, and a bond with no member left.
 func TestLAGPortStats(t *testing.T) {
@@ -202,8 +244,26 @@ func TestLAGPortStats(t *testing.T) {
 
 	proc := readProcBonding(t, l.a)
 	t.Logf("/proc/net/bonding/bond0 in A: system %s partner %s aggregator %s members %v", proc.system, proc.partner, proc.agg, proc.members)
-	rx0, tx0 := xstats(t, l.a, "bond0")
-	var rxSum, txSum uint64
+	// The LACPDUs on m1's wire between two reads equal the change of
+	// m1's counters (a PDU in flight at a read may fall on either side).
+	tap := newLACPTap(t, l.a, "m1")
+	tap.count() // what came before
+	read1 := func() *sflow.LAGPortStats {
+		recs, err := r.AppendRecords(nil, m1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lagOf(recs)
+	}
+	a0 := read1()
+	time.Sleep(testutil.Scaled(3 * time.Second))
+	a1 := read1()
+	wrx, wtx := tap.count()
+	drx, dtx := int(a1.LACPDUsRx-a0.LACPDUsRx), int(a1.LACPDUsTx-a0.LACPDUsTx)
+	if drx < 2 || dtx < 2 || wrx < drx || wrx > drx+1 || wtx < dtx || wtx > dtx+1 {
+		t.Errorf("m1: LACPDUs counted rx +%d tx +%d, on the wire rx %d tx %d (lacp_rate fast: one a second)", drx, dtx, wrx, wtx)
+	}
+	t.Logf("m1: LACPDUs counted rx %d→%d (+%d) tx %d→%d (+%d); on m1's wire meanwhile rx %d tx %d", a0.LACPDUsRx, a1.LACPDUsRx, drx, a0.LACPDUsTx, a1.LACPDUsTx, dtx, wrx, wtx)
 	recsOf := map[string][]sflow.Record{}
 	for name, m := range map[string]uint32{"m1": m1, "m2": m2} {
 		recs, err := r.AppendRecords(nil, m)
@@ -211,14 +271,7 @@ func TestLAGPortStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		recsOf[name] = recs
-		g := lagOf(recs)
-		rxSum, txSum = rxSum+uint64(g.LACPDUsRx), txSum+uint64(g.LACPDUsTx)
 	}
-	rx1, tx1 := xstats(t, l.a, "bond0")
-	if rxSum < rx0 || rxSum > rx1 || txSum < tx0 || txSum > tx1 {
-		t.Errorf("LACPDUs of m1 + m2: rx %d tx %d; ip link xstats of bond0 before/after: rx %d/%d tx %d/%d", rxSum, txSum, rx0, rx1, tx0, tx1)
-	}
-	t.Logf("LACPDUs of m1 + m2: rx %d tx %d; ip link xstats type bond dev bond0 before/after: rx %d..%d tx %d..%d", rxSum, txSum, rx0, rx1, tx0, tx1)
 	for name, m := range map[string]uint32{"m1": m1, "m2": m2} {
 		recs := recsOf[name]
 		g := lagOf(recs)
