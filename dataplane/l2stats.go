@@ -59,7 +59,8 @@ type LACPStats struct {
 }
 
 // LAGMember is what the kernel tells of a bond member (IFLA_BOND_SLAVE_*,
-// the bond's IFLA_BOND_*, and the member's 802.3ad statistics).
+// the bond's IFLA_BOND_* with IFLA_BOND_AD_INFO, which the library does
+// not decode, and the member's 802.3ad statistics).
 type LAGMember struct {
 	Bond     int              // the bond's ifindex
 	BondName string           // its name
@@ -127,11 +128,12 @@ func (r *LinkCounterReader) LAGMember(ifindex int) (m LAGMember, ok bool, err er
 	if len(sys) == 6 {
 		m.ActorSystem = [6]byte(sys)
 	}
-	if ai := bond.AdInfo; ai != nil && ai.AggregatorId != 0 && ai.AggregatorId == m.Aggregator {
-		m.ActiveAggregator = true
-		if len(ai.PartnerMac) == 6 {
-			m.PartnerSystem = [6]byte(ai.PartnerMac)
-		}
+	agg, partner, ok, err := r.bondADInfo(a.MasterIndex)
+	if err != nil {
+		return m, true, err
+	}
+	if ok && agg != 0 && int(agg) == m.Aggregator {
+		m.ActiveAggregator, m.PartnerSystem = true, partner
 	}
 	m.Stats, m.StatsOK, err = r.lacpStats(ifindex)
 	return m, true, err
@@ -256,13 +258,29 @@ func (m *ifStatsMsg) Serialize() []byte {
 func (r *LinkCounterReader) getStats(ifindex int, attr uint32) ([]syscall.NetlinkRouteAttr, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETSTATS, 0)
 	req.AddData(&ifStatsMsg{IfIndex: uint32(ifindex), FilterMask: 1 << (attr - 1)})
+	return r.request(req, unix.RTM_NEWSTATS, int(unsafe.Sizeof(ifStatsMsg{})), ifindex)
+}
+
+// getLink sends RTM_GETLINK for ifindex and returns the reply's
+// attributes.
+func (r *LinkCounterReader) getLink(ifindex int) ([]syscall.NetlinkRouteAttr, error) {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(ifindex)
+	req.AddData(msg)
+	return r.request(req, unix.RTM_NEWLINK, unix.SizeofIfInfomsg, ifindex)
+}
+
+// request sends req on the reader's raw socket and returns the
+// attributes after the hdr-byte header of its answer of type resType.
+func (r *LinkCounterReader) request(req *nl.NetlinkRequest, resType uint16, hdr, ifindex int) ([]syscall.NetlinkRouteAttr, error) {
 	if err := r.raw.Send(req); err != nil {
-		return nil, fmt.Errorf("linkstats: RTM_GETSTATS %d: %w", ifindex, err)
+		return nil, fmt.Errorf("linkstats: netlink request for link %d: %w", ifindex, err)
 	}
 	for {
 		msgs, _, err := r.raw.Receive()
 		if err != nil {
-			return nil, fmt.Errorf("linkstats: RTM_GETSTATS %d: %w", ifindex, err)
+			return nil, fmt.Errorf("linkstats: netlink answer for link %d: %w", ifindex, err)
 		}
 		for _, m := range msgs {
 			if m.Header.Seq != req.Seq {
@@ -272,19 +290,55 @@ func (r *LinkCounterReader) getStats(ifindex int, attr uint32) ([]syscall.Netlin
 			case unix.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
-						return nil, fmt.Errorf("linkstats: RTM_GETSTATS %d: %w", ifindex, syscall.Errno(-e))
+						return nil, fmt.Errorf("linkstats: netlink request for link %d: %w", ifindex, syscall.Errno(-e))
 					}
 				}
-				return nil, errors.New("linkstats: RTM_GETSTATS: empty answer")
-			case unix.RTM_NEWSTATS:
-				hdr := int(unsafe.Sizeof(ifStatsMsg{}))
+				return nil, errors.New("linkstats: netlink: empty answer")
+			case resType:
 				if len(m.Data) < hdr {
-					return nil, errors.New("linkstats: RTM_GETSTATS: short answer")
+					return nil, errors.New("linkstats: netlink: short answer")
 				}
 				return nl.ParseRouteAttr(m.Data[hdr:])
 			}
 		}
 	}
+}
+
+// bondADInfo reads a bond's IFLA_BOND_AD_INFO (its active aggregator
+// and that aggregator's partner), which the netlink library (v1.3.1)
+// leaves undecoded; ok is false when the kernel sends none (not 802.3ad,
+// or no active aggregator).
+func (r *LinkCounterReader) bondADInfo(bond int) (agg uint16, partner [6]byte, ok bool, err error) {
+	attrs, err := r.getLink(bond)
+	if err != nil {
+		return 0, partner, false, err
+	}
+	for _, a := range attrs {
+		if a.Attr.Type&nl.NLA_TYPE_MASK != unix.IFLA_LINKINFO {
+			continue
+		}
+		for _, data := range nested(a.Value, unix.IFLA_INFO_DATA) {
+			for _, ai := range nested(data, unix.IFLA_BOND_AD_INFO) {
+				fields, err := nl.ParseRouteAttr(ai)
+				if err != nil {
+					return 0, partner, false, fmt.Errorf("linkstats: bond %d AD info: %w", bond, err)
+				}
+				for _, f := range fields {
+					switch f.Attr.Type & nl.NLA_TYPE_MASK {
+					case unix.IFLA_BOND_AD_INFO_AGGREGATOR:
+						if len(f.Value) >= 2 {
+							agg, ok = binary.NativeEndian.Uint16(f.Value), true
+						}
+					case unix.IFLA_BOND_AD_INFO_PARTNER_MAC:
+						if len(f.Value) >= 6 {
+							partner = [6]byte(f.Value[:6])
+						}
+					}
+				}
+			}
+		}
+	}
+	return agg, partner, ok, nil
 }
 
 // BridgeAttrs returns ReadBridgeAttrs of the reader's namespace.

@@ -70,18 +70,13 @@ func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Rec
 		*e = ethernetCounters(ec)
 		recs = append(recs, e)
 	}
-	pn := c.names[ifindex]
-	if pn == nil {
-		pn = new(sflow.PortName)
-		c.names[ifindex] = pn
-	}
-	pn.PortName = lc.Name
-	recs = append(recs, pn)
 	m, member, err := c.links.LAGMember(int(ifindex))
 	if member {
 		// A bond member: lag_port_stats (0:7) with its if_counters, as
 		// sflow_lag.txt asks; a PDU counter error leaves them unavailable
-		// (the rest is sent).
+		// (the rest is sent). Before port_name: Wireshark 4.0 (Debian
+		// 12) stops reading a counter sample at a record it does not
+		// know, and port_name (0:1005) is one.
 		lr := c.lags[ifindex]
 		if lr == nil {
 			lr = new(sflow.LAGPortStats)
@@ -90,6 +85,13 @@ func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Rec
 		*lr = lagPortStats(m)
 		recs = append(recs, lr)
 	}
+	pn := c.names[ifindex]
+	if pn == nil {
+		pn = new(sflow.PortName)
+		c.names[ifindex] = pn
+	}
+	pn.PortName = lc.Name
+	recs = append(recs, pn)
 	if err != nil {
 		return recs, err
 	}
@@ -106,7 +108,9 @@ func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Rec
 //     member in the bond's active aggregator, 0 for one in another
 //     aggregator (802.1AX: 0 = not attached to the aggregator);
 //   - port states (802.1AX bits): oper states from
-//     IFLA_BOND_SLAVE_AD_{ACTOR,PARTNER}_OPER_PORT_STATE; the actor admin
+//     IFLA_BOND_SLAVE_AD_{ACTOR,PARTNER}_OPER_PORT_STATE, the actor's
+//     without Synchronization, Collecting and Distributing while the
+//     member's link is down (IFLA_BOND_SLAVE_MII_STATUS); the actor admin
 //     state is what the driver configures (bond_3ad.c
 //     ad_initialize_port: Aggregation | LACP_Activity, lacp_active being
 //     the default the library cannot read), the partner admin state 0
@@ -139,6 +143,13 @@ func lagPortStats(m dataplane.LAGMember) sflow.LAGPortStats {
 	}
 	l.ActorAdminState = sflow.LACPStateAggregation | sflow.LACPStateActivity
 	l.ActorOperState, l.PartnerOperState = m.ActorOper, m.PartnerOper
+	if !m.MIIUp {
+		// The driver stops a member's LACP machines when its link goes
+		// down and leaves its state byte as it was (63 after a failure,
+		// seen on 6.1); a port without a link is neither in sync nor
+		// collecting nor distributing (802.1AX), so those bits go.
+		l.ActorOperState &^= sflow.LACPStateSynchronization | sflow.LACPStateCollecting | sflow.LACPStateDistributing
+	}
 	if !m.StatsOK {
 		l.SetUnavailable()
 		return l

@@ -70,6 +70,11 @@ func TestLAGPortStatsMapping(t *testing.T) {
 	if got := lagPortStats(m); got != want {
 		t.Errorf("802.3ad:\n got %+v\nwant %+v", got, want)
 	}
+	m.MIIUp = false
+	if got := lagPortStats(m); got.ActorOperState != 0x07 || got.PartnerOperState != 0x3d {
+		t.Errorf("802.3ad member with its link down: actor %#x partner %#x, want 0x07 (kernel's 0x3f less sync, collecting, distributing), 0x3d", got.ActorOperState, got.PartnerOperState)
+	}
+	m.MIIUp = true
 	m.ActiveAggregator, m.PartnerSystem, m.StatsOK = false, [6]byte{}, false
 	got := lagPortStats(m)
 	if got.AttachedAggID != 0 || got.LACPDUsRx != sflow.CounterUnavailable32 || got.PartnerOperSystemID != ([6]byte{}) {
