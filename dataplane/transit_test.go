@@ -1,0 +1,210 @@
+package dataplane
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+)
+
+// TestTransitQueue follows sampled frames to where they leave (transit.go):
+// a burst of equal frames bridged from p1 to p2, where a token bucket
+// (tbf, 8 Mbit/s) makes them queue. Every frame is sampled at p1 (TC,
+// 1 in 1) and its record arrives only once the frame left p2's qdisc:
+// TransitSent through p2, the bytes queued ahead of it a whole number of
+// frames and never more than were sent before it, its wait in the queue
+// at least what those bytes take at the token rate, and the delay
+// measured from the sample to the frame leaving consistent with both. The
+// accounting: every record parked was delivered (sent), none left parked.
+func TestTransitQueue(t *testing.T) {
+	fs := kernelFeatures()
+	testskip.Feature(t, fs, FeatureKernCtx)
+	testskip.Feature(t, fs, FeatureTransit)
+	lab := netlab.New(t, 2)
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 256})
+	if !d.TransitOn() {
+		t.Fatal("transit is off although the kernel has its features")
+	}
+	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	c := startCollector(t, d, 0)
+	defer c.stop(t)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64, Transit: true}); err != nil {
+		t.Fatal(err)
+	}
+	// 8 Mbit/s: a 1000-byte frame takes 1 ms to leave.
+	const rateBytesPerSec = 1_000_000
+	if out, err := lab.Run(lab.Switch, "tc", "qdisc", "add", "dev", "p2", "root", "tbf",
+		"rate", "8mbit", "burst", "1600", "limit", "1000000"); err != nil {
+		t.Fatalf("tbf on p2: %v\n%s", err, out)
+	}
+	const k, payload = 40, 958 // 958 + 42 header bytes = 1000-byte frames
+	frames := seqFrames(lab, 0, lab.HostMACs[1], 0, k, payload)
+	frameLen := uint32(len(frames[0]))
+	lab.SendFrames(t, 0, frames)
+	got := c.waitFor(k, testutil.Scaled(10*time.Second))
+
+	bySeq := map[uint32]RawSample{}
+	for _, s := range got {
+		if seq, ok := frameSeq(s.Header); ok && s.IfIndex == uint32(p1) {
+			bySeq[seq] = s
+		}
+	}
+	if len(bySeq) != k {
+		t.Fatalf("%d of %d frames sampled", len(bySeq), k)
+	}
+	maxDepth := uint32(0)
+	for seq := uint32(0); seq < k; seq++ {
+		s := bySeq[seq]
+		tr := s.Transit
+		if s.Flags&SampleTransit == 0 || tr.Status != TransitSent {
+			t.Errorf("frame %d: flags %#x, transit %+v: want sent", seq, s.Flags, tr)
+			continue
+		}
+		if tr.OutIfIndex != uint32(p2) {
+			t.Errorf("frame %d: left through ifindex %d, want p2 %d", seq, tr.OutIfIndex, p2)
+		}
+		if s.Flags&SampleQueue == 0 {
+			t.Errorf("frame %d: no queue depth although p2 has a qdisc", seq)
+			continue
+		}
+		// The depth is the frames ahead of it in the queue: a whole
+		// number of frames (the qdisc counts each at its length), never
+		// more than the frames sent before it.
+		if tr.Depth%frameLen != 0 || tr.Depth > seq*frameLen {
+			t.Errorf("frame %d: depth %d bytes: not a whole number of %d-byte frames, or more than the %d before it", seq, tr.Depth, frameLen, seq)
+		}
+		delay := time.Duration(tr.DoneNs - s.Timestamp)
+		// Those bytes leave at the token rate before it can.
+		wait := time.Duration(float64(tr.Depth) / rateBytesPerSec * float64(time.Second))
+		if delay < wait-200*time.Microsecond {
+			t.Errorf("frame %d: transit %v, less than the %v its %d queued bytes take at 8 Mbit/s", seq, delay, wait, tr.Depth)
+		}
+		maxDepth = max(maxDepth, tr.Depth)
+		if seq%8 == 0 || seq == k-1 {
+			t.Logf("frame %2d: depth %5d bytes (%2d frames), transit %v (queue drains in %v)", seq, tr.Depth, tr.Depth/frameLen, delay.Round(time.Microsecond), wait.Round(time.Microsecond))
+		}
+	}
+	if maxDepth < 10*frameLen {
+		t.Errorf("deepest queue %d bytes: the burst did not queue behind the token bucket", maxDepth)
+	}
+	st, err := d.TransitStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := d.TransitParked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("transit outcomes %+v, parked now %d", st, parked)
+	if st.Parked != k || st.Sent != k || st.Queued != k || parked != 0 {
+		t.Errorf("outcomes %+v, parked now %d: want %d parked, sent and queued, none left", st, parked, k)
+	}
+}
+
+// TestTransitOffPort: a port without PortConfig.Transit delivers its
+// records at once, without transit, while transit is on.
+func TestTransitOffPort(t *testing.T) {
+	fs := kernelFeatures()
+	testskip.Feature(t, fs, FeatureKernCtx)
+	testskip.Feature(t, fs, FeatureTransit)
+	lab := netlab.New(t, 2)
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
+	p1 := portIndex(t, lab, 0)
+	c := startCollector(t, d, 0)
+	defer c.stop(t)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	const k = 20
+	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 0, k, 32))
+	n := 0
+	for _, s := range c.waitFor(k, testutil.Scaled(5*time.Second)) {
+		if _, ok := frameSeq(s.Header); !ok {
+			continue
+		}
+		n++
+		if s.Flags&(SampleTransit|SampleQueue) != 0 {
+			t.Errorf("record of a port without transit has flags %#x", s.Flags)
+		}
+	}
+	if n != k {
+		t.Errorf("%d of %d frames sampled", n, k)
+	}
+	if st, err := d.TransitStats(); err != nil || st.Parked != 0 {
+		t.Errorf("outcomes %+v (%v): nothing should have been parked", st, err)
+	}
+}
+
+// TestTransitEnds: every way a wait can end delivers the record exactly
+// once. A token bucket so slow (1 kbit/s: 8 s per 1000-byte frame) that
+// a queued frame is still queued when the sweep looks: the first frame
+// leaves on the bucket's burst (sent), the next wait in the queue until
+// the sweep delivers them (stale: older than a second, with the depth
+// they met), and a frame beyond the queue's limit is dropped at enqueue
+// (dropped). Nothing stays parked.
+func TestTransitEnds(t *testing.T) {
+	fs := kernelFeatures()
+	testskip.Feature(t, fs, FeatureKernCtx)
+	testskip.Feature(t, fs, FeatureTransit)
+	lab := netlab.New(t, 2)
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
+	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	c := startCollector(t, d, 0)
+	defer c.stop(t)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64, Transit: true}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := lab.Run(lab.Switch, "tc", "qdisc", "add", "dev", "p2", "root", "tbf",
+		"rate", "1kbit", "burst", "1600", "limit", "2000"); err != nil {
+		t.Fatalf("tbf on p2: %v\n%s", err, out)
+	}
+	const k = 6
+	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 0, k, 958))
+	got := c.waitFor(k, testutil.Scaled(5*time.Second))
+	status := map[uint32]int{}
+	seen := map[uint32]bool{}
+	for _, s := range got {
+		seq, ok := frameSeq(s.Header)
+		if !ok {
+			continue
+		}
+		if seen[seq] {
+			t.Errorf("frame %d delivered twice", seq)
+		}
+		seen[seq] = true
+		tr := s.Transit
+		status[tr.Status]++
+		t.Logf("frame %d: flags %#x transit %+v after %v", seq, s.Flags, tr, time.Duration(tr.DoneNs-s.Timestamp).Round(time.Millisecond))
+		switch {
+		case seq == 0 && (tr.Status != TransitSent || tr.OutIfIndex != uint32(p2)):
+			t.Errorf("frame 0 (the bucket's burst): %+v, want sent through p2 (%d)", tr, p2)
+		case tr.Status == TransitStale:
+			if s.Flags&SampleQueue == 0 {
+				t.Errorf("frame %d: stale in the queue but no depth", seq)
+			}
+			if age := time.Duration(tr.DoneNs - s.Timestamp); age < time.Second {
+				t.Errorf("frame %d: stale after %v, before the 1 s bound", seq, age)
+			}
+		}
+	}
+	if len(seen) != k {
+		t.Errorf("%d of %d frames delivered", len(seen), k)
+	}
+	if status[TransitStale] == 0 || status[TransitDropped] == 0 {
+		t.Errorf("statuses %v: want stale (queued) and dropped (beyond the limit) records", status)
+	}
+	st, err := d.TransitStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parked, err := d.TransitParked()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("transit outcomes %+v, parked now %d", st, parked)
+	if st.Parked != k || st.Sent+st.Dropped+st.Consumed+st.Stale != k || parked != 0 {
+		t.Errorf("outcomes %+v, parked now %d: want %d parked and ended, none left", st, parked, k)
+	}
+}
