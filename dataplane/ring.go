@@ -225,8 +225,8 @@ func (r *ringReader) decode(b []byte) bool {
 		InIfIndex: m.InIfindex,
 		Transit: Transit{Status: m.Transit.Status, DoneNs: m.Transit.DoneNs,
 			OutIfIndex: m.Transit.OutIfindex, Queue: uint32(m.Transit.Queue), Depth: m.Transit.Depth},
-		Meta: m,
-		Header:    b[metaSize : metaSize+int(hl)],
+		Meta:   m,
+		Header: b[metaSize : metaSize+int(hl)],
 	}
 	return true
 }
