@@ -130,9 +130,9 @@ type Config struct {
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
-	// followed to where they leave (transit.go, bpf/transit.h), on ports
-	// whose PortConfig.Transit is set; 0 follows none and loads no
-	// transit program. DefaultTransitEntries is a sensible value.
+	// followed to where they leave (transit.go, bpf/transit.h), on every
+	// port sampled at TC; 0 follows none and loads no transit program.
+	// DefaultTransitEntries is a sensible value.
 	TransitEntries int
 }
 
@@ -177,11 +177,6 @@ type PortConfig struct {
 	// Kind tells the sampled path what it may read of a tunnel device's
 	// frames (PortKind, KindOf); PortPlain otherwise.
 	Kind PortKind
-	// Transit follows the port's sampled frames to where they leave
-	// (transit.go): their records carry SampleTransit. Only where the
-	// port is sampled at TC and transit is on (Dataplane.TransitOn);
-	// ignored elsewhere.
-	Transit bool
 }
 
 // PortCounters are the summed per-CPU counters of one port.
@@ -357,6 +352,9 @@ func Open(cfg Config) (*Dataplane, error) {
 		if err := d.startTransit(); err != nil {
 			d.log.Warn("transit records off: sampled frames are not followed to where they leave", "err", err)
 		}
+	}
+	if err := d.rewriteConfigs(); err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: port configs: %w", err), d.closeFailed())
 	}
 	return d, nil
 }
@@ -843,13 +841,31 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 // portFlag* are port_config.flags (bpf/sampler.h PORT_F_*).
 const portFlagTransit = 1 << 0
 
-// portFlags are the kernel flags of a port's config.
-func (d *Dataplane) portFlags(pc PortConfig) uint32 {
+// portFlags are the kernel flags of a port's config: with transit on,
+// every port's sampled frames are followed where they have an sk_buff
+// (TC ports; the XDP sampler ignores the flag).
+func (d *Dataplane) portFlags(PortConfig) uint32 {
 	var f uint32
-	if pc.Transit && d.transit != nil {
+	if d.transit != nil {
 		f |= portFlagTransit
 	}
 	return f
+}
+
+// rewriteConfigs writes every attached port's config again (after
+// transit was started: the ports adopted before carry the flags of the
+// program that attached them).
+func (d *Dataplane) rewriteConfigs() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for ifindex, p := range d.ports {
+		bc := d.bpfConfig(p.cfg, p.slot)
+		if err := d.configMap(uint32(ifindex)).Put(uint32(ifindex), &bc); err != nil {
+			errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // xskBase is the XSKMAP key of RX queue 0 of the port in counter slot

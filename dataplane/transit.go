@@ -78,8 +78,9 @@ type transit struct {
 
 // startTransit loads and attaches the transit programs (bpf/transit.c) on
 // the samplers' maps and starts the sweep. Called from Open when
-// Config.TransitEntries > 0; an error leaves transit off (the samplers
-// park nothing: no port gets PORT_F_TRANSIT).
+// Config.TransitEntries > 0, before any port is configured (or adopted
+// ports are rewritten); an error leaves transit off (the samplers park
+// nothing: no port gets PORT_F_TRANSIT).
 func (d *Dataplane) startTransit() error {
 	if err := d.features.need(FeatureKernCtx, FeatureTransit); err != nil {
 		return err

@@ -30,7 +30,7 @@ func TestTransitQueue(t *testing.T) {
 	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64, Transit: true}); err != nil {
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	// 8 Mbit/s: a 1000-byte frame takes 1 ms to leave.
@@ -103,14 +103,14 @@ func TestTransitQueue(t *testing.T) {
 	}
 }
 
-// TestTransitOffPort: a port without PortConfig.Transit delivers its
-// records at once, without transit, while transit is on.
-func TestTransitOffPort(t *testing.T) {
-	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
+// TestTransitOff: with transit off (TransitEntries 0) records are
+// delivered at once, without transit, and nothing is parked.
+func TestTransitOff(t *testing.T) {
 	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC})
+	if d.TransitOn() {
+		t.Fatal("transit on without TransitEntries")
+	}
 	p1 := portIndex(t, lab, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
@@ -126,7 +126,7 @@ func TestTransitOffPort(t *testing.T) {
 		}
 		n++
 		if s.Flags&(SampleTransit|SampleQueue) != 0 {
-			t.Errorf("record of a port without transit has flags %#x", s.Flags)
+			t.Errorf("record with transit off has flags %#x", s.Flags)
 		}
 	}
 	if n != k {
@@ -153,7 +153,7 @@ func TestTransitEnds(t *testing.T) {
 	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64, Transit: true}); err != nil {
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := lab.Run(lab.Switch, "tc", "qdisc", "add", "dev", "p2", "root", "tbf",
