@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -290,4 +291,54 @@ func BenchmarkTransitIdle(b *testing.B) {
 		b.ReportMetric(float64(runs)/nframes, n+"-calls/frame")
 	}
 	b.ReportMetric(float64(total.Nanoseconds())/nframes, "transit-ns/frame")
+}
+
+// TestTransitNetem: a frame held by netem for 10 ms on its way out of p2
+// reads a transit of 10 ms (issue 23: 10 ms ± 1 ms) from its sample at
+// p1 to leaving p2's qdisc. netem is not in every kernel (Debian's have
+// it; make vagrant-test runs this in their VMs).
+func TestTransitNetem(t *testing.T) {
+	fs := kernelFeatures()
+	testskip.Feature(t, fs, FeatureKernCtx)
+	testskip.Feature(t, fs, FeatureTransit)
+	lab := netlab.New(t, 2)
+	lab.AddQdisc(t, lab.Switch, "p2", "netem", "delay", "10ms")
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 64})
+	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	c := startCollector(t, d, 0)
+	defer c.stop(t)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	const k = 20
+	for i := 0; i < k; i++ { // one at a time: each alone in the queue
+		lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], uint32(i), 1, 32))
+		time.Sleep(testutil.Scaled(15 * time.Millisecond))
+	}
+	got := c.waitFor(k, testutil.Scaled(5*time.Second))
+	var delays []time.Duration
+	for _, s := range got {
+		seq, ok := frameSeq(s.Header)
+		if !ok {
+			continue
+		}
+		tr := s.Transit
+		if tr.Status != TransitSent || tr.OutIfIndex != uint32(p2) {
+			t.Errorf("frame %d: %+v, want sent through p2 (%d)", seq, tr, p2)
+			continue
+		}
+		delays = append(delays, time.Duration(tr.DoneNs-s.Timestamp))
+	}
+	if len(delays) != k {
+		t.Fatalf("%d of %d frames followed to p2", len(delays), k)
+	}
+	slices.Sort(delays)
+	med := delays[len(delays)/2]
+	t.Logf("transit over netem delay 10ms: median %v, min %v, max %v", med, delays[0], delays[len(delays)-1])
+	if med < 10*time.Millisecond || med > 11*time.Millisecond {
+		t.Errorf("median transit %v, want 10 ms ± 1 ms (netem never releases a frame early)", med)
+	}
+	if delays[0] < 10*time.Millisecond {
+		t.Errorf("a transit of %v, below netem's 10 ms", delays[0])
+	}
 }
