@@ -41,6 +41,9 @@ type PacketSample struct {
 	// summed over every CPU at the sampled frame, not CPU's alone
 	// (bpf/sampler.h port_pool_sum; pool.go).
 	PoolSum bool
+	// Transit is what became of the frame after it was sampled, for a
+	// sample whose record waited for it (bpf/transit.h); zero otherwise.
+	Transit Transit
 	// Route is what the kernel answered about the packet's routes at
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
@@ -48,6 +51,24 @@ type PacketSample struct {
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+}
+
+// Transit is how a sampled frame went on after it was sampled, known for
+// a sample whose record waited for its frame (bpf/transit.h). Such a
+// sample arrives when its frame has left, after samples taken later.
+type Transit struct {
+	// Waited says the record waited; Left that the frame then left the
+	// switch through OutIfIndex, transmit queue Queue, Delay after it was
+	// sampled (when it was handed to the port's driver, after the port's
+	// qdisc).
+	Waited, Left bool
+	OutIfIndex   uint32
+	Queue        uint32
+	Delay        time.Duration
+	// Depth is the bytes the port's qdisc held ahead of the frame when it
+	// entered it, with DepthOK (the frame went through a qdisc).
+	Depth   uint32
+	DepthOK bool
 }
 
 // RouterLookup gives a routed sample its extended_router
@@ -179,7 +200,10 @@ type worker struct {
 	hdr   sflow.SampledHeader
 	sw    sflow.ExtendedSwitch
 	rtr   sflow.ExtendedRouter
-	frecs [3]sflow.Record
+	eq    sflow.ExtendedEgressQueue
+	tdel  sflow.ExtendedTransit
+	qd    sflow.ExtendedQueue
+	frecs [6]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -304,7 +328,12 @@ func (w *worker) handle(ps *PacketSample) {
 	// pool at this frame is that plus the other CPUs' latest (pool.go).
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
-	if atSample {
+	switch {
+	case atSample && ps.Transit.Waited && ps.PoolSum:
+		// Delivered when its frame left, after samples taken later:
+		// its own pool, out of the sequence of the others (pool.go).
+		pool = pp.late(ps.Egress, ps.CPUPool)
+	case atSample:
 		pool = pp.at(ps.Egress, ps.PoolSum, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
@@ -345,6 +374,13 @@ func (w *worker) handle(ps *PacketSample) {
 				if w.output != nil {
 					swOK = w.output.EgressSwitch(ps.IfIndex, ps.Header, &w.sw)
 				}
+			case ps.Transit.Left:
+				// Followed to where it left: the port it really took; the
+				// VLANs are those the switch classified it into.
+				output = sflow.IfIndex(ps.Transit.OutIfIndex)
+				if w.output != nil {
+					_, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
+				}
 			case w.output != nil:
 				output, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
 			}
@@ -366,6 +402,7 @@ func (w *worker) handle(ps *PacketSample) {
 					nrecs++
 				}
 			}
+			nrecs = w.transitRecords(ps, nrecs)
 			looked = true
 		}
 		*s.seq++
@@ -398,6 +435,38 @@ func (w *worker) handle(ps *PacketSample) {
 			w.stats.FlowSamples.Add(1)
 		}
 	}
+}
+
+// transitRecords adds the records of a sample followed to where its frame
+// left (bpf/transit.h) after the first nrecs, and returns the new count:
+// extended_egress_queue (1036) with the transmit queue; extended_queue
+// (1040) with the bytes queued ahead of it, where it went through a
+// qdisc (sflow_transit.txt: only with an extended_egress_queue); and,
+// for a frame sampled at ingress, extended_transit (1039), the time from
+// the sample to the frame leaving the egress qdisc. An egress sample has
+// no 1039: it was taken at the output port, so the time in the switch
+// before it is unknown. They come last: tshark 4.0 misreads the records
+// after one it does not know.
+func (w *worker) transitRecords(ps *PacketSample, nrecs int) int {
+	tr := &ps.Transit
+	if !tr.Left {
+		return nrecs
+	}
+	w.eq.Queue = tr.Queue
+	w.frecs[nrecs] = &w.eq
+	nrecs++
+	if !ps.Egress {
+		w.tdel.SetDelay(tr.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if tr.DepthOK {
+		w.qd.Depth = tr.Depth
+		w.frecs[nrecs] = &w.qd
+		nrecs++
+	}
+	w.stats.TransitRecords.Add(1)
+	return nrecs
 }
 
 // tick runs once a second: pollers whose countdown ends send counters, and

@@ -100,6 +100,9 @@ func NewReader(src *dataplane.Source) *Reader {
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
 			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
 			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
+		if rs.Flags&dataplane.SampleTransit != 0 {
+			transit(&r.ps.Transit, rs)
+		}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
 		}
@@ -158,4 +161,20 @@ func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Ans
 		a.Via = netip.AddrFrom16(*via)
 	}
 	return a
+}
+
+// transit is what became of a sample's frame after it was sampled
+// (dataplane.Transit, bpf/transit.h), in the agent's terms.
+func transit(t *agent.Transit, rs *dataplane.RawSample) {
+	tr := &rs.Transit
+	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}
+	if t.Left {
+		t.OutIfIndex, t.Queue = tr.OutIfIndex, tr.Queue
+		if tr.DoneNs > rs.Timestamp {
+			t.Delay = time.Duration(tr.DoneNs - rs.Timestamp)
+		}
+	}
+	if rs.Flags&dataplane.SampleQueue != 0 {
+		t.Depth, t.DepthOK = tr.Depth, true
+	}
 }
