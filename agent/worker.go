@@ -44,6 +44,23 @@ type PacketSample struct {
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+	// Queue is what a switch ASIC told of the packet's way through it
+	// (psample's PSAMPLE_ATTR_OUT_TC, OUT_TC_OCC and LATENCY); zero from
+	// the kernel's own samplers.
+	Queue QueueInfo
+}
+
+// QueueInfo is a sampled packet's egress queue, the bytes queued there
+// before it and its time in the device, as far as the hardware tells:
+// flow records extended_egress_queue (1036), extended_queue (1040, only
+// beside 1036: sflow_transit.txt) and extended_transit (1039).
+type QueueInfo struct {
+	HasTC    bool
+	TC       uint32 // egress queue (traffic class)
+	HasDepth bool
+	Depth    uint64 // bytes
+	HasDelay bool
+	Delay    time.Duration
 }
 
 // RouterLookup gives a routed sample its extended_router
@@ -168,7 +185,10 @@ type worker struct {
 	hdr   sflow.SampledHeader
 	sw    sflow.ExtendedSwitch
 	rtr   sflow.ExtendedRouter
-	frecs [3]sflow.Record
+	egq   sflow.ExtendedEgressQueue
+	qd    sflow.ExtendedQueue
+	trn   sflow.ExtendedTransit
+	frecs [6]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -343,6 +363,7 @@ func (w *worker) handle(ps *PacketSample) {
 					nrecs++
 				}
 			}
+			nrecs = w.queueRecords(&ps.Queue, nrecs)
 			looked = true
 		}
 		*s.seq++
@@ -375,6 +396,27 @@ func (w *worker) handle(ps *PacketSample) {
 			w.stats.FlowSamples.Add(1)
 		}
 	}
+}
+
+// queueRecords appends the records of what the hardware told of the
+// sample's queue and transit to w.frecs[:nrecs] and returns the new count.
+func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
+	if q.HasTC {
+		w.egq.Queue = q.TC
+		w.frecs[nrecs] = &w.egq
+		nrecs++
+		if q.HasDepth {
+			w.qd.SetDepth(q.Depth)
+			w.frecs[nrecs] = &w.qd
+			nrecs++
+		}
+	}
+	if q.HasDelay {
+		w.trn.SetDelay(q.Delay)
+		w.frecs[nrecs] = &w.trn
+		nrecs++
+	}
+	return nrecs
 }
 
 // tick runs once a second: pollers whose countdown ends send counters, and
