@@ -117,6 +117,14 @@ type Psample struct {
 // namespace: the psample family must exist (feature psample). In rules
 // mode, the rules a killed earlier daemon left are removed first.
 func NewPsample(cfg PsampleConfig) (*Psample, error) {
+	if _, err := psample.GetFamily(); err != nil {
+		return nil, err
+	}
+	return newPsample(cfg, func() (*psample.Conn, error) { return psample.Open(cfg.Conn) })
+}
+
+// newPsample is NewPsample with the readers' sockets from open.
+func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -124,9 +132,6 @@ func NewPsample(cfg PsampleConfig) (*Psample, error) {
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	if _, err := psample.GetFamily(); err != nil {
-		return nil, err
-	}
 	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}}
 	p.table.Store(&psTable{ports: map[uint32]*psPort{}, groups: map[uint32]*psPort{}})
 	var err error
@@ -144,7 +149,7 @@ func NewPsample(cfg PsampleConfig) (*Psample, error) {
 		}
 	}
 	for w := 0; w < cfg.Workers; w++ {
-		r, err := p.newReader(w)
+		r, err := p.newReader(w, open)
 		if err != nil {
 			return nil, errors.Join(err, p.Close())
 		}
@@ -346,8 +351,8 @@ type PsampleReader struct {
 	Stats  *PsampleReaderStats
 }
 
-func (p *Psample) newReader(w int) (*PsampleReader, error) {
-	conn, err := psample.Open(p.cfg.Conn)
+func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
+	conn, err := open()
 	if err != nil {
 		return nil, err
 	}

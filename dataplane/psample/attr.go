@@ -135,60 +135,58 @@ func (s *Sample) parseAttrs(a []byte) error {
 
 // attr stores one attribute's value v.
 func (s *Sample) attr(typ uint16, v []byte) error {
-	u16 := func(bit uint32, dst *uint32) error {
-		if len(v) < 2 {
-			return fmt.Errorf("psample: attribute %d: %d bytes, want 2", typ, len(v))
-		}
-		*dst = uint32(binary.NativeEndian.Uint16(v))
-		s.Has |= bit
+	var want int
+	switch typ {
+	case AttrIIfIndex, AttrOIfIndex, AttrOutTC, AttrProto:
+		want = 2
+	case AttrOrigSize, AttrSampleGroup, AttrGroupSeq, AttrSampleRate:
+		want = 4
+	case AttrOutTCOcc, AttrLatency, AttrTimestamp:
+		want = 8
+	case AttrData:
+		s.Data, s.Has = v, s.Has|HasData
 		return nil
+	default:
+		return nil // others (tunnel, cookies of newer kernels) are not used
 	}
-	u32 := func(bit uint32, dst *uint32) error {
-		if len(v) < 4 {
-			return fmt.Errorf("psample: attribute %d: %d bytes, want 4", typ, len(v))
-		}
-		*dst = binary.NativeEndian.Uint32(v)
-		s.Has |= bit
-		return nil
-	}
-	u64 := func(bit uint32, dst *uint64) error {
-		if len(v) < 8 {
-			return fmt.Errorf("psample: attribute %d: %d bytes, want 8", typ, len(v))
-		}
-		*dst = binary.NativeEndian.Uint64(v)
-		s.Has |= bit
-		return nil
+	if len(v) < want {
+		return &attrError{typ: typ, got: len(v), want: want}
 	}
 	switch typ {
 	case AttrIIfIndex:
-		return u16(HasIIf, &s.IIfIndex)
+		s.IIfIndex, s.Has = uint32(binary.NativeEndian.Uint16(v)), s.Has|HasIIf
 	case AttrOIfIndex:
-		return u16(HasOIf, &s.OIfIndex)
-	case AttrOrigSize:
-		return u32(HasOrigSize, &s.OrigSize)
-	case AttrSampleGroup:
-		return u32(HasGroup, &s.Group)
-	case AttrGroupSeq:
-		return u32(HasSeq, &s.Seq)
-	case AttrSampleRate:
-		return u32(HasRate, &s.Rate)
-	case AttrData:
-		s.Data, s.Has = v, s.Has|HasData
+		s.OIfIndex, s.Has = uint32(binary.NativeEndian.Uint16(v)), s.Has|HasOIf
 	case AttrOutTC:
-		return u16(HasOutTC, &s.OutTC)
-	case AttrOutTCOcc:
-		return u64(HasOutTCOcc, &s.OutTCOcc)
-	case AttrLatency:
-		return u64(HasLatency, &s.Latency)
-	case AttrTimestamp:
-		return u64(HasTimestamp, &s.Timestamp)
+		s.OutTC, s.Has = uint32(binary.NativeEndian.Uint16(v)), s.Has|HasOutTC
 	case AttrProto:
-		if len(v) < 2 {
-			return fmt.Errorf("psample: attribute %d: %d bytes, want 2", typ, len(v))
-		}
 		s.Proto, s.Has = binary.NativeEndian.Uint16(v), s.Has|HasProto
+	case AttrOrigSize:
+		s.OrigSize, s.Has = binary.NativeEndian.Uint32(v), s.Has|HasOrigSize
+	case AttrSampleGroup:
+		s.Group, s.Has = binary.NativeEndian.Uint32(v), s.Has|HasGroup
+	case AttrGroupSeq:
+		s.Seq, s.Has = binary.NativeEndian.Uint32(v), s.Has|HasSeq
+	case AttrSampleRate:
+		s.Rate, s.Has = binary.NativeEndian.Uint32(v), s.Has|HasRate
+	case AttrOutTCOcc:
+		s.OutTCOcc, s.Has = binary.NativeEndian.Uint64(v), s.Has|HasOutTCOcc
+	case AttrLatency:
+		s.Latency, s.Has = binary.NativeEndian.Uint64(v), s.Has|HasLatency
+	case AttrTimestamp:
+		s.Timestamp, s.Has = binary.NativeEndian.Uint64(v), s.Has|HasTimestamp
 	}
-	return nil // others (tunnel, cookies of newer kernels) are not used
+	return nil
+}
+
+// attrError is an attribute shorter than its type.
+type attrError struct {
+	typ       uint16
+	got, want int
+}
+
+func (e *attrError) Error() string {
+	return fmt.Sprintf("psample: attribute %d: %d bytes, want %d", e.typ, e.got, e.want)
 }
 
 // AppendMessage appends s as the kernel would send it from a family with

@@ -73,11 +73,18 @@ type Conn struct {
 
 // Open opens a Conn in the calling thread's network namespace.
 func Open(cfg ConnConfig) (*Conn, error) {
-	cfg.defaults()
 	fam, err := GetFamily()
 	if err != nil {
 		return nil, err
 	}
+	return openFamily(cfg, fam, true)
+}
+
+// openFamily opens a Conn reading the messages of family fam, joined to
+// its packets group when join (without: it receives only what is sent to
+// it, for tests that synthesize the kernel's messages).
+func openFamily(cfg ConnConfig, fam Family, join bool) (*Conn, error) {
+	cfg.defaults()
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_GENERIC)
 	if err != nil {
 		return nil, fmt.Errorf("psample: netlink socket: %w", err)
@@ -93,9 +100,11 @@ func Open(cfg ConnConfig) (*Conn, error) {
 			return nil, fmt.Errorf("psample: SO_RCVBUF: %w", err)
 		}
 	}
-	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(fam.Packets)); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("psample: joining multicast group %s/%s (%d): %w", FamilyName, GroupPacket, fam.Packets, err)
+	if join {
+		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(fam.Packets)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("psample: joining multicast group %s/%s (%d): %w", FamilyName, GroupPacket, fam.Packets, err)
+		}
 	}
 	if c.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		c.Close()
@@ -112,6 +121,26 @@ func Open(cfg ConnConfig) (*Conn, error) {
 	}
 	c.pfd = [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(c.wake), Events: unix.POLLIN}}
 	return c, nil
+}
+
+// OpenSynthetic opens a Conn that reads messages of family fam sent to it
+// (Addr) rather than the kernel's multicast group: the ASIC attributes
+// no software path produces are tested by sending the kernel's message
+// layout to it from another netlink socket (root: CAP_NET_ADMIN).
+func OpenSynthetic(cfg ConnConfig, fam Family) (*Conn, error) { return openFamily(cfg, fam, false) }
+
+// PortID is the Conn socket's netlink port id (where OpenSynthetic's
+// messages are sent).
+func (c *Conn) PortID() (uint32, error) {
+	sa, err := unix.Getsockname(c.fd)
+	if err != nil {
+		return 0, fmt.Errorf("psample: getsockname: %w", err)
+	}
+	nl, ok := sa.(*unix.SockaddrNetlink)
+	if !ok {
+		return 0, fmt.Errorf("psample: getsockname: %T", sa)
+	}
+	return nl.Pid, nil
 }
 
 // Family returns the psample family the Conn reads.
