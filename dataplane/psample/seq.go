@@ -37,5 +37,9 @@ func (q *Seq) Observe(seq uint32) uint32 {
 	return gap
 }
 
+// Next is the number the next sample should carry: after a fresh group's
+// sample n, the samples the kernel numbered (0..n).
+func (q *Seq) Next() uint32 { return q.next }
+
 // Reset forgets the sequence (the next number seen starts it again).
 func (q *Seq) Reset() { *q = Seq{Lost: q.Lost, Restarts: q.Restarts} }
