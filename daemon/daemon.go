@@ -113,7 +113,10 @@ type Daemon struct {
 	dp  *dataplane.Dataplane
 	// psample samples the ports instead of dp's BPF samplers (hook
 	// psample, or listen-only psample_group); nil otherwise.
-	psample  *kernel.Psample
+	psample *kernel.Psample
+	// mixed routes each port to dp or psample (hook auto on a switch
+	// whose ports offload tc); nil otherwise.
+	mixed    *kernel.Mixed
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
@@ -240,11 +243,19 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		return fail(err)
 	}
 	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
-	if usePsample(s) {
+	switch {
+	case usePsample(s):
 		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
+	case s.Hook == "auto" && autoPsample(dp.Features(), log):
+		// Switch ports that offload tc: psample there, BPF elsewhere.
+		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
+		}
+		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)
+		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,

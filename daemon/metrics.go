@@ -49,7 +49,7 @@ func (d *Daemon) portMetrics() []metrics.Port {
 	d.mu.Unlock()
 	out := make([]metrics.Port, 0, len(states))
 	for idx, st := range states {
-		if d.psample != nil {
+		if d.psample != nil && (d.mixed == nil || d.mixed.UsesPsample(idx)) {
 			// The pool as the port's packet counter gave it at its
 			// latest sample, the samples lost (GROUP_SEQ gaps).
 			pool, drops := d.psample.PortPool(idx)

@@ -5,11 +5,46 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
+
+// autoPsample tells whether hook auto samples some ports through psample:
+// the kernel has psample and act_sample, and a port offloads tc
+// (hw-tc-offload: a switchdev ASIC port) at start. Without such a port
+// nothing of psample is opened (no socket, no watcher).
+func autoPsample(fs *dataplane.Features, log *slog.Logger) bool {
+	if !fs.Has(dataplane.FeaturePsample) || !fs.Has(dataplane.FeatureActSample) {
+		return false
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		log.Warn("hook auto: listing the ports to find those that offload tc", "err", err)
+		return false
+	}
+	for _, l := range links {
+		if on, err := psample.TCOffload(l.Attrs().Name); err == nil && on {
+			log.Info("hook auto: ports that offload tc are sampled through psample", "first", l.Attrs().Name)
+			return true
+		}
+	}
+	return false
+}
+
+// offloads tells whether port ifindex offloads tc (hw-tc-offload on).
+func offloads(ifindex uint32) bool {
+	l, err := netlink.LinkByIndex(int(ifindex))
+	if err != nil {
+		return false
+	}
+	on, err := psample.TCOffload(l.Attrs().Name)
+	return err == nil && on
+}
 
 // usePsample tells whether the ports are sampled through psample: hook
 // psample (the agent's rules) or a listen-only group.

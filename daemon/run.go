@@ -70,7 +70,17 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("sample readers: %w", err)
 	}
-	if d.psample != nil {
+	switch {
+	case d.mixed != nil:
+		readers = kernel.MixedReaders(readers, d.psample)
+		defer func() {
+			for _, r := range readers {
+				if mr, ok := r.(*kernel.MixedReader); ok {
+					mr.Close()
+				}
+			}
+		}()
+	case d.psample != nil:
 		readers = d.psample.Readers()
 	}
 	events := make(chan dataplane.PortEvent, 256)

@@ -315,4 +315,3 @@ func TestPsampleKilled(t *testing.T) {
 		t.Errorf("the killed daemon's qdisc survived the restart:\n%s", q)
 	}
 }
-

@@ -196,6 +196,37 @@ func (c *Conn) Read(deadline time.Time, fn func(*Sample)) (int, error) {
 	return n, nil
 }
 
+// TryRead hands fn the samples already queued (up to maxRounds batches),
+// without waiting, and returns how many.
+func (c *Conn) TryRead(fn func(*Sample)) (int, error) {
+	n := 0
+	for round := 0; round < maxRounds; round++ {
+		got, err := c.recv()
+		if err != nil {
+			return n, err
+		}
+		for i := 0; i < got; i++ {
+			n += c.deliver(i, fn)
+		}
+		if got < len(c.msgs) {
+			break
+		}
+	}
+	return n, nil
+}
+
+// WaitReadable waits up to timeout until a sample is queued, for a reader
+// that waits on something else and must be woken for samples (a worker
+// whose ports are sampled both ways: agent/kernel's MixedReader).
+func (c *Conn) WaitReadable(timeout time.Duration) (bool, error) {
+	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("psample: poll: %w", err)
+	}
+	return n > 0, nil
+}
+
 // deliver parses message i of the last batch and hands it to fn.
 func (c *Conn) deliver(i int, fn func(*Sample)) int {
 	m := &c.msgs[i]
