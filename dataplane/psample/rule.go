@@ -13,11 +13,11 @@ package psample
 //	that says the rule is ours: "sfps", the owner's 8-byte id, a flag byte
 //	(cookieOwnQdisc: the owner created the qdisc).
 //
-// Replacing the filter (NLM_F_CREATE without NLM_F_EXCL) changes the rate,
-// group or truncation in place: the kernel swaps the action under the
+// A change of rate, group or truncation replaces the filter's sample
+// action by its index (Install): the kernel swaps the parameters under the
 // running filter, so no frame passes unsampled, and the group lives on
-// (the new action takes a reference before the old one drops its own), so
-// its sequence continues.
+// (the action takes the new group before it drops the old), so its
+// sequence continues.
 //
 // A filter outlives its process, so ownership is as for the dataplane's
 // cls_bpf filters (dataplane/clsact.go): each Owner binds the abstract
@@ -158,38 +158,97 @@ type Installed struct {
 	Ours     bool
 	Owner    [8]byte
 	OwnQdisc bool
-	// Prio and Handle are the filter's.
-	Prio   uint16
-	Handle uint32
+	// Prio and Handle are the filter's; ActIndex its sample action's
+	// index (in the namespace's table of sample actions).
+	Prio     uint16
+	Handle   uint32
+	ActIndex uint32
 }
 
 // Install adds r, or changes ours in place (rate, group, truncation).
 // The port's clsact qdisc is created when it has neither clsact nor (for
 // an ingress rule) an ingress qdisc; the cookie records it, so that the
 // last of our rules removed removes it.
+//
+// A matchall filter cannot be changed (cls_matchall's change refuses an
+// existing filter: EEXIST), so a change replaces the filter's sample
+// action by its index (RTM_NEWACTION, NLM_F_REPLACE: tcf_sample_init
+// swaps rate, group and truncation under the running filter; no frame
+// passes unsampled). Where that is refused (an offloaded rule whose
+// driver cannot change it), the filter is deleted and added again: the
+// frames between are counted in the pool and not sampled.
 func (o *Owner) Install(r Rule) error {
 	cur, err := ourRule(r.IfIndex, r.Egress)
 	if err != nil {
 		return err
 	}
-	own := false
 	switch {
 	case cur != nil && cur.Ours:
-		own = cur.OwnQdisc
+		if cur.Rate == r.Rate && cur.Group == r.Group && cur.TruncSize == r.TruncSize && cur.SkipSW == r.SkipSW {
+			return nil
+		}
+		if cur.SkipSW == r.SkipSW && cur.ActIndex != 0 {
+			if err := o.replaceAction(cur.ActIndex, r, cur.OwnQdisc); err == nil {
+				return nil
+			}
+		}
+		f := &netlink.MatchAll{FilterAttrs: netlink.FilterAttrs{LinkIndex: r.IfIndex, Parent: r.parent(), Priority: RulePrio,
+			Handle: RuleHandle, Protocol: unix.ETH_P_ALL}}
+		if err := netlink.FilterDel(f); err != nil {
+			return fmt.Errorf("psample: replacing the %s rule of ifindex %d: %w", Side(r.Egress), r.IfIndex, err)
+		}
+		return o.write(r, cur.OwnQdisc)
 	case cur != nil:
 		return fmt.Errorf("psample: %s of ifindex %d: priority %d handle %#x holds another program's filter", Side(r.Egress), r.IfIndex, RulePrio, RuleHandle)
-	default:
-		if own, err = ensureQdisc(r.IfIndex, r.Egress); err != nil {
-			return err
+	}
+	own, err := ensureQdisc(r.IfIndex, r.Egress)
+	if err != nil {
+		return err
+	}
+	if !own {
+		// The qdisc may be one this owner made for its rule on the
+		// other side: that rule's cookie says so, and this one must too,
+		// so that whichever goes last removes it.
+		if other, err := ourRule(r.IfIndex, !r.Egress); err == nil && other != nil && other.Ours && other.Owner == o.id {
+			own = other.OwnQdisc
 		}
 	}
 	if err := o.write(r, own); err != nil {
-		if own && cur == nil {
-			_, _ = removeQdiscIfEmpty(r.IfIndex) // undo: ours, nothing on it
+		if own {
+			_, _ = removeQdiscIfEmpty(r.IfIndex) // undo: ours, nothing of ours on it
 		}
 		return err
 	}
 	return nil
+}
+
+// replaceAction changes the sample action of index idx in place.
+func (o *Owner) replaceAction(idx uint32, r Rule, ownQdisc bool) error {
+	req := nl.NewNetlinkRequest(unix.RTM_NEWACTION, unix.NLM_F_CREATE|unix.NLM_F_REPLACE|unix.NLM_F_ACK)
+	req.AddData(&nl.TcActionMsg{Family: nl.FAMILY_ALL})
+	tab := nl.NewRtAttr(nl.TCA_ACT_TAB, nil)
+	act := tab.AddRtAttr(1, nil)
+	act.AddRtAttr(nl.TCA_ACT_KIND, nl.ZeroTerminated("sample"))
+	o.sampleOptions(act, r, idx)
+	act.AddRtAttr(nl.TCA_ACT_COOKIE, o.cookie(ownQdisc))
+	req.AddData(tab)
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("psample: tc actions replace action sample index %d rate %d: %w", idx, r.Rate, err)
+	}
+	return nil
+}
+
+// sampleOptions adds the sample action's options (TCA_ACT_OPTIONS) of r
+// to act; index 0 asks for a new action.
+func (o *Owner) sampleOptions(act *nl.RtAttr, r Rule, index uint32) {
+	aopts := act.AddRtAttr(nl.TCA_ACT_OPTIONS, nil)
+	gen := nl.TcGen{Index: index, Action: int32(netlink.TC_ACT_PIPE)}
+	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PARMS, gen.Serialize())
+	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_RATE, nl.Uint32Attr(r.Rate))
+	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PSAMPLE_GROUP, nl.Uint32Attr(r.Group))
+	if r.TruncSize != 0 {
+		aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_TRUNC_SIZE, nl.Uint32Attr(r.TruncSize))
+	}
 }
 
 // write sends the RTM_NEWTFILTER of r (create or replace).
@@ -207,14 +266,7 @@ func (o *Owner) write(r Rule, ownQdisc bool) error {
 	acts := opts.AddRtAttr(nl.TCA_MATCHALL_ACT, nil)
 	act := acts.AddRtAttr(1, nil)
 	act.AddRtAttr(nl.TCA_ACT_KIND, nl.ZeroTerminated("sample"))
-	aopts := act.AddRtAttr(nl.TCA_ACT_OPTIONS, nil)
-	gen := nl.TcGen{Action: int32(netlink.TC_ACT_PIPE)}
-	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PARMS, gen.Serialize())
-	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_RATE, nl.Uint32Attr(r.Rate))
-	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PSAMPLE_GROUP, nl.Uint32Attr(r.Group))
-	if r.TruncSize != 0 {
-		aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_TRUNC_SIZE, nl.Uint32Attr(r.TruncSize))
-	}
+	o.sampleOptions(act, r, 0)
 	act.AddRtAttr(nl.TCA_ACT_COOKIE, o.cookie(ownQdisc))
 	req.AddData(opts)
 	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
@@ -437,6 +489,8 @@ func (r *Installed) parseAction(b []byte) bool {
 			r.Group = v
 		case nl.TCA_ACT_SAMPLE_TRUNC_SIZE:
 			r.TruncSize = v
+		case nl.TCA_ACT_SAMPLE_PARMS: // struct tc_sample: tc_gen, index first
+			r.ActIndex = v
 		}
 	}
 	return true

@@ -28,8 +28,14 @@ func TestRuleLifecycle(t *testing.T) {
 	if !strings.Contains(out, "not_in_hw") && !strings.Contains(out, "skip_hw") && strings.Contains(out, "skip_sw") {
 		t.Errorf("a veth rule must run in software:\n%s", out)
 	}
-	// In place: one filter, the new rate and group.
+	// In place: one filter, the same action, the new rate and group.
+	var before, after []Installed
+	lab.Do(t, func() (err error) { before, err = Rules(i0, false); return err })
 	lab.Do(t, func() error { return o.Install(Rule{IfIndex: i0, Rate: 1000, Group: 6, TruncSize: 128}) })
+	lab.Do(t, func() (err error) { after, err = Rules(i0, false); return err })
+	if len(before) != 1 || len(after) != 1 || before[0].ActIndex == 0 || after[0].ActIndex != before[0].ActIndex || after[0].Rate != 1000 {
+		t.Errorf("the change was not made in place: before %+v, after %+v", before, after)
+	}
 	out = tcShow("ingress")
 	if strings.Count(out, "filter protocol all pref 1 matchall") != 1 || !strings.Contains(out, "sample rate 1/1000 group 6 trunc_size 128") {
 		t.Fatalf("after the change:\n%s", out)

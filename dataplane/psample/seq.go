@@ -8,6 +8,10 @@ package psample
 // then sees ENOBUFS), or never delivered. A sample the kernel could not
 // allocate a message for is not numbered and cannot be seen here.
 //
+// A loss is seen when the next sample of the group arrives: samples lost
+// after the last one read are counted once the group sends again (the
+// socket's ENOBUFS says at once that some were lost, not how many).
+//
 // The number is a u32 that wraps. A group that is freed (the last rule
 // using it removed) and made again restarts at 0: a step back, or forward
 // by 2^31 or more, is taken for such a restart, not for a loss.
