@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-lab vagrant-clean soak hostile stress-exact
+.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
 
 all: build
 
@@ -144,6 +144,9 @@ deb:
 #                  subset), and a report per kernel
 #   vagrant-fresh  .ci/run on a fresh minimal Debian RELEASE from a clean
 #                  clone, with network (qemu's user networking)
+#   vagrant-upgrade  the package's maintainer scripts under dpkg and systemd
+#                  in a VM of RELEASE: install, upgrade in place under
+#                  traffic, SIGKILL and restart, removal (vm/upgrade.sh)
 #   vagrant-lab    the package, the lab and the tests in a VM of RELEASE
 #                  booted by vagrant on libvirt
 #   vagrant-clean  removes every box, VM, volume and cache they left
@@ -163,6 +166,16 @@ vagrant-fresh:
 	$(DEPS) vm
 	FLAVOR=fresh ./vagrant/box/build.sh $(RELEASE)
 	MODE=fresh RELEASES="$(RELEASE)" ./vagrant/test.sh
+
+UPGRADE_DEBS = $(CURDIR)/vagrant/.cache/run/debs
+vagrant-upgrade:
+	$(DEPS) vm
+	$(DEPS) deb
+	./vagrant/box/build.sh $(RELEASE)
+	rm -rf $(UPGRADE_DEBS)
+	VERSION=0.1.0~vm1 LINTIAN=0 OUT=$(UPGRADE_DEBS) ./packaging/deb/build.sh
+	VERSION=0.1.0~vm2 LINTIAN=0 OUT=$(UPGRADE_DEBS) ./packaging/deb/build.sh
+	RELEASES="$(RELEASE)" TEST_PKGS=./config VM_CMD="bash vagrant/vm/upgrade.sh $$(ls $(UPGRADE_DEBS)/*vm1*.deb) $$(ls $(UPGRADE_DEBS)/*vm2*.deb)" ./vagrant/test.sh
 
 vagrant-lab: deb
 	$(DEPS) vagrant

@@ -9,30 +9,35 @@ import (
 
 // portPool is a port's sample_pool at sample time, as one worker knows it.
 //
-// The kernel counts a port's frames per CPU, and each ring record carries
-// the sampling CPU's count at the sampled frame (PacketSample.CPUPool). The
-// pool of a sample is that count plus every other CPU's count as its own
-// latest sample reported it: the frames that could have been sampled up to
-// this one (sflow_version_5.txt section 4, flow_sample.sample_pool), as far
-// as the samples tell. Chosen over reading the other CPUs' live counters
-// when the sample is encoded: those are read later than the sample was
-// taken, so they would count frames that arrived after it, and a later
-// sample could then carry a smaller pool. With sample-reported counts:
-//   - a port's records reach one worker in the order each CPU reserved
-//     them, and a CPU's count only grows, so each CPU's term never
-//     decreases and the sampling CPU's term grows with every sample: the
-//     pools of consecutive samples are strictly increasing;
-//   - the pool undercounts by the frames other CPUs received since their
-//     own last sample (on average fewer than one sampling interval per
-//     other CPU); the port's total (counters, MIB, metrics) stays exact,
-//     read from the kernel's counters.
+// sflow_version_5.txt section 4, flow_sample.sample_pool: the frames that
+// could have been sampled up to this one. The kernel counts a port's
+// frames per CPU. Its sampled path sums every CPU's count at the sampled
+// frame (bpf/sampler.h port_pool_sum) and the record carries that sum
+// (PacketSample.PoolSum): the sample's pool is then exact at its frame.
+//
+// A record without the sum (from a program older than the sum, still in a
+// ring a new program adopted) carries its CPU's count alone; its pool is
+// that count plus every other CPU's count as its own latest sample
+// reported it. Chosen over reading the other CPUs' live counters when the
+// sample is encoded: those are read later than the sample was taken, so
+// they would count frames that arrived after it, and a later sample could
+// then carry a smaller pool. That method undercounts by the frames other
+// CPUs received since their own last sample.
+//
+// Pools of consecutive samples strictly increase: a port's records reach
+// one worker in the order each CPU reserved them; a CPU's count only
+// grows; and a pool that would not be above the previous one (a sum read
+// by one CPU while another's sample was being taken, smaller than that
+// sample's by the frames the other CPU counted meanwhile) is raised to
+// one above it: each kernel sample is a frame after the previous. The port's total
+// (counters, MIB, metrics) is read from the kernel's counters, exact.
 //
 // The per-CPU counts live in the agent's persistent state (agent/persist,
 // lines of PoolCPUKey) when it has room: a program that takes the
 // samplers over (an upgrade, a restart after a crash) continues them, so
 // the pools of the samples that waited in the ring do not run backwards.
 //
-// A port sampled both ways has a count per CPU in each direction (the
+// A port sampled both ways has its counts in each direction (the
 // kernel's ingress and egress counters): its pool is the sum of both, the
 // data source covering both directions. Only the ingress counts are kept
 // in the persistent state: an egress sampler is not pinned (dataplane
@@ -41,7 +46,11 @@ type portPool struct {
 	base uint64    // pool of earlier attachments (identifies this attachment)
 	cpu  []*uint64 // latest reported ingress pool per CPU
 	out  []uint64  // latest reported egress pool per CPU
-	sum  uint64    // sum of cpu and out
+	// inCPUs and outCPUs are the sums of cpu and out; inAll and outAll
+	// the latest every-CPU sums the kernel reported per direction.
+	inCPUs, outCPUs uint64
+	inAll, outAll   uint64
+	last            uint64 // the pool of the latest sample
 }
 
 // newPortPool is the pool of port ifindex's attachment over base, its
@@ -66,7 +75,7 @@ func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
 		}
 		for i := 1; i < len(line) && g*per+i-1 < len(p.cpu); i++ {
 			p.cpu[g*per+i-1] = &line[i]
-			p.sum += atomic.LoadUint64(&line[i])
+			p.inCPUs += atomic.LoadUint64(&line[i])
 		}
 	}
 	return p
@@ -83,30 +92,42 @@ func (p *portPool) free(state *persist.Store, ifindex uint32) {
 // maxCPUs bounds the per-port CPU table against a corrupt record.
 const maxCPUs = 1 << 14
 
-// at records that cpu's pool is cpuPool and returns the port's pool (without
-// base) at that sample. It allocates only the first time a CPU beyond
-// runtime.NumCPU is seen.
-func (p *portPool) at(egress bool, cpu uint32, cpuPool uint64) uint64 {
-	if cpu >= maxCPUs {
-		return p.sum
-	}
-	if egress {
+// at returns the port's pool (without base) at a sample: of the sample's
+// direction, all is the kernel's every-CPU sum (PacketSample.PoolSum);
+// otherwise cpuPool is the sampling CPU's count, recorded. It allocates
+// only the first time a CPU beyond runtime.NumCPU is seen.
+func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
+	switch {
+	case all && egress:
+		p.outAll = max(p.outAll, cpuPool)
+	case all:
+		p.inAll = max(p.inAll, cpuPool)
+	case cpu >= maxCPUs:
+		return p.last
+	case egress:
 		if int(cpu) >= len(p.out) {
 			p.out = append(p.out, make([]uint64, int(cpu)+1-len(p.out))...)
 		}
 		if old := p.out[cpu]; cpuPool > old {
-			p.sum += cpuPool - old
+			p.outCPUs += cpuPool - old
 			p.out[cpu] = cpuPool
 		}
-		return p.sum
+	default:
+		for len(p.cpu) <= int(cpu) {
+			p.cpu = append(p.cpu, new(uint64))
+		}
+		c := p.cpu[cpu]
+		if old := *c; cpuPool > old {
+			p.inCPUs += cpuPool - old
+			atomic.StoreUint64(c, cpuPool)
+		}
 	}
-	for len(p.cpu) <= int(cpu) {
-		p.cpu = append(p.cpu, new(uint64))
+	pool := max(p.inCPUs, p.inAll) + max(p.outCPUs, p.outAll)
+	if pool <= p.last {
+		// A sum read while another CPU's sample was being taken, or a
+		// record of an older program: still a frame after the previous.
+		pool = p.last + 1
 	}
-	c := p.cpu[cpu]
-	if old := *c; cpuPool > old {
-		p.sum += cpuPool - old
-		atomic.StoreUint64(c, cpuPool)
-	}
-	return p.sum
+	p.last = pool
+	return pool
 }

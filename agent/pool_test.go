@@ -26,7 +26,7 @@ func TestPortPoolAtSample(t *testing.T) {
 	}
 	prev := uint64(0)
 	for i, s := range steps {
-		got := p.at(false, s.cpu, s.pool)
+		got := p.at(false, false, s.cpu, s.pool)
 		if got != s.want {
 			t.Errorf("step %d: cpu %d pool %d -> %d, want %d", i, s.cpu, s.pool, got, s.want)
 		}
@@ -35,20 +35,20 @@ func TestPortPoolAtSample(t *testing.T) {
 		}
 		prev = got
 	}
-	// A stale (smaller) count never lowers the sum; an absurd CPU number
-	// is ignored.
-	if got := p.at(false, 1, 1); got != 16 {
-		t.Errorf("stale count: %d, want 16", got)
+	// A stale (smaller) count never lowers the pool: the sample is still a
+	// frame after the previous; an absurd CPU number is ignored.
+	if got := p.at(false, false, 1, 1); got != 17 {
+		t.Errorf("stale count: %d, want 17", got)
 	}
-	if got := p.at(false, maxCPUs, 1<<40); got != 16 {
-		t.Errorf("absurd CPU: %d, want 16", got)
+	if got := p.at(false, false, maxCPUs, 1<<40); got != 17 {
+		t.Errorf("absurd CPU: %d, want 17", got)
 	}
 }
 
 func TestPortPoolNoAlloc(t *testing.T) {
 	p := newPortPool(0, nil, 0)
 	n := uint64(0)
-	if a := testing.AllocsPerRun(1000, func() { n++; p.at(false, 0, n) }); a != 0 {
+	if a := testing.AllocsPerRun(1000, func() { n++; p.at(false, false, 0, n) }); a != 0 {
 		t.Errorf("%.1f allocations per sample", a)
 	}
 }
@@ -61,7 +61,7 @@ func BenchmarkPortPoolAt(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n++
-		p.at(false, uint32(n&1), n)
+		p.at(false, false, uint32(n&1), n)
 	}
 }
 
@@ -81,10 +81,10 @@ func TestPortPoolBothDirections(t *testing.T) {
 		{false, 0, 6, 8},
 		{true, 1, 4, 12},
 		{true, 0, 3, 13},
-		{true, 0, 1, 13}, // stale
+		{true, 0, 1, 14}, // stale: still a frame after the previous
 	}
 	for i, s := range steps {
-		if got := p.at(s.egress, s.cpu, s.pool); got != s.want {
+		if got := p.at(s.egress, false, s.cpu, s.pool); got != s.want {
 			t.Errorf("step %d: egress %v cpu %d pool %d -> %d, want %d", i, s.egress, s.cpu, s.pool, got, s.want)
 		}
 	}
@@ -101,22 +101,56 @@ func TestPortPoolPersists(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newPortPool(100, st, 7)
-	p.at(false, 0, 5)
-	p.at(false, 1, 3)
+	p.at(false, false, 0, 5)
+	p.at(false, false, 1, 3)
 
 	st2, err := persist.Open(mem) // the next program
 	if err != nil || !st2.Adopted() {
 		t.Fatalf("state not adopted: %v", err)
 	}
 	p2 := newPortPool(100, st2, 7)
-	if got := p2.at(false, 0, 6); got != 9 {
+	if got := p2.at(false, false, 0, 6); got != 9 {
 		t.Errorf("continued pool: %d, want 6 + 3 told before", got)
 	}
-	if got := newPortPool(200, st2, 7).at(false, 0, 1); got != 1 {
+	if got := newPortPool(200, st2, 7).at(false, false, 0, 1); got != 1 {
 		t.Errorf("new attachment's pool: %d, want 1 (afresh)", got)
 	}
 	p2.free(st2, 7)
-	if got := newPortPool(200, st2, 7).at(false, 1, 2); got != 2 {
+	if got := newPortPool(200, st2, 7).at(false, false, 1, 2); got != 2 {
 		t.Errorf("pool after free: %d, want 2", got)
+	}
+}
+
+// TestPortPoolSum: records that carry the kernel's every-CPU sum give the
+// pool directly; records without it (an older program's, left in a ring)
+// still count by CPU, and the larger of the two views counts; a sum read
+// while another CPU's sample was being taken (smaller than the previous
+// pool) is raised to one above it; the directions add up.
+func TestPortPoolSum(t *testing.T) {
+	p := newPortPool(0, nil, 0)
+	steps := []struct {
+		egress, all bool
+		cpu         uint32
+		pool        uint64
+		want        uint64
+	}{
+		{false, false, 0, 5, 5},  // an older program's record: CPU 0 alone
+		{false, true, 1, 40, 40}, // the sum: CPU 1's frames and CPU 0's since
+		{false, true, 0, 39, 41}, // read while CPU 1's sample was taken: raised
+		{false, true, 0, 50, 50},
+		{false, false, 1, 20, 51}, // an old per-CPU record: below the sum, one frame on
+		{true, true, 0, 7, 57},    // egress sum adds
+		{false, true, 1, 60, 67},
+	}
+	prev := uint64(0)
+	for i, s := range steps {
+		got := p.at(s.egress, s.all, s.cpu, s.pool)
+		if got != s.want {
+			t.Errorf("step %d: egress %v sum %v cpu %d pool %d -> %d, want %d", i, s.egress, s.all, s.cpu, s.pool, got, s.want)
+		}
+		if got <= prev {
+			t.Errorf("step %d: pool %d not above previous %d", i, got, prev)
+		}
+		prev = got
 	}
 }

@@ -37,6 +37,10 @@ type PacketSample struct {
 	// when it is encoded (PoolReader).
 	CPU     uint32
 	CPUPool uint64
+	// PoolSum says CPUPool is the port's pool in the sample's direction
+	// summed over every CPU at the sampled frame, not CPU's alone
+	// (bpf/sampler.h port_pool_sum; pool.go).
+	PoolSum bool
 	// Route is what the kernel answered about the packet's routes at
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
@@ -314,7 +318,7 @@ func (w *worker) handle(ps *PacketSample) {
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
 	if atSample {
-		pool = pp.at(ps.Egress, ps.CPU, ps.CPUPool)
+		pool = pp.at(ps.Egress, ps.PoolSum, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
 		// The kernel tells the rate each sample was taken at; while a

@@ -18,6 +18,11 @@
 //                       bumped on every FIB change there): user space takes the
 //                       prefix lengths from its route table only when that
 //                       table is of the same generation;
+//   SAMPLE_F_POOL_SUM   sample_meta.pool is the port's pool in the
+//                       sampled direction summed over every CPU, read at
+//                       this frame (port_pool_sum, sampler.h); without the
+//                       flag (a program older than the flag, adopted
+//                       records in a ring) it is the sampling CPU's alone;
 //
 // User space reads these through the record's generated Go type
 // (bpf.SamplerSampleMeta, dataplane/ring.go).
@@ -31,6 +36,7 @@
 #define SAMPLE_F_ROUTE (1U << 1)
 #define SAMPLE_F_SRC_ROUTE (1U << 2)
 #define SAMPLE_F_FIB_GEN (1U << 3)
+#define SAMPLE_F_POOL_SUM (1U << 4)
 
 // sample_route: bpf_fib_lookup's answers for the sampled packet, taken in
 // the sampled path (route.h). An address is 4 bytes (IPv4, the rest zero)

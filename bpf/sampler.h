@@ -117,7 +117,7 @@ struct sample_meta {
 	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
 	__u32 header_len;   // valid bytes in data
 	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
-	__u64 pool;         // this CPU's pool of the port in this direction, this frame included
+	__u64 pool;         // the port's pool in this direction at this frame, every CPU's (SAMPLE_F_POOL_SUM)
 	__u32 flags;        // SAMPLE_F_*
 	__u32 in_ifindex;   // egress: the port the frame came in on (skb_iif), 0 = made here
 	struct sample_route route;
@@ -426,6 +426,40 @@ static __always_inline int port_frame(SAMPLER_CTX *ctx)
 	return SAMPLER_PASS;
 }
 
+// MAX_POOL_SUM_CPUS bounds port_pool_sum's loop for the verifier. With
+// more possible CPUs than this the sum is not taken and a sample carries
+// its CPU's pool alone (no SAMPLE_F_POOL_SUM).
+#define MAX_POOL_SUM_CPUS 1024
+
+// port_pool_sum returns the port's pool in this direction at this frame:
+// every CPU's count (the counter lines base .. base + cpu_slots - 1), read
+// now, while this CPU holds the sampled frame (sFlow v5 section 4,
+// flow_sample.sample_pool: "total number of packets that could have been
+// sampled"). The other CPUs' counts are read with plain loads while their
+// owners may be adding to them: each read is one of the values the count
+// went through, so the sum is the pool at a moment within this read.
+// Only the sampled path pays: cpu_slots cache-line reads per sample, none
+// per unsampled frame. Returns 0 where the sum cannot be taken.
+static __always_inline __u64 port_pool_sum(__u32 base)
+{
+	__u64 sum = 0;
+	__u32 i, idx;
+	struct port_counters *o;
+
+	if (cpu_slots > MAX_POOL_SUM_CPUS)
+		return 0;
+	for (i = 0; i < MAX_POOL_SUM_CPUS; i++) {
+		if (i >= cpu_slots)
+			break;
+		idx = base + i;
+		o = bpf_map_lookup_elem(&counters, &idx);
+		if (!o)
+			return 0;
+		sum += *(volatile __u64 *)&o->pool;
+	}
+	return sum;
+}
+
 // emit_sample reserves a record of constant size (the verifier requires a
 // constant reservation size, hence the size classes cls) in ring, fills
 // the metadata and copies min(frame length, header_bytes, cls) bytes of
@@ -434,7 +468,8 @@ static __always_inline int port_frame(SAMPLER_CTX *ctx)
 // (route.h).
 static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 					struct port_counters *c, __u32 ifindex,
-					__u32 cpu, struct port_config *cfg, __u32 rate,
+					__u32 cpu, __u32 base,
+					struct port_config *cfg, __u32 rate,
 					const __u32 cls)
 {
 	__u32 header_bytes = cfg->header_bytes;
@@ -464,11 +499,16 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 	// against the rate it was really taken at, even while user space is
 	// changing the port's configuration.
 	m->sample_rate = rate;
-	// The pool at this frame, on this CPU: the worker adds the other CPUs'
-	// pools as their own latest samples reported them, so each flow sample
-	// carries the port's pool at its sampling moment (agent/pool.go).
-	m->pool = c->pool;
+	// The port's pool at this frame: every CPU's count (port_pool_sum).
+	// Should the sum be unavailable, this CPU's count alone, to which the
+	// worker adds the other CPUs' as their own latest samples reported
+	// them (agent/pool.go).
 	m->flags = SAMPLER_EGRESS ? SAMPLE_F_EGRESS : 0;
+	m->pool = port_pool_sum(base);
+	if (m->pool)
+		m->flags |= SAMPLE_F_POOL_SUM;
+	else
+		m->pool = c->pool;
 	m->in_ifindex = ctx_in_ifindex(ctx);
 	sample_route(ctx, m, ifindex, SAMPLER_EGRESS ? m->in_ifindex : ifindex);
 	bpf_ringbuf_submit(m, wake_flag(ring, size));
@@ -478,7 +518,7 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 // the smallest size class that holds the port's header_bytes.
 static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 					  struct port_counters *c,
-					  __u32 ifindex, __u32 cpu,
+					  __u32 ifindex, __u32 cpu, __u32 base,
 					  struct port_config *cfg, __u32 rate)
 {
 	__u32 worker = cfg->worker, header_bytes = cfg->header_bytes;
@@ -489,11 +529,11 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 		return;
 	}
 	if (header_bytes <= 64)
-		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate, 64);
+		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate, 64);
 	else if (header_bytes <= 128)
-		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate, 128);
+		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate, 128);
 	else
-		emit_sample(ctx, ring, c, ifindex, cpu, cfg, rate,
+		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate,
 			    MAX_HEADER_BYTES);
 }
 
@@ -502,7 +542,7 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 // the first skip, then draws the next skip (decide). Kept out of line so
 // the per-packet path stays short. The port's config is read here only.
 static __noinline int take_sample(SAMPLER_CTX *ctx, struct port_counters *c,
-				  __u32 ifindex, __u32 cpu)
+				  __u32 ifindex, __u32 cpu, __u32 base)
 {
 	struct port_config *cfg = 0;
 	__u32 rate = 0;
@@ -513,7 +553,7 @@ static __noinline int take_sample(SAMPLER_CTX *ctx, struct port_counters *c,
 	if (cfg->mode == MODE_MONITOR)
 		return ctx_monitor(ctx, c, cfg, d == DECIDE_SAMPLE);
 	if (d == DECIDE_SAMPLE)
-		sample_inline(ctx, c, ifindex, cpu, cfg, rate);
+		sample_inline(ctx, c, ifindex, cpu, base, cfg, rate);
 	return SAMPLER_PASS;
 }
 
@@ -523,7 +563,7 @@ static __noinline int take_sample(SAMPLER_CTX *ctx, struct port_counters *c,
 // and the program runs to completion on it.
 static __always_inline int take_handed(SAMPLER_CTX *ctx)
 {
-	__u32 zero = 0, idx;
+	__u32 zero = 0, idx, cpu = bpf_get_smp_processor_id();
 	struct sample_hand *h = bpf_map_lookup_elem(&sample_hands, &zero);
 	struct port_counters *c;
 
@@ -531,9 +571,11 @@ static __always_inline int take_handed(SAMPLER_CTX *ctx)
 		return SAMPLER_PASS;
 	idx = h->idx;
 	c = bpf_map_lookup_elem(&counters, &idx);
-	if (!c)
+	if (!c || idx < cpu)
 		return SAMPLER_PASS;
-	return take_sample(ctx, c, h->ifindex, bpf_get_smp_processor_id());
+	// idx is the port's counter line of this CPU: slot * cpu_slots + cpu
+	// (port_frame), so the port's lines start at idx - cpu.
+	return take_sample(ctx, c, h->ifindex, cpu, idx - cpu);
 }
 
 #endif // SFLOWSWITCHD_SAMPLER_H

@@ -445,11 +445,7 @@ func (d *Dataplane) load() error {
 		}()
 	}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("dataplane: loading sampler: %+v", ve)
-		}
-		return fmt.Errorf("dataplane: loading sampler: %w", err)
+		return loadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
 	if d.pin != nil && !d.pin.adopt {
@@ -1097,6 +1093,36 @@ const (
 	immIfIndex     = 0x5f5f5eb1c0b4a5e3
 )
 
+// loadError wraps err, the failure of doing what (a program's load), with
+// the verifier's whole log when the verifier refused the program.
+func loadError(what string, err error) error {
+	var ve *ebpf.VerifierError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("%s: %+v", what, ve)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// patchPortImms patches a port's own program instance (bpf/sampler.h,
+// "Per-port constants"): its counter lines' base (slot * cpu_slots) and
+// its ifindex, and the delivery mode where the program has one
+// (xdp_sampler).
+func (d *Dataplane) patchPortImms(insns asm.Instructions, ifindex int, slot uint32, mode ...Mode) error {
+	imms := []struct{ magic, v uint64 }{
+		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
+		{immIfIndex, uint64(ifindex)},
+	}
+	for _, m := range mode {
+		imms = append(imms, struct{ magic, v uint64 }{immMode, uint64(m)})
+	}
+	for _, p := range imms {
+		if err := patchImm(insns, p.magic, p.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // patchImm sets every 64-bit immediate load of magic in insns to v; the
 // program must hold at least one.
 func patchImm(insns asm.Instructions, magic, v uint64) error {
@@ -1121,15 +1147,8 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	insns := spec.Programs[bpf.SamplerProgXdpSampler].Instructions
-	for _, p := range []struct{ magic, v uint64 }{
-		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
-		{immMode, uint64(mode)},
-		{immIfIndex, uint64(ifindex)},
-	} {
-		if err := patchImm(insns, p.magic, p.v); err != nil {
-			return nil, err
-		}
+	if err := d.patchPortImms(spec.Programs[bpf.SamplerProgXdpSampler].Instructions, ifindex, slot, mode); err != nil {
+		return nil, err
 	}
 	var o struct {
 		Prog *ebpf.Program `ebpf:"xdp_sampler"`
@@ -1142,11 +1161,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,
 	}})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the port's sampler: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading the port's sampler: %w", err)
+		return nil, loadError("loading the port's sampler", err)
 	}
 	return o.Prog, nil
 }

@@ -206,11 +206,7 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	}
 	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("dataplane: loading drops: %+v", ve)
-		}
-		return nil, fmt.Errorf("dataplane: loading drops: %w", err)
+		return nil, loadError("dataplane: loading drops", err)
 	}
 	if err := d.Configure(cfg); err != nil {
 		return nil, errors.Join(err, d.objs.Close())

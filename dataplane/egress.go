@@ -149,11 +149,7 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		Counters  *ebpf.Map     `ebpf:"counters"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the egress sampler: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading the egress sampler: %w", err)
+		return nil, loadError("loading the egress sampler", err)
 	}
 	e := &egressObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs, hands: o.Hands, counters: o.Counters}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
@@ -192,14 +188,8 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 		return nil, err
 	}
 	spec := e.spec.Copy()
-	insns := spec.Programs[bpf.TcEgressProgTcOutSampler].Instructions
-	for _, p := range []struct{ magic, v uint64 }{
-		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
-		{immIfIndex, uint64(ifindex)},
-	} {
-		if err := patchImm(insns, p.magic, p.v); err != nil {
-			return nil, err
-		}
+	if err := d.patchPortImms(spec.Programs[bpf.TcEgressProgTcOutSampler].Instructions, ifindex, slot); err != nil {
+		return nil, err
 	}
 	var o struct {
 		Prog *ebpf.Program `ebpf:"tc_out_sampler"`
@@ -210,11 +200,7 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 		bpf.TcEgressMapTakeProgs:   e.takeProgs,
 	}})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the port's egress sampler: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading the port's egress sampler: %w", err)
+		return nil, loadError("loading the port's egress sampler", err)
 	}
 	return o.Prog, nil
 }

@@ -27,6 +27,7 @@ const (
 	SampleRoute    = 1 << 1 // Meta.Route's destination answer is valid
 	SampleSrcRoute = 1 << 2 // Meta.Route's source answer is valid
 	SampleFIBGen   = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
+	SamplePoolSum  = 1 << 4 // CPUPool is every CPU's pool of the port in this direction, at this frame
 )
 
 // RawSample is one kernel sample as a worker's Source delivers it, from
@@ -40,8 +41,9 @@ type RawSample struct {
 	// Rate is the power-of-two rate the kernel took this sample at, which
 	// can differ from the port's current configuration while it changes.
 	Rate uint32
-	// CPUPool is the port's pool on CPU as it was when this frame was
-	// sampled, this frame included (0 when unknown: monitor mode).
+	// CPUPool is the port's pool in the sampled direction when this frame
+	// was sampled, this frame included: every CPU's with SamplePoolSum,
+	// else CPU's alone (0 when unknown: monitor mode).
 	CPUPool uint64
 	// Flags are the record's Sample* flags; 0 for monitor samples.
 	Flags uint32

@@ -110,11 +110,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		repl[bpf.TcSamplerMapTakeProgs] = tp
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading TC sampler: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading TC sampler: %w", err)
+		return nil, loadError("loading TC sampler", err)
 	}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
 		return nil, errors.Join(fmt.Errorf("installing tc_take_sample: %w", err), o.Take.Close(), o.TakeProgs.Close())
@@ -139,14 +135,8 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 		return nil, err
 	}
 	spec := tc.spec.Copy()
-	insns := spec.Programs[bpf.TcSamplerProgTcSampler].Instructions
-	for _, p := range []struct{ magic, v uint64 }{
-		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
-		{immIfIndex, uint64(ifindex)},
-	} {
-		if err := patchImm(insns, p.magic, p.v); err != nil {
-			return nil, err
-		}
+	if err := d.patchPortImms(spec.Programs[bpf.TcSamplerProgTcSampler].Instructions, ifindex, slot); err != nil {
+		return nil, err
 	}
 	var o struct {
 		Prog *ebpf.Program `ebpf:"tc_sampler"`
@@ -157,11 +147,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 		bpf.TcSamplerMapTakeProgs:   tc.takeProgs,
 	}})
 	if err != nil {
-		var ve *ebpf.VerifierError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading the port's TC sampler: %+v", ve)
-		}
-		return nil, fmt.Errorf("loading the port's TC sampler: %w", err)
+		return nil, loadError("loading the port's TC sampler", err)
 	}
 	return o.Prog, nil
 }

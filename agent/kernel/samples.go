@@ -98,7 +98,8 @@ func NewReader(src *dataplane.Source) *Reader {
 	r.conv = func(rs *dataplane.RawSample) {
 		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
-			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex}
+			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
+			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
 		}

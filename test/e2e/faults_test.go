@@ -301,6 +301,7 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 	// backlog, so that other tests' floods cannot drop its frames.
 	privateRxPath(t, lab, lab.Hosts[1])
 	rxBefore := lab.RxPackets(t, lab.Hosts[1], "eth0")
+	pathBefore := forwardingPath(t, lab)
 	rounds := faultRounds(t)
 	var sent uint64
 	var worst time.Duration
@@ -349,9 +350,13 @@ func TestFaultSIGKILLUnderLoad(t *testing.T) {
 		}
 		rx = n
 	}
-	t.Logf("forwarded during %d SIGKILLs: sent %d, received %d", rounds, sent, rx)
+	// Where the frames went: each hop's counters over the test, and the
+	// kernel's backlog drops (softnet_stat), so that a loss names the hop
+	// that lost it.
+	path := forwardingPath(t, lab).since(pathBefore)
+	t.Logf("forwarded during %d SIGKILLs: sent %d, received %d; the path: %s", rounds, sent, rx, path)
 	if rx < sent {
-		t.Errorf("forwarding lost %d of %d frames across SIGKILL and restart", sent-rx, sent)
+		t.Errorf("forwarding lost %d of %d frames across SIGKILL and restart; the path: %s", sent-rx, sent, path)
 	}
 	if !strings.Contains(d.log(), "startup XDP cleanup") || !strings.Contains(d.log(), "startup TC cleanup") {
 		t.Errorf("restarted daemon did not report its start-up clean-up:\n%s", d.log())
@@ -507,4 +512,52 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// pathCounters are the counters of each hop of h1 -> switch -> h2 and the
+// machine's backlog drops, read together (forwardingPath).
+type pathCounters struct {
+	h1Tx, h1TxDropped       uint64 // h1's eth0
+	p1Rx, p1RxDropped       uint64 // the switch's p1
+	p2Tx, p2TxDropped       uint64 // the switch's p2
+	h2Rx, h2RxDropped       uint64 // h2's eth0
+	backlogDropped, squeeze uint64 // /proc/net/softnet_stat, every CPU
+}
+
+func forwardingPath(t testing.TB, lab *netlab.Lab) pathCounters {
+	t.Helper()
+	h1 := lab.LinkStats(t, lab.Hosts[0], "eth0")
+	p1 := lab.LinkStats(t, lab.Switch, "p1")
+	p2 := lab.LinkStats(t, lab.Switch, "p2")
+	h2 := lab.LinkStats(t, lab.Hosts[1], "eth0")
+	c := pathCounters{
+		h1Tx: h1.TxPackets, h1TxDropped: h1.TxDropped,
+		p1Rx: p1.RxPackets, p1RxDropped: p1.RxDropped,
+		p2Tx: p2.TxPackets, p2TxDropped: p2.TxDropped,
+		h2Rx: h2.RxPackets, h2RxDropped: h2.RxDropped,
+	}
+	b, err := os.ReadFile("/proc/net/softnet_stat")
+	if err != nil {
+		t.Logf("softnet_stat: %v", err)
+		return c
+	}
+	// One line per CPU of hex columns: processed, dropped, time_squeeze, ...
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		d, _ := strconv.ParseUint(f[1], 16, 64)
+		q, _ := strconv.ParseUint(f[2], 16, 64)
+		c.backlogDropped += d
+		c.squeeze += q
+	}
+	return c
+}
+
+func (c pathCounters) since(b pathCounters) string {
+	return fmt.Sprintf("h1 eth0 tx %d (dropped %d) -> switch p1 rx %d (dropped %d) -> p2 tx %d (dropped %d) -> h2 eth0 rx %d (dropped %d); machine backlog drops %d, time squeezes %d",
+		c.h1Tx-b.h1Tx, c.h1TxDropped-b.h1TxDropped, c.p1Rx-b.p1Rx, c.p1RxDropped-b.p1RxDropped,
+		c.p2Tx-b.p2Tx, c.p2TxDropped-b.p2TxDropped, c.h2Rx-b.h2Rx, c.h2RxDropped-b.h2RxDropped,
+		c.backlogDropped-b.backlogDropped, c.squeeze-b.squeeze)
 }

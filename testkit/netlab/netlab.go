@@ -367,11 +367,38 @@ func (l *Lab) LinkIndex(ns, name string) int {
 // unreachable. Use a listener, or a destination MAC no host owns.
 func (l *Lab) SendFrames(t testing.TB, hostIdx int, frames [][]byte) {
 	t.Helper()
+	l.sendFrames(t, hostIdx, -1, frames)
+}
+
+// SendFramesOnCPU is SendFrames from a thread bound to CPU cpu: a veth
+// hands a frame to its peer on the sending CPU (the peer's NAPI poll or
+// the CPU's backlog is scheduled there), so the switch port counts and
+// samples these frames on cpu, unless its poll is still running elsewhere.
+func (l *Lab) SendFramesOnCPU(t testing.TB, hostIdx, cpu int, frames [][]byte) {
+	t.Helper()
+	l.sendFrames(t, hostIdx, cpu, frames)
+}
+
+func (l *Lab) sendFrames(t testing.TB, hostIdx, cpu int, frames [][]byte) {
+	t.Helper()
 	if hostIdx < 0 || hostIdx >= len(l.Hosts) {
 		t.Fatalf("netlab: SendFrames: host index %d out of range [0,%d)", hostIdx, len(l.Hosts))
 	}
 	ns := l.Hosts[hostIdx]
 	err := l.Do(ns, func() error {
+		if cpu >= 0 {
+			// The thread is locked to this function (Do); its CPU set is
+			// given back before it returns to the runtime.
+			var was, set unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &was); err != nil {
+				return fmt.Errorf("CPU affinity: %w", err)
+			}
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				return fmt.Errorf("binding to CPU %d: %w", cpu, err)
+			}
+			defer func() { _ = unix.SchedSetaffinity(0, &was) }()
+		}
 		// A handle of the host's namespace, where this thread is: no
 		// socket in the switch's namespace, whose drops tests count (a
 		// netlink socket closed with an unread ACK queued is a drop

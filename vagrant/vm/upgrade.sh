@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# vm/upgrade.sh — inside a test VM (`make vagrant-upgrade`), as root: the
+# package's own maintainer scripts under dpkg and systemd, through an
+# upgrade in place, a crash and a removal, with a collector watching.
+#
+#   upgrade.sh DEB_OLD DEB_NEW
+#
+#   1. a port to sample: veth sw1 in the VM, its peer in namespace h1, no
+#      IPv6 on either (only the test's frames cross sw1);
+#   2. dpkg -i DEB_OLD; the packaged configuration with its pin_dir, sw1
+#      only, sampling 1, a collector on 127.0.0.1:6343; systemctl start;
+#   3. steady traffic from h1 (ping, 200 frames/s); our decoder as the
+#      collector (sflowswitchd decode -listen) and tshark capturing the
+#      same datagrams (the independent decoder);
+#   4. dpkg -i DEB_NEW while the traffic runs: postinst hands over by
+#      SIGUSR2. Checked: the same MainPID, no systemd restart, the journal's
+#      "upgrade in place completed" from the old version to the new;
+#   5. kill -9 the daemon: systemd's Restart= starts it again, and it
+#      adopts the pinned samplers ("adopted" in the journal);
+#   6. the traffic stops; then, from the datagrams (both decoders): the
+#      flow samples' sequence numbers of sw1 contiguous from 1 across the
+#      upgrade, at most one gap at the crash (samples the killed daemon
+#      had numbered but not sent: sFlow's sign of samples lost, reported
+#      with its size); every sample's pool above the previous one;
+#      the last pool = sw1's rx_packets (the frames of both gaps
+#      included); samples + drops = pool (sampling 1);
+#   7. dpkg -r: prerm stops the daemon and runs -cleanup: nothing left
+#      pinned, no program on sw1.
+# Exit status non-zero when a check fails.
+set -euo pipefail
+old=$1 new=$2
+fail() {
+	echo "upgrade: FAIL: $*" >&2
+	journalctl -u sflowswitchd --no-pager -o cat | tail -40 >&2 || true
+	exit 1
+}
+pin=/sys/fs/bpf/sflowswitchd
+work=$(mktemp -d)
+cleanup() {
+	[ -z "${ping_pid:-}" ] || kill "$ping_pid" 2>/dev/null || true
+	[ -z "${dec_pid:-}" ] || kill "$dec_pid" 2>/dev/null || true
+	[ -z "${cap_pid:-}" ] || kill "$cap_pid" 2>/dev/null || true
+	ip link del sw1 2>/dev/null || true
+	ip netns del h1 2>/dev/null || true
+}
+trap cleanup EXIT
+
+echo "== kernel $(uname -r); packages $(basename "$old") -> $(basename "$new")"
+ip netns add h1
+ip link add sw1 type veth peer name h1 netns h1
+sysctl -qw net.ipv6.conf.sw1.disable_ipv6=1
+ip netns exec h1 sysctl -qw net.ipv6.conf.h1.disable_ipv6=1
+ip addr add 198.18.14.1/24 dev sw1
+ip link set sw1 up
+ip -n h1 addr add 198.18.14.2/24 dev h1
+ip -n h1 link set h1 up
+rx0=$(cat /sys/class/net/sw1/statistics/rx_packets)
+
+echo "== dpkg -i $(basename "$old")"
+dpkg -i "$old" >"$work/dpkg-old.log" 2>&1 || { cat "$work/dpkg-old.log"; fail "dpkg -i old"; }
+# The packaged configuration keeps its pin_dir (a crash or an upgrade
+# leaves no gap); only ports, rate and collector are the test's.
+conf=/etc/sflowswitchd/sflowswitchd.conf
+grep -q "^pin_dir *= *\"$pin\"" "$conf" || fail "the packaged $conf does not set pin_dir = \"$pin\""
+sed -i -e '/^ports *=/d; /^sampling *=/d; /^polling *=/d; /^agentx *=/d; /^metrics *=/d' "$conf"
+python3 - "$conf" <<'PY'
+import re, sys
+p = sys.argv[1]
+s = open(p).read()
+# Drop the example collectors: every [[collector]] table to the next table.
+s = re.sub(r'(?ms)^\[\[collector\]\].*?(?=^\[|\Z)', '', s)
+head = 'ports = ["sw1"]\nsampling = 1\npolling = 5\nagentx = "off"\nmetrics = "127.0.0.1:9116"\n'
+open(p, 'w').write(head + s + '\n[[collector]]\naddress = "127.0.0.1:6343"\n')
+PY
+
+sflowswitchd decode -listen 127.0.0.1:6343 >"$work/decoded.json" 2>"$work/decode.err" &
+dec_pid=$!
+tshark -q -i lo -f 'udp dst port 6343' -w "$work/cap.pcap" 2>"$work/tshark.err" &
+cap_pid=$!
+sleep 2
+systemctl start sflowswitchd
+pid0=$(systemctl show -P MainPID sflowswitchd)
+[ "$pid0" != 0 ] || fail "not started"
+echo "daemon $pid0: $(journalctl -u sflowswitchd --no-pager -o cat | grep -c .) log lines"
+
+echo "== traffic: ping from h1, 200/s"
+ip netns exec h1 ping -q -i 0.005 198.18.14.1 >/dev/null &
+ping_pid=$!
+sleep 5
+
+echo "== dpkg -i $(basename "$new") (postinst: SIGUSR2)"
+restarts0=$(systemctl show -P NRestarts sflowswitchd)
+dpkg -i "$new" 2>&1 | tee "$work/dpkg-new.log"
+for _ in $(seq 1 60); do
+	journalctl -u sflowswitchd --no-pager -o cat | grep -q 'upgrade in place completed' && break
+	sleep 1
+done
+journalctl -u sflowswitchd --no-pager -o cat | grep 'upgrade in place' || true
+journalctl -u sflowswitchd --no-pager -o cat | grep -q 'upgrade in place completed' || fail "no 'upgrade in place completed' in the journal"
+pid1=$(systemctl show -P MainPID sflowswitchd)
+[ "$pid1" = "$pid0" ] || fail "MainPID $pid0 -> $pid1: not an upgrade in place"
+[ "$(systemctl show -P NRestarts sflowswitchd)" = "$restarts0" ] || fail "systemd restarted the service"
+new_ver=$(dpkg-query -W -f '${Version}' sflowswitchd)
+journalctl -u sflowswitchd --no-pager -o cat | grep 'upgrade in place completed' | grep -q -- "$new_ver" ||
+	fail "the completed upgrade does not name the new version $new_ver"
+echo "upgrade in place: PID $pid1 kept, now $new_ver"
+sleep 5
+
+echo "== kill -9 $pid1; systemd restarts it (Restart=on-failure)"
+# Datagrams received before the kill: a gap in the sample sequence numbers
+# is allowed only after these (samples the killed daemon had numbered but
+# not yet sent; persist's design: the numbers show what was lost).
+sleep 1.5
+mark=$(wc -l <"$work/decoded.json")
+kill -9 "$pid1"
+for _ in $(seq 1 60); do
+	pid2=$(systemctl show -P MainPID sflowswitchd)
+	[ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] && systemctl is-active --quiet sflowswitchd && break
+	sleep 1
+done
+[ "$pid2" != 0 ] && [ "$pid2" != "$pid1" ] || fail "not restarted after SIGKILL"
+journalctl -u sflowswitchd --no-pager -o cat | grep -i 'adopt' | tail -3 || true
+journalctl _PID="$pid2" --no-pager -o cat | grep -q "samplers taken over from the previous program" || fail "the restarted daemon did not adopt the pinned samplers"
+sleep 5
+
+echo "== traffic stops"
+kill "$ping_pid"
+wait "$ping_pid" 2>/dev/null || true
+ping_pid=
+sleep 3
+rx=$(($(cat /sys/class/net/sw1/statistics/rx_packets) - rx0))
+# Wait for the last samples (the workers' one-second tick) to arrive.
+sleep 3
+kill "$dec_pid" "$cap_pid"
+wait "$dec_pid" 2>/dev/null || true
+wait "$cap_pid" 2>/dev/null || true
+dec_pid= cap_pid=
+echo "sw1 rx_packets since the test began: $rx"
+
+echo "== the samples of sw1, by our decoder and by tshark"
+ifindex=$(cat /sys/class/net/sw1/ifindex)
+tshark -r "$work/cap.pcap" -T fields -E separator=';' -e sflow.flow_sample.source_id_index \
+	-e sflow.flow_sample.sequence_number -e sflow.flow_sample.sample_pool -e sflow.flow_sample.dropped_packets \
+	-e sflow.flow_sample.index >"$work/tshark.txt" 2>"$work/tshark-read.err" || fail "tshark: $(cat "$work/tshark-read.err")"
+python3 - "$work/decoded.json" "$work/tshark.txt" "$ifindex" "$rx" "$mark" <<'PY'
+import json, sys
+dec, tsh, ifindex, rx, mark = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+ours = []
+seq_at_mark = None
+for n, line in enumerate(open(dec)):
+    if n == mark:
+        seq_at_mark = max([s for s, _, _ in ours], default=0)
+    d = json.loads(line)
+    for s in d.get("samples", []):
+        if s.get("type") not in ("flow_sample", "expanded_flow_sample"):
+            continue
+        src = s.get("source_id") or {}
+        idx = src.get("index", s.get("source_id_index"))
+        if idx != ifindex:
+            continue
+        ours.append((s["sequence_number"], s["sample_pool"], s["drops"]))
+theirs = []
+for line in open(tsh):
+    f = [x.split(",") for x in line.rstrip("\n").split(";")]
+    # expanded samples fill .index, compact ones .source_id_index
+    idxs = f[4] if f[4] != [""] else f[0]
+    for i, idx in enumerate(idxs):
+        if idx and int(idx) == ifindex:
+            theirs.append((int(f[1][i]), int(f[2][i]), int(f[3][i])))
+fails = []
+if not ours:
+    fails.append("no flow sample of ifindex %d" % ifindex)
+if sorted(ours) != sorted(theirs):
+    fails.append("our decoder and tshark differ: %d vs %d samples" % (len(ours), len(theirs)))
+ours.sort()
+seqs = [s for s, _, _ in ours]
+gaps = [(a, b) for a, b in zip(seqs, seqs[1:]) if b != a + 1]
+# Contiguous across the upgrade; one gap allowed at the crash, after the
+# samples received before the kill.
+crash = [(a, b) for a, b in gaps if seq_at_mark is not None and a >= seq_at_mark]
+if len(gaps) > len(crash) or len(crash) > 1:
+    fails.append("sequence numbers not contiguous: gaps %s (samples before the kill: up to %s)" % (gaps[:5], seq_at_mark))
+lost = sum(b - a - 1 for a, b in crash)
+print("sequence numbers: contiguous across the upgrade; at the crash %s" %
+      ("%d numbered by the killed daemon and never sent (gap %d..%d)" % (lost, crash[0][0], crash[0][1]) if crash else "no gap"))
+if seqs and seqs[0] != 1:
+    fails.append("first sequence number %d, not 1" % seqs[0])
+pools = [p for _, p, _ in ours]
+back = [(a, b) for a, b in zip(pools, pools[1:]) if b <= a]
+if back:
+    fails.append("pools not increasing: %s" % back[:5])
+last_seq, last_pool, last_drops = ours[-1] if ours else (0, 0, 0)
+print("samples %d (seq 1..%d), last pool %d, drops %d, sw1 rx_packets %d; tshark read the same %d samples"
+      % (len(ours), last_seq, last_pool, last_drops, rx, len(theirs)))
+if last_pool != rx:
+    fails.append("last pool %d != sw1 rx_packets %d" % (last_pool, rx))
+# At sampling 1 every frame is numbered or dropped: the numbers (those
+# lost at the crash included) plus the drops are the pool.
+if last_seq + last_drops != last_pool:
+    fails.append("samples %d + drops %d != pool %d at sampling 1" % (last_seq, last_drops, last_pool))
+for f in fails:
+    print("upgrade: FAIL:", f)
+sys.exit(1 if fails else 0)
+PY
+
+echo "== dpkg -r sflowswitchd (prerm: stop, -cleanup)"
+dpkg -r sflowswitchd >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg -r"; }
+systemctl is-active --quiet sflowswitchd && fail "still active after removal"
+[ -z "$(ls -A "$pin" 2>/dev/null)" ] || fail "left pinned: $(ls "$pin")"
+ip -d link show sw1 | grep -q ' xdp' && fail "sw1 still has an XDP program"
+[ "$(bpftool prog show 2>/dev/null | grep -c 'sampler' || true)" = 0 ] || fail "sampler programs still loaded"
+echo "upgrade: OK"
