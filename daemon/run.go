@@ -73,12 +73,14 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	switch {
 	case d.mixed != nil:
 		readers = kernel.MixedReaders(readers, d.psample)
-		defer func() {
+		defer func() { // the watchers end within a second, together
+			var wg sync.WaitGroup
 			for _, r := range readers {
 				if mr, ok := r.(*kernel.MixedReader); ok {
-					mr.Close()
+					wg.Go(mr.Close)
 				}
 			}
+			wg.Wait()
 		}()
 	case d.psample != nil:
 		readers = d.psample.Readers()
