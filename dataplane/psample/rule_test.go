@@ -37,7 +37,7 @@ func TestRuleLifecycle(t *testing.T) {
 		t.Errorf("the change was not made in place: before %+v, after %+v", before, after)
 	}
 	out = tcShow("ingress")
-	if strings.Count(out, "filter protocol all pref 1 matchall") != 1 || !strings.Contains(out, "sample rate 1/1000 group 6 trunc_size 128") {
+	if strings.Count(out, "handle 0x73667073") != 1 || !strings.Contains(out, "sample rate 1/1000 group 6 trunc_size 128") {
 		t.Fatalf("after the change:\n%s", out)
 	}
 	lab.Do(t, func() error { return o.Install(Rule{IfIndex: i0, Egress: true, Rate: 7, Group: 8}) })
