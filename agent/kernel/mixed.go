@@ -166,8 +166,6 @@ func (r *MixedReader) Close() {
 // tryRead is ReadSamples without a wait.
 func (r *PsampleReader) tryRead(fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
-	r.gen++
-	r.t = r.p.table.Load()
 	before := r.conn.Overruns.Load()
 	n, err := r.conn.TryRead(r.conv)
 	if d := r.conn.Overruns.Load() - before; d > 0 {

@@ -82,7 +82,7 @@ type psPort struct {
 	// Touched by its worker's reader only:
 	raw    psample.PortCounts // counters at the last read
 	pool   uint64             // packets counted since sampling began
-	gen    uint64             // the reader's batch the pool was read in
+	gen    uint64             // the batch (psample.Sample.Batch) the pool was read in
 	seq    [2]psample.Seq     // ingress, egress (rules mode)
 	poolA  atomic.Uint64      // pool, for PortPool
 	dropsA atomic.Uint64      // samples lost, for PortPool
@@ -343,8 +343,6 @@ type PsampleReader struct {
 	conn   *psample.Conn
 	stats  *psample.StatsReader
 	listen psample.Seq // listen-only mode: the group's sequence
-	gen    uint64
-	t      *psTable
 	fn     func(*agent.PacketSample)
 	ps     agent.PacketSample
 	conv   func(*psample.Sample)
@@ -373,8 +371,6 @@ func (r *PsampleReader) close() error {
 // ReadSamples implements agent.SampleReader.
 func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
-	r.gen++
-	r.t = r.p.table.Load()
 	before := r.conn.Overruns.Load()
 	n, err := r.conn.Read(deadline, r.conv)
 	if d := r.conn.Overruns.Load() - before; d > 0 {
@@ -391,6 +387,9 @@ func (r *PsampleReader) Wake() error { return r.conn.Wake() }
 
 // convert turns a psample message into the worker's PacketSample.
 func (r *PsampleReader) convert(s *psample.Sample) {
+	// The ports as they are now (one atomic load): a port configured
+	// while the reader waited is known to its first sample.
+	t := r.p.table.Load()
 	var pp *psPort
 	egress := false
 	var lost uint32
@@ -405,13 +404,13 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		}
 		// A sample taken at egress names the port it leaves by
 		// (OIFINDEX); a port sampled at egress here takes it.
-		if o := r.t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
+		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
 			pp, egress = o, true
 		} else {
-			pp = r.t.ports[s.IIfIndex]
+			pp = t.ports[s.IIfIndex]
 		}
 	} else {
-		pp = r.t.groups[s.Group]
+		pp = t.groups[s.Group]
 		egress = s.Group&1 != 0
 	}
 	if pp == nil || pp.worker != r.id {
@@ -433,8 +432,11 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	if lost > 0 {
 		pp.dropsA.Add(uint64(lost))
 	}
-	if pp.gen != r.gen {
-		r.readPool(pp)
+	// The counters once per port and recvmmsg batch: read after every
+	// message of the batch was queued, so after each of their frames was
+	// counted.
+	if pp.gen != s.Batch {
+		r.readPool(pp, s.Batch)
 	}
 	ps := &r.ps
 	// CPUPool 0: the worker takes the pool from PortPool, which returns
@@ -457,8 +459,8 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 
 // readPool reads pp's counters and adds what they counted since the last
 // read to its pool: rx for ingress, tx for egress, both for both.
-func (r *PsampleReader) readPool(pp *psPort) {
-	pp.gen = r.gen
+func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
+	pp.gen = batch
 	c, err := r.stats.Read(pp.ifindex)
 	if err != nil {
 		r.Stats.PoolErrors.Add(1)

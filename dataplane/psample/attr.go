@@ -68,6 +68,9 @@ type Sample struct {
 	// Truncated: the socket's buffer held only part of the message
 	// (MSG_TRUNC); Data holds the bytes that fitted.
 	Truncated bool
+	// Batch numbers the recvmmsg call that read the message (Conn): the
+	// messages of one batch were all queued before any is handed on.
+	Batch uint64
 }
 
 // Netlink and generic-netlink header sizes.
@@ -86,7 +89,7 @@ var errShort = errors.New("psample: message too short")
 // last one, keeps the bytes there are. A message that is not a sample
 // returns ok=false.
 func ParseMessage(b []byte, family uint16, s *Sample) (ok bool, err error) {
-	*s = Sample{Data: s.Data[:0]}
+	*s = Sample{Data: s.Data[:0], Batch: s.Batch}
 	if len(b) < nlmsgHdrLen+genlHdrLen {
 		return false, errShort
 	}

@@ -59,6 +59,7 @@ type Conn struct {
 	iovs     []unix.Iovec
 	msgBytes int
 	s        Sample
+	batch    uint64
 	pfd      [2]unix.PollFd
 
 	// Overruns counts the times the socket reported ENOBUFS: its buffer
@@ -231,6 +232,7 @@ func (c *Conn) WaitReadable(timeout time.Duration) (bool, error) {
 func (c *Conn) deliver(i int, fn func(*Sample)) int {
 	m := &c.msgs[i]
 	b := c.bufs[i*c.msgBytes : i*c.msgBytes+min(int(m.len), c.msgBytes)]
+	c.s.Batch = c.batch
 	ok, err := ParseMessage(b, c.family.ID, &c.s)
 	if err != nil {
 		c.Malformed.Add(1)
@@ -259,6 +261,7 @@ func (c *Conn) recv() (int, error) {
 			uintptr(len(c.msgs)), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
+			c.batch++
 			return int(r), nil
 		case unix.EAGAIN:
 			return 0, nil
