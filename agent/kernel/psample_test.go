@@ -2,8 +2,8 @@ package kernel
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"net"
