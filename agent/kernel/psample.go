@@ -343,6 +343,9 @@ type PsampleReader struct {
 	conn   *psample.Conn
 	stats  *psample.StatsReader
 	listen psample.Seq // listen-only mode: the group's sequence
+	// pending are listen-only losses revealed by a sample of a port this
+	// worker does not own: charged to its next own sample.
+	pending uint64
 	fn     func(*agent.PacketSample)
 	ps     agent.PacketSample
 	conv   func(*psample.Sample)
@@ -392,16 +395,13 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	t := r.p.table.Load()
 	var pp *psPort
 	egress := false
-	var lost uint32
+	var lost uint64 // samples lost before this one, charged to its port
 	if g := r.p.cfg.ListenGroup; g != 0 {
 		if s.Group != g {
 			r.Stats.Foreign.Add(1)
 			return
 		}
-		lost = r.listen.Observe(s.Seq)
-		if lost > 0 {
-			r.Stats.Lost.Add(uint64(lost))
-		}
+		lost = r.observe(&r.listen, s.Seq)
 		// A sample taken at egress names the port it leaves by
 		// (OIFINDEX); a port sampled at egress here takes it.
 		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
@@ -409,28 +409,29 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		} else {
 			pp = t.ports[s.IIfIndex]
 		}
+		if pp == nil || pp.worker != r.id {
+			// Another worker's port, or none: the gap it revealed goes
+			// to this worker's next own sample.
+			r.Stats.Foreign.Add(1)
+			r.pending += lost
+			return
+		}
+		lost, r.pending = lost+r.pending, 0
 	} else {
 		pp = t.groups[s.Group]
 		egress = s.Group&1 != 0
-	}
-	if pp == nil || pp.worker != r.id {
-		r.Stats.Foreign.Add(1)
-		return
-	}
-	if r.p.cfg.ListenGroup == 0 {
+		if pp == nil || pp.worker != r.id {
+			r.Stats.Foreign.Add(1)
+			return
+		}
 		d := 0
 		if egress {
 			d = 1
 		}
-		before := pp.seq[d].Restarts
-		lost = pp.seq[d].Observe(s.Seq)
-		r.Stats.Restarts.Add(pp.seq[d].Restarts - before)
-		if lost > 0 {
-			r.Stats.Lost.Add(uint64(lost))
-		}
+		lost = r.observe(&pp.seq[d], s.Seq)
 	}
 	if lost > 0 {
-		pp.dropsA.Add(uint64(lost))
+		pp.dropsA.Add(lost)
 	}
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
@@ -455,6 +456,15 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		ps.Queue.HasDelay, ps.Queue.Delay = true, time.Duration(min(s.Latency, 1<<62))
 	}
 	r.fn(ps)
+}
+
+// observe follows a group's sequence and counts its gaps and restarts.
+func (r *PsampleReader) observe(q *psample.Seq, seq uint32) uint64 {
+	before := q.Restarts
+	lost := uint64(q.Observe(seq))
+	r.Stats.Restarts.Add(q.Restarts - before)
+	r.Stats.Lost.Add(lost)
+	return lost
 }
 
 // readPool reads pp's counters and adds what they counted since the last
