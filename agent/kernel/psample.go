@@ -346,10 +346,10 @@ type PsampleReader struct {
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
-	fn     func(*agent.PacketSample)
-	ps     agent.PacketSample
-	conv   func(*psample.Sample)
-	Stats  *PsampleReaderStats
+	fn      func(*agent.PacketSample)
+	ps      agent.PacketSample
+	conv    func(*psample.Sample)
+	Stats   *PsampleReaderStats
 }
 
 func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
