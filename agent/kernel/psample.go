@@ -15,8 +15,9 @@ package kernel
 //     DENT's tc configuration) installs the rules; the agent reads group G
 //     and takes each sample's rate from PSAMPLE_ATTR_SAMPLE_RATE. One
 //     sequence covers every port of the group, so a gap cannot be told to
-//     a port: it is counted against the port of the sample that reveals it
-//     (the next one read), and in the reader's metrics.
+//     a port: it is charged to the next sample of a port this worker
+//     owns (the drops fields still add up to every loss), and counted in
+//     the reader's metrics.
 //
 // sample_pool comes from the port's own 64-bit packet counter (rx_packets
 // for ingress, tx_packets for egress, both summed for a port sampled both
