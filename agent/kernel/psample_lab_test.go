@@ -333,3 +333,44 @@ func TestPsampleKilled(t *testing.T) {
 		t.Errorf("the killed daemon's qdisc survived the restart:\n%s", q)
 	}
 }
+
+// TestPsampleGapsInDrops: the agent's sockets overrun (the smallest
+// receive buffer, 1 in 1, a burst): every sample the kernel numbered is
+// either in a flow sample or in the drops field of the port's next one
+// (one more frame after the burst reveals the losses at its end), and the
+// metrics count the same.
+func TestPsampleGapsInDrops(t *testing.T) {
+	needActSample(t)
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	var p *Psample
+	lab.Do(t, func() (err error) {
+		p, err = NewPsample(PsampleConfig{Workers: 1, Conn: psample.ConnConfig{RcvBuf: 1}})
+		return err
+	})
+	r := startAgent(t, lab, p, 1)
+	r.apply(t, map[int]uint32{i0: 1}, nil)
+	const n = 5000
+	lab.Send(t, "sfps1", udpFrames(n))
+	waitQuiet(t, r)
+	lab.Send(t, "sfps1", udpFrames(1))
+	waitQuiet(t, r)
+	r.haltAgent()
+	ss := r.col.samples(t)[uint32(i0)]
+	if len(ss) == 0 {
+		t.Fatal("no sample")
+	}
+	last := ss[len(ss)-1].g
+	st := p.ReaderStats(0)
+	t.Logf("%d frames at 1 in 1: %d samples + %d drops (last sample); reader: lost %d, overruns %d; last pool %d",
+		n+1, len(ss), last.Drops, st.Lost.Load(), st.Overruns.Load(), last.SamplePool)
+	if len(ss)+int(last.Drops) != n+1 || uint64(last.Drops) != st.Lost.Load() {
+		t.Errorf("%d samples + %d drops != %d frames sampled, or drops != the reader's lost %d", len(ss), last.Drops, n+1, st.Lost.Load())
+	}
+	if st.Overruns.Load() > 0 && last.Drops == 0 {
+		t.Errorf("%d overruns and no drop counted", st.Overruns.Load())
+	}
+	if last.SamplePool != n+1 {
+		t.Errorf("last pool %d, want %d", last.SamplePool, n+1)
+	}
+}
