@@ -229,6 +229,9 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 	pp.rate, pp.trunc = rate, uint32(ps.HeaderBytes)
 	if p.owner != nil {
 		if err := p.install(pp); err != nil {
+			if old == nil { // nothing of a port that is not sampled stays behind
+				err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+			}
 			return err
 		}
 	}
