@@ -45,6 +45,12 @@ type PacketSample struct {
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
 	Route forwarding.RouterQuery
+	// TunnelPort says IfIndex is a tunnel device (VXLAN, GRE): the sample
+	// may carry tunnel records; Tunnel holds what the kernel's tunnel
+	// metadata said (Tunnel.Known) and the sample's port, direction and
+	// length (bpf/tunnel.h).
+	TunnelPort bool
+	Tunnel     forwarding.TunnelQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
@@ -56,6 +62,14 @@ type PacketSample struct {
 // Called per sample: it must not allocate or block.
 type RouterLookup interface {
 	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
+}
+
+// TunnelLookup gives a sample on a tunnel device its tunnel records
+// (dataplane/forwarding.Table.Tunnel): the outer IP header's (ip, nil when
+// unknown) and the VNI's (vni, nil unless VXLAN), pointing into sc.
+// Called per sample: it must not allocate or block.
+type TunnelLookup interface {
+	Tunnel(q *forwarding.TunnelQuery, header []byte, sc *forwarding.TunnelRecords) (ip, vni sflow.Record)
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -148,6 +162,7 @@ type worker struct {
 	counters   CounterSource
 	output     OutputLookup
 	router     RouterLookup
+	tunnels    TunnelLookup
 	start      time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
@@ -168,11 +183,14 @@ type worker struct {
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
-	fs    sflow.FlowSample
-	hdr   sflow.SampledHeader
-	sw    sflow.ExtendedSwitch
-	rtr   sflow.ExtendedRouter
-	frecs [3]sflow.Record
+	fs  sflow.FlowSample
+	hdr sflow.SampledHeader
+	sw  sflow.ExtendedSwitch
+	rtr sflow.ExtendedRouter
+	tun forwarding.TunnelRecords
+	// frecs: sampled_header, extended_switch, extended_router, and a
+	// tunnel's IP and VNI records.
+	frecs [5]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -344,6 +362,19 @@ func (w *worker) handle(ps *PacketSample) {
 				w.stats.Router[res].Add(1)
 				if res == forwarding.RouterOK {
 					w.frecs[nrecs] = &w.rtr
+					nrecs++
+				}
+			}
+			if w.tunnels != nil && ps.TunnelPort {
+				// sflow_tunnels.txt: records tshark 4.0 does not
+				// know (it cannot skip them) go last.
+				ip, vni := w.tunnels.Tunnel(&ps.Tunnel, ps.Header, &w.tun)
+				if ip != nil {
+					w.frecs[nrecs] = ip
+					nrecs++
+				}
+				if vni != nil {
+					w.frecs[nrecs] = vni
 					nrecs++
 				}
 			}

@@ -67,6 +67,16 @@ type SamplerSampleMeta struct {
 		DstVia [16]uint8
 		SrcVia [16]uint8
 	}
+	Tunnel struct {
+		_      structs.HostLayout
+		Family uint8
+		Tos    uint8
+		Ttl    uint8
+		Pad    uint8
+		Id     uint32
+		Src    [16]uint8
+		Dst    [16]uint8
+	}
 	Data [0]uint8
 }
 

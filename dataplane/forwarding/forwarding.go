@@ -64,12 +64,13 @@ type route struct {
 }
 
 type snapshot struct {
-	fdb        map[fdbKey]uint32   // learned MAC -> bridge port
-	bridgeOf   map[uint32]uint32   // bridge port -> bridge
-	ownMACs    map[[6]byte]bool    // MACs of this host's interfaces
-	ownAddrs   map[netip.Addr]bool // IP addresses of this host
-	fib4, fib6 fib                 // unicast routes of the main table (router.go)
-	floodPorts map[uint32]uint32   // bridge -> number of its ports
+	fdb        map[fdbKey]uint32     // learned MAC -> bridge port
+	bridgeOf   map[uint32]uint32     // bridge port -> bridge
+	ownMACs    map[[6]byte]bool      // MACs of this host's interfaces
+	ownAddrs   map[netip.Addr]bool   // IP addresses of this host
+	fib4, fib6 fib                   // unicast routes of the main table (router.go)
+	floodPorts map[uint32]uint32     // bridge -> number of its ports
+	tunnels    map[uint32]*tunnelDev // tunnel devices by ifindex, with their FDB (tunnel.go)
 	// gen is the FIB generation the routes were read at, when genOK
 	// (read before and after, equal).
 	gen   uint32
@@ -328,6 +329,7 @@ func (t *Table) read() (*snapshot, error) {
 		ownMACs:    map[[6]byte]bool{},
 		ownAddrs:   map[netip.Addr]bool{},
 		floodPorts: map[uint32]uint32{},
+		tunnels:    map[uint32]*tunnelDev{},
 	}
 	links, err := h.LinkList()
 	if err != nil {
@@ -341,6 +343,9 @@ func (t *Table) read() (*snapshot, error) {
 	}
 	for _, l := range links {
 		a := l.Attrs()
+		if td := tunnelOf(l); td != nil {
+			s.tunnels[uint32(a.Index)] = td
+		}
 		if len(a.HardwareAddr) == 6 {
 			s.ownMACs[[6]byte(a.HardwareAddr)] = true
 		}
@@ -356,6 +361,7 @@ func (t *Table) read() (*snapshot, error) {
 		return nil, fmt.Errorf("forwarding: listing bridge FDB: %w", err)
 	}
 	for _, n := range neighs {
+		addTunnelFDB(s.tunnels, &n)
 		if len(n.HardwareAddr) != 6 || n.MasterIndex == 0 || n.State&netlink.NUD_PERMANENT != 0 {
 			continue // not learned on a bridge (own MACs are in ownMACs)
 		}
