@@ -114,7 +114,8 @@ type TunnelRecords struct {
 // (nil when its addresses are not known), and vni (nil unless VXLAN). It
 // does not allocate.
 func (t *Table) Tunnel(q *TunnelQuery, header []byte, sc *TunnelRecords) (ip, vni sflow.Record) {
-	dev := t.snap.Load().tunnels[q.Port]
+	s := t.snap.Load()
+	dev := s.tunnels[q.Port]
 	if dev == nil {
 		return nil, nil
 	}
@@ -124,10 +125,14 @@ func (t *Table) Tunnel(q *TunnelQuery, header []byte, sc *TunnelRecords) (ip, vn
 	switch {
 	case q.Known:
 		src, dst, id, tos = q.Src, q.Dst, q.ID, q.TOS
-		if q.Egress && src.IsUnspecified() && dev.local.IsValid() {
+		if q.Egress && src.IsUnspecified() {
 			// Metadata without a source (a route's encap without src):
-			// the device's local address is the one it sends from.
+			// the device sends from its local address, or else from
+			// the address the route to the remote chooses.
 			src = dev.local
+			if !src.IsValid() {
+				src = s.sourceFor(dst)
+			}
 		}
 	case dev.collectMD:
 		return nil, nil // a collect_md device's frame without metadata: it has no tunnel
@@ -181,6 +186,43 @@ func (t *Table) Tunnel(q *TunnelQuery, header []byte, sc *TunnelRecords) (ip, vn
 	}
 	sc.v6In.Header = h
 	return &sc.v6In, vni
+}
+
+// sourceFor is the source address the kernel chooses for a packet to dst
+// without one (inet_select_addr, ipv6_dev_get_saddr), as this copy knows
+// it: the preferred source of the route to dst, else the address of the
+// route's output device whose prefix holds dst, else its first address of
+// dst's family. The zero Addr when there is no route.
+func (s *snapshot) sourceFor(dst netip.Addr) netip.Addr {
+	f := &s.fib4
+	if dst.Is6() {
+		f = &s.fib6
+	}
+	r := f.match(dst)
+	if r == nil {
+		return netip.Addr{}
+	}
+	if r.src.IsValid() {
+		return r.src
+	}
+	oif := r.ifindex
+	if oif == 0 && len(r.hops) > 0 {
+		oif = r.hops[0].oif
+	}
+	var first netip.Addr
+	for _, p := range s.linkAddrs[oif] {
+		a := p.Addr()
+		if a.Is4() != dst.Is4() || a.IsLinkLocalUnicast() {
+			continue
+		}
+		if p.Contains(dst) {
+			return a
+		}
+		if !first.IsValid() {
+			first = a
+		}
+	}
+	return first
 }
 
 // fixed returns the outer source, destination and tunnel id of a frame on
