@@ -23,6 +23,7 @@ var tunnelCases = []struct {
 	tun  netlab.Tunnel
 }{
 	{"vxlan-fixed-v4", netlab.Tunnel{Kind: "vxlan", VNI: 4242, Port: 4789}},
+	{"vxlan-fdb-v4", netlab.Tunnel{Kind: "vxlan", VNI: 4141, Port: 4789, FDB: true}},
 	{"vxlan-external-v4", netlab.Tunnel{Kind: "vxlan", VNI: 4343, Port: 4789, External: true}},
 	{"vxlan-fixed-v6", netlab.Tunnel{Kind: "vxlan", VNI: 4444, Port: 4789, IPv6: true}},
 	{"vxlan-external-v6", netlab.Tunnel{Kind: "vxlan", VNI: 4545, Port: 4789, IPv6: true, External: true}},
@@ -40,7 +41,8 @@ var tunnelCases = []struct {
 //     wire (the host's underlay address and the switch's at ingress, the
 //     other way round at egress) and the VNI or key;
 //   - on a fixed device it carries none, and the forwarding table's copy
-//     of the device's configuration and FDB gives the same;
+//     of the device's configuration and FDB gives the same (vxlan-fdb:
+//     the remote of the host's MAC, not the default one);
 //   - a route's encap names no outer source: the metadata's is
 //     unspecified at egress, and the table gives the address the route
 //     to the remote chooses;

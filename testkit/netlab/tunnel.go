@@ -24,6 +24,11 @@ type Tunnel struct {
 	IPv6     bool   // the outer header is IPv6 (vxlan; ip6gretap always)
 	VNI      uint32 // vxlan: the VNI; gretap: the key (0: none)
 	Port     uint16 // vxlan: the UDP port (both ends)
+	// FDB (vxlan, fixed): the switch's end has no remote; its FDB sends
+	// the host's MAC to the host (a static entry) and everything else
+	// to FloodRemote (the default, all-zeros entry), an address nobody
+	// has: a remote taken from the wrong entry shows.
+	FDB bool
 
 	// Set by AddTunnel: the underlay (outer) addresses of the switch and
 	// the host, and the overlay addresses of their devices.
@@ -33,6 +38,9 @@ type Tunnel struct {
 
 // Underlay and overlay addresses of AddTunnel (198.18.0.0/15; IPv6 in
 // the ULA space, only inside the lab).
+// FloodRemote is the default remote of a Tunnel with FDB set.
+var FloodRemote = netip.MustParseAddr("198.18.1.77")
+
 var (
 	tunnelOuter4   = [2]netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.2")}
 	tunnelOuter6   = [2]netip.Addr{netip.MustParseAddr("fd00:5f::1"), netip.MustParseAddr("fd00:5f::2")}
@@ -82,7 +90,11 @@ func (l *Lab) AddTunnel(t testing.TB, tun *Tunnel) {
 			if external {
 				return append(a, "external")
 			}
-			return append(a, "id", fmt.Sprint(tun.VNI), "local", local.String(), "remote", remote.String())
+			a = append(a, "id", fmt.Sprint(tun.VNI), "local", local.String())
+			if !remote.IsValid() {
+				return a
+			}
+			return append(a, "remote", remote.String())
 		case "gretap", "ip6gretap":
 			a := []string{"ip", "link", "add", tun.Name, "type", tun.Kind}
 			if external {
@@ -97,7 +109,11 @@ func (l *Lab) AddTunnel(t testing.TB, tun *Tunnel) {
 		t.Fatalf("netlab: tunnel kind %q", tun.Kind)
 		return nil
 	}
-	run(sw, dev(tun.SwitchOuter, tun.HostOuter, tun.External)...)
+	swRemote := tun.HostOuter
+	if tun.FDB {
+		swRemote = netip.Addr{}
+	}
+	run(sw, dev(tun.SwitchOuter, swRemote, tun.External)...)
 	run(h, dev(tun.HostOuter, tun.SwitchOuter, false)...)
 	for _, ns := range []string{sw, h} {
 		run(ns, "ip", "link", "set", tun.Name, "up")
@@ -107,6 +123,10 @@ func (l *Lab) AddTunnel(t testing.TB, tun *Tunnel) {
 	swMAC, hMAC := l.linkMAC(t, sw, tun.Name), l.linkMAC(t, h, tun.Name)
 	run(h, "ip", "neigh", "replace", tun.SwitchOverlay.String(), "lladdr", swMAC, "dev", tun.Name, "nud", "permanent")
 	run(sw, "ip", "neigh", "replace", tun.HostOverlay.String(), "lladdr", hMAC, "dev", tun.Name, "nud", "permanent")
+	if tun.FDB {
+		run(sw, "bridge", "fdb", "append", "00:00:00:00:00:00", "dev", tun.Name, "dst", FloodRemote.String())
+		run(sw, "bridge", "fdb", "add", hMAC, "dev", tun.Name, "dst", tun.HostOuter.String())
+	}
 	if tun.External {
 		// A collect_md device sends only what carries tunnel metadata:
 		// the host's overlay address by a route that adds it.
