@@ -15,6 +15,9 @@
 # and, in the working tree only (BASE has no egress sampler):
 #   BenchmarkTCPass               a do-nothing SchedCLS program (baseline)
 #   BenchmarkTCEgressUnsampled    a port's egress sampler, frame not sampled
+#   BenchmarkTCSamplerRate1       every frame sampled at TC ingress, plain port
+#   BenchmarkTCSamplerRate1Tunnel the same port configured as a VXLAN device
+#                                 (the tunnel block of the sampled path)
 # Each reports the kernel's own mean ns per run (kernel-ns/pkt). Prints,
 # per benchmark and revision, the median and range over the rounds, and
 # the median of the per-round differences (tree - base).
@@ -39,7 +42,7 @@ go test -c -buildvcs=false -o "$tmp/tree.test" ./dataplane/
 (cd "$tmp/base" && go test -c -buildvcs=false -o "$tmp/base.test" ./dataplane/)
 
 both='^Benchmark(XDPPass|XDPSamplerUnsampled|XDPSamplerRate1)$'
-tree_only='^Benchmark(TCPass|TCEgressUnsampled)$'
+tree_only='^Benchmark(TCPass|TCEgressUnsampled|TCSamplerRate1|TCSamplerRate1Tunnel)$'
 run() { # rev pattern
 	(cd dataplane && "$tmp/$1.test" -test.run '^$' -test.bench "$2" -test.benchtime "${n}x" 2>/dev/null) |
 		awk -v rev="$1" '/^Benchmark/ { for (i = 1; i <= NF; i++) if ($i == "kernel-ns/pkt") { sub(/-[0-9]+$/, "", $1); print rev, $1, $(i-1) } }'
