@@ -34,6 +34,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 #include "sample_info.h"
 
 #define TUNNEL_AF_INET 2
@@ -41,7 +42,9 @@
 
 // TUNNEL_KEY_V4_SIZE: struct bpf_tunnel_key up to local_ipv4, the size
 // kernels before 5.19 (no local address) accept; 5.19 and later accept
-// the whole struct.
+// the whole struct. Which one is decided at load (CO-RE: whether the
+// kernel's struct bpf_tunnel_key has local_ipv4), so that a frame without
+// metadata costs one helper call, not a second try.
 #define TUNNEL_KEY_V4_SIZE __builtin_offsetof(struct bpf_tunnel_key, local_ipv4)
 
 // sample_tunnel_key fills m->tunnel from the skb's tunnel metadata and
@@ -54,8 +57,9 @@ static __noinline void sample_tunnel_key(struct __sk_buff *skb,
 	struct bpf_tunnel_key k = {};
 	long ret;
 
-	ret = bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0);
-	if (ret == -22 /* EINVAL: a kernel without local_ipv4 */)
+	if (bpf_core_field_exists(k.local_ipv4))
+		ret = bpf_skb_get_tunnel_key(skb, &k, sizeof(k), 0);
+	else
 		ret = bpf_skb_get_tunnel_key(skb, &k, TUNNEL_KEY_V4_SIZE, 0);
 	if (ret == 0) {
 		__u32 src = bpf_htonl(k.remote_ipv4), dst = bpf_htonl(k.local_ipv4);
@@ -66,7 +70,10 @@ static __noinline void sample_tunnel_key(struct __sk_buff *skb,
 		__builtin_memcpy(m->tunnel.dst, &dst, 4);
 		m->tunnel.family = TUNNEL_AF_INET;
 	} else if (ret == -71 /* EPROTO: IPv6 metadata */) {
-		ret = bpf_skb_get_tunnel_key(skb, &k, sizeof(k), BPF_F_TUNINFO_IPV6);
+		if (bpf_core_field_exists(k.local_ipv6))
+			ret = bpf_skb_get_tunnel_key(skb, &k, sizeof(k), BPF_F_TUNINFO_IPV6);
+		else
+			ret = bpf_skb_get_tunnel_key(skb, &k, TUNNEL_KEY_V4_SIZE, BPF_F_TUNINFO_IPV6);
 		if (ret != 0)
 			return;
 		// IPv6 addresses come as the kernel holds them: network order.

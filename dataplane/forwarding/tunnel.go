@@ -134,6 +134,12 @@ func (t *Table) Tunnel(q *TunnelQuery, header []byte, sc *TunnelRecords) (ip, vn
 				src = s.sourceFor(dst)
 			}
 		}
+		if !q.Egress && dst.IsUnspecified() {
+			// A kernel before 5.19 does not tell the outer destination
+			// (no local address in the helper's key): this host's, the
+			// device's local address when it has one.
+			dst = dev.local
+		}
 	case dev.collectMD:
 		return nil, nil // a collect_md device's frame without metadata: it has no tunnel
 	default:
