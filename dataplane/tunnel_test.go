@@ -91,9 +91,9 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 	c := startMetaCollector(t, d, 0)
 	const k = 5
 	lab.PingTunnel(t, &tun, k)
-	got, metas := c.waitFor(2*k, 5*time.Second)
+	got, _ := c.waitFor(2*k, 5*time.Second)
 	time.Sleep(100 * time.Millisecond)
-	got, metas = c.waitFor(len(got)+1, 0)
+	got, metas := c.waitFor(len(got)+1, 0)
 	c.stop(t)
 
 	var requests, replies int
