@@ -38,4 +38,8 @@ type WorkerStats struct {
 	// Router counts the samples whose kernel asked the FIB, by what became
 	// of their extended_router (forwarding.RouterResult: sent, or why not).
 	Router [forwarding.RouterResultCount]atomic.Uint64
+	// TransitRecords counts the kernel samples followed to a port their
+	// frame left by, whose flow samples carry the transit records
+	// (worker.transitRecords).
+	TransitRecords atomic.Uint64
 }

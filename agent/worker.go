@@ -41,6 +41,9 @@ type PacketSample struct {
 	// summed over every CPU at the sampled frame, not CPU's alone
 	// (bpf/sampler.h port_pool_sum; pool.go).
 	PoolSum bool
+	// Transit is what became of the frame after it was sampled, for a
+	// sample whose record waited for it (bpf/transit.h); zero otherwise.
+	Transit Transit
 	// Route is what the kernel answered about the packet's routes at
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
@@ -54,6 +57,24 @@ type PacketSample struct {
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+}
+
+// Transit is how a sampled frame went on after it was sampled, known for
+// a sample whose record waited for its frame (bpf/transit.h). Such a
+// sample arrives when its frame has left, after samples taken later.
+type Transit struct {
+	// Waited says the record waited; Left that the frame then left the
+	// switch through OutIfIndex, transmit queue Queue, Delay after it was
+	// sampled (when it was handed to the port's driver, after the port's
+	// qdisc).
+	Waited, Left bool
+	OutIfIndex   uint32
+	Queue        uint32
+	Delay        time.Duration
+	// Depth is the bytes the port's qdisc held ahead of the frame when it
+	// entered it, with DepthOK (the frame went through a qdisc).
+	Depth   uint32
+	DepthOK bool
 }
 
 // RouterLookup gives a routed sample its extended_router
@@ -183,14 +204,17 @@ type worker struct {
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
-	fs  sflow.FlowSample
-	hdr sflow.SampledHeader
-	sw  sflow.ExtendedSwitch
-	rtr sflow.ExtendedRouter
-	tun forwarding.TunnelRecords
-	// frecs: sampled_header, extended_switch, extended_router, and a
-	// tunnel's IP and VNI records.
-	frecs [5]sflow.Record
+	fs   sflow.FlowSample
+	hdr  sflow.SampledHeader
+	sw   sflow.ExtendedSwitch
+	rtr  sflow.ExtendedRouter
+	eq   sflow.ExtendedEgressQueue
+	tdel sflow.ExtendedTransit
+	qd   sflow.ExtendedQueue
+	tun  forwarding.TunnelRecords
+	// frecs: sampled_header, extended_switch, extended_router, the three
+	// transit records, and a tunnel's IP and VNI records.
+	frecs [8]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -315,7 +339,12 @@ func (w *worker) handle(ps *PacketSample) {
 	// pool at this frame is that plus the other CPUs' latest (pool.go).
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
-	if atSample {
+	switch {
+	case atSample && ps.Transit.Waited && ps.PoolSum:
+		// Delivered when its frame left, after samples taken later:
+		// its own pool, out of the sequence of the others (pool.go).
+		pool = pp.late(ps.Egress, ps.CPUPool)
+	case atSample:
 		pool = pp.at(ps.Egress, ps.PoolSum, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
@@ -347,6 +376,9 @@ func (w *worker) handle(ps *PacketSample) {
 				// Sampled leaving the port: it is the output
 				// (sflow_version_5.txt section 4, flow_sample.output).
 				output = sflow.IfIndex(ps.IfIndex)
+			case ps.Transit.Left:
+				// Followed to where it left: the port it really took.
+				output = sflow.IfIndex(ps.Transit.OutIfIndex)
 			case w.output != nil:
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
@@ -365,6 +397,7 @@ func (w *worker) handle(ps *PacketSample) {
 					nrecs++
 				}
 			}
+			nrecs = w.transitRecords(ps, nrecs)
 			if w.tunnels != nil && ps.TunnelPort {
 				// sflow_tunnels.txt: records tshark 4.0 does not
 				// know (it cannot skip them) go last.
@@ -410,6 +443,38 @@ func (w *worker) handle(ps *PacketSample) {
 			w.stats.FlowSamples.Add(1)
 		}
 	}
+}
+
+// transitRecords adds the records of a sample followed to where its frame
+// left (bpf/transit.h) after the first nrecs, and returns the new count:
+// extended_egress_queue (1036) with the transmit queue; extended_queue
+// (1040) with the bytes queued ahead of it, where it went through a
+// qdisc (sflow_transit.txt: only with an extended_egress_queue); and,
+// for a frame sampled at ingress, extended_transit (1039), the time from
+// the sample to the frame leaving the egress qdisc. An egress sample has
+// no 1039: it was taken at the output port, so the time in the switch
+// before it is unknown. They come last: tshark 4.0 misreads the records
+// after one it does not know.
+func (w *worker) transitRecords(ps *PacketSample, nrecs int) int {
+	tr := &ps.Transit
+	if !tr.Left {
+		return nrecs
+	}
+	w.eq.Queue = tr.Queue
+	w.frecs[nrecs] = &w.eq
+	nrecs++
+	if !ps.Egress {
+		w.tdel.SetDelay(tr.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if tr.DepthOK {
+		w.qd.Depth = tr.Depth
+		w.frecs[nrecs] = &w.qd
+		nrecs++
+	}
+	w.stats.TransitRecords.Add(1)
+	return nrecs
 }
 
 // tick runs once a second: pollers whose countdown ends send counters, and

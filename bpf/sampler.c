@@ -45,6 +45,13 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
+// ctx_skb_addr (hook of sampler.h): an XDP frame has no sk_buff yet, so
+// it is never followed to where it leaves (transit.h).
+static __always_inline __u64 ctx_skb_addr(struct xdp_md *ctx)
+{
+	return 0;
+}
+
 // ---- The per-packet path: port_frame (sampler.h) and its hook ----
 
 // ctx_unsampled (hook of sampler.h): an unsampled frame of a monitor port

@@ -73,6 +73,16 @@ static __always_inline void ctx_tunnel(struct __sk_buff *skb, struct sample_meta
 	sample_tunnel_key(skb, m);
 }
 
+// ctx_skb_addr (hook of sampler.h): the kernel's sk_buff of the frame
+// (bpf_cast_to_kern_ctx, Linux 6.2), as a number: the key of a parked
+// record (transit.h). 0 without the kfunc.
+static __always_inline __u64 ctx_skb_addr(struct __sk_buff *ctx)
+{
+	if (!bpf_ksym_exists(bpf_cast_to_kern_ctx))
+		return 0;
+	return (__u64)bpf_cast_to_kern_ctx(ctx);
+}
+
 // ctx_fib_seq (hook of route.h): the FIB generation of the skb's
 // device's namespace (fib_seq.h).
 static __always_inline __u32 ctx_fib_seq(struct __sk_buff *skb, int *ok)

@@ -106,7 +106,8 @@ type pinSizes struct {
 	MaxQueues uint32
 	// PoolMode is what sample_meta.pool holds (poolMode).
 	PoolMode uint32
-	_        uint32
+	// Transit is Config.TransitEntries (transit_pending's size; 0 off).
+	Transit uint32
 }
 
 // differs names the sizes of o that are not those of s.
@@ -123,6 +124,7 @@ func (s pinSizes) differs(o pinSizes) string {
 	add("max ports", s.MaxPorts, o.MaxPorts)
 	add("max queues", s.MaxQueues, o.MaxQueues)
 	add("pool mode", s.PoolMode, o.PoolMode)
+	add("transit entries", s.Transit, o.Transit)
 	return strings.Join(d, ", ")
 }
 

@@ -28,8 +28,10 @@ const (
 	SampleSrcRoute   = 1 << 2 // Meta.Route's source answer is valid
 	SampleFIBGen     = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
 	SamplePoolSum    = 1 << 4 // CPUPool is every CPU's pool of the port in this direction, at this frame
-	SampleTunnel     = 1 << 5 // Meta.Tunnel is the kernel's tunnel metadata of the frame (bpf/tunnel.h)
-	SampleTunnelPort = 1 << 6 // the port is a tunnel device (PortKind): the sample may have tunnel records
+	SampleTransit    = 1 << 5 // the record waited for its frame to leave: Transit says how that ended
+	SampleQueue      = 1 << 6 // Transit.Depth: the frame went through a qdisc
+	SampleTunnel     = 1 << 7 // Meta.Tunnel is the kernel's tunnel metadata of the frame (bpf/tunnel.h)
+	SampleTunnelPort = 1 << 8 // the port is a tunnel device (PortKind): the sample may have tunnel records
 )
 
 // RawSample is one kernel sample as a worker's Source delivers it, from
@@ -52,6 +54,8 @@ type RawSample struct {
 	// InIfIndex is, for an egress sample, the port the frame came in on
 	// (0: made on this host).
 	InIfIndex uint32
+	// Transit is what became of the frame, with SampleTransit.
+	Transit Transit
 	// Meta is the whole ring record (its route block valid as Flags
 	// say); nil for monitor samples. Like Header it aliases the
 	// ring and is valid only during the callback.
@@ -221,8 +225,10 @@ func (r *ringReader) decode(b []byte) bool {
 		CPUPool:   m.Pool,
 		Flags:     m.Flags,
 		InIfIndex: m.InIfindex,
-		Meta:      m,
-		Header:    b[metaSize : metaSize+int(hl)],
+		Transit: Transit{Status: m.Transit.Status, DoneNs: m.Transit.DoneNs,
+			OutIfIndex: m.Transit.OutIfindex, Queue: uint32(m.Transit.Queue), Depth: m.Transit.Depth},
+		Meta:   m,
+		Header: b[metaSize : metaSize+int(hl)],
 	}
 	return true
 }

@@ -100,6 +100,9 @@ func NewReader(src *dataplane.Source) *Reader {
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
 			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
 			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
+		if rs.Flags&dataplane.SampleTransit != 0 {
+			transit(&r.ps.Transit, rs)
+		}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
 			if rs.Flags&dataplane.SampleTunnelPort != 0 {
@@ -184,4 +187,20 @@ func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
 		return
 	}
 	q.Known, q.ID, q.TOS = true, tn.Id, tn.Tos
+}
+
+// transit is what became of a sample's frame after it was sampled
+// (dataplane.Transit, bpf/transit.h), in the agent's terms.
+func transit(t *agent.Transit, rs *dataplane.RawSample) {
+	tr := &rs.Transit
+	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}
+	if t.Left {
+		t.OutIfIndex, t.Queue = tr.OutIfIndex, tr.Queue
+		if tr.DoneNs > rs.Timestamp {
+			t.Delay = time.Duration(tr.DoneNs - rs.Timestamp)
+		}
+	}
+	if rs.Flags&dataplane.SampleQueue != 0 {
+		t.Depth, t.DepthOK = tr.Depth, true
+	}
 }

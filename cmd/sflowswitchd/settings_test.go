@@ -125,6 +125,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"max-ports":                   "300",
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
+		"transit":                     "true",
 		"direction":                   "both",
 		"port-direction":              "p1=egress",
 		"drops":                       "off",
