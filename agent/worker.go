@@ -402,6 +402,14 @@ func (w *worker) handle(ps *PacketSample) {
 				// sflow_tunnels.txt: records tshark 4.0 does not
 				// know (it cannot skip them) go last.
 				ip, vni := w.tunnels.Tunnel(&ps.Tunnel, ps.Header, &w.tun)
+				switch {
+				case ip != nil:
+					w.stats.Tunnel[TunnelOK].Add(1)
+				case vni != nil:
+					w.stats.Tunnel[TunnelOuterUnknown].Add(1)
+				default:
+					w.stats.Tunnel[TunnelNone].Add(1)
+				}
 				if ip != nil {
 					w.frecs[nrecs] = ip
 					nrecs++

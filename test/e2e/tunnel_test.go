@@ -43,7 +43,8 @@ func (r tunnelRecord) String() string {
 //     extended_ipv4/ipv6_tunnel_egress (1023/1025) the other way, with
 //     protocol 17 and the device's UDP port for VXLAN, 47 for GRE, and the
 //     outer length;
-//   - for VXLAN extended_vni_ingress / _egress (1030/1029) with the VNI.
+//   - for VXLAN extended_vni_ingress / _egress (1030/1029) with the VNI;
+//   - sflowswitchd_tunnel_samples_total counts them as ok.
 //
 // goflow2 v2.2.6 keeps these records raw: their bytes are decoded here by
 // the spec's layout (sflow_tunnels.txt: a sampled_ipv4 or sampled_ipv6
@@ -165,6 +166,14 @@ func testTunnelRecords(t *testing.T, tun netlab.Tunnel) {
 	}
 	if requests != k || replies != k {
 		t.Errorf("%d echo requests and %d replies sampled on the tunnel device, want %d each", requests, replies, k)
+	}
+	m, err := fetchMetrics(lab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, unknown := m.sumWith("sflowswitchd_tunnel_samples_total", `result="ok"`, ""), m.sumWith("sflowswitchd_tunnel_samples_total", `result="outer_unknown"`, "")
+	if ok < 2*k || unknown != 0 {
+		t.Errorf("sflowswitchd_tunnel_samples_total: ok %d (want at least %d), outer_unknown %d (want 0)", ok, 2*k, unknown)
 	}
 
 	// goflow2: the same records, from their raw bytes.
