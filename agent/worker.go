@@ -48,6 +48,12 @@ type PacketSample struct {
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
 	Route forwarding.RouterQuery
+	// TunnelPort says IfIndex is a tunnel device (VXLAN, GRE): the sample
+	// may carry tunnel records; Tunnel holds what the kernel's tunnel
+	// metadata said (Tunnel.Known) and the sample's port, direction and
+	// length (bpf/tunnel.h).
+	TunnelPort bool
+	Tunnel     forwarding.TunnelQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
@@ -77,6 +83,14 @@ type Transit struct {
 // Called per sample: it must not allocate or block.
 type RouterLookup interface {
 	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
+}
+
+// TunnelLookup gives a sample on a tunnel device its tunnel records
+// (dataplane/forwarding.Table.Tunnel): the outer IP header's (ip, nil when
+// unknown) and the VNI's (vni, nil unless VXLAN), pointing into sc.
+// Called per sample: it must not allocate or block.
+type TunnelLookup interface {
+	Tunnel(q *forwarding.TunnelQuery, header []byte, sc *forwarding.TunnelRecords) (ip, vni sflow.Record)
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -169,6 +183,7 @@ type worker struct {
 	counters   CounterSource
 	output     OutputLookup
 	router     RouterLookup
+	tunnels    TunnelLookup
 	start      time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
@@ -189,14 +204,17 @@ type worker struct {
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
-	fs    sflow.FlowSample
-	hdr   sflow.SampledHeader
-	sw    sflow.ExtendedSwitch
-	rtr   sflow.ExtendedRouter
-	eq    sflow.ExtendedEgressQueue
-	tdel  sflow.ExtendedTransit
-	qd    sflow.ExtendedQueue
-	frecs [6]sflow.Record
+	fs   sflow.FlowSample
+	hdr  sflow.SampledHeader
+	sw   sflow.ExtendedSwitch
+	rtr  sflow.ExtendedRouter
+	eq   sflow.ExtendedEgressQueue
+	tdel sflow.ExtendedTransit
+	qd   sflow.ExtendedQueue
+	tun  forwarding.TunnelRecords
+	// frecs: sampled_header, extended_switch, extended_router, the three
+	// transit records, and a tunnel's IP and VNI records.
+	frecs [8]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -380,6 +398,27 @@ func (w *worker) handle(ps *PacketSample) {
 				}
 			}
 			nrecs = w.transitRecords(ps, nrecs)
+			if w.tunnels != nil && ps.TunnelPort {
+				// sflow_tunnels.txt: records tshark 4.0 does not
+				// know (it cannot skip them) go last.
+				ip, vni := w.tunnels.Tunnel(&ps.Tunnel, ps.Header, &w.tun)
+				switch {
+				case ip != nil:
+					w.stats.Tunnel[TunnelOK].Add(1)
+				case vni != nil:
+					w.stats.Tunnel[TunnelOuterUnknown].Add(1)
+				default:
+					w.stats.Tunnel[TunnelNone].Add(1)
+				}
+				if ip != nil {
+					w.frecs[nrecs] = ip
+					nrecs++
+				}
+				if vni != nil {
+					w.frecs[nrecs] = vni
+					nrecs++
+				}
+			}
 			looked = true
 		}
 		*s.seq++
