@@ -102,6 +102,9 @@ type Options struct {
 	Output OutputLookup
 	// Router gives routed samples their extended_router; nil sends none.
 	Router RouterLookup
+	// Tunnels gives samples on tunnel devices their tunnel records; nil
+	// sends none.
+	Tunnels TunnelLookup
 	// PinCPUs binds worker i's thread to CPU i (modulo the CPUs the
 	// process may use), so that each sub-agent keeps its caches and never
 	// competes with another worker for a core.
@@ -173,6 +176,7 @@ func New(opts Options) *Agent {
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.router = opts.Router
+		w.tunnels = opts.Tunnels
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}

@@ -131,3 +131,18 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 	p.last = pool
 	return pool
 }
+
+// late returns the pool (without base) of a sample delivered after samples
+// taken later (its record waited for its frame, bpf/transit.h): all is
+// the kernel's every-CPU sum of its direction at its frame, to which the
+// other direction's pool adds. It keeps the pools of the samples in
+// sequence as they are: it only raises the direction's sum, should this
+// one be the largest seen.
+func (p *portPool) late(egress bool, all uint64) uint64 {
+	if egress {
+		p.outAll = max(p.outAll, all)
+		return all + max(p.inCPUs, p.inAll)
+	}
+	p.inAll = max(p.inAll, all)
+	return all + max(p.outCPUs, p.outAll)
+}

@@ -41,10 +41,19 @@ type PacketSample struct {
 	// summed over every CPU at the sampled frame, not CPU's alone
 	// (bpf/sampler.h port_pool_sum; pool.go).
 	PoolSum bool
+	// Transit is what became of the frame after it was sampled, for a
+	// sample whose record waited for it (bpf/transit.h); zero otherwise.
+	Transit Transit
 	// Route is what the kernel answered about the packet's routes at
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
 	Route forwarding.RouterQuery
+	// TunnelPort says IfIndex is a tunnel device (VXLAN, GRE): the sample
+	// may carry tunnel records; Tunnel holds what the kernel's tunnel
+	// metadata said (Tunnel.Known) and the sample's port, direction and
+	// length (bpf/tunnel.h).
+	TunnelPort bool
+	Tunnel     forwarding.TunnelQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
@@ -67,12 +76,38 @@ type QueueInfo struct {
 	Delay    time.Duration
 }
 
+// Transit is how a sampled frame went on after it was sampled, known for
+// a sample whose record waited for its frame (bpf/transit.h). Such a
+// sample arrives when its frame has left, after samples taken later.
+type Transit struct {
+	// Waited says the record waited; Left that the frame then left the
+	// switch through OutIfIndex, transmit queue Queue, Delay after it was
+	// sampled (when it was handed to the port's driver, after the port's
+	// qdisc).
+	Waited, Left bool
+	OutIfIndex   uint32
+	Queue        uint32
+	Delay        time.Duration
+	// Depth is the bytes the port's qdisc held ahead of the frame when it
+	// entered it, with DepthOK (the frame went through a qdisc).
+	Depth   uint32
+	DepthOK bool
+}
+
 // RouterLookup gives a routed sample its extended_router
 // (dataplane/forwarding.Table.Router): from the kernel's answers at
 // sample time and the routes in force then, or a result saying why not.
 // Called per sample: it must not allocate or block.
 type RouterLookup interface {
 	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
+}
+
+// TunnelLookup gives a sample on a tunnel device its tunnel records
+// (dataplane/forwarding.Table.Tunnel): the outer IP header's (ip, nil when
+// unknown) and the VNI's (vni, nil unless VXLAN), pointing into sc.
+// Called per sample: it must not allocate or block.
+type TunnelLookup interface {
+	Tunnel(q *forwarding.TunnelQuery, header []byte, sc *forwarding.TunnelRecords) (ip, vni sflow.Record)
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -165,6 +200,7 @@ type worker struct {
 	counters   CounterSource
 	output     OutputLookup
 	router     RouterLookup
+	tunnels    TunnelLookup
 	start      time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
@@ -185,14 +221,17 @@ type worker struct {
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
-	fs    sflow.FlowSample
-	hdr   sflow.SampledHeader
-	sw    sflow.ExtendedSwitch
-	rtr   sflow.ExtendedRouter
-	egq   sflow.ExtendedEgressQueue
-	qd    sflow.ExtendedQueue
-	trn   sflow.ExtendedTransit
-	frecs [6]sflow.Record
+	fs   sflow.FlowSample
+	hdr  sflow.SampledHeader
+	sw   sflow.ExtendedSwitch
+	rtr  sflow.ExtendedRouter
+	eq   sflow.ExtendedEgressQueue
+	tdel sflow.ExtendedTransit
+	qd   sflow.ExtendedQueue
+	tun  forwarding.TunnelRecords
+	// frecs: sampled_header, extended_switch, extended_router, the three
+	// transit records, and a tunnel's IP and VNI records.
+	frecs [8]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -317,7 +356,12 @@ func (w *worker) handle(ps *PacketSample) {
 	// pool at this frame is that plus the other CPUs' latest (pool.go).
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
-	if atSample {
+	switch {
+	case atSample && ps.Transit.Waited && ps.PoolSum:
+		// Delivered when its frame left, after samples taken later:
+		// its own pool, out of the sequence of the others (pool.go).
+		pool = pp.late(ps.Egress, ps.CPUPool)
+	case atSample:
 		pool = pp.at(ps.Egress, ps.PoolSum, ps.CPU, ps.CPUPool)
 	}
 	for i, s := range ss {
@@ -349,6 +393,9 @@ func (w *worker) handle(ps *PacketSample) {
 				// Sampled leaving the port: it is the output
 				// (sflow_version_5.txt section 4, flow_sample.output).
 				output = sflow.IfIndex(ps.IfIndex)
+			case ps.Transit.Left:
+				// Followed to where it left: the port it really took.
+				output = sflow.IfIndex(ps.Transit.OutIfIndex)
 			case w.output != nil:
 				output = w.output.Output(ps.IfIndex, ps.Header)
 			}
@@ -367,7 +414,29 @@ func (w *worker) handle(ps *PacketSample) {
 					nrecs++
 				}
 			}
-			nrecs = w.queueRecords(&ps.Queue, nrecs)
+			nrecs = w.transitRecords(ps, nrecs)
+			nrecs = w.queueRecords(&ps.Queue, nrecs) // psample: what a switch ASIC told
+			if w.tunnels != nil && ps.TunnelPort {
+				// sflow_tunnels.txt: records tshark 4.0 does not
+				// know (it cannot skip them) go last.
+				ip, vni := w.tunnels.Tunnel(&ps.Tunnel, ps.Header, &w.tun)
+				switch {
+				case ip != nil:
+					w.stats.Tunnel[TunnelOK].Add(1)
+				case vni != nil:
+					w.stats.Tunnel[TunnelOuterUnknown].Add(1)
+				default:
+					w.stats.Tunnel[TunnelNone].Add(1)
+				}
+				if ip != nil {
+					w.frecs[nrecs] = ip
+					nrecs++
+				}
+				if vni != nil {
+					w.frecs[nrecs] = vni
+					nrecs++
+				}
+			}
 			looked = true
 		}
 		*s.seq++
@@ -402,22 +471,58 @@ func (w *worker) handle(ps *PacketSample) {
 	}
 }
 
-// queueRecords appends the records of what the hardware told of the
-// sample's queue and transit to w.frecs[:nrecs] and returns the new count.
+// transitRecords adds the records of a sample followed to where its frame
+// left (bpf/transit.h) after the first nrecs, and returns the new count:
+// extended_egress_queue (1036) with the transmit queue; extended_queue
+// (1040) with the bytes queued ahead of it, where it went through a
+// qdisc (sflow_transit.txt: only with an extended_egress_queue); and,
+// for a frame sampled at ingress, extended_transit (1039), the time from
+// the sample to the frame leaving the egress qdisc. An egress sample has
+// no 1039: it was taken at the output port, so the time in the switch
+// before it is unknown. They come last: tshark 4.0 misreads the records
+// after one it does not know.
+func (w *worker) transitRecords(ps *PacketSample, nrecs int) int {
+	tr := &ps.Transit
+	if !tr.Left {
+		return nrecs
+	}
+	w.eq.Queue = tr.Queue
+	w.frecs[nrecs] = &w.eq
+	nrecs++
+	if !ps.Egress {
+		w.tdel.SetDelay(tr.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if tr.DepthOK {
+		w.qd.Depth = tr.Depth
+		w.frecs[nrecs] = &w.qd
+		nrecs++
+	}
+	w.stats.TransitRecords.Add(1)
+	return nrecs
+}
+
+// queueRecords adds, after the first nrecs, the records of what a switch
+// ASIC told of the sample's way through it (psample: QueueInfo), in
+// transitRecords' order, and returns the new count: extended_egress_queue
+// (1036) with the queue, extended_transit (1039) with the latency, and
+// extended_queue (1040) with the queue's occupancy, only beside 1036
+// (sflow_transit.txt). Each as far as the hardware tells.
 func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
 	if q.HasTC {
-		w.egq.Queue = q.TC
-		w.frecs[nrecs] = &w.egq
+		w.eq.Queue = q.TC
+		w.frecs[nrecs] = &w.eq
 		nrecs++
-		if q.HasDepth {
-			w.qd.SetDepth(q.Depth)
-			w.frecs[nrecs] = &w.qd
-			nrecs++
-		}
 	}
 	if q.HasDelay {
-		w.trn.SetDelay(q.Delay)
-		w.frecs[nrecs] = &w.trn
+		w.tdel.SetDelay(q.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if q.HasTC && q.HasDepth {
+		w.qd.SetDepth(q.Depth)
+		w.frecs[nrecs] = &w.qd
 		nrecs++
 	}
 	return nrecs

@@ -59,12 +59,14 @@
 #define MODE_MONITOR 2
 
 // Port kinds (port_config.kind): whether the port is a tunnel device.
-// Keep in sync with dataplane.PortKind. Written by user space; the
-// sampled path does not read it yet (tunnel records, issue 23, are not
-// built: docs/ARCHITECTURE.md, "Records").
+// Keep in sync with dataplane.PortKind. Written by user space; read on
+// the sampled path only (fill_sample: ctx_tunnel, tunnel.h).
 #define PORT_KIND_PLAIN 0
 #define PORT_KIND_VXLAN 1 // a VXLAN device: frames decapsulated or to be encapsulated
 #define PORT_KIND_GRE 2   // an Ethernet-over-GRE device (gretap, ip6gretap)
+
+// Port flags (port_config.flags). Keep in sync with dataplane (portFlag*).
+#define PORT_F_TRANSIT (1U << 0) // follow sampled frames to where they leave (transit.h; TC only)
 
 // port_config: per-port sampling configuration, written by user space.
 // The same entry serves both directions of a port: the ingress program
@@ -78,7 +80,7 @@ struct port_config {
 	__u32 slot;         // counter slot of the port in `counters`
 	__u32 xsk_base;     // key of RX queue 0 of this port in `xsks`
 	__u32 kind;         // PORT_KIND_*
-	__u32 _pad;
+	__u32 flags;        // PORT_F_*
 	// skip_scale = round(2^SKIP_SCALE_SHIFT / -log2(1 - 2^-k)), 0 for rate
 	// 1: turns -log2(U), U uniform in (0,1], into a geometric skip
 	// (draw_skip). Computed by user space (dataplane.skipScale).
@@ -101,28 +103,8 @@ struct port_counters {
 };
 
 #include "sample_info.h"
-
-// sample_meta: the fixed part of a ring buffer record; `data` holds
-// header_len bytes of the frame (the record is sized by a size class, so
-// bytes after header_len are undefined). User space reads it through its
-// generated Go twin, bpf.SamplerSampleMeta (bpf/gen.go, dataplane/ring.go).
-// What the kernel knew about the frame beyond its bytes (direction, input
-// port, route) follows the pool, each block valid only when
-// its SAMPLE_F_* flag is set (sample_info.h).
-struct sample_meta {
-	__u32 ifindex;      // the sampled port (ingress: input, egress: output)
-	__u32 frame_len;    // full frame length (all fragments)
-	__u32 rx_queue;     // RX queue index (ingress)
-	__u32 cpu;          // CPU that took the sample
-	__u64 timestamp_ns; // bpf_ktime_get_ns (CLOCK_MONOTONIC)
-	__u32 header_len;   // valid bytes in data
-	__u32 sample_rate;  // kernel rate the sample was taken at (mask + 1)
-	__u64 pool;         // the port's pool in this direction at this frame, every CPU's (SAMPLE_F_POOL_SUM)
-	__u32 flags;        // SAMPLE_F_*
-	__u32 in_ifindex;   // egress: the port the frame came in on (skb_iif), 0 = made here
-	struct sample_route route;
-	__u8 data[];
-};
+#include "ring.h"
+#include "transit.h"
 
 // Per-port constants: every attached port runs its own instance of
 // xdp_sampler, loaded with these set (dataplane.AttachPort). The per-packet
@@ -179,14 +161,6 @@ struct {
 // constant to the verifier). Counter index = slot * cpu_slots + cpu.
 volatile const __u32 cpu_slots = 1;
 
-// wakeup_bytes: a sample is submitted without waking the reader
-// (BPF_RB_NO_WAKEUP) unless it makes the ring's unread data cross a
-// multiple of this many bytes (wake_flag); meanwhile the reader sleeps
-// until its worker's one-second tick. At low sample rates this saves a
-// reader wake-up (several context switches) per sample; at high rates the
-// reader is woken in batches. 0 wakes the reader for every sample. Set by
-// the loader.
-volatile const __u64 wakeup_bytes = 0;
 
 // port_configs: struct port_config keyed by ingress ifindex.
 struct {
@@ -223,19 +197,6 @@ struct {
 	__type(value, struct port_counters);
 } counters SEC(".maps");
 
-// rings: one BPF ring buffer per worker (inline mode), indexed by
-// port_config.worker. Outer and inner sizes are set by the loader.
-struct ring_template {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4096);
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__array(values, struct ring_template);
-} rings SEC(".maps");
 
 #include "route.h"
 
@@ -282,33 +243,6 @@ static __always_inline __u64 draw_skip(__u64 scale)
 		return 0;
 	return (neg_log2_q16(bpf_get_prandom_u32()) * scale) >>
 	       (16 + SKIP_SCALE_SHIFT);
-}
-
-// wake_flag tells bpf_ringbuf_submit whether to wake the ring's reader
-// for a record of size bytes just reserved (bpf_ringbuf_reserve already
-// counts it in the ring's unread data). The reader is woken each time the
-// unread data crosses a multiple of wakeup_bytes, not for every record
-// above the mark: a reader that is behind (awake, draining) would
-// otherwise take a forced wake-up (an irq_work) per sample, which made the
-// sampled path cost ~500 ns at 1 in 1. Nothing is lost by waking less: the
-// reader drains the ring before it waits again, so a sleeping reader
-// found it empty and the next crossing wakes it; should two CPUs' records
-// race over the same multiple (each seeing the other's), the next
-// multiple, or the worker's one-second tick, wakes it.
-static __always_inline __u64 wake_flag(void *ring, __u64 size)
-{
-	__u64 avail, rec;
-
-	if (wakeup_bytes == 0)
-		return BPF_RB_FORCE_WAKEUP;
-	// A record takes its 8-byte header plus its size rounded up to 8.
-	rec = BPF_RINGBUF_HDR_SZ + ((size + 7) & ~7ULL);
-	avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
-	if (avail < rec)
-		return BPF_RB_FORCE_WAKEUP; // never expected: be safe
-	if (avail / wakeup_bytes != (avail - rec) / wakeup_bytes)
-		return BPF_RB_FORCE_WAKEUP;
-	return BPF_RB_NO_WAKEUP;
 }
 
 // lookup_high returns the config of a port whose ifindex is >= MAX_IFINDEX.
@@ -384,10 +318,21 @@ static __always_inline __u32 ctx_copy_header(SAMPLER_CTX *ctx, __u8 *data,
 // ctx_unsampled returns the verdict for a frame that is not sampled.
 static __always_inline int ctx_unsampled(void);
 
+// ctx_skb_addr returns the address of the frame's sk_buff (transit.h), 0
+// where there is none (XDP) or the kernel cannot tell (no
+// bpf_cast_to_kern_ctx, before 6.2).
+static __always_inline __u64 ctx_skb_addr(SAMPLER_CTX *ctx);
+
 // ctx_in_ifindex returns the port the frame came in on, for an egress
 // sample (skb_iif; 0 for a frame made here), 0 at ingress.
 static __always_inline __u32 ctx_in_ifindex(SAMPLER_CTX *ctx);
 
+
+// ctx_tunnel fills m->tunnel (and sets SAMPLE_F_TUNNEL) from the tunnel
+// metadata the kernel attached to the frame, where the program can read
+// it (TC: tunnel.h); called on the sampled path of a tunnel device's
+// frame only (port_config.kind).
+static __always_inline void ctx_tunnel(SAMPLER_CTX *ctx, struct sample_meta *m);
 
 // ctx_monitor returns the verdict for a frame of a monitor-mode port whose
 // skip ran out: sampled (a sample counted by decide) or not (only the
@@ -460,28 +405,19 @@ static __always_inline __u64 port_pool_sum(__u32 base)
 	return sum;
 }
 
-// emit_sample reserves a record of constant size (the verifier requires a
-// constant reservation size, hence the size classes cls) in ring, fills
-// the metadata and copies min(frame length, header_bytes, cls) bytes of
-// the frame (ctx_copy_header), then adds what the kernel knows about the
-// frame (sample_info.h): its direction and input port, its route
-// (route.h).
-static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
+// fill_sample fills a record m of size class cls: the metadata, and
+// min(frame length, header_bytes, cls) bytes of the frame
+// (ctx_copy_header), then what the kernel knows about the frame
+// (sample_info.h): its direction and input port, its route (route.h).
+static __always_inline void fill_sample(SAMPLER_CTX *ctx, struct sample_meta *m,
 					struct port_counters *c, __u32 ifindex,
 					__u32 cpu, __u32 base,
 					struct port_config *cfg, __u32 rate,
 					const __u32 cls)
 {
 	__u32 header_bytes = cfg->header_bytes;
-	const __u64 size = sizeof(struct sample_meta) + cls + RECORD_SLACK;
-	struct sample_meta *m;
 	__u32 len, n;
 
-	m = bpf_ringbuf_reserve(ring, size, 0);
-	if (!m) {
-		c->drops++; // ring full: counted, never silent
-		return;
-	}
 	len = ctx_frame_len(ctx);
 	n = len < header_bytes ? len : header_bytes;
 	if (n > cls)
@@ -511,11 +447,100 @@ static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
 		m->pool = c->pool;
 	m->in_ifindex = ctx_in_ifindex(ctx);
 	sample_route(ctx, m, ifindex, SAMPLER_EGRESS ? m->in_ifindex : ifindex);
+	// A tunnel device's frame: the outer header the kernel removed or
+	// will add (tunnel.h). The kind is read here, on the sampled path
+	// only: an unsampled frame never looks at it.
+	if (cfg->kind != PORT_KIND_PLAIN) {
+		m->flags |= SAMPLE_F_TUNNEL_PORT;
+		ctx_tunnel(ctx, m);
+	}
+}
+
+// emit_sample reserves a record of constant size (the verifier requires a
+// constant reservation size, hence the size classes cls) in ring, fills
+// it (fill_sample) and submits it.
+static __always_inline void emit_sample(SAMPLER_CTX *ctx, void *ring,
+					struct port_counters *c, __u32 ifindex,
+					__u32 cpu, __u32 base,
+					struct port_config *cfg, __u32 rate,
+					const __u32 cls)
+{
+	const __u64 size = sizeof(struct sample_meta) + cls + RECORD_SLACK;
+	struct sample_meta *m;
+
+	m = bpf_ringbuf_reserve(ring, size, 0);
+	if (!m) {
+		c->drops++; // ring full: counted, never silent
+		return;
+	}
+	fill_sample(ctx, m, c, ifindex, cpu, base, cfg, rate, cls);
 	bpf_ringbuf_submit(m, wake_flag(ring, size));
 }
 
+// transit_scratch: per-CPU room to build a record that is to be parked
+// (transit_track), since a map update copies from memory of the program.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct transit_entry);
+} transit_scratch SEC(".maps");
+
+// transit_track parks a sampled frame's record until the frame leaves
+// (transit.h), for a port with PORT_F_TRANSIT at TC (ctx_skb_addr gives
+// the frame's sk_buff): the record is built in this CPU's scratch, in the
+// largest size class, and copied into transit_pending. Should it not be
+// parked (the table full, its address still parked, no sk_buff), it goes
+// to the ring at once, without transit. Returns 0 when the frame is not
+// to be followed (the caller emits it as usual).
+static __always_inline int transit_track(SAMPLER_CTX *ctx, void *ring,
+					 struct port_counters *c, __u32 ifindex,
+					 __u32 cpu, __u32 base,
+					 struct port_config *cfg, __u32 rate)
+{
+	__u32 zero = 0;
+	struct transit_entry *e;
+	struct transit_stats *st;
+	struct sample_meta *m;
+	__u64 key;
+
+	if (!(cfg->flags & PORT_F_TRANSIT))
+		return 0;
+	key = ctx_skb_addr(ctx);
+	if (!key)
+		return 0;
+	e = bpf_map_lookup_elem(&transit_scratch, &zero);
+	if (!e)
+		return 0;
+	m = (struct sample_meta *)e->rec;
+	fill_sample(ctx, m, c, ifindex, cpu, base, cfg, rate, MAX_HEADER_BYTES);
+	m->flags |= SAMPLE_F_TRANSIT;
+	m->transit.status = 0;
+	m->transit.depth = 0;
+	e->state = TRANSIT_WAITING;
+	e->worker = cfg->worker;
+	st = transit_stat();
+	// Counted before it is visible, so that a program finishing it at
+	// once never takes the count below zero.
+	transit_parked_add(1);
+	if (bpf_map_update_elem(&transit_pending, &key, e, BPF_NOEXIST) == 0) {
+		if (st)
+			st->parked++;
+		return 1;
+	}
+	transit_parked_add(-1);
+	if (st)
+		st->unparked++;
+	m->flags &= ~SAMPLE_F_TRANSIT;
+	if (bpf_ringbuf_output(ring, m, TRANSIT_REC_BYTES,
+			       wake_flag_output(ring, TRANSIT_REC_BYTES)) < 0)
+		c->drops++; // ring full: counted, never silent
+	return 1;
+}
+
 // sample_inline delivers a sampled frame to the owning worker's ring, in
-// the smallest size class that holds the port's header_bytes.
+// the smallest size class that holds the port's header_bytes, or parks
+// it until the frame leaves (transit_track).
 static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 					  struct port_counters *c,
 					  __u32 ifindex, __u32 cpu, __u32 base,
@@ -528,6 +553,8 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 		c->drops++; // no ring for this worker: counted
 		return;
 	}
+	if (transit_track(ctx, ring, c, ifindex, cpu, base, cfg, rate))
+		return;
 	if (header_bytes <= 64)
 		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate, 64);
 	else if (header_bytes <= 128)

@@ -22,7 +22,7 @@ type SamplerPortConfig struct {
 	Slot        uint32
 	XskBase     uint32
 	Kind        uint32
-	Pad         uint32
+	Flags       uint32
 	SkipScale   uint64
 }
 
@@ -67,7 +67,44 @@ type SamplerSampleMeta struct {
 		DstVia [16]uint8
 		SrcVia [16]uint8
 	}
+	Transit struct {
+		_          structs.HostLayout
+		DoneNs     uint64
+		Status     uint32
+		OutIfindex uint32
+		Queue      uint32
+		Depth      uint32
+	}
+	Tunnel struct {
+		_      structs.HostLayout
+		Family uint8
+		Tos    uint8
+		Ttl    uint8
+		Pad    uint8
+		Id     uint32
+		Src    [16]uint8
+		Dst    [16]uint8
+	}
 	Data [0]uint8
+}
+
+type SamplerTransitEntry struct {
+	_      structs.HostLayout
+	State  uint32
+	Worker uint32
+	Rec    [432]uint8
+}
+
+type SamplerTransitStats struct {
+	_        structs.HostLayout
+	Parked   uint64
+	Unparked uint64
+	Sent     uint64
+	Dropped  uint64
+	Consumed uint64
+	Stale    uint64
+	Deferred uint64
+	Queued   uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -80,6 +117,10 @@ const (
 	SamplerMapRings           = "rings"
 	SamplerMapSampleHands     = "sample_hands"
 	SamplerMapTakeProgs       = "take_progs"
+	SamplerMapTransitOutcomes = "transit_outcomes"
+	SamplerMapTransitParked   = "transit_parked"
+	SamplerMapTransitPending  = "transit_pending"
+	SamplerMapTransitScratch  = "transit_scratch"
 	SamplerMapXsks            = "xsks"
 	SamplerProgXdpFloor       = "xdp_floor"
 	SamplerProgXdpPass        = "xdp_pass"
@@ -147,6 +188,10 @@ type SamplerMapSpecs struct {
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
+	TransitOutcomes *ebpf.MapSpec `ebpf:"transit_outcomes"`
+	TransitParked   *ebpf.MapSpec `ebpf:"transit_parked"`
+	TransitPending  *ebpf.MapSpec `ebpf:"transit_pending"`
+	TransitScratch  *ebpf.MapSpec `ebpf:"transit_scratch"`
 	Xsks            *ebpf.MapSpec `ebpf:"xsks"`
 }
 
@@ -184,6 +229,10 @@ type SamplerMaps struct {
 	Rings           *ebpf.Map `ebpf:"rings"`
 	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
+	TransitOutcomes *ebpf.Map `ebpf:"transit_outcomes"`
+	TransitParked   *ebpf.Map `ebpf:"transit_parked"`
+	TransitPending  *ebpf.Map `ebpf:"transit_pending"`
+	TransitScratch  *ebpf.Map `ebpf:"transit_scratch"`
 	Xsks            *ebpf.Map `ebpf:"xsks"`
 }
 
@@ -195,6 +244,10 @@ func (m *SamplerMaps) Close() error {
 		m.Rings,
 		m.SampleHands,
 		m.TakeProgs,
+		m.TransitOutcomes,
+		m.TransitParked,
+		m.TransitPending,
+		m.TransitScratch,
 		m.Xsks,
 	)
 }

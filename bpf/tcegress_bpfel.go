@@ -22,7 +22,7 @@ type TcEgressPortConfig struct {
 	Slot        uint32
 	XskBase     uint32
 	Kind        uint32
-	Pad         uint32
+	Flags       uint32
 	SkipScale   uint64
 }
 
@@ -43,6 +43,25 @@ type TcEgressSampleHand struct {
 	Idx     uint32
 }
 
+type TcEgressTransitEntry struct {
+	_      structs.HostLayout
+	State  uint32
+	Worker uint32
+	Rec    [432]uint8
+}
+
+type TcEgressTransitStats struct {
+	_        structs.HostLayout
+	Parked   uint64
+	Unparked uint64
+	Sent     uint64
+	Dropped  uint64
+	Consumed uint64
+	Stale    uint64
+	Deferred uint64
+	Queued   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -53,6 +72,10 @@ const (
 	TcEgressMapRings           = "rings"
 	TcEgressMapSampleHands     = "sample_hands"
 	TcEgressMapTakeProgs       = "take_progs"
+	TcEgressMapTransitOutcomes = "transit_outcomes"
+	TcEgressMapTransitParked   = "transit_parked"
+	TcEgressMapTransitPending  = "transit_pending"
+	TcEgressMapTransitScratch  = "transit_scratch"
 	TcEgressProgTcOutSampler   = "tc_out_sampler"
 	TcEgressProgTcOutTake      = "tc_out_take"
 	TcEgressVarCpuSlots        = "cpu_slots"
@@ -115,6 +138,10 @@ type TcEgressMapSpecs struct {
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
+	TransitOutcomes *ebpf.MapSpec `ebpf:"transit_outcomes"`
+	TransitParked   *ebpf.MapSpec `ebpf:"transit_parked"`
+	TransitPending  *ebpf.MapSpec `ebpf:"transit_pending"`
+	TransitScratch  *ebpf.MapSpec `ebpf:"transit_scratch"`
 }
 
 // TcEgressVariableSpecs contains global variables before they are loaded into the kernel.
@@ -151,6 +178,10 @@ type TcEgressMaps struct {
 	Rings           *ebpf.Map `ebpf:"rings"`
 	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
+	TransitOutcomes *ebpf.Map `ebpf:"transit_outcomes"`
+	TransitParked   *ebpf.Map `ebpf:"transit_parked"`
+	TransitPending  *ebpf.Map `ebpf:"transit_pending"`
+	TransitScratch  *ebpf.Map `ebpf:"transit_scratch"`
 }
 
 func (m *TcEgressMaps) Close() error {
@@ -161,6 +192,10 @@ func (m *TcEgressMaps) Close() error {
 		m.Rings,
 		m.SampleHands,
 		m.TakeProgs,
+		m.TransitOutcomes,
+		m.TransitParked,
+		m.TransitPending,
+		m.TransitScratch,
 	)
 }
 

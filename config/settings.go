@@ -113,6 +113,13 @@ type Settings struct {
 	// several patterns match takes its exact name's entry, else the
 	// first pattern in sorted order.
 	PortDirection map[string]string `toml:"port_direction"`
+	// Transit follows each sampled frame of a port sampled at TC to where
+	// it leaves the switch, so that its flow sample says how long it took
+	// to leave (extended_transit), through which transmit queue
+	// (extended_egress_queue) and how many bytes were queued ahead of it
+	// (extended_queue): the record waits in the kernel until the frame
+	// left (bpf/transit.h). Needs Linux 6.2; read at start.
+	Transit bool `toml:"transit"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
 	// XDP elsewhere), "xdp", "tc" or "psample" (a tc matchall + sample
 	// rule per port, samples read from the kernel's PSAMPLE channel: switch

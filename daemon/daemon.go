@@ -263,6 +263,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		Counters:  d.counters,
 		Output:    d.output,
 		Router:    d.output,
+		Tunnels:   d.output,
 		Logger:    log,
 		State:     store,
 		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},

@@ -27,11 +27,30 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
-	reg.MustRegister(backoffCollector{d})
+	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics))
 	if d.psample != nil {
 		reg.MustRegister(psampleCollector{d.psample})
 	}
 	return reg
+}
+
+// transitMetrics reads the transit counts (false while transit is off).
+func (d *Daemon) transitMetrics() (metrics.Transit, bool) {
+	if !d.dp.TransitOn() {
+		return metrics.Transit{}, false
+	}
+	s, err := d.dp.TransitStats()
+	if err != nil {
+		d.log.Warn("reading transit counts", "err", err)
+		return metrics.Transit{}, false
+	}
+	n, err := d.dp.TransitParked()
+	if err != nil {
+		d.log.Warn("reading transit counts", "err", err)
+		return metrics.Transit{}, false
+	}
+	return metrics.Transit{Parked: s.Parked, Unparked: s.Unparked, Sent: s.Sent, Dropped: s.Dropped,
+		Consumed: s.Consumed, Stale: s.Stale, Deferred: s.Deferred, Queued: s.Queued, Waiting: n}, true
 }
 
 // portMetrics returns the sampled ports' kernel counters, read now.

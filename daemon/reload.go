@@ -122,6 +122,10 @@ func (d *Daemon) reload(s config.Settings) error {
 		d.log.Warn("a change of ring_bytes takes effect at restart", "running", old.RingBytes, "configured", s.RingBytes)
 		s.RingBytes = old.RingBytes
 	}
+	if s.Transit != old.Transit {
+		d.log.Warn("a change of transit takes effect at restart", "running", old.Transit, "configured", s.Transit)
+		s.Transit = old.Transit
+	}
 	if s.Hook != old.Hook {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook

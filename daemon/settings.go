@@ -104,6 +104,9 @@ func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover)
 		return dataplane.Config{}, err // validated with the settings: not expected
 	}
 	c := dataplane.Config{Workers: s.Workers, MaxPorts: s.MaxPorts, RingBytes: s.RingBytes, Hook: hook, Logger: log, Handover: h}
+	if s.Transit {
+		c.TransitEntries = dataplane.DefaultTransitEntries
+	}
 	if s.PinDir != config.PinOff {
 		if err := dataplane.CheckPinDir(s.PinDir); err != nil {
 			log.Warn("samplers not pinned: an upgrade in place or a restart after a crash leaves a gap in the data", "pin_dir", s.PinDir, "err", err)

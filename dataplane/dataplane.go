@@ -129,6 +129,11 @@ type Config struct {
 	// StateWords is the size, in 64-bit words, of the agent's state
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
+	// TransitEntries is how many sampled frames may wait at once to be
+	// followed to where they leave (transit.go, bpf/transit.h), on every
+	// port sampled at TC; 0 follows none and loads no transit program.
+	// DefaultTransitEntries is a sensible value.
+	TransitEntries int
 }
 
 // Mode is a port's sample delivery path (values shared with bpf/sampler.h).
@@ -221,6 +226,7 @@ type Dataplane struct {
 	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
 	features *Features
+	transit  *transit // nil: sampled frames are not followed
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
 	tc *tcObjects
@@ -339,6 +345,16 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	if d.pin != nil {
 		d.log.Info("sampler state pinned", "pin_dir", d.pin.dir, "adopted", d.pin.adopt, "ports", len(d.ports))
+	}
+	if d.cfg.TransitEntries > 0 {
+		// A setting the kernel cannot serve stays small: sampling runs,
+		// samples carry no transit records.
+		if err := d.startTransit(); err != nil {
+			d.log.Warn("transit records off: sampled frames are not followed to where they leave", "err", err)
+		}
+	}
+	if err := d.rewriteConfigs(); err != nil {
+		return nil, errors.Join(fmt.Errorf("dataplane: port configs: %w", err), d.closeFailed())
 	}
 	return d, nil
 }
@@ -512,6 +528,7 @@ func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
 	rings.InnerMap.MaxEntries = uint32(cfg.RingBytes)
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
 	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)
+	spec.Maps[bpf.SamplerMapTransitPending].MaxEntries = uint32(max(1, cfg.TransitEntries))
 	if !fs.Has(FeatureXSKMap) {
 		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
 		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
@@ -534,7 +551,7 @@ func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pi
 		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: %w", err)
 	}
 	return layout, pinSizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
-		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues)}, nil
+		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues), Transit: uint32(cfg.TransitEntries)}, nil
 }
 
 // CheckAdopt tells, without changing anything, what Open with cfg would
@@ -727,6 +744,10 @@ func (d *Dataplane) Close() error {
 		}
 	}
 	d.mon.reset()
+	if err := d.transit.close(); err != nil {
+		errs = append(errs, fmt.Errorf("closing transit: %w", err))
+	}
+	d.transit = nil
 	if d.counters != nil {
 		if err := d.counters.close(); err != nil {
 			errs = append(errs, err)
@@ -812,8 +833,39 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 		Slot:        slot,
 		XskBase:     d.xskBase(slot),
 		Kind:        uint32(pc.Kind),
+		Flags:       d.portFlags(pc),
 		SkipScale:   skipScale(pc.Rate),
 	}
+}
+
+// portFlag* are port_config.flags (bpf/sampler.h PORT_F_*).
+const portFlagTransit = 1 << 0
+
+// portFlags are the kernel flags of a port's config: with transit on,
+// every port's sampled frames are followed where they have an sk_buff
+// (TC ports; the XDP sampler ignores the flag).
+func (d *Dataplane) portFlags(PortConfig) uint32 {
+	var f uint32
+	if d.transit != nil {
+		f |= portFlagTransit
+	}
+	return f
+}
+
+// rewriteConfigs writes every attached port's config again (after
+// transit was started: the ports adopted before carry the flags of the
+// program that attached them).
+func (d *Dataplane) rewriteConfigs() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for ifindex, p := range d.ports {
+		bc := d.bpfConfig(p.cfg, p.slot)
+		if err := d.configMap(uint32(ifindex)).Put(uint32(ifindex), &bc); err != nil {
+			errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // xskBase is the XSKMAP key of RX queue 0 of the port in counter slot
@@ -852,6 +904,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: all %d %w", ifindex, d.cfg.MaxPorts, ErrNoPortSlot)
 	}
 	slot := d.freeSlots[len(d.freeSlots)-1]
+	if pc.Kind == PortPlain {
+		// A tunnel device's samples carry its outer header
+		// (bpf/tunnel.h): the kind is the link's, read here once (a
+		// link's kind never changes).
+		pc.Kind = d.linkKind(ifindex)
+	}
 
 	// Zero the slot before its config points at it: a previous user's
 	// in-flight increments cannot leak into this port's pool.
@@ -1030,6 +1088,9 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	p, ok := d.ports[ifindex]
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	if pc.Kind == PortPlain {
+		pc.Kind = p.cfg.Kind // the link's, found at attach
 	}
 	freshIngress := false
 	if pc.Direction != p.cfg.Direction {

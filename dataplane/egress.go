@@ -135,6 +135,9 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		bpf.TcEgressMapPortConfigs:     d.objs.PortConfigs,
 		bpf.TcEgressMapPortConfigsHigh: d.objs.PortConfigsHigh,
 		bpf.TcEgressMapRings:           d.objs.Rings,
+		bpf.TcEgressMapTransitPending:  d.objs.TransitPending,
+		bpf.TcEgressMapTransitParked:   d.objs.TransitParked,
+		bpf.TcEgressMapTransitOutcomes: d.objs.TransitOutcomes,
 	}
 	for name := range shared {
 		spec.Maps[name] = d.spec.Maps[name].Copy()

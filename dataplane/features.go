@@ -37,6 +37,7 @@ const (
 	FeatureBTFTracepoint = "tp_btf_kfree_skb"
 	FeatureTCX           = "tcx"
 	FeatureKernCtx       = "kfunc_cast_to_kern_ctx"
+	FeatureTransit       = "tp_btf_qdisc_xmit"
 	FeaturePsample       = "psample"
 	FeatureActSample     = "act_sample"
 )
@@ -221,6 +222,10 @@ var featureProbes = []featureProbe{
 		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
 		Without: "samples carry no extended_router; everything else is unaffected"},
 		probeKernCtx},
+	{Feature{Name: FeatureTransit, Since: "5.15 (with kernel BTF)",
+		UsedFor: "BTF-typed tracepoints qdisc:qdisc_enqueue, net:net_dev_start_xmit and skb:consume_skb (tp_btf): with transit on, a sampled frame is followed to where it leaves (extended_transit, extended_queue, extended_egress_queue; bpf/transit.c), which also needs kfunc_cast_to_kern_ctx",
+		Without: "samples carry no transit, queue depth or egress queue records; everything else is unaffected"},
+		probeTransit},
 	{Feature{Name: FeaturePsample, Since: "4.11",
 		UsedFor: "the PSAMPLE generic-netlink channel: hook psample and psample_group read the samples a switch ASIC (or act_sample) takes",
 		Without: "hook psample and psample_group are refused at start; the XDP and TC samplers are unaffected"},
@@ -308,6 +313,31 @@ func probeBTFTracepoint() error {
 		return err
 	}
 	return probeBPFOutputEvent()
+}
+
+// probeTransit loads (does not attach) an empty tp_btf program for each
+// tracepoint the transit programs use (bpf/transit.c): qdisc_enqueue came
+// in Linux 5.15.
+func probeTransit() error {
+	for _, tp := range []string{"qdisc_enqueue", "net_dev_start_xmit", "consume_skb", "kfree_skb"} {
+		p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+			Type:         ebpf.Tracing,
+			AttachType:   ebpf.AttachTraceRawTp,
+			AttachTo:     tp,
+			License:      "GPL",
+			Instructions: retZero,
+		}, ebpf.ProgramOptions{LogDisabled: true})
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.E2BIG) || errors.Is(err, btf.ErrNotFound) {
+			return fmt.Errorf("tp_btf program for %s refused: %w", tp, ebpf.ErrNotSupported)
+		}
+		if err != nil {
+			return fmt.Errorf("tp_btf program for %s: %w", tp, err)
+		}
+		if err := p.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // probeBPFOutputEvent opens (and closes) one perf event of the kind the

@@ -93,3 +93,22 @@ func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 	}
 	return HookXDP
 }
+
+// linkKind is the PortKind of link ifindex in the dataplane's netns. A
+// link that cannot be read is PortPlain: attaching it fails with a
+// clearer error, or it vanished.
+func (d *Dataplane) linkKind(ifindex int) PortKind {
+	k := PortPlain
+	err := d.inNetns(func() error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		k = KindOf(l.Type())
+		return nil
+	})
+	if err != nil {
+		d.log.Debug("reading the link's kind", "ifindex", ifindex, "err", err)
+	}
+	return k
+}

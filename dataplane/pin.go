@@ -106,7 +106,8 @@ type pinSizes struct {
 	MaxQueues uint32
 	// PoolMode is what sample_meta.pool holds (poolMode).
 	PoolMode uint32
-	_        uint32
+	// Transit is Config.TransitEntries (transit_pending's size; 0 off).
+	Transit uint32
 }
 
 // differs names the sizes of o that are not those of s.
@@ -123,6 +124,7 @@ func (s pinSizes) differs(o pinSizes) string {
 	add("max ports", s.MaxPorts, o.MaxPorts)
 	add("max queues", s.MaxQueues, o.MaxQueues)
 	add("pool mode", s.PoolMode, o.PoolMode)
+	add("transit entries", s.Transit, o.Transit)
 	return strings.Join(d, ", ")
 }
 
@@ -628,7 +630,8 @@ func (d *Dataplane) adoptPort(ifindex int, v pinPortValue, used map[uint32]bool)
 	if err := d.configMap(uint32(ifindex)).Lookup(uint32(ifindex), &bc); err != nil {
 		return nil, fmt.Errorf("its config: %w", err)
 	}
-	pc := PortConfig{Rate: bc.SampleMask + 1, Mode: Mode(bc.Mode), HeaderBytes: int(bc.HeaderBytes), Worker: int(bc.Worker)}
+	pc := PortConfig{Rate: bc.SampleMask + 1, Mode: Mode(bc.Mode), HeaderBytes: int(bc.HeaderBytes), Worker: int(bc.Worker),
+		Kind: PortKind(bc.Kind)} // a tunnel device stays one: UpdatePort keeps the kind found at attach
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return nil, fmt.Errorf("its config: %w", err)
 	}

@@ -69,6 +69,9 @@ func (d *Dataplane) sharedMaps() map[string]*ebpf.Map {
 		bpf.TcSamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
 		bpf.TcSamplerMapRings:           d.objs.Rings,
 		bpf.TcSamplerMapSampleHands:     d.objs.SampleHands,
+		bpf.TcSamplerMapTransitPending:  d.objs.TransitPending,
+		bpf.TcSamplerMapTransitParked:   d.objs.TransitParked,
+		bpf.TcSamplerMapTransitOutcomes: d.objs.TransitOutcomes,
 	}
 }
 

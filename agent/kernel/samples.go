@@ -100,8 +100,15 @@ func NewReader(src *dataplane.Source) *Reader {
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
 			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
 			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
+		if rs.Flags&dataplane.SampleTransit != 0 {
+			transit(&r.ps.Transit, rs)
+		}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
+			if rs.Flags&dataplane.SampleTunnelPort != 0 {
+				r.ps.TunnelPort = true
+				tunnelQuery(&r.ps.Tunnel, rs)
+			}
 		}
 		r.fn(&r.ps)
 	}
@@ -158,4 +165,42 @@ func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Ans
 		a.Via = netip.AddrFrom16(*via)
 	}
 	return a
+}
+
+// tunnelQuery fills q from a ring record of a tunnel device's frame: its
+// port, direction and length, and the kernel's tunnel metadata when the
+// record has it (bpf/tunnel.h). No allocation.
+func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
+	tn := &rs.Meta.Tunnel
+	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&dataplane.SampleEgress != 0, FrameLen: rs.FrameLen}
+	if rs.Flags&dataplane.SampleTunnel == 0 {
+		return
+	}
+	switch tn.Family {
+	case unix.AF_INET:
+		q.Src = netip.AddrFrom4([4]byte(tn.Src[:4]))
+		q.Dst = netip.AddrFrom4([4]byte(tn.Dst[:4]))
+	case unix.AF_INET6:
+		q.Src = netip.AddrFrom16(tn.Src)
+		q.Dst = netip.AddrFrom16(tn.Dst)
+	default:
+		return
+	}
+	q.Known, q.ID, q.TOS = true, tn.Id, tn.Tos
+}
+
+// transit is what became of a sample's frame after it was sampled
+// (dataplane.Transit, bpf/transit.h), in the agent's terms.
+func transit(t *agent.Transit, rs *dataplane.RawSample) {
+	tr := &rs.Transit
+	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}
+	if t.Left {
+		t.OutIfIndex, t.Queue = tr.OutIfIndex, tr.Queue
+		if tr.DoneNs > rs.Timestamp {
+			t.Delay = time.Duration(tr.DoneNs - rs.Timestamp)
+		}
+	}
+	if rs.Flags&dataplane.SampleQueue != 0 {
+		t.Depth, t.DepthOK = tr.Depth, true
+	}
 }

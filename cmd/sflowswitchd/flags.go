@@ -58,6 +58,7 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.HsflowdConf, "hsflowd-conf", "", "read a host agent (hsflowd) config `file` too (e.g. /etc/hsflowd.conf); this daemon's config file and flags override it")
 	fs.IntVar(&f.s.MaxPorts, "max-ports", 0, fmt.Sprintf("`N` ports sampled at most at the same time (default %d; up to %d)", config.DefaultMaxPorts, dataplane.MaxPortsLimit))
 	fs.IntVar(&f.s.RingBytes, "ring-bytes", 0, fmt.Sprintf("ring buffer `bytes` per worker for sampled headers, a power of two (default %d; kernel memory per worker)", dataplane.DefaultRingBytes))
+	fs.BoolVar(&f.s.Transit, "transit", false, "follow sampled frames of TC-sampled ports to where they leave: transit delay, egress queue and queue depth records (Linux 6.2)")
 	fs.StringVar(&f.s.Direction, "direction", "", "which way every port is sampled: ingress, egress (TC egress) or both (default ingress; over the config file's port_direction)")
 	fs.StringVar(&f.portDirection, "port-direction", "", "per-port sampling direction: `name=dir,...` (name or glob; dir ingress, egress or both)")
 	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: auto (TC ingress on veth, XDP elsewhere), xdp, tc or psample (tc sample rules, switch ASICs) (default auto)")
@@ -146,6 +147,7 @@ func (f *flagValues) override(s *config.Settings) {
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"transit":                func() { s.Transit = f.s.Transit },
 		"direction": func() {
 			// Every port: also over per-port directions of the file.
 			s.Direction, s.PortDirection = f.s.Direction, nil

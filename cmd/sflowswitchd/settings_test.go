@@ -126,6 +126,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
 		"psample-group":               "7",
+		"transit":                     "true",
 		"direction":                   "both",
 		"port-direction":              "p1=egress",
 		"drops":                       "off",

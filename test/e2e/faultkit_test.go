@@ -276,7 +276,9 @@ func (c *countingCollector) markNow() time.Time {
 // firstSince waits up to timeout for a flow sample of ifindex received
 // after the last markNow and returns when it arrived.
 func (c *countingCollector) firstSince(ifindex uint32, timeout time.Duration) (time.Time, bool) {
-	deadline := time.Now().Add(timeout)
+	// A bound, scaled under emulation: a restarted daemon took 11 s to
+	// sample under TCG (Debian 12 VM), 0.5 s here.
+	deadline := time.Now().Add(testutil.Scaled(timeout))
 	for {
 		c.mu.Lock()
 		at, ok := c.firstAt[ifindex]

@@ -368,6 +368,17 @@ func (m metrics) sumWith(name, l1, l2 string) uint64 {
 	return s
 }
 
+// scalar returns the value of metric name, which has no labels.
+func (m metrics) scalar(name string) uint64 {
+	for _, line := range m {
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := metricValue(line[len(name)+1:])
+			return v
+		}
+	}
+	return 0
+}
+
 // sum adds every series of metric name.
 func (m metrics) sum(name string) uint64 {
 	var s uint64

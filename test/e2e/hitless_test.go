@@ -26,6 +26,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // hitlessRate is the sampling rate of the hitless tests: a power of two,
@@ -104,7 +105,7 @@ func (h *hitless) waitSettled(t *testing.T) hitlessEnd {
 	t.Helper()
 	var prev hitlessEnd
 	stable := 0
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(30 * time.Second))
 	for {
 		m, err := fetchMetrics(h.lab)
 		if err != nil {
@@ -284,7 +285,7 @@ func (h *hitless) stopClean(t *testing.T, d *daemon) {
 // that the pin directory holds nothing.
 func (h *hitless) checkNothingLeft(t *testing.T, after string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(2 * time.Second))
 	for _, l := range []string{"p1", "p2", "mgmt0", "br0"} {
 		for samplerAttached(t, h.lab, l) {
 			if time.Now().After(deadline) {
@@ -577,7 +578,7 @@ func TestHitlessUpgrade(t *testing.T) {
 // waitCount waits until the daemon's log holds want n times.
 func waitCount(t *testing.T, d *daemon, want string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testutil.Scaled(20 * time.Second))
 	for strings.Count(d.log(), want) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("daemon log holds %q %d times, want %d:\n%s", want, strings.Count(d.log(), want), n, d.log())

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // hostileFull reports whether the suite runs at full size (make hostile).
@@ -218,10 +219,24 @@ func vmHWM(status string) (uint64, bool) {
 // waitLog waits until the daemon's log contains want.
 func (d *daemon) waitLog(t *testing.T, timeout time.Duration, want string) {
 	t.Helper()
+	// Bounds scaled under emulation. A process that seems gone must stay
+	// gone a while before the wait gives up: while it execs (an upgrade
+	// in place, from any of its threads), its thread group leader shows
+	// as a zombie until the exec completes, for 26 ms and more under TCG.
+	timeout = testutil.Scaled(timeout)
 	deadline := time.Now().Add(timeout)
+	var goneSince time.Time
 	for !strings.Contains(d.log(), want) {
-		if time.Now().After(deadline) || !d.alive() {
-			t.Fatalf("no %q in the daemon's log within %v (alive %v):\n%s", want, timeout, d.alive(), tail(d.log(), 4000))
+		alive := d.alive()
+		switch {
+		case alive:
+			goneSince = time.Time{}
+		case goneSince.IsZero():
+			goneSince = time.Now()
+		}
+		gone := !alive && time.Since(goneSince) > testutil.Scaled(time.Second)
+		if time.Now().After(deadline) || gone {
+			t.Fatalf("no %q in the daemon's log within %v (alive %v):\n%s", want, timeout, alive, tail(d.log(), 4000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -25,6 +25,7 @@ var workerMetrics = []workerMetric{
 	{prom.Desc("bytes_sent_total", "Bytes of datagrams sent to collectors.", "worker"), func(s *agent.WorkerStats) uint64 { return s.Bytes.Load() }},
 	{prom.Desc("send_errors_total", "Datagrams the socket refused.", "worker"), func(s *agent.WorkerStats) uint64 { return s.SendErrors.Load() }},
 	{prom.Desc("poll_errors_total", "Counter polls that failed.", "worker"), func(s *agent.WorkerStats) uint64 { return s.PollErrors.Load() }},
+	{prom.Desc("transit_samples_total", "Kernel samples followed to the port their frame left by (transit on): their flow samples carry extended_egress_queue, extended_transit (sampled at ingress) and extended_queue (through a qdisc).", "worker"), func(s *agent.WorkerStats) uint64 { return s.TransitRecords.Load() }},
 	{prom.Desc("ring_read_errors_total", "Errors reading the kernel sample ring.", "worker"), func(s *agent.WorkerStats) uint64 { return s.ReadErrors.Load() }},
 }
 
@@ -33,6 +34,11 @@ var workerMetrics = []workerMetric{
 // extended_router (ok: sent; the other results say why it was left out,
 // forwarding.RouterResult).
 var routerResults = prom.Desc("extended_router_total", "Samples whose sampler asked the FIB, by result: ok (extended_router sent), not_routed, no_route, no_generation, stale, mismatch (left out).", "worker", "result")
+
+// tunnelResults is sflowswitchd_tunnel_samples_total{worker,result}: the
+// kernel samples of tunnel devices by what their tunnel records said
+// (agent.TunnelResult).
+var tunnelResults = prom.Desc("tunnel_samples_total", "Kernel samples of tunnel devices (VXLAN, GRE), by result: ok (the outer header's record sent), outer_unknown (the VNI only), none (no tunnel record).", "worker", "result")
 
 var samplesDropped = prom.Desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
 
@@ -60,7 +66,7 @@ func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range workerMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{routerResults, samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
+	for _, d := range []*prometheus.Desc{routerResults, tunnelResults, samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
 		ch <- d
 	}
 }
@@ -78,6 +84,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(samplesDropped, s.UnknownPort.Load(), w, "unknown_port")
 		for _, r := range forwarding.RouterResults() {
 			ch <- prom.Counter(routerResults, s.Router[r].Load(), w, r.String())
+		}
+		for r := agent.TunnelResult(0); r < agent.TunnelResultCount; r++ {
+			ch <- prom.Counter(tunnelResults, s.Tunnel[r].Load(), w, r.String())
 		}
 	}
 	for _, t := range c.a.CollectorStats() {
