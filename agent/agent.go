@@ -18,6 +18,11 @@ import (
 type PortSampling struct {
 	// KernelRate is the power-of-two rate the kernel samples at.
 	KernelRate uint32
+	// Rate is the smallest rate configured on the port, exactly: a
+	// dataplane that samples at any integer rate (psample's act_sample)
+	// samples at it, without sub-sampling. 0 for a port adopted from an
+	// earlier program (its rate is not pinned).
+	Rate uint32
 	// HeaderBytes is how many bytes of each sampled frame are copied.
 	HeaderBytes int
 	// Worker is the worker (sub-agent) whose ring receives the samples.
@@ -451,6 +456,14 @@ func (a *Agent) Apply(cfg Config) error {
 		p := plans[idx]
 		if old, ok := a.ports[idx]; ok && old == p {
 			continue
+		}
+		if old, ok := a.ports[idx]; ok && old.Rate == 0 {
+			// Adopted: the pinned sampler does not know the exact rate;
+			// the same kernel settings change nothing.
+			if old.Rate = p.Rate; old == p {
+				a.ports[idx] = p
+				continue
+			}
 		}
 		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
 			errs = append(errs, &PortError{IfIndex: idx, Err: err})

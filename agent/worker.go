@@ -57,6 +57,23 @@ type PacketSample struct {
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+	// Queue is what a switch ASIC told of the packet's way through it
+	// (psample's PSAMPLE_ATTR_OUT_TC, OUT_TC_OCC and LATENCY); zero from
+	// the kernel's own samplers.
+	Queue QueueInfo
+}
+
+// QueueInfo is a sampled packet's egress queue, the bytes queued there
+// before it and its time in the device, as far as the hardware tells:
+// flow records extended_egress_queue (1036), extended_queue (1040, only
+// beside 1036: sflow_transit.txt) and extended_transit (1039).
+type QueueInfo struct {
+	HasTC    bool
+	TC       uint32 // egress queue (traffic class)
+	HasDepth bool
+	Depth    uint64 // bytes
+	HasDelay bool
+	Delay    time.Duration
 }
 
 // Transit is how a sampled frame went on after it was sampled, known for
@@ -398,6 +415,7 @@ func (w *worker) handle(ps *PacketSample) {
 				}
 			}
 			nrecs = w.transitRecords(ps, nrecs)
+			nrecs = w.queueRecords(&ps.Queue, nrecs) // psample: what a switch ASIC told
 			if w.tunnels != nil && ps.TunnelPort {
 				// sflow_tunnels.txt: records tshark 4.0 does not
 				// know (it cannot skip them) go last.
@@ -482,6 +500,31 @@ func (w *worker) transitRecords(ps *PacketSample, nrecs int) int {
 		nrecs++
 	}
 	w.stats.TransitRecords.Add(1)
+	return nrecs
+}
+
+// queueRecords adds, after the first nrecs, the records of what a switch
+// ASIC told of the sample's way through it (psample: QueueInfo), in
+// transitRecords' order, and returns the new count: extended_egress_queue
+// (1036) with the queue, extended_transit (1039) with the latency, and
+// extended_queue (1040) with the queue's occupancy, only beside 1036
+// (sflow_transit.txt). Each as far as the hardware tells.
+func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
+	if q.HasTC {
+		w.eq.Queue = q.TC
+		w.frecs[nrecs] = &w.eq
+		nrecs++
+	}
+	if q.HasDelay {
+		w.tdel.SetDelay(q.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if q.HasTC && q.HasDepth {
+		w.qd.SetDepth(q.Depth)
+		w.frecs[nrecs] = &w.qd
+		nrecs++
+	}
 	return nrecs
 }
 
