@@ -66,7 +66,8 @@ FUZZ_TARGETS := \
 	./apps/app:FuzzParseRT \
 	./config/hsflowdconf:FuzzParse \
 	./config:FuzzParse \
-	./internal/ethernet:FuzzParse
+	./internal/ethernet:FuzzParse \
+	./dataplane/psample:FuzzParseMessage
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -18,6 +18,11 @@ import (
 type PortSampling struct {
 	// KernelRate is the power-of-two rate the kernel samples at.
 	KernelRate uint32
+	// Rate is the smallest rate configured on the port, exactly: a
+	// dataplane that samples at any integer rate (psample's act_sample)
+	// samples at it, without sub-sampling. 0 for a port adopted from an
+	// earlier program (its rate is not pinned).
+	Rate uint32
 	// HeaderBytes is how many bytes of each sampled frame are copied.
 	HeaderBytes int
 	// Worker is the worker (sub-agent) whose ring receives the samples.
@@ -97,6 +102,9 @@ type Options struct {
 	Output OutputLookup
 	// Router gives routed samples their extended_router; nil sends none.
 	Router RouterLookup
+	// Tunnels gives samples on tunnel devices their tunnel records; nil
+	// sends none.
+	Tunnels TunnelLookup
 	// PinCPUs binds worker i's thread to CPU i (modulo the CPUs the
 	// process may use), so that each sub-agent keeps its caches and never
 	// competes with another worker for a core.
@@ -168,6 +176,7 @@ func New(opts Options) *Agent {
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.router = opts.Router
+		w.tunnels = opts.Tunnels
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
 		a.workers = append(a.workers, w)
 	}
@@ -447,6 +456,14 @@ func (a *Agent) Apply(cfg Config) error {
 		p := plans[idx]
 		if old, ok := a.ports[idx]; ok && old == p {
 			continue
+		}
+		if old, ok := a.ports[idx]; ok && old.Rate == 0 {
+			// Adopted: the pinned sampler does not know the exact rate;
+			// the same kernel settings change nothing.
+			if old.Rate = p.Rate; old == p {
+				a.ports[idx] = p
+				continue
+			}
 		}
 		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
 			errs = append(errs, &PortError{IfIndex: idx, Err: err})

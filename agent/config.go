@@ -154,6 +154,7 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 	}
 	for idx, p := range plans {
 		p.KernelRate = KernelRate(rates[idx]...)
+		p.Rate = minRate(rates[idx])
 		p.Worker = workerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: idx})
 		p.Monitor = c.MonitorPorts[idx]
 		p.Direction = DirectionIngress
@@ -163,6 +164,15 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 		plans[idx] = p
 	}
 	return plans
+}
+
+// minRate is the smallest of rates (none 0).
+func minRate(rates []uint32) uint32 {
+	m := rates[0]
+	for _, r := range rates[1:] {
+		m = min(m, r)
+	}
+	return m
 }
 
 // sortedKeys returns the keys of m in increasing order.

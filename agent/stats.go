@@ -42,4 +42,33 @@ type WorkerStats struct {
 	// frame left by, whose flow samples carry the transit records
 	// (worker.transitRecords).
 	TransitRecords atomic.Uint64
+	// Tunnel counts the kernel samples of tunnel devices by what their
+	// tunnel records said (TunnelResult).
+	Tunnel [TunnelResultCount]atomic.Uint64
+}
+
+// TunnelResult says what a sample of a tunnel device got
+// (sflowswitchd_tunnel_samples_total{result}).
+type TunnelResult int
+
+// Tunnel results.
+const (
+	TunnelOK           TunnelResult = iota // the outer header's record (and the VNI's for VXLAN)
+	TunnelOuterUnknown                     // the VNI only: the outer addresses are not known (replicated to several remotes, no remote learned)
+	TunnelNone                             // no tunnel record: a collect_md device's frame without metadata, or a device not (yet) in the table
+	// TunnelResultCount is the number of results.
+	TunnelResultCount
+)
+
+// String names the result (metric label values).
+func (r TunnelResult) String() string {
+	switch r {
+	case TunnelOK:
+		return "ok"
+	case TunnelOuterUnknown:
+		return "outer_unknown"
+	case TunnelNone:
+		return "none"
+	}
+	return "unknown"
 }

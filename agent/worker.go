@@ -48,9 +48,32 @@ type PacketSample struct {
 	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
 	Route forwarding.RouterQuery
+	// TunnelPort says IfIndex is a tunnel device (VXLAN, GRE): the sample
+	// may carry tunnel records; Tunnel holds what the kernel's tunnel
+	// metadata said (Tunnel.Known) and the sample's port, direction and
+	// length (bpf/tunnel.h).
+	TunnelPort bool
+	Tunnel     forwarding.TunnelQuery
 	// Header holds the first bytes of the frame; it is valid only during
 	// the ReadSamples callback that receives it.
 	Header []byte
+	// Queue is what a switch ASIC told of the packet's way through it
+	// (psample's PSAMPLE_ATTR_OUT_TC, OUT_TC_OCC and LATENCY); zero from
+	// the kernel's own samplers.
+	Queue QueueInfo
+}
+
+// QueueInfo is a sampled packet's egress queue, the bytes queued there
+// before it and its time in the device, as far as the hardware tells:
+// flow records extended_egress_queue (1036), extended_queue (1040, only
+// beside 1036: sflow_transit.txt) and extended_transit (1039).
+type QueueInfo struct {
+	HasTC    bool
+	TC       uint32 // egress queue (traffic class)
+	HasDepth bool
+	Depth    uint64 // bytes
+	HasDelay bool
+	Delay    time.Duration
 }
 
 // Transit is how a sampled frame went on after it was sampled, known for
@@ -77,6 +100,14 @@ type Transit struct {
 // Called per sample: it must not allocate or block.
 type RouterLookup interface {
 	Router(header []byte, q *forwarding.RouterQuery, r *sflow.ExtendedRouter) forwarding.RouterResult
+}
+
+// TunnelLookup gives a sample on a tunnel device its tunnel records
+// (dataplane/forwarding.Table.Tunnel): the outer IP header's (ip, nil when
+// unknown) and the VNI's (vni, nil unless VXLAN), pointing into sc.
+// Called per sample: it must not allocate or block.
+type TunnelLookup interface {
+	Tunnel(q *forwarding.TunnelQuery, header []byte, sc *forwarding.TunnelRecords) (ip, vni sflow.Record)
 }
 
 // Waker is implemented by a SampleReader whose waiting ReadSamples can be
@@ -176,6 +207,7 @@ type worker struct {
 	counters   CounterSource
 	output     OutputLookup
 	router     RouterLookup
+	tunnels    TunnelLookup
 	start      time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
@@ -196,14 +228,17 @@ type worker struct {
 	pollers   []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
-	fs    sflow.FlowSample
-	hdr   sflow.SampledHeader
-	sw    sflow.ExtendedSwitch
-	rtr   sflow.ExtendedRouter
-	eq    sflow.ExtendedEgressQueue
-	tdel  sflow.ExtendedTransit
-	qd    sflow.ExtendedQueue
-	frecs [6]sflow.Record
+	fs   sflow.FlowSample
+	hdr  sflow.SampledHeader
+	sw   sflow.ExtendedSwitch
+	rtr  sflow.ExtendedRouter
+	eq   sflow.ExtendedEgressQueue
+	tdel sflow.ExtendedTransit
+	qd   sflow.ExtendedQueue
+	tun  forwarding.TunnelRecords
+	// frecs: sampled_header, extended_switch, extended_router, the three
+	// transit records, and a tunnel's IP and VNI records.
+	frecs [8]sflow.Record
 	cs    sflow.CounterSample
 	crecs []sflow.Record
 	// handleFn is w.handle as a func value, made once: passing a method
@@ -403,6 +438,28 @@ func (w *worker) handle(ps *PacketSample) {
 				}
 			}
 			nrecs = w.transitRecords(ps, nrecs)
+			nrecs = w.queueRecords(&ps.Queue, nrecs) // psample: what a switch ASIC told
+			if w.tunnels != nil && ps.TunnelPort {
+				// sflow_tunnels.txt: records tshark 4.0 does not
+				// know (it cannot skip them) go last.
+				ip, vni := w.tunnels.Tunnel(&ps.Tunnel, ps.Header, &w.tun)
+				switch {
+				case ip != nil:
+					w.stats.Tunnel[TunnelOK].Add(1)
+				case vni != nil:
+					w.stats.Tunnel[TunnelOuterUnknown].Add(1)
+				default:
+					w.stats.Tunnel[TunnelNone].Add(1)
+				}
+				if ip != nil {
+					w.frecs[nrecs] = ip
+					nrecs++
+				}
+				if vni != nil {
+					w.frecs[nrecs] = vni
+					nrecs++
+				}
+			}
 			looked = true
 		}
 		*s.seq++
@@ -466,6 +523,31 @@ func (w *worker) transitRecords(ps *PacketSample, nrecs int) int {
 		nrecs++
 	}
 	w.stats.TransitRecords.Add(1)
+	return nrecs
+}
+
+// queueRecords adds, after the first nrecs, the records of what a switch
+// ASIC told of the sample's way through it (psample: QueueInfo), in
+// transitRecords' order, and returns the new count: extended_egress_queue
+// (1036) with the queue, extended_transit (1039) with the latency, and
+// extended_queue (1040) with the queue's occupancy, only beside 1036
+// (sflow_transit.txt). Each as far as the hardware tells.
+func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
+	if q.HasTC {
+		w.eq.Queue = q.TC
+		w.frecs[nrecs] = &w.eq
+		nrecs++
+	}
+	if q.HasDelay {
+		w.tdel.SetDelay(q.Delay)
+		w.frecs[nrecs] = &w.tdel
+		nrecs++
+	}
+	if q.HasTC && q.HasDepth {
+		w.qd.SetDepth(q.Depth)
+		w.frecs[nrecs] = &w.qd
+		nrecs++
+	}
 	return nrecs
 }
 

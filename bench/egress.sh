@@ -12,9 +12,13 @@
 #   BenchmarkXDPSamplerRate1      every frame sampled (the sampled path:
 #                                 here with two bpf_fib_lookup calls and the
 #                                 FIB generation read twice)
-# and, in the working tree only (BASE has no egress sampler):
 #   BenchmarkTCPass               a do-nothing SchedCLS program (baseline)
 #   BenchmarkTCEgressUnsampled    a port's egress sampler, frame not sampled
+# and, in the working tree only (BASE may not have them; a benchmark BASE
+# lacks is reported for the tree alone):
+#   BenchmarkTCSamplerRate1       every frame sampled at TC ingress, plain port
+#   BenchmarkTCSamplerRate1Tunnel the same port configured as a VXLAN device
+#                                 (the tunnel block of the sampled path)
 # Each reports the kernel's own mean ns per run (kernel-ns/pkt). Prints,
 # per benchmark and revision, the median and range over the rounds, and
 # the median of the per-round differences (tree - base).
@@ -38,8 +42,8 @@ echo "# base $base $(git rev-parse --short "$base"), tree $(git rev-parse --shor
 go test -c -buildvcs=false -o "$tmp/tree.test" ./dataplane/
 (cd "$tmp/base" && go test -c -buildvcs=false -o "$tmp/base.test" ./dataplane/)
 
-both='^Benchmark(XDPPass|XDPSamplerUnsampled|XDPSamplerRate1)$'
-tree_only='^Benchmark(TCPass|TCEgressUnsampled)$'
+both='^Benchmark(XDPPass|XDPSamplerUnsampled|XDPSamplerRate1|TCPass|TCEgressUnsampled)$'
+tree_only='^Benchmark(TCSamplerRate1|TCSamplerRate1Tunnel)$'
 run() { # rev pattern
 	(cd dataplane && "$tmp/$1.test" -test.run '^$' -test.bench "$2" -test.benchtime "${n}x" 2>/dev/null) |
 		awk -v rev="$1" '/^Benchmark/ { for (i = 1; i <= NF; i++) if ($i == "kernel-ns/pkt") { sub(/-[0-9]+$/, "", $1); print rev, $1, $(i-1) } }'

@@ -28,6 +28,17 @@
 //                       ring when the frame left, not when it was sampled;
 //   SAMPLE_F_QUEUE      transit.depth: the frame went through the port's
 //                       qdisc, which held that many bytes ahead of it;
+//   SAMPLE_F_TUNNEL     tunnel.*: the tunnel metadata the kernel attached
+//                       to the frame on a tunnel device (port_config.kind
+//                       VXLAN or GRE, TC samplers only): at ingress what the
+//                       device removed (decapsulation, collect_md), at
+//                       egress what it is told to add (a route's encap,
+//                       tc tunnel_key, bpf_skb_set_tunnel_key); read with
+//                       bpf_skb_get_tunnel_key (tunnel.h);
+//   SAMPLE_F_TUNNEL_PORT the port is a tunnel device (port_config.kind):
+//                       with or without SAMPLE_F_TUNNEL, user space looks
+//                       for its tunnel records (a fixed tunnel's are in
+//                       the device's configuration);
 //
 // User space reads these through the record's generated Go type
 // (bpf.SamplerSampleMeta, dataplane/ring.go).
@@ -44,6 +55,8 @@
 #define SAMPLE_F_POOL_SUM (1U << 4)
 #define SAMPLE_F_TRANSIT (1U << 5)
 #define SAMPLE_F_QUEUE (1U << 6)
+#define SAMPLE_F_TUNNEL (1U << 7)
+#define SAMPLE_F_TUNNEL_PORT (1U << 8)
 
 // sample_route: bpf_fib_lookup's answers for the sampled packet, taken in
 // the sampled path (route.h). An address is 4 bytes (IPv4, the rest zero)
@@ -58,6 +71,24 @@ struct sample_route {
 	__u32 src_oif;    // output port of the route to the source
 	__u8 dst_via[16]; // its gateway, or the destination itself when directly connected
 	__u8 src_via[16]; // the gateway toward the source, or the source itself
+};
+
+// sample_tunnel: the outer header of a tunnel device's frame, as the
+// kernel's tunnel metadata (struct ip_tunnel_info's key) holds it
+// (SAMPLE_F_TUNNEL, tunnel.h). src and dst are the outer header's source
+// and destination whichever the direction: the kernel keeps them so
+// (key.u.ipv4.src is the outer source on receive and on send), and
+// bpf_skb_get_tunnel_key returns key.src as "remote" and key.dst as
+// "local" in both directions. Addresses in network order, an IPv4 one in
+// the first 4 bytes.
+struct sample_tunnel {
+	__u8 family; // AF_INET or AF_INET6: the outer header's
+	__u8 tos;    // outer TOS / traffic class
+	__u8 ttl;    // outer TTL / hop limit
+	__u8 _pad;
+	__u32 id;     // tunnel id: the VXLAN VNI, the GRE key
+	__u8 src[16]; // outer source
+	__u8 dst[16]; // outer destination
 };
 
 // sample_transit: how the frame of a sample whose record waited for it
@@ -98,6 +129,7 @@ struct sample_meta {
 	__u32 in_ifindex;   // egress: the port the frame came in on (skb_iif), 0 = made here
 	struct sample_route route;
 	struct sample_transit transit;
+	struct sample_tunnel tunnel; // SAMPLE_F_TUNNEL
 	__u8 data[];
 };
 

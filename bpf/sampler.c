@@ -91,6 +91,15 @@ static __always_inline __u32 ctx_in_ifindex(struct xdp_md *ctx)
 	return 0;
 }
 
+// ctx_tunnel (hook of sampler.h): an XDP program cannot read the skb's
+// tunnel metadata (bpf_skb_get_tunnel_key is for TC); on a tunnel device
+// (generic XDP, after decapsulation) the sample carries no SAMPLE_F_TUNNEL
+// and user space gives it the device's own tunnel where that is fixed
+// (tunnel.h). The loader puts tunnel devices on TC (dataplane/hook.go).
+static __always_inline void ctx_tunnel(struct xdp_md *ctx, struct sample_meta *m)
+{
+}
+
 // ctx_fib_seq (hook of route.h): the FIB generation of the receiving
 // device's namespace (fib_seq.h).
 static __always_inline __u32 ctx_fib_seq(struct xdp_md *ctx, int *ok)

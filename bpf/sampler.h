@@ -59,9 +59,8 @@
 #define MODE_MONITOR 2
 
 // Port kinds (port_config.kind): whether the port is a tunnel device.
-// Keep in sync with dataplane.PortKind. Written by user space; the
-// sampled path does not read it yet (tunnel records, issue 23, are not
-// built: docs/ARCHITECTURE.md, "Records").
+// Keep in sync with dataplane.PortKind. Written by user space; read on
+// the sampled path only (fill_sample: ctx_tunnel, tunnel.h).
 #define PORT_KIND_PLAIN 0
 #define PORT_KIND_VXLAN 1 // a VXLAN device: frames decapsulated or to be encapsulated
 #define PORT_KIND_GRE 2   // an Ethernet-over-GRE device (gretap, ip6gretap)
@@ -329,6 +328,12 @@ static __always_inline __u64 ctx_skb_addr(SAMPLER_CTX *ctx);
 static __always_inline __u32 ctx_in_ifindex(SAMPLER_CTX *ctx);
 
 
+// ctx_tunnel fills m->tunnel (and sets SAMPLE_F_TUNNEL) from the tunnel
+// metadata the kernel attached to the frame, where the program can read
+// it (TC: tunnel.h); called on the sampled path of a tunnel device's
+// frame only (port_config.kind).
+static __always_inline void ctx_tunnel(SAMPLER_CTX *ctx, struct sample_meta *m);
+
 // ctx_monitor returns the verdict for a frame of a monitor-mode port whose
 // skip ran out: sampled (a sample counted by decide) or not (only the
 // first skip was drawn).
@@ -442,6 +447,13 @@ static __always_inline void fill_sample(SAMPLER_CTX *ctx, struct sample_meta *m,
 		m->pool = c->pool;
 	m->in_ifindex = ctx_in_ifindex(ctx);
 	sample_route(ctx, m, ifindex, SAMPLER_EGRESS ? m->in_ifindex : ifindex);
+	// A tunnel device's frame: the outer header the kernel removed or
+	// will add (tunnel.h). The kind is read here, on the sampled path
+	// only: an unsampled frame never looks at it.
+	if (cfg->kind != PORT_KIND_PLAIN) {
+		m->flags |= SAMPLE_F_TUNNEL_PORT;
+		ctx_tunnel(ctx, m);
+	}
 }
 
 // emit_sample reserves a record of constant size (the verifier requires a

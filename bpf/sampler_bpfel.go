@@ -75,6 +75,16 @@ type SamplerSampleMeta struct {
 		Queue      uint32
 		Depth      uint32
 	}
+	Tunnel struct {
+		_      structs.HostLayout
+		Family uint8
+		Tos    uint8
+		Ttl    uint8
+		Pad    uint8
+		Id     uint32
+		Src    [16]uint8
+		Dst    [16]uint8
+	}
 	Data [0]uint8
 }
 
@@ -82,7 +92,7 @@ type SamplerTransitEntry struct {
 	_      structs.HostLayout
 	State  uint32
 	Worker uint32
-	Rec    [392]uint8
+	Rec    [432]uint8
 }
 
 type SamplerTransitStats struct {

@@ -24,6 +24,7 @@
 #include <linux/pkt_cls.h>
 #include "sampler.h"
 #include <bpf/bpf_endian.h>
+#include "tunnel.h"
 
 // VLAN_HDR_LEN is the 802.1Q tag's size; ETH_ADDRS_LEN the two MACs before it.
 #define VLAN_HDR_LEN 4
@@ -63,6 +64,13 @@ static __always_inline __u32 ctx_rx_queue(struct __sk_buff *skb)
 static __always_inline __u32 ctx_in_ifindex(struct __sk_buff *skb)
 {
 	return SAMPLER_EGRESS ? skb->ingress_ifindex : 0;
+}
+
+// ctx_tunnel (hook of sampler.h): the skb's tunnel metadata, both
+// directions (tunnel.h).
+static __always_inline void ctx_tunnel(struct __sk_buff *skb, struct sample_meta *m)
+{
+	sample_tunnel_key(skb, m);
 }
 
 // ctx_skb_addr (hook of sampler.h): the kernel's sk_buff of the frame

@@ -47,7 +47,7 @@ type TcSamplerTransitEntry struct {
 	_      structs.HostLayout
 	State  uint32
 	Worker uint32
-	Rec    [392]uint8
+	Rec    [432]uint8
 }
 
 type TcSamplerTransitStats struct {

@@ -17,7 +17,7 @@ type TransitTransitEntry struct {
 	_      structs.HostLayout
 	State  uint32
 	Worker uint32
-	Rec    [392]uint8
+	Rec    [432]uint8
 }
 
 type TransitTransitStats struct {

@@ -121,9 +121,15 @@ type Settings struct {
 	// left (bpf/transit.h). Needs Linux 6.2; read at start.
 	Transit bool `toml:"transit"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
-	// XDP elsewhere), "xdp" or "tc" (dataplane.Hook). Monitor ports are
-	// always sampled with XDP.
+	// XDP elsewhere), "xdp", "tc" or "psample" (a tc matchall + sample
+	// rule per port, samples read from the kernel's PSAMPLE channel: switch
+	// ASICs; dataplane.Hook). Monitor ports are always sampled with XDP.
 	Hook string `toml:"hook"`
+	// PsampleGroup, when not 0, is listen-only psample mode: the agent
+	// installs no rule and reads the samples of this psample group, which
+	// another component's rules send (SONiC's sflowmgrd, DENT's tc
+	// configuration), each at the rate it carries.
+	PsampleGroup uint32 `toml:"psample_group"`
 	// Drops turns dropped-packet notifications on or off ("on", "off").
 	Drops string `toml:"drops"`
 	// DropsLimit is the drop notifications per second (0: count drops,

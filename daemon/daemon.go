@@ -109,8 +109,14 @@ func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
 // discovery, the MIB, the application sub-agent, drop notifications and
 // the metrics together, and owns their start, reload and stop.
 type Daemon struct {
-	log      *slog.Logger
-	dp       *dataplane.Dataplane
+	log *slog.Logger
+	dp  *dataplane.Dataplane
+	// psample samples the ports instead of dp's BPF samplers (hook
+	// psample, or listen-only psample_group); nil otherwise.
+	psample *kernel.Psample
+	// mixed routes each port to dp or psample (hook auto on a switch
+	// whose ports offload tc); nil otherwise.
+	mixed    *kernel.Mixed
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
@@ -215,6 +221,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	// samplers stay attached and counting: the next start (or the
 	// previous program, rolled back) takes them over.
 	fail := func(err error) (*Daemon, error) {
+		if d.psample != nil {
+			err = errors.Join(err, d.psample.Close())
+		}
 		if dp.PinDir() != "" {
 			_, rerr := dp.Release()
 			return nil, errors.Join(err, rerr)
@@ -233,12 +242,28 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if err != nil {
 		return fail(err)
 	}
+	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
+	switch {
+	case usePsample(s):
+		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+			return fail(fmt.Errorf("psample sampling: %w", err))
+		}
+		sampling = d.psample
+	case s.Hook == "auto" && autoPsample(dp.Features(), log):
+		// Switch ports that offload tc: psample there, BPF elsewhere.
+		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
+		}
+		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)
+		sampling = d.mixed
+	}
 	d.agent = agent.New(agent.Options{
 		Workers:   s.Workers,
-		Dataplane: kernel.Dataplane{DP: dp},
+		Dataplane: sampling,
 		Counters:  d.counters,
 		Output:    d.output,
 		Router:    d.output,
+		Tunnels:   d.output,
 		Logger:    log,
 		State:     store,
 		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
@@ -251,7 +276,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		},
 	})
 	d.start = d.agent.Start()
-	d.agent.Adopt(kernel.Adopted(dp))
+	if d.psample == nil {
+		d.agent.Adopt(kernel.Adopted(dp))
+	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
 	d.drops.Reporter().SetState(store)

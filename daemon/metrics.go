@@ -28,6 +28,9 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
 	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics))
+	if d.psample != nil {
+		reg.MustRegister(psampleCollector{d.psample})
+	}
 	return reg
 }
 
@@ -65,6 +68,15 @@ func (d *Daemon) portMetrics() []metrics.Port {
 	d.mu.Unlock()
 	out := make([]metrics.Port, 0, len(states))
 	for idx, st := range states {
+		if d.psample != nil && (d.mixed == nil || d.mixed.UsesPsample(idx)) {
+			// The pool as the port's packet counter gave it at its
+			// latest sample, the samples lost (GROUP_SEQ gaps).
+			pool, drops := d.psample.PortPool(idx)
+			eff, _ := d.agent.EffectiveRate(idx)
+			out = append(out, metrics.Port{Name: st.name, IfIndex: idx, Pool: pool, Drops: drops, Rate: st.rate,
+				KernelRate: max(eff, st.rate), EffectiveRate: max(eff, st.rate)})
+			continue
+		}
 		c, err := d.dp.PortCounters(int(idx))
 		if err != nil {
 			continue

@@ -130,6 +130,10 @@ func (d *Daemon) reload(s config.Settings) error {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook
 	}
+	if s.PsampleGroup != old.PsampleGroup {
+		d.log.Warn("a change of psample_group takes effect at restart", "running", old.PsampleGroup, "configured", s.PsampleGroup)
+		s.PsampleGroup = old.PsampleGroup
+	}
 	if s.AgentX != old.AgentX || s.SNMPReceivers != old.SNMPReceivers || s.SNMPInstances != old.SNMPInstances {
 		d.log.Warn("a change of agentx, snmp_receivers or snmp_instances takes effect at restart")
 		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances

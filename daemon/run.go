@@ -34,6 +34,13 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 		if err := d.counters.Close(); err != nil {
 			d.log.Error("closing counter readers", "err", err)
 		}
+		if d.psample != nil {
+			// Every rule of ours goes, whatever the reason to stop
+			// (an upgrade's next program installs them anew).
+			if err := d.psample.Close(); err != nil {
+				d.log.Error("removing the psample rules", "err", err)
+			}
+		}
 		d.mu.Lock()
 		up := d.upgrade
 		d.mu.Unlock()
@@ -62,6 +69,21 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	readers, err := kernel.Readers(d.dp, d.agent.Workers())
 	if err != nil {
 		return fmt.Errorf("sample readers: %w", err)
+	}
+	switch {
+	case d.mixed != nil:
+		readers = kernel.MixedReaders(readers, d.psample)
+		defer func() { // the watchers end within a second, together
+			var wg sync.WaitGroup
+			for _, r := range readers {
+				if mr, ok := r.(*kernel.MixedReader); ok {
+					wg.Go(mr.Close)
+				}
+			}
+			wg.Wait()
+		}()
+	case d.psample != nil:
+		readers = d.psample.Readers()
 	}
 	events := make(chan dataplane.PortEvent, 256)
 	watchErr := make(chan error, 1)

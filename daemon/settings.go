@@ -41,8 +41,10 @@ func Validate(s config.Settings) error {
 	if err := dataplane.CheckRingBytes(s.RingBytes); err != nil {
 		errs = append(errs, fmt.Errorf("ring_bytes: %w", err))
 	}
-	if _, err := dataplane.ParseHook(s.Hook); err != nil {
+	if h, err := dataplane.ParseHook(s.Hook); err != nil {
 		errs = append(errs, err)
+	} else if s.PsampleGroup != 0 && h != dataplane.HookAuto && h != dataplane.HookPsample {
+		errs = append(errs, fmt.Errorf("psample_group %d (listen-only psample sampling) with hook %s: the hook must be auto or psample", s.PsampleGroup, s.Hook))
 	}
 	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
 		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))

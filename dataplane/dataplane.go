@@ -904,6 +904,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		return fmt.Errorf("dataplane: attach ifindex %d: all %d %w", ifindex, d.cfg.MaxPorts, ErrNoPortSlot)
 	}
 	slot := d.freeSlots[len(d.freeSlots)-1]
+	if pc.Kind == PortPlain {
+		// A tunnel device's samples carry its outer header
+		// (bpf/tunnel.h): the kind is the link's, read here once (a
+		// link's kind never changes).
+		pc.Kind = d.linkKind(ifindex)
+	}
 
 	// Zero the slot before its config points at it: a previous user's
 	// in-flight increments cannot leak into this port's pool.
@@ -1082,6 +1088,9 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	p, ok := d.ports[ifindex]
 	if !ok {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, ErrNotAttached)
+	}
+	if pc.Kind == PortPlain {
+		pc.Kind = p.cfg.Kind // the link's, found at attach
 	}
 	freshIngress := false
 	if pc.Direction != p.cfg.Direction {

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 )
 
 // Feature names: the values of the metric label and of log messages.
@@ -37,6 +38,8 @@ const (
 	FeatureTCX           = "tcx"
 	FeatureKernCtx       = "kfunc_cast_to_kern_ctx"
 	FeatureTransit       = "tp_btf_qdisc_xmit"
+	FeaturePsample       = "psample"
+	FeatureActSample     = "act_sample"
 )
 
 // Feature is one kernel capability the agent uses, and whether the running
@@ -223,6 +226,23 @@ var featureProbes = []featureProbe{
 		UsedFor: "BTF-typed tracepoints qdisc:qdisc_enqueue, net:net_dev_start_xmit and skb:consume_skb (tp_btf): with transit on, a sampled frame is followed to where it leaves (extended_transit, extended_queue, extended_egress_queue; bpf/transit.c), which also needs kfunc_cast_to_kern_ctx",
 		Without: "samples carry no transit, queue depth or egress queue records; everything else is unaffected"},
 		probeTransit},
+	{Feature{Name: FeaturePsample, Since: "4.11",
+		UsedFor: "the PSAMPLE generic-netlink channel: hook psample and psample_group read the samples a switch ASIC (or act_sample) takes",
+		Without: "hook psample and psample_group are refused at start; the XDP and TC samplers are unaffected"},
+		func() error { return kernelLacks(psample.ProbePsample(), psample.ErrNoPsample) }},
+	{Feature{Name: FeatureActSample, Since: "4.11",
+		UsedFor: "tc's sample action: hook psample installs a matchall + sample rule per port (offloaded where the port has hw-tc-offload)",
+		Without: "hook psample cannot install its rules (listen-only psample_group still reads rules installed by hand or by the switch software)"},
+		func() error { return kernelLacks(psample.ProbeActSample(), psample.ErrNoActSample) }},
+}
+
+// kernelLacks marks err, when it is lacking (the kernel does not have
+// the feature), as ebpf.ErrNotSupported, as the BPF probes say it.
+func kernelLacks(err, lacking error) error {
+	if errors.Is(err, lacking) {
+		return fmt.Errorf("%w: %w", ebpf.ErrNotSupported, err)
+	}
+	return err
 }
 
 // ProbeFeatures probes the running kernel for every feature the agent

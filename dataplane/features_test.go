@@ -86,6 +86,9 @@ func TestProbeFeatures(t *testing.T) {
 		if f.Name == FeatureBTFTracepoint && btfErr != nil {
 			expected = false // no kernel BTF (CONFIG_DEBUG_INFO_BTF)
 		}
+		if f.Name == FeaturePsample || f.Name == FeatureActSample {
+			expected = false // modules a kernel may be built without (CONFIG_PSAMPLE, CONFIG_NET_ACT_SAMPLE)
+		}
 		if has := fs.Has(f.Name); has != f.Available() {
 			t.Errorf("Has(%s) = %v, Available %v", f.Name, has, f.Available())
 		}

@@ -31,9 +31,16 @@ const (
 	// enabled a merged packet counts once, so HookTC is for devices
 	// without GRO (veth by default), which HookAuto respects.
 	HookTC
+	// HookPsample samples with tc's sample action (a matchall filter per
+	// port, offloaded to a switch ASIC where the port offloads tc), the
+	// samples read from the kernel's PSAMPLE channel (dataplane/psample,
+	// agent/kernel/psample.go): the path of switchdev switches, whose
+	// forwarded traffic never reaches an XDP or TC program. The BPF
+	// samplers attach to no port under it.
+	HookPsample
 )
 
-// String returns "auto", "xdp" or "tc".
+// String returns "auto", "xdp", "tc" or "psample".
 func (h Hook) String() string {
 	switch h {
 	case HookAuto:
@@ -42,18 +49,20 @@ func (h Hook) String() string {
 		return "xdp"
 	case HookTC:
 		return "tc"
+	case HookPsample:
+		return "psample"
 	}
 	return fmt.Sprintf("Hook(%d)", uint8(h))
 }
 
-// ParseHook parses "auto", "xdp" or "tc".
+// ParseHook parses "auto", "xdp", "tc" or "psample".
 func ParseHook(s string) (Hook, error) {
-	for _, h := range []Hook{HookAuto, HookXDP, HookTC} {
+	for _, h := range []Hook{HookAuto, HookXDP, HookTC, HookPsample} {
 		if s == h.String() {
 			return h, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown sampler hook %q (want auto, xdp or tc)", s)
+	return 0, fmt.Errorf("unknown sampler hook %q (want auto, xdp, tc or psample)", s)
 }
 
 // hookFor resolves the configured hook for a port in mode m: monitor
@@ -83,4 +92,23 @@ func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 		return HookTC
 	}
 	return HookXDP
+}
+
+// linkKind is the PortKind of link ifindex in the dataplane's netns. A
+// link that cannot be read is PortPlain: attaching it fails with a
+// clearer error, or it vanished.
+func (d *Dataplane) linkKind(ifindex int) PortKind {
+	k := PortPlain
+	err := d.inNetns(func() error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err != nil {
+			return err
+		}
+		k = KindOf(l.Type())
+		return nil
+	})
+	if err != nil {
+		d.log.Debug("reading the link's kind", "ifindex", ifindex, "err", err)
+	}
+	return k
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/internal/bridgeattr"
 )
 
 // RTM_GETSTATS attributes and nested types (include/uapi/linux/if_link.h).
@@ -341,9 +343,10 @@ func (r *LinkCounterReader) bondADInfo(bond int) (agg uint16, partner [6]byte, o
 	return agg, partner, ok, nil
 }
 
-// BridgeAttrs returns ReadBridgeAttrs of the reader's namespace.
-func (r *LinkCounterReader) BridgeAttrs() (map[uint32]BridgeAttrs, error) {
-	return dumpBridgeAttrs(r.raw)
+// BridgeAttrs returns the bridges' attributes in the reader's namespace
+// (internal/bridgeattr).
+func (r *LinkCounterReader) BridgeAttrs() (map[uint32]bridgeattr.Attrs, error) {
+	return bridgeattr.Dump(r.raw)
 }
 
 // VLANCounters returns the counters of VLAN vid of the VLAN-filtering
@@ -407,7 +410,7 @@ func (r *LinkCounterReader) VLANCounters(vid uint16) (s VLANStats, ok bool, err 
 // (vlan_stats_enabled 1), sorted. A bridge without statistics gives none:
 // the kernel has no counters to send.
 func StatsVLANs(selected []PortInfo) ([]uint16, error) {
-	attrs, err := ReadBridgeAttrs(netns.None())
+	attrs, err := bridgeattr.Read(netns.None())
 	if err != nil {
 		return nil, err
 	}

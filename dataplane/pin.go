@@ -630,7 +630,8 @@ func (d *Dataplane) adoptPort(ifindex int, v pinPortValue, used map[uint32]bool)
 	if err := d.configMap(uint32(ifindex)).Lookup(uint32(ifindex), &bc); err != nil {
 		return nil, fmt.Errorf("its config: %w", err)
 	}
-	pc := PortConfig{Rate: bc.SampleMask + 1, Mode: Mode(bc.Mode), HeaderBytes: int(bc.HeaderBytes), Worker: int(bc.Worker)}
+	pc := PortConfig{Rate: bc.SampleMask + 1, Mode: Mode(bc.Mode), HeaderBytes: int(bc.HeaderBytes), Worker: int(bc.Worker),
+		Kind: PortKind(bc.Kind)} // a tunnel device stays one: UpdatePort keeps the kind found at attach
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return nil, fmt.Errorf("its config: %w", err)
 	}

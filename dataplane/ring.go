@@ -23,13 +23,15 @@ const metaSize = int(unsafe.Offsetof(bpf.SamplerSampleMeta{}.Data))
 // Flags of a ring record (bpf/sample_info.h SAMPLE_F_*): what its Meta
 // holds beyond the frame.
 const (
-	SampleEgress   = 1 << 0 // sampled leaving the port; InIfIndex is where it came in
-	SampleRoute    = 1 << 1 // Meta.Route's destination answer is valid
-	SampleSrcRoute = 1 << 2 // Meta.Route's source answer is valid
-	SampleFIBGen   = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
-	SamplePoolSum  = 1 << 4 // CPUPool is every CPU's pool of the port in this direction, at this frame
-	SampleTransit  = 1 << 5 // the record waited for its frame to leave: Transit says how that ended
-	SampleQueue    = 1 << 6 // Transit.Depth: the frame went through a qdisc
+	SampleEgress     = 1 << 0 // sampled leaving the port; InIfIndex is where it came in
+	SampleRoute      = 1 << 1 // Meta.Route's destination answer is valid
+	SampleSrcRoute   = 1 << 2 // Meta.Route's source answer is valid
+	SampleFIBGen     = 1 << 3 // Meta.Route.Gen is the FIB generation both lookups saw
+	SamplePoolSum    = 1 << 4 // CPUPool is every CPU's pool of the port in this direction, at this frame
+	SampleTransit    = 1 << 5 // the record waited for its frame to leave: Transit says how that ended
+	SampleQueue      = 1 << 6 // Transit.Depth: the frame went through a qdisc
+	SampleTunnel     = 1 << 7 // Meta.Tunnel is the kernel's tunnel metadata of the frame (bpf/tunnel.h)
+	SampleTunnelPort = 1 << 8 // the port is a tunnel device (PortKind): the sample may have tunnel records
 )
 
 // RawSample is one kernel sample as a worker's Source delivers it, from

@@ -24,26 +24,9 @@ import (
 // measured from the sample to the frame leaving consistent with both. The
 // accounting: every record parked was delivered (sent), none left parked.
 func TestTransitQueue(t *testing.T) {
-	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
-	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 256})
-	if !d.TransitOn() {
-		t.Fatal("transit is off although the kernel has its features")
-	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	c := startCollector(t, d, 0)
-	defer c.stop(t)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
-		t.Fatal(err)
-	}
 	// 8 Mbit/s: a 1000-byte frame takes 1 ms to leave.
 	const rateBytesPerSec = 1_000_000
-	if out, err := lab.Run(lab.Switch, "tc", "qdisc", "add", "dev", "p2", "root", "tbf",
-		"rate", "8mbit", "burst", "1600", "limit", "1000000"); err != nil {
-		t.Fatalf("tbf on p2: %v\n%s", err, out)
-	}
+	lab, d, p1, p2, c := transitLab(t, 256, "tbf", "rate", "8mbit", "burst", "1600", "limit", "1000000")
 	const k, payload = 40, 958 // 958 + 42 header bytes = 1000-byte frames
 	frames := seqFrames(lab, 0, lab.HostMACs[1], 0, k, payload)
 	frameLen := uint32(len(frames[0]))
@@ -108,6 +91,32 @@ func TestTransitQueue(t *testing.T) {
 	}
 }
 
+// transitLab is the lab of the transit tests: two ports, transit on with
+// entries records, p1 sampled at TC 1 in 1 with its records collected, a
+// root qdisc of kind (tc qdisc add ... root QDISC...) on p2 when given.
+// It skips on a kernel that cannot follow frames.
+func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Dataplane, int, int, *collector) {
+	t.Helper()
+	fs := kernelFeatures()
+	testskip.Feature(t, fs, FeatureKernCtx)
+	testskip.Feature(t, fs, FeatureTransit)
+	lab := netlab.New(t, 2)
+	if len(qdisc) > 0 {
+		lab.AddQdisc(t, lab.Switch, "p2", qdisc[0], qdisc[1:]...)
+	}
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: entries})
+	if !d.TransitOn() {
+		t.Fatal("transit is off although the kernel has its features")
+	}
+	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	c := startCollector(t, d, 0)
+	t.Cleanup(func() { c.stop(t) })
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	return lab, d, p1, p2, c
+}
+
 // TestTransitOff: with transit off (TransitEntries 0) records are
 // delivered at once, without transit, and nothing is parked.
 func TestTransitOff(t *testing.T) {
@@ -150,21 +159,7 @@ func TestTransitOff(t *testing.T) {
 // they met), and a frame beyond the queue's limit is dropped at enqueue
 // (dropped). Nothing stays parked.
 func TestTransitEnds(t *testing.T) {
-	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
-	lab := netlab.New(t, 2)
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	c := startCollector(t, d, 0)
-	defer c.stop(t)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := lab.Run(lab.Switch, "tc", "qdisc", "add", "dev", "p2", "root", "tbf",
-		"rate", "1kbit", "burst", "1600", "limit", "2000"); err != nil {
-		t.Fatalf("tbf on p2: %v\n%s", err, out)
-	}
+	lab, d, _, p2, c := transitLab(t, 16, "tbf", "rate", "1kbit", "burst", "1600", "limit", "2000")
 	const k = 6
 	lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], 0, k, 958))
 	got := c.waitFor(k, testutil.Scaled(5*time.Second))
@@ -298,18 +293,7 @@ func BenchmarkTransitIdle(b *testing.B) {
 // p1 to leaving p2's qdisc. netem is not in every kernel (Debian's have
 // it; make vagrant-test runs this in their VMs).
 func TestTransitNetem(t *testing.T) {
-	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
-	lab := netlab.New(t, 2)
-	lab.AddQdisc(t, lab.Switch, "p2", "netem", "delay", "10ms")
-	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 64})
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	c := startCollector(t, d, 0)
-	defer c.stop(t)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
-		t.Fatal(err)
-	}
+	lab, _, _, p2, c := transitLab(t, 64, "netem", "delay", "10ms")
 	const k = 20
 	for i := 0; i < k; i++ { // one at a time: each alone in the queue
 		lab.SendFrames(t, 0, seqFrames(lab, 0, lab.HostMACs[1], uint32(i), 1, 32))

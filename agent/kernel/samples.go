@@ -105,6 +105,10 @@ func NewReader(src *dataplane.Source) *Reader {
 		}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
+			if rs.Flags&dataplane.SampleTunnelPort != 0 {
+				r.ps.TunnelPort = true
+				tunnelQuery(&r.ps.Tunnel, rs)
+			}
 		}
 		r.fn(&r.ps)
 	}
@@ -161,6 +165,28 @@ func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Ans
 		a.Via = netip.AddrFrom16(*via)
 	}
 	return a
+}
+
+// tunnelQuery fills q from a ring record of a tunnel device's frame: its
+// port, direction and length, and the kernel's tunnel metadata when the
+// record has it (bpf/tunnel.h). No allocation.
+func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
+	tn := &rs.Meta.Tunnel
+	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&dataplane.SampleEgress != 0, FrameLen: rs.FrameLen}
+	if rs.Flags&dataplane.SampleTunnel == 0 {
+		return
+	}
+	switch tn.Family {
+	case unix.AF_INET:
+		q.Src = netip.AddrFrom4([4]byte(tn.Src[:4]))
+		q.Dst = netip.AddrFrom4([4]byte(tn.Dst[:4]))
+	case unix.AF_INET6:
+		q.Src = netip.AddrFrom16(tn.Src)
+		q.Dst = netip.AddrFrom16(tn.Dst)
+	default:
+		return
+	}
+	q.Known, q.ID, q.TOS = true, tn.Id, tn.Tos
 }
 
 // transit is what became of a sample's frame after it was sampled

@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
@@ -117,5 +121,40 @@ func TestReaderConverts(t *testing.T) {
 	}
 	if err := a.RemovePort(p1); err != nil {
 		t.Errorf("removing a port twice: %v", err)
+	}
+}
+
+// TestTunnelQuery: a ring record of a tunnel device's frame becomes the
+// worker's TunnelQuery: port, direction and length always; the outer
+// addresses, id and TOS only with the kernel's metadata (SampleTunnel),
+// IPv4 from the first 4 bytes, IPv6 whole.
+func TestTunnelQuery(t *testing.T) {
+	var m bpf.SamplerSampleMeta
+	m.Tunnel.Family = unix.AF_INET
+	copy(m.Tunnel.Src[:], []byte{198, 18, 1, 2})
+	copy(m.Tunnel.Dst[:], []byte{198, 18, 1, 1})
+	m.Tunnel.Id, m.Tunnel.Tos = 4242, 0xb8
+	rs := dataplane.RawSample{IfIndex: 9, FrameLen: 60, Flags: dataplane.SampleTunnelPort | dataplane.SampleTunnel, Meta: &m}
+	var q forwarding.TunnelQuery
+	tunnelQuery(&q, &rs)
+	want := forwarding.TunnelQuery{Port: 9, FrameLen: 60, Known: true, Src: netip.MustParseAddr("198.18.1.2"),
+		Dst: netip.MustParseAddr("198.18.1.1"), ID: 4242, TOS: 0xb8}
+	if q != want {
+		t.Errorf("IPv4: %+v, want %+v", q, want)
+	}
+	m.Tunnel.Family = unix.AF_INET6
+	m.Tunnel.Src = netip.MustParseAddr("fd00:5f::2").As16()
+	m.Tunnel.Dst = netip.MustParseAddr("fd00:5f::1").As16()
+	rs.Flags |= dataplane.SampleEgress
+	tunnelQuery(&q, &rs)
+	want = forwarding.TunnelQuery{Port: 9, Egress: true, FrameLen: 60, Known: true, Src: netip.MustParseAddr("fd00:5f::2"),
+		Dst: netip.MustParseAddr("fd00:5f::1"), ID: 4242, TOS: 0xb8}
+	if q != want {
+		t.Errorf("IPv6: %+v, want %+v", q, want)
+	}
+	rs.Flags &^= dataplane.SampleTunnel // a fixed device: no metadata
+	tunnelQuery(&q, &rs)
+	if want := (forwarding.TunnelQuery{Port: 9, Egress: true, FrameLen: 60}); q != want {
+		t.Errorf("without metadata: %+v, want %+v", q, want)
 	}
 }

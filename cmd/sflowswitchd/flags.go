@@ -61,7 +61,15 @@ func newFlags() *flagValues {
 	fs.BoolVar(&f.s.Transit, "transit", false, "follow sampled frames of TC-sampled ports to where they leave: transit delay, egress queue and queue depth records (Linux 6.2)")
 	fs.StringVar(&f.s.Direction, "direction", "", "which way every port is sampled: ingress, egress (TC egress) or both (default ingress; over the config file's port_direction)")
 	fs.StringVar(&f.portDirection, "port-direction", "", "per-port sampling direction: `name=dir,...` (name or glob; dir ingress, egress or both)")
-	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: auto (TC ingress on veth, XDP elsewhere), xdp or tc (default auto)")
+	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: auto (TC ingress on veth, XDP elsewhere), xdp, tc or psample (tc sample rules, switch ASICs) (default auto)")
+	fs.Func("psample-group", "listen-only psample mode: read psample `group` G, whose rules another component installs (default 0: off)", func(v string) error {
+		g, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a group number 0..4294967295")
+		}
+		f.s.PsampleGroup = uint32(g)
+		return nil
+	})
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
 			return fmt.Errorf("want on or off")
@@ -138,6 +146,7 @@ func (f *flagValues) override(s *config.Settings) {
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
+		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
 		"transit":                func() { s.Transit = f.s.Transit },
 		"direction": func() {
 			// Every port: also over per-port directions of the file.

@@ -125,6 +125,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"max-ports":                   "300",
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
+		"psample-group":               "7",
 		"transit":                     "true",
 		"direction":                   "both",
 		"port-direction":              "p1=egress",

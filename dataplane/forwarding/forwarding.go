@@ -63,15 +63,19 @@ type route struct {
 	// priority is the route's metric (the lowest wins among routes of one
 	// prefix).
 	priority int
+	// src is its preferred source (RTA_PREFSRC), the zero Addr for none.
+	src netip.Addr
 }
 
 type snapshot struct {
-	fdb        map[fdbKey]uint32   // learned MAC -> bridge port
-	bridgeOf   map[uint32]uint32   // bridge port -> bridge
-	ownMACs    map[[6]byte]bool    // MACs of this host's interfaces
-	ownAddrs   map[netip.Addr]bool // IP addresses of this host
-	fib4, fib6 fib                 // unicast routes of the main table (router.go)
-	floodPorts map[uint32]uint32   // bridge -> number of its ports
+	fdb        map[fdbKey]uint32         // learned MAC -> bridge port
+	bridgeOf   map[uint32]uint32         // bridge port -> bridge
+	ownMACs    map[[6]byte]bool          // MACs of this host's interfaces
+	ownAddrs   map[netip.Addr]bool       // IP addresses of this host
+	fib4, fib6 fib                       // unicast routes of the main table (router.go)
+	floodPorts map[uint32]uint32         // bridge -> number of its ports
+	tunnels    map[uint32]*tunnelDev     // tunnel devices by ifindex, with their FDB (tunnel.go)
+	linkAddrs  map[uint32][]netip.Prefix // addresses of each link, in the kernel's order (tunnel.go: a source address)
 	// VLANs (vlan.go): the VLAN-filtering bridges, each port's PVID and
 	// VLAN memberships, the up member ports of each VLAN of a bridge
 	// (keyed by bridge and VID), the one egress-untagged VLAN of a port
@@ -330,6 +334,8 @@ func (t *Table) read() (*snapshot, error) {
 		ownMACs:    map[[6]byte]bool{},
 		ownAddrs:   map[netip.Addr]bool{},
 		floodPorts: map[uint32]uint32{},
+		tunnels:    map[uint32]*tunnelDev{},
+		linkAddrs:  map[uint32][]netip.Prefix{},
 	}
 	links, err := h.LinkList()
 	if err != nil {
@@ -343,6 +349,9 @@ func (t *Table) read() (*snapshot, error) {
 	}
 	for _, l := range links {
 		a := l.Attrs()
+		if td := tunnelOf(l); td != nil {
+			s.tunnels[uint32(a.Index)] = td
+		}
 		if len(a.HardwareAddr) == 6 {
 			s.ownMACs[[6]byte(a.HardwareAddr)] = true
 		}
@@ -361,6 +370,7 @@ func (t *Table) read() (*snapshot, error) {
 		return nil, fmt.Errorf("forwarding: listing bridge FDB: %w", err)
 	}
 	for _, n := range neighs {
+		addTunnelFDB(s.tunnels, &n)
 		if len(n.HardwareAddr) != 6 || n.MasterIndex == 0 || n.State&netlink.NUD_PERMANENT != 0 {
 			continue // not learned on a bridge (own MACs are in ownMACs)
 		}
@@ -377,6 +387,10 @@ func (t *Table) read() (*snapshot, error) {
 	for _, a := range addrs {
 		if ip, ok := netip.AddrFromSlice(a.IP); ok {
 			s.ownAddrs[ip.Unmap()] = true
+			if a.IPNet != nil {
+				ones, _ := a.Mask.Size()
+				s.linkAddrs[uint32(a.LinkIndex)] = append(s.linkAddrs[uint32(a.LinkIndex)], netip.PrefixFrom(ip.Unmap(), ones))
+			}
 		}
 	}
 	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
@@ -400,7 +414,7 @@ func (t *Table) read() (*snapshot, error) {
 			ones, _ := r.Dst.Mask.Size()
 			p = netip.PrefixFrom(ip.Unmap(), ones).Masked()
 		}
-		rt := &route{prefix: p, ifindex: uint32(r.LinkIndex)}
+		rt := &route{prefix: p, ifindex: uint32(r.LinkIndex), src: gateway(r.Src)}
 		if len(r.MultiPath) > 0 {
 			rt.ifindex, rt.paths = 0, uint32(len(r.MultiPath))
 		}

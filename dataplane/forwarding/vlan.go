@@ -36,7 +36,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/bridgeattr"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -211,7 +211,7 @@ func (s *snapshot) readVLANs(h *netlink.Handle, ns netns.NsHandle, links []netli
 	s.floodVLANPorts = map[vlanKey]uint32{}
 	s.untaggedVLAN = map[uint32]uint16{}
 	s.vlanDevs = map[uint32]vlanDev{}
-	attrs, err := dataplane.ReadBridgeAttrs(ns)
+	attrs, err := bridgeattr.Read(ns)
 	if err != nil {
 		return fmt.Errorf("forwarding: %w", err)
 	}

@@ -35,6 +35,11 @@ var workerMetrics = []workerMetric{
 // forwarding.RouterResult).
 var routerResults = prom.Desc("extended_router_total", "Samples whose sampler asked the FIB, by result: ok (extended_router sent), not_routed, no_route, no_generation, stale, mismatch (left out).", "worker", "result")
 
+// tunnelResults is sflowswitchd_tunnel_samples_total{worker,result}: the
+// kernel samples of tunnel devices by what their tunnel records said
+// (agent.TunnelResult).
+var tunnelResults = prom.Desc("tunnel_samples_total", "Kernel samples of tunnel devices (VXLAN, GRE), by result: ok (the outer header's record sent), outer_unknown (the VNI only), none (no tunnel record).", "worker", "result")
+
 var samplesDropped = prom.Desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
 
 // Per collector: the receiver row (sFlowRcvrIndex) and its address,
@@ -61,7 +66,7 @@ func (c agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range workerMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{routerResults, samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
+	for _, d := range []*prometheus.Desc{routerResults, tunnelResults, samplesDropped, collDatagrams, collBytes, collSendErrors, collLost} {
 		ch <- d
 	}
 }
@@ -79,6 +84,9 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(samplesDropped, s.UnknownPort.Load(), w, "unknown_port")
 		for _, r := range forwarding.RouterResults() {
 			ch <- prom.Counter(routerResults, s.Router[r].Load(), w, r.String())
+		}
+		for r := agent.TunnelResult(0); r < agent.TunnelResultCount; r++ {
+			ch <- prom.Counter(tunnelResults, s.Tunnel[r].Load(), w, r.String())
 		}
 	}
 	for _, t := range c.a.CollectorStats() {

@@ -1,4 +1,8 @@
-package dataplane
+// Package bridgeattr reads what the agent needs of a Linux bridge beyond
+// what the netlink library (v1.3.1) decodes: VLAN filtering, the VLAN
+// protocol and the per-VLAN statistics switches. The forwarding lookup
+// (VLAN classification) and the VLAN counters both use it.
+package bridgeattr
 
 import (
 	"encoding/binary"
@@ -10,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BridgeAttrs is what the agent reads of a bridge beyond what the netlink
+// Attrs is what the agent reads of a bridge beyond what the netlink
 // library decodes: whether it filters VLANs (IFLA_BR_VLAN_FILTERING), its
 // VLAN protocol (IFLA_BR_VLAN_PROTOCOL: 0x8100, or 0x88a8 for an 802.1ad
 // bridge) and whether it keeps per-VLAN statistics
 // (IFLA_BR_VLAN_STATS_ENABLED).
-type BridgeAttrs struct {
+type Attrs struct {
 	VLANFiltering bool
 	VLANProtocol  uint16
 	VLANStats     bool
@@ -25,28 +29,28 @@ type BridgeAttrs struct {
 	VLANStatsPerPort bool
 }
 
-// ReadBridgeAttrs dumps the links of namespace ns (netns.None(): the
+// Read dumps the links of namespace ns (netns.None(): the
 // calling thread's) and returns the attributes above for each bridge, by
 // ifindex. The library (v1.3.1) parses IFLA_BR_VLAN_FILTERING but neither
 // of the two others, so this is a plain RTM_GETLINK dump through its
 // socket type.
-func ReadBridgeAttrs(ns netns.NsHandle) (map[uint32]BridgeAttrs, error) {
+func Read(ns netns.NsHandle) (map[uint32]Attrs, error) {
 	sock, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("bridge attributes: netlink socket: %w", err)
 	}
 	defer sock.Close()
-	return dumpBridgeAttrs(sock)
+	return Dump(sock)
 }
 
-// dumpBridgeAttrs is ReadBridgeAttrs on an open socket.
-func dumpBridgeAttrs(sock *nl.NetlinkSocket) (map[uint32]BridgeAttrs, error) {
+// Dump is Read on an open netlink route socket (its namespace).
+func Dump(sock *nl.NetlinkSocket) (map[uint32]Attrs, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
 	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
 	if err := sock.Send(req); err != nil {
 		return nil, fmt.Errorf("bridge attributes: link dump: %w", err)
 	}
-	out := map[uint32]BridgeAttrs{}
+	out := map[uint32]Attrs{}
 	for {
 		msgs, _, err := sock.Receive()
 		if err != nil {
@@ -74,7 +78,7 @@ func dumpBridgeAttrs(sock *nl.NetlinkSocket) (map[uint32]BridgeAttrs, error) {
 
 // parseBridgeLink reads an RTM_NEWLINK message's bridge attributes; ok is
 // false for a link that is not a bridge.
-func parseBridgeLink(b []byte) (idx uint32, ba BridgeAttrs, ok bool) {
+func parseBridgeLink(b []byte) (idx uint32, ba Attrs, ok bool) {
 	if len(b) < unix.SizeofIfInfomsg {
 		return 0, ba, false
 	}

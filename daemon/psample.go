@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/vishvananda/netlink"
+
+	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
+	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+)
+
+// autoPsample tells whether hook auto samples some ports through psample:
+// the kernel has psample and act_sample, and a port offloads tc
+// (hw-tc-offload: a switchdev ASIC port) at start. Without such a port
+// nothing of psample is opened (no socket, no watcher).
+func autoPsample(fs *dataplane.Features, log *slog.Logger) bool {
+	if !fs.Has(dataplane.FeaturePsample) || !fs.Has(dataplane.FeatureActSample) {
+		return false
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		log.Warn("hook auto: listing the ports to find those that offload tc", "err", err)
+		return false
+	}
+	for _, l := range links {
+		if on, err := psample.TCOffload(l.Attrs().Name); err == nil && on {
+			log.Info("hook auto: ports that offload tc are sampled through psample", "first", l.Attrs().Name)
+			return true
+		}
+	}
+	return false
+}
+
+// offloads tells whether port ifindex offloads tc (hw-tc-offload on).
+func offloads(ifindex uint32) bool {
+	l, err := netlink.LinkByIndex(int(ifindex))
+	if err != nil {
+		return false
+	}
+	on, err := psample.TCOffload(l.Attrs().Name)
+	return err == nil && on
+}
+
+// usePsample tells whether the ports are sampled through psample: hook
+// psample (the agent's rules) or a listen-only group.
+func usePsample(s config.Settings) bool {
+	return s.Hook == "psample" || s.PsampleGroup != 0
+}
+
+// psampleConfig is the psample path's part of the settings (start-up
+// only).
+func psampleConfig(s config.Settings, log *slog.Logger) kernel.PsampleConfig {
+	return kernel.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log}
+}
+
+// The psample readers' metrics: every sample the kernel numbered and the
+// agent did not read is in lost (the GROUP_SEQ gaps), every socket
+// overrun in overruns.
+var (
+	psampleLost = prom.Desc("psample_samples_lost_total",
+		"Samples the kernel sent on the PSAMPLE channel that the agent did not receive (gaps in PSAMPLE_ATTR_GROUP_SEQ), per worker.", "worker")
+	psampleOverruns = prom.Desc("psample_socket_overruns_total",
+		"Times a worker's psample socket reported ENOBUFS (its buffer was full; the samples lost are in psample_samples_lost_total).", "worker")
+	psampleForeign = prom.Desc("psample_foreign_samples_total",
+		"Samples read of groups or ports the worker does not sample (other programs' rules, other workers' ports).", "worker")
+	psampleRestarts = prom.Desc("psample_group_restarts_total",
+		"Times a psample group's sequence restarted (its last rule removed and made anew).", "worker")
+	psamplePoolErrors = prom.Desc("psample_pool_read_errors_total",
+		"Port counter reads (RTM_GETSTATS) that failed: the samples of that batch carried the pool of the previous read.", "worker")
+	psampleEgressRefused = prom.Desc("psample_egress_refused_total",
+		"Ports whose egress sampling rule the kernel refused (sampled at ingress only).")
+)
+
+// psampleCollector exports the psample readers' counters.
+type psampleCollector struct{ p *kernel.Psample }
+
+func (c psampleCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleEgressRefused} {
+		ch <- d
+	}
+}
+
+func (c psampleCollector) Collect(ch chan<- prometheus.Metric) {
+	for w := range c.p.Workers() {
+		st := c.p.ReaderStats(w)
+		l := strconv.Itoa(w)
+		ch <- prom.Counter(psampleLost, st.Lost.Load(), l)
+		ch <- prom.Counter(psampleOverruns, st.Overruns.Load(), l)
+		ch <- prom.Counter(psampleForeign, st.Foreign.Load(), l)
+		ch <- prom.Counter(psampleRestarts, st.Restarts.Load(), l)
+		ch <- prom.Counter(psamplePoolErrors, st.PoolErrors.Load(), l)
+	}
+	ch <- prom.Counter(psampleEgressRefused, c.p.EgressRefused.Load())
+}

@@ -1,0 +1,339 @@
+package psample
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ConnConfig sizes a Conn.
+type ConnConfig struct {
+	// Batch is the most messages one recvmmsg reads (default 64).
+	Batch int
+	// MsgBytes is the buffer of one message (default 2048): a sample's
+	// headers take about 100 bytes, the rest holds DATA (the rule's
+	// truncation, or as much as fits: a longer message is read cut short,
+	// and its DATA keeps the first bytes).
+	MsgBytes int
+	// RcvBuf is the socket's receive buffer (SO_RCVBUF, default 4 MiB;
+	// SO_RCVBUFFORCE is tried first, which CAP_NET_ADMIN allows beyond
+	// net.core.rmem_max).
+	RcvBuf int
+}
+
+func (c *ConnConfig) defaults() {
+	if c.Batch <= 0 {
+		c.Batch = 64
+	}
+	if c.MsgBytes <= 0 {
+		c.MsgBytes = 2048
+	}
+	if c.RcvBuf <= 0 {
+		c.RcvBuf = 4 << 20
+	}
+}
+
+// mmsghdr is struct mmsghdr (recvmmsg(2)).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// Conn is a netlink socket joined to psample's packets group, in the
+// network namespace of the thread that opened it (psample multicasts a
+// sample in the namespace of the rule that took it). Read waits for
+// samples and reads them in batches; Wake cuts a wait short. One reader at
+// a time; Wake and the counters may be used from any goroutine.
+type Conn struct {
+	fd, wake int
+	family   Family
+	bufs     []byte
+	msgs     []mmsghdr
+	iovs     []unix.Iovec
+	msgBytes int
+	s        Sample
+	batch    uint64
+	pfd      [2]unix.PollFd
+
+	// Overruns counts the times the socket reported ENOBUFS: its buffer
+	// was full and the kernel dropped samples. How many it dropped the
+	// GROUP_SEQ gaps tell (Seq).
+	Overruns atomic.Uint64
+	// Received counts sample messages read; Malformed the messages that
+	// did not parse (counted, skipped).
+	Received  atomic.Uint64
+	Malformed atomic.Uint64
+}
+
+// Open opens a Conn in the calling thread's network namespace.
+func Open(cfg ConnConfig) (*Conn, error) {
+	fam, err := GetFamily()
+	if err != nil {
+		return nil, err
+	}
+	return openFamily(cfg, fam, true)
+}
+
+// openFamily opens a Conn reading the messages of family fam, joined to
+// its packets group when join (without: it receives only what is sent to
+// it, for tests that synthesize the kernel's messages).
+func openFamily(cfg ConnConfig, fam Family, join bool) (*Conn, error) {
+	cfg.defaults()
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_GENERIC)
+	if err != nil {
+		return nil, fmt.Errorf("psample: netlink socket: %w", err)
+	}
+	c := &Conn{fd: fd, wake: -1, family: fam, msgBytes: cfg.MsgBytes}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("psample: bind: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, cfg.RcvBuf); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, cfg.RcvBuf); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("psample: SO_RCVBUF: %w", err)
+		}
+	}
+	if join {
+		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(fam.Packets)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("psample: joining multicast group %s/%s (%d): %w", FamilyName, GroupPacket, fam.Packets, err)
+		}
+	}
+	if c.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("psample: eventfd: %w", err)
+	}
+	c.bufs = make([]byte, cfg.Batch*cfg.MsgBytes)
+	c.msgs = make([]mmsghdr, cfg.Batch)
+	c.iovs = make([]unix.Iovec, cfg.Batch)
+	for i := range c.msgs {
+		c.iovs[i].Base = &c.bufs[i*cfg.MsgBytes]
+		c.iovs[i].SetLen(cfg.MsgBytes)
+		c.msgs[i].hdr.Iov = &c.iovs[i]
+		c.msgs[i].hdr.SetIovlen(1)
+	}
+	c.pfd = [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(c.wake), Events: unix.POLLIN}}
+	return c, nil
+}
+
+// OpenSynthetic opens a Conn that reads messages of family fam sent to it
+// (Addr) rather than the kernel's multicast group: the ASIC attributes
+// no software path produces are tested by sending the kernel's message
+// layout to it from another netlink socket (root: CAP_NET_ADMIN).
+func OpenSynthetic(cfg ConnConfig, fam Family) (*Conn, error) { return openFamily(cfg, fam, false) }
+
+// PortID is the Conn socket's netlink port id (where OpenSynthetic's
+// messages are sent).
+func (c *Conn) PortID() (uint32, error) {
+	sa, err := unix.Getsockname(c.fd)
+	if err != nil {
+		return 0, fmt.Errorf("psample: getsockname: %w", err)
+	}
+	nl, ok := sa.(*unix.SockaddrNetlink)
+	if !ok {
+		return 0, fmt.Errorf("psample: getsockname: %T", sa)
+	}
+	return nl.Pid, nil
+}
+
+// Family returns the psample family the Conn reads.
+func (c *Conn) Family() Family { return c.family }
+
+// maxRounds bounds the recvmmsg calls of one Read, so that a flood still
+// lets the caller send what it made and take its configuration.
+const maxRounds = 16
+
+// Read waits until deadline for samples, then hands every sample already
+// queued (up to maxRounds batches) to fn and returns how many. With none
+// before the deadline, or woken by Wake, it returns 0 and an error
+// satisfying errors.Is(err, os.ErrDeadlineExceeded). The Sample and its
+// Data are valid only during fn. No allocation.
+func (c *Conn) Read(deadline time.Time, fn func(*Sample)) (int, error) {
+	n := 0
+	for round := 0; round < maxRounds; round++ {
+		got, err := c.recv()
+		if err != nil {
+			return n, err
+		}
+		if got == 0 {
+			break
+		}
+		for i := 0; i < got; i++ {
+			n += c.deliver(i, fn)
+		}
+		if got < len(c.msgs) {
+			break
+		}
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if err := c.wait(deadline); err != nil {
+		return 0, err
+	}
+	for round := 0; round < maxRounds; round++ {
+		got, err := c.recv()
+		if err != nil {
+			return n, err
+		}
+		for i := 0; i < got; i++ {
+			n += c.deliver(i, fn)
+		}
+		if got < len(c.msgs) {
+			break
+		}
+	}
+	if n == 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return n, nil
+}
+
+// TryRead hands fn the samples already queued (up to maxRounds batches),
+// without waiting, and returns how many.
+func (c *Conn) TryRead(fn func(*Sample)) (int, error) {
+	n := 0
+	for round := 0; round < maxRounds; round++ {
+		got, err := c.recv()
+		if err != nil {
+			return n, err
+		}
+		for i := 0; i < got; i++ {
+			n += c.deliver(i, fn)
+		}
+		if got < len(c.msgs) {
+			break
+		}
+	}
+	return n, nil
+}
+
+// WaitReadable waits up to timeout until a sample is queued, for a reader
+// that waits on something else and must be woken for samples (a worker
+// whose ports are sampled both ways: agent/kernel's MixedReader).
+func (c *Conn) WaitReadable(timeout time.Duration) (bool, error) {
+	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("psample: poll: %w", err)
+	}
+	return n > 0, nil
+}
+
+// deliver parses message i of the last batch and hands it to fn.
+func (c *Conn) deliver(i int, fn func(*Sample)) int {
+	m := &c.msgs[i]
+	b := c.bufs[i*c.msgBytes : i*c.msgBytes+min(int(m.len), c.msgBytes)]
+	c.s.Batch = c.batch
+	ok, err := ParseMessage(b, c.family.ID, &c.s)
+	if err != nil {
+		c.Malformed.Add(1)
+		return 0
+	}
+	if !ok {
+		return 0
+	}
+	if m.hdr.Flags&unix.MSG_TRUNC != 0 {
+		c.s.Truncated = true
+	}
+	c.Received.Add(1)
+	fn(&c.s)
+	return 1
+}
+
+// recv reads one batch without waiting; 0 when nothing is queued.
+// ENOBUFS (the socket overran) is counted and the read goes on.
+func (c *Conn) recv() (int, error) {
+	for {
+		for i := range c.msgs {
+			c.msgs[i].len = 0
+			c.msgs[i].hdr.Flags = 0
+		}
+		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&c.msgs[0])),
+			uintptr(len(c.msgs)), unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			c.batch++
+			return int(r), nil
+		case unix.EAGAIN:
+			return 0, nil
+		case unix.EINTR:
+			continue
+		case unix.ENOBUFS:
+			c.Overruns.Add(1)
+			continue
+		}
+		return 0, fmt.Errorf("psample: recvmmsg: %w", errno)
+	}
+}
+
+// wait polls the socket and the wake-up eventfd until deadline.
+func (c *Conn) wait(deadline time.Time) error {
+	for {
+		ms := -1
+		if !deadline.IsZero() {
+			d := time.Until(deadline)
+			if d <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			ms = int((d + time.Millisecond - 1) / time.Millisecond)
+		}
+		c.pfd[0].Revents, c.pfd[1].Revents = 0, 0
+		n, err := unix.Poll(c.pfd[:], ms)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("psample: poll: %w", err)
+		}
+		if n == 0 {
+			return os.ErrDeadlineExceeded
+		}
+		if c.pfd[1].Revents != 0 {
+			var b [8]byte
+			_, _ = unix.Read(c.wake, b[:]) // drain; EAGAIN is fine
+			if c.pfd[0].Revents == 0 {
+				return os.ErrDeadlineExceeded
+			}
+		}
+		if c.pfd[0].Revents&unix.POLLERR != 0 && c.pfd[0].Revents&unix.POLLIN == 0 {
+			// An overrun shows as a socket error: read it, count it.
+			if _, err := c.recv(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// Wake makes a waiting Read return at once.
+func (c *Conn) Wake() error {
+	var b [8]byte
+	binary.NativeEndian.PutUint64(b[:], 1)
+	if _, err := unix.Write(c.wake, b[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+		return fmt.Errorf("psample: waking the reader: %w", err)
+	}
+	return nil
+}
+
+// Close closes the socket.
+func (c *Conn) Close() error {
+	var errs []error
+	if c.fd >= 0 {
+		errs = append(errs, unix.Close(c.fd))
+		c.fd = -1
+	}
+	if c.wake >= 0 {
+		errs = append(errs, unix.Close(c.wake))
+		c.wake = -1
+	}
+	return errors.Join(errs...)
+}
