@@ -142,10 +142,17 @@ type CounterSource interface {
 }
 
 // OutputLookup tells the egress port of a sampled frame where the agent can
-// know it (bridge FDB, FIB); it returns the zero Interface (unknown)
-// otherwise. It is called per sample and must not allocate or block.
+// know it (bridge FDB, FIB), and the VLANs and priorities of the frame as
+// the switch classified and forwarded it (dataplane/forwarding: the
+// bridge's VLAN filtering, PVIDs and per-VLAN FDB). It is called per
+// sample and must not allocate or block.
 type OutputLookup interface {
-	Output(in uint32, header []byte) sflow.Interface
+	// Forward returns the egress of a frame that came in on port in
+	// (the zero Interface when unknown) and fills sw when the frame's
+	// VLANs are known (swOK).
+	Forward(in uint32, header []byte, sw *sflow.ExtendedSwitch) (out sflow.Interface, swOK bool)
+	// EgressSwitch fills sw for a frame sampled leaving port out.
+	EgressSwitch(out uint32, header []byte, sw *sflow.ExtendedSwitch) (swOK bool)
 }
 
 // fcsLen is the Ethernet FCS, which XDP never sees: sampled_header's
@@ -388,21 +395,37 @@ func (w *worker) handle(ps *PacketSample) {
 			if !atSample {
 				pool = now
 			}
+			// extended_switch: the VLANs the switch assigned and
+			// forwarded the frame in (a VLAN-filtering bridge: the tag or
+			// the port's PVID), or the frame's own tag where no lookup
+			// is configured; omitted when no VLAN is known, rather than
+			// invented (spec "extended_switch").
+			swOK := false
 			switch {
 			case ps.Egress:
 				// Sampled leaving the port: it is the output
 				// (sflow_version_5.txt section 4, flow_sample.output).
 				output = sflow.IfIndex(ps.IfIndex)
+				if w.output != nil {
+					swOK = w.output.EgressSwitch(ps.IfIndex, ps.Header, &w.sw)
+				}
 			case ps.Transit.Left:
-				// Followed to where it left: the port it really took.
+				// Followed to where it left: the port it really took; the
+				// VLANs are those the switch classified it into.
 				output = sflow.IfIndex(ps.Transit.OutIfIndex)
+				if w.output != nil {
+					_, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
+				}
 			case w.output != nil:
-				output = w.output.Output(ps.IfIndex, ps.Header)
+				output, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
 			}
-			if vlan, prio, ok := vlanTag(ps.Header); ok {
-				// A bridge forwards the tagged frame in its VLAN: the
-				// VLAN is known on both sides (spec "extended_switch").
-				w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
+			if w.output == nil {
+				if vlan, prio, ok := vlanTag(ps.Header); ok {
+					w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
+					swOK = true
+				}
+			}
+			if swOK {
 				w.frecs[nrecs] = &w.sw
 				nrecs++
 			}

@@ -34,6 +34,8 @@ func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource)
 	switch {
 	case ds.Type == sflow.SourceIfIndex:
 		return c.AppendRecords(recs, ds.Index)
+	case ds.Type == sflow.SourceSmonVlan:
+		return c.AppendVLANRecords(recs, ds.Index)
 	case ds == hostSource:
 		c.hostMu.Lock()
 		defer c.hostMu.Unlock()

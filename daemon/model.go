@@ -12,6 +12,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/mib"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // model is what the settings and the current ports contribute to the MIB.
@@ -51,6 +52,7 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 			return m, err
 		}
 	}
+	var selected []dataplane.PortInfo
 	for _, p := range ports {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && !sel(p) {
@@ -65,8 +67,50 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 		}
 		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir,
 			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
+		selected = append(selected, p)
 	}
+	m.Ports = append(m.Ports, l2Sources(ports, selected, log)...)
 	return m, nil
+}
+
+// statsVLANs lists the VLAN data sources of the selected ports
+// (dataplane.StatsVLANs; a variable for tests).
+var statsVLANs = dataplane.StatsVLANs
+
+// l2Sources returns the counter-only data sources the selected ports
+// bring (docs/ARCHITECTURE.md, "Ports, LAGs and VLANs"):
+//   - the bond a selected port is a member of (its members are sampled;
+//     the bond is polled for counters, not sampled, so that no frame is
+//     sampled twice), unless the bond is itself selected;
+//   - one VLAN data source (smonVlanDataSource.<V>) per VLAN of a
+//     selected port on a VLAN-filtering bridge that keeps per-VLAN
+//     statistics. A failure to read them is logged and leaves the VLAN
+//     data sources out: ports and bonds are unaffected.
+func l2Sources(all, selected []dataplane.PortInfo, log *slog.Logger) []mib.Port {
+	byIndex := make(map[int]dataplane.PortInfo, len(all))
+	for _, p := range all {
+		byIndex[p.Index] = p
+	}
+	isSel := make(map[int]bool, len(selected))
+	for _, p := range selected {
+		isSel[p.Index] = true
+	}
+	var out []mib.Port
+	bonds := map[int]bool{}
+	for _, p := range selected {
+		if b, ok := byIndex[p.MasterIndex]; ok && b.Kind == "bond" && !isSel[b.Index] && !bonds[b.Index] {
+			bonds[b.Index] = true
+			out = append(out, mib.Port{IfIndex: uint32(b.Index), CountersOnly: true})
+		}
+	}
+	vids, err := statsVLANs(selected)
+	if err != nil {
+		log.Warn("VLAN data sources not read: no vlan_counters until the next port change", "err", err)
+	}
+	for _, v := range vids {
+		out = append(out, mib.Port{IfIndex: uint32(v), Type: sflow.SourceSmonVlan, CountersOnly: true})
+	}
+	return out
 }
 
 // staticReceivers turns the configured collectors into the MIB's static

@@ -35,6 +35,7 @@ import (
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -176,6 +177,9 @@ type LinkCounterReader struct {
 	nl      *netlink.Handle
 	ethtool int // AF_INET datagram socket for SIOCETHTOOL, in the namespace
 	current bool
+	// raw is a netlink socket in the namespace for RTM_GETSTATS
+	// requests (l2stats.go), which the library's handle cannot send.
+	raw *nl.NetlinkSocket
 }
 
 // NewLinkCounterReader opens a reader for namespace ns; ns <= 0 means the
@@ -185,7 +189,17 @@ func NewLinkCounterReader(ns netns.NsHandle) (*LinkCounterReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("linkstats: %w", err)
 	}
-	return &LinkCounterReader{nl: h, ethtool: ethtool, current: ns <= 0}, nil
+	sns := ns
+	if sns <= 0 {
+		sns = netns.None() // the calling thread's namespace, as the others
+	}
+	raw, err := nl.GetNetlinkSocketAt(sns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		h.Close()
+		unix.Close(ethtool)
+		return nil, fmt.Errorf("linkstats: netlink stats socket: %w", err)
+	}
+	return &LinkCounterReader{nl: h, ethtool: ethtool, current: ns <= 0, raw: raw}, nil
 }
 
 // openLinkSockets opens a netlink route socket and an ethtool ioctl socket
@@ -215,6 +229,7 @@ func openLinkSockets(ns netns.NsHandle) (*netlink.Handle, int, error) {
 // Close releases the reader's sockets.
 func (r *LinkCounterReader) Close() error {
 	r.nl.Close()
+	r.raw.Close()
 	if err := unix.Close(r.ethtool); err != nil {
 		return fmt.Errorf("linkstats: close ethtool socket: %w", err)
 	}

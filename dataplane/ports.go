@@ -37,8 +37,8 @@ type PortSelector func(PortInfo) bool
 // a shell glob (path.Match), one of patterns. With patterns the selection
 // is by name only: a named port is selected even while it is down, so
 // sampling starts when it comes up. With no patterns it selects every
-// oper-up, non-loopback link that is not itself a bridge device (bridge
-// members are selected). A malformed pattern is an error.
+// oper-up, non-loopback link that is not itself a bridge, a bond or an
+// 802.1Q device (bridge and bond members are selected). A malformed pattern is an error.
 func SelectPorts(patterns []string) (PortSelector, error) {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
@@ -47,7 +47,11 @@ func SelectPorts(patterns []string) (PortSelector, error) {
 	}
 	if len(patterns) == 0 {
 		return func(p PortInfo) bool {
-			return p.Up && !p.Loopback && p.Kind != "bridge"
+			// Not a bridge, bond or 802.1Q device: their frames are
+			// sampled on the ports under them (a bond is a counter
+			// data source of its own; docs/ARCHITECTURE.md "Ports, LAGs
+			// and VLANs").
+			return p.Up && !p.Loopback && p.Kind != "bridge" && p.Kind != "bond" && p.Kind != "vlan"
 		}, nil
 	}
 	pats := slices.Clone(patterns)

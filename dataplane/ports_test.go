@@ -358,3 +358,22 @@ func TestWatchPortsOverflow(t *testing.T) {
 	}
 	t.Logf("%d subscriptions, %d events", w.sessions, len(pe.events))
 }
+
+// TestDefaultSelectionSkipsUpperDevices: with no patterns, bridges, bonds
+// and 802.1Q devices are not selected (their frames are sampled on the
+// ports under them); their members are.
+func TestDefaultSelectionSkipsUpperDevices(t *testing.T) {
+	sel, err := SelectPorts(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, want := range map[string]bool{"veth": true, "device": true, "bridge": false, "bond": false, "vlan": false} {
+		if got := sel(PortInfo{Name: "x", Up: true, Kind: kind}); got != want {
+			t.Errorf("kind %s: selected %v, want %v", kind, got, want)
+		}
+	}
+	sel, _ = SelectPorts([]string{"eth1.100"})
+	if !sel(PortInfo{Name: "eth1.100", Kind: "vlan"}) {
+		t.Errorf("a sub-interface named explicitly is not selected")
+	}
+}

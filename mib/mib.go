@@ -1,7 +1,6 @@
 package mib
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +77,17 @@ type Config struct {
 
 // Port is a sampled port: a data source ifIndex.IfIndex.
 type Port struct {
+	// IfIndex is the data source's index: the port's ifIndex, or the
+	// VLAN ID of a VLAN data source (Type).
 	IfIndex uint32
+	// Type is the data source type: sflow.SourceIfIndex (0, a port) or
+	// sflow.SourceSmonVlan (a VLAN of a VLAN-filtering bridge,
+	// smonVlanDataSource.<V> in the tables).
+	Type uint32
+	// CountersOnly makes a data source with counter pollers only, no
+	// sampler rows (sFlowCpTable but not sFlowFsTable): a bond, whose
+	// members are the sampled ports, and every VLAN data source.
+	CountersOnly bool
 	// Monitor selects the AF_XDP monitor path (agent.Config.MonitorPorts).
 	Monitor bool
 	// Direction is which way the port is sampled (agent.Config.Directions);
@@ -251,7 +260,7 @@ func New(cfg Config) (*MIB, error) {
 // the static receivers' instances bound.
 func (m *MIB) newSource(ds sflow.DataSource, p Port) source {
 	s := source{ds: ds, index: encodeSource(ds), port: p, cp: make([]poller, m.cfg.Instances)}
-	if ds.Type == sflow.SourceIfIndex {
+	if ds.Type == sflow.SourceIfIndex && !p.CountersOnly {
 		s.fs = make([]sampler, m.cfg.Instances)
 		for i := range s.fs {
 			s.fs[i] = defaultSampler()
@@ -337,19 +346,23 @@ func (m *MIB) SetStatic(st Static) error {
 // gone are dropped.
 func (m *MIB) SetPorts(ports []Port) error {
 	ports = slices.Clone(ports)
-	slices.SortFunc(ports, func(a, b Port) int { return cmp.Compare(a.IfIndex, b.IfIndex) })
+	dsOf := func(p Port) sflow.DataSource { return sflow.DataSource{Type: p.Type, Index: p.IfIndex} }
+	// Rows in table index order (length-prefixed OIDs): ifIndex.N
+	// (length 11), then smonVlanDataSource.V (12, ...16.22...), then
+	// the host's entPhysicalEntry.1 (12, ...47...), appended below.
+	slices.SortFunc(ports, func(a, b Port) int { return encodeSource(dsOf(a)).Compare(encodeSource(dsOf(b))) })
 	for i := 1; i < len(ports); i++ {
-		if ports[i].IfIndex == ports[i-1].IfIndex {
-			return fmt.Errorf("mib: port ifIndex %d given twice", ports[i].IfIndex)
+		if dsOf(ports[i]) == dsOf(ports[i-1]) {
+			return fmt.Errorf("mib: data source %s given twice", dsOf(ports[i]))
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	old := make(map[uint32]source, len(m.cur.src))
+	old := make(map[sflow.DataSource]source, len(m.cur.src))
 	var host source
 	for _, s := range m.cur.src {
-		if s.ds.Type == sflow.SourceIfIndex {
-			old[s.ds.Index] = s
+		if s.ds != HostSource {
+			old[s.ds] = s
 		} else {
 			host = s
 		}
@@ -357,10 +370,10 @@ func (m *MIB) SetPorts(ports []Port) error {
 	next := &state{rcv: slices.Clone(m.cur.rcv)}
 	same := len(old) == len(ports)
 	for _, p := range ports {
-		s, ok := old[p.IfIndex]
-		if !ok {
+		s, ok := old[dsOf(p)]
+		if !ok || s.port.CountersOnly != p.CountersOnly {
 			same = false
-			src := m.newSource(sflow.DataSource{Type: sflow.SourceIfIndex, Index: p.IfIndex}, p)
+			src := m.newSource(dsOf(p), p)
 			m.restoreRows(next, &src)
 			next.src = append(next.src, src)
 			continue
@@ -376,8 +389,6 @@ func (m *MIB) SetPorts(ports []Port) error {
 	if same {
 		return nil
 	}
-	// ifIndex.N indexes (length 11) sort before entPhysicalEntry.1
-	// (length 12), and among themselves by ifIndex.
 	host.fs, host.cp = slices.Clone(host.fs), slices.Clone(host.cp)
 	next.src = append(next.src, host)
 	return m.install(next, true)
@@ -535,10 +546,10 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 			Address: netip.AddrPortFrom(a, uint16(r.port)), MaxDatagramSize: int(r.maxSize)})
 	}
 	for _, src := range s.src {
-		if src.port.Monitor {
+		if src.ds.Type == sflow.SourceIfIndex && src.port.Monitor {
 			cfg.MonitorPorts[src.ds.Index] = true
 		}
-		if d := src.port.Direction; d != 0 && d != agent.DirectionIngress {
+		if d := src.port.Direction; d != 0 && d != agent.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
 			cfg.Directions[src.ds.Index] = d
 		}
 		for j, f := range src.fs {

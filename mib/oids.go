@@ -49,13 +49,16 @@ const (
 	colCpInterval = 4
 )
 
-// Data source OIDs (SFLOW-MIB SFlowDataSource): ifIndex.<I> and
-// entPhysicalEntry.<N>. ifIndex is IF-MIB's 1.3.6.1.2.1.2.2.1.1;
-// entPhysicalEntry is ENTITY-MIB's 1.3.6.1.2.1.47.1.1.1.1, so the host's
-// entPhysicalEntry.1 is 1.3.6.1.2.1.47.1.1.1.1.1.
+// Data source OIDs (SFLOW-MIB SFlowDataSource): ifIndex.<I>,
+// smonVlanDataSource.<V> and entPhysicalEntry.<N>. ifIndex is IF-MIB's
+// 1.3.6.1.2.1.2.2.1.1; smonVlanDataSource is SMON-MIB's (RFC 2613)
+// smonRegistrationPoints.1, 1.3.6.1.2.1.16.22.1.4.1; entPhysicalEntry is
+// ENTITY-MIB's 1.3.6.1.2.1.47.1.1.1.1, so the host's entPhysicalEntry.1
+// is 1.3.6.1.2.1.47.1.1.1.1.1.
 var (
-	ifIndexOID          = snmpd.OID{1, 3, 6, 1, 2, 1, 2, 2, 1, 1}
-	entPhysicalEntryOID = snmpd.OID{1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1}
+	ifIndexOID            = snmpd.OID{1, 3, 6, 1, 2, 1, 2, 2, 1, 1}
+	smonVlanDataSourceOID = snmpd.OID{1, 3, 6, 1, 2, 1, 16, 22, 1, 4, 1}
+	entPhysicalEntryOID   = snmpd.OID{1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1}
 )
 
 // encodeSource returns the table index of data source ds: sFlowFsDataSource
@@ -63,8 +66,11 @@ var (
 // RFC 2578 section 7.7 encodes them with their length first.
 func encodeSource(ds sflow.DataSource) snmpd.OID {
 	base := ifIndexOID
-	if ds.Type == sflow.SourceEntPhysicalEntry {
+	switch ds.Type {
+	case sflow.SourceEntPhysicalEntry:
 		base = entPhysicalEntryOID
+	case sflow.SourceSmonVlan:
+		base = smonVlanDataSourceOID
 	}
 	o := make(snmpd.OID, 0, len(base)+2)
 	o = append(o, uint32(len(base)+1))

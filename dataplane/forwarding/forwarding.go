@@ -41,9 +41,11 @@ type Table struct {
 	dirty chan struct{}
 }
 
-// fdbKey is a learned MAC on a bridge.
+// fdbKey is a learned MAC on a bridge, in a VLAN of a VLAN-filtering
+// bridge (vid 0 on a bridge without VLAN filtering).
 type fdbKey struct {
 	bridge uint32
+	vid    uint16
 	mac    [6]byte
 }
 
@@ -74,6 +76,16 @@ type snapshot struct {
 	floodPorts map[uint32]uint32         // bridge -> number of its ports
 	tunnels    map[uint32]*tunnelDev     // tunnel devices by ifindex, with their FDB (tunnel.go)
 	linkAddrs  map[uint32][]netip.Prefix // addresses of each link, in the kernel's order (tunnel.go: a source address)
+	// VLANs (vlan.go): the VLAN-filtering bridges, each port's PVID and
+	// VLAN memberships, the up member ports of each VLAN of a bridge
+	// (keyed by bridge and VID), the one egress-untagged VLAN of a port
+	// that has exactly one, and the 802.1Q devices.
+	vlanBridges    map[uint32]vlanBridge
+	pvid           map[uint32]uint16
+	member         map[vlanKey]bool // value: egress untagged
+	floodVLANPorts map[vlanKey]uint32
+	untaggedVLAN   map[uint32]uint16
+	vlanDevs       map[uint32]vlanDev
 	// gen is the FIB generation the routes were read at, when genOK
 	// (read before and after, equal).
 	gen   uint32
@@ -102,26 +114,16 @@ func New(ns netns.NsHandle, log *slog.Logger) *Table {
 //     port for its destination IP, or 0x3FFFFFFF when the IP is this host's
 //     (the packet terminates in the device);
 //   - otherwise 0 (unknown).
+//
+// On a VLAN-filtering bridge the lookups are those of the frame's VLAN
+// (Forward, vlan.go).
 func (t *Table) Output(in uint32, header []byte) sflow.Interface {
 	if len(header) < 14 {
 		return sflow.Interface{}
 	}
-	s := t.snap.Load()
-	dst := [6]byte(header[0:6])
-	bridge := s.bridgeOf[in]
-	if dst[0]&1 != 0 { // group address
-		return s.flood(bridge)
-	}
-	if s.ownMACs[dst] {
-		return s.routed(header)
-	}
-	if bridge == 0 {
-		return sflow.Interface{}
-	}
-	if port, ok := s.fdb[fdbKey{bridge, dst}]; ok {
-		return sflow.IfIndex(port)
-	}
-	return s.flood(bridge)
+	var sw sflow.ExtendedSwitch
+	out, _ := t.Forward(in, header, &sw)
+	return out
 }
 
 func (s *snapshot) flood(bridge uint32) sflow.Interface {
@@ -360,6 +362,9 @@ func (t *Table) read() (*snapshot, error) {
 			}
 		}
 	}
+	if err := s.readVLANs(h, t.ns, links); err != nil {
+		return nil, err
+	}
 	neighs, err := h.NeighList(0, unix.AF_BRIDGE)
 	if err != nil {
 		return nil, fmt.Errorf("forwarding: listing bridge FDB: %w", err)
@@ -369,7 +374,11 @@ func (t *Table) read() (*snapshot, error) {
 		if len(n.HardwareAddr) != 6 || n.MasterIndex == 0 || n.State&netlink.NUD_PERMANENT != 0 {
 			continue // not learned on a bridge (own MACs are in ownMACs)
 		}
-		s.fdb[fdbKey{uint32(n.MasterIndex), [6]byte(n.HardwareAddr)}] = uint32(n.LinkIndex)
+		var vid uint16
+		if _, ok := s.vlanBridges[uint32(n.MasterIndex)]; ok {
+			vid = uint16(n.Vlan)
+		}
+		s.fdb[fdbKey{uint32(n.MasterIndex), vid, [6]byte(n.HardwareAddr)}] = uint32(n.LinkIndex)
 	}
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {

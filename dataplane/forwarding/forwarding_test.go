@@ -102,7 +102,7 @@ func mac(t *testing.T, ns netns.NsHandle, name string) net.HardwareAddr {
 
 func BenchmarkOutput(b *testing.B) {
 	s := &snapshot{
-		fdb:      map[fdbKey]uint32{{1, [6]byte{2, 0, 0, 0, 0, 0x12}}: 5},
+		fdb:      map[fdbKey]uint32{{1, 0, [6]byte{2, 0, 0, 0, 0, 0x12}}: 5},
 		bridgeOf: map[uint32]uint32{4: 1, 5: 1},
 	}
 	tab := New(netns.None(), nil)
