@@ -177,8 +177,8 @@ func TestFaultPorts(t *testing.T) {
 			if at, ok := col.firstSince(ifindex, 20*time.Millisecond); ok {
 				return at.Sub(since)
 			}
-			if time.Since(since) > 10*time.Second {
-				t.Fatalf("%s: no sample of ifindex %d within 10 s\n%s", what, ifindex, d.log())
+			if bound := testutil.Scaled(10 * time.Second); time.Since(since) > bound {
+				t.Fatalf("%s: no sample of ifindex %d within %v\n%s", what, ifindex, bound, d.log())
 			}
 		}
 	}
@@ -505,6 +505,7 @@ func childPID(t *testing.T, pid int) int {
 // timeout.
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = testutil.Scaled(timeout) // a bound: scaled under emulation
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
