@@ -9,9 +9,9 @@
 #      IPv6 on either (only the test's frames cross sw1);
 #   2. dpkg -i DEB_OLD; the packaged configuration with its pin_dir, sw1
 #      only, sampling 1, a collector on 127.0.0.1:6343; systemctl start;
-#   3. steady traffic from h1 (ping, 200 frames/s); our decoder as the
-#      collector (sflowswitchd decode -listen) and tshark capturing the
-#      same datagrams (the independent decoder);
+#   3. steady traffic from h1 (ping, 200 frames/s); the datagrams captured
+#      on lo (dumpcap), read afterwards by our decoder (sflowswitchd decode
+#      -pcap) and by tshark (the independent decoder);
 #   4. dpkg -i DEB_NEW while the traffic runs: postinst hands over by
 #      SIGUSR2. Checked: the same MainPID, no systemd restart, the journal's
 #      "upgrade in place completed" from the old version to the new;
@@ -73,11 +73,16 @@ head = 'ports = ["sw1"]\nsampling = 1\npolling = 5\nagentx = "off"\nmetrics = "1
 open(p, 'w').write(head + s + '\n[[collector]]\naddress = "127.0.0.1:6343"\n')
 PY
 
-sflowswitchd decode -listen 127.0.0.1:6343 >"$work/decoded.json" 2>"$work/decode.err" &
+# The datagrams are captured on lo (dumpcap, a 64 MiB buffer; its drops
+# are checked) and both decoders read the same capture afterwards: a
+# decoder listening on the socket fell behind under emulation, and the
+# socket dropped datagrams the agent had sent. A listener drains the
+# socket meanwhile (a closed port would refuse the datagrams).
+sflowswitchd decode -listen 127.0.0.1:6343 >/dev/null 2>"$work/decode.err" &
 dec_pid=$!
-tshark -q -i lo -f 'udp dst port 6343' -w "$work/cap.pcap" 2>"$work/tshark.err" &
+dumpcap -q -i lo -B 64 -f 'udp dst port 6343' -w "$work/cap.pcapng" 2>"$work/dumpcap.err" &
 cap_pid=$!
-sleep 2
+sleep 3
 systemctl start sflowswitchd
 pid0=$(systemctl show -P MainPID sflowswitchd)
 [ "$pid0" != 0 ] || fail "not started"
@@ -107,11 +112,12 @@ echo "upgrade in place: PID $pid1 kept, now $new_ver"
 sleep 5
 
 echo "== kill -9 $pid1; systemd restarts it (Restart=on-failure)"
-# Datagrams received before the kill: a gap in the sample sequence numbers
-# is allowed only after these (samples the killed daemon had numbered but
-# not yet sent; persist's design: the numbers show what was lost).
+# The moment of the kill: a gap in the sample sequence numbers is allowed
+# only after the datagrams sent before it (samples the killed daemon had
+# numbered but not yet sent; persist's design: the numbers show what was
+# lost).
 sleep 1.5
-mark=$(wc -l <"$work/decoded.json")
+mark=$(date +%s.%N)
 kill -9 "$pid1"
 for _ in $(seq 1 60); do
 	pid2=$(systemctl show -P MainPID sflowswitchd)
@@ -131,24 +137,34 @@ sleep 3
 rx=$(($(cat /sys/class/net/sw1/statistics/rx_packets) - rx0))
 # Wait for the last samples (the workers' one-second tick) to arrive.
 sleep 3
-kill "$dec_pid" "$cap_pid"
-wait "$dec_pid" 2>/dev/null || true
+kill -INT "$cap_pid"
 wait "$cap_pid" 2>/dev/null || true
+kill "$dec_pid"
+wait "$dec_pid" 2>/dev/null || true
 dec_pid= cap_pid=
 echo "sw1 rx_packets since the test began: $rx"
+cat "$work/dumpcap.err"
+# "Packets received/dropped on interface 'lo': R/D (...)"
+dropped=$(sed -n "s|.*received/dropped on interface '[^']*': [0-9]*/\([0-9]*\).*|\1|p" "$work/dumpcap.err")
+[ "${dropped:-0}" = 0 ] || fail "the capture dropped $dropped datagrams"
+# Our decoder, on the capture: one JSON line per datagram, with the time
+# it was captured (the kill's mark is compared with it).
+tshark -r "$work/cap.pcapng" -T fields -e frame.time_epoch >"$work/times.txt"
+sflowswitchd decode -pcap "$work/cap.pcapng" >"$work/decoded.json" 2>"$work/decode.err" || fail "decode: $(head -3 "$work/decode.err")"
 
 echo "== the samples of sw1, by our decoder and by tshark"
 ifindex=$(cat /sys/class/net/sw1/ifindex)
-tshark -r "$work/cap.pcap" -T fields -E separator=';' -e sflow.flow_sample.source_id_index \
+tshark -r "$work/cap.pcapng" -T fields -E separator=';' -e sflow.flow_sample.source_id_index \
 	-e sflow.flow_sample.sequence_number -e sflow.flow_sample.sample_pool -e sflow.flow_sample.dropped_packets \
 	-e sflow.flow_sample.index >"$work/tshark.txt" 2>"$work/tshark-read.err" || fail "tshark: $(cat "$work/tshark-read.err")"
-python3 - "$work/decoded.json" "$work/tshark.txt" "$ifindex" "$rx" "$mark" <<'PY'
+python3 - "$work/decoded.json" "$work/tshark.txt" "$ifindex" "$rx" "$mark" "$work/times.txt" <<'PY'
 import json, sys
-dec, tsh, ifindex, rx, mark = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+dec, tsh, ifindex, rx, mark = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+times = [float(x) for x in open(sys.argv[6]).read().split()]
 ours = []
 seq_at_mark = None
 for n, line in enumerate(open(dec)):
-    if n == mark:
+    if seq_at_mark is None and n < len(times) and times[n] > mark:
         seq_at_mark = max([s for s, _, _ in ours], default=0)
     d = json.loads(line)
     for s in d.get("samples", []):
