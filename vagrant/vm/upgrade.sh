@@ -78,6 +78,11 @@ PY
 # decoder listening on the socket fell behind under emulation, and the
 # socket dropped datagrams the agent had sent. A listener drains the
 # socket meanwhile (a closed port would refuse the datagrams).
+# The agent sends runs of equal datagrams as one UDP GSO message; on lo a
+# capture would see the unsegmented message (one frame of ~32 KB, several
+# datagrams): with UDP segmentation off on the VM's lo the kernel cuts it
+# before the capture sees it.
+ethtool -K lo tx-udp-segmentation off
 sflowswitchd decode -listen 127.0.0.1:6343 >/dev/null 2>"$work/decode.err" &
 dec_pid=$!
 dumpcap -q -i lo -B 64 -f 'udp dst port 6343' -w "$work/cap.pcapng" 2>"$work/dumpcap.err" &
