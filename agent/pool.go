@@ -41,7 +41,9 @@ import (
 // kernel's ingress and egress counters): its pool is the sum of both, the
 // data source covering both directions. Only the ingress counts are kept
 // in the persistent state: an egress sampler is not pinned (dataplane
-// pins ingress attachments only), so a take-over attaches it anew.
+// pins ingress attachments only), so a take-over attaches it anew, what
+// it counted added to the port's base once the samples that waited in
+// the rings are read (Agent.Adopt).
 type portPool struct {
 	base uint64    // pool of earlier attachments (identifies this attachment)
 	cpu  []*uint64 // latest reported ingress pool per CPU

@@ -168,8 +168,10 @@ type sampler struct {
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
 	// seq is the last sample sequence number, in the agent's persistent
 	// state (agent/persist): an upgrade or a restart continues it.
-	seq      *uint64
-	poolBase uint64 // pool of earlier attachments of the port, so pools never run backwards
+	seq *uint64
+	// poolBase and dropsBase are what earlier attachments of the port
+	// counted, so that pools and drops never run backwards.
+	poolBase, dropsBase uint64
 }
 
 // poller is a counter poller's state in its worker.
@@ -191,9 +193,9 @@ type workerConfig struct {
 }
 
 type samplerSpec struct {
-	cfg        SamplerConfig
-	kernelRate uint32
-	poolBase   uint64
+	cfg                 SamplerConfig
+	kernelRate          uint32
+	poolBase, dropsBase uint64
 }
 
 // worker is one sub-agent. All its fields are touched only by its own
@@ -202,6 +204,9 @@ type worker struct {
 	id   int
 	log  *slog.Logger
 	ctrl chan workerConfig
+	// drain asks the worker to read what its reader holds now and to
+	// close the channel it sends once it has (Agent.drainWorkers).
+	drain chan chan struct{}
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
@@ -248,7 +253,7 @@ type worker struct {
 
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
-		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
+		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1), drain: make(chan chan struct{}, 1),
 		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
@@ -280,6 +285,13 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		select {
 		case cfg := <-w.ctrl:
 			w.apply(cfg)
+		case done := <-w.drain:
+			// Asked once the hold ended (Agent.drainWorkers asks no
+			// held worker): it ends here too.
+			hold = nil
+			nextTick = time.Now()
+			w.readAll(src)
+			close(done)
 		case <-hold:
 			hold = nil
 			// At once: what waited in the ring is read and sent now,
@@ -292,6 +304,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 	for {
 		// Apply configuration between samples, never during one.
 		select {
+		case done := <-w.drain:
+			w.readAll(src)
+			close(done)
 		case cfg := <-w.ctrl:
 			w.apply(cfg)
 		case <-ctx.Done():
@@ -300,6 +315,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		}
 		if src == nil {
 			select {
+			case done := <-w.drain:
+				close(done)
+				continue
 			case cfg := <-w.ctrl:
 				w.apply(cfg)
 				continue
@@ -341,6 +359,34 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			if nextTick.Before(now) { // we were stalled: do not tick in a burst
 				nextTick = now.Add(time.Second)
 			}
+		}
+	}
+}
+
+// readAll reads what src holds now, without waiting, and sends the
+// complete datagrams (Agent.drainWorkers). A configuration waiting is
+// applied first: it was sent before the request, and the samples read
+// are of the attachments it describes. src may be nil.
+func (w *worker) readAll(src SampleReader) {
+	select {
+	case cfg := <-w.ctrl:
+		w.apply(cfg)
+	default:
+	}
+	if src == nil {
+		return
+	}
+	// Bounded: under load the kernel refills the ring as fast as it is
+	// read; what was there at the call is read within a few batches.
+	for range 64 {
+		n, err := src.ReadSamples(time.Now(), w.handleFn)
+		if n > 0 {
+			for _, r := range w.receivers {
+				r.SendQueued()
+			}
+		}
+		if n == 0 || err != nil {
+			return
 		}
 	}
 }
@@ -483,7 +529,7 @@ func (w *worker) handle(ps *PacketSample) {
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   max(s.cfg.Rate, ps.KernelRate), // a sample taken at a higher kernel rate, before a rate fell
 			SamplePool:     uint32(s.poolBase + pool),      // RFC: wraps mod 2^32
-			Drops:          uint32(drops),
+			Drops:          uint32(s.dropsBase + drops),
 			Input:          input,
 			Output:         output,
 			Records:        w.frecs[:nrecs],
@@ -673,7 +719,7 @@ func (w *worker) apply(cfg workerConfig) {
 		if s == nil {
 			s = &sampler{seq: w.claim(persist.SamplerKey(sp.cfg.IfIndex, sp.cfg.Instance))}
 		}
-		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
+		s.cfg, s.out, s.poolBase, s.dropsBase = sp.cfg, out, sp.poolBase, sp.dropsBase
 		s.kernelRate = sp.kernelRate
 		s.threshold = subsampleThreshold(sp.kernelRate, sp.cfg.Rate)
 		w.samplers[sp.cfg.IfIndex] = append(w.samplers[sp.cfg.IfIndex], s)

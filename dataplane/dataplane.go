@@ -264,6 +264,9 @@ type Dataplane struct {
 	// taken over from it at Open, with their configuration.
 	pin     *pinState
 	adopted map[int]PortConfig
+	// adoptedEgress are the egress counts of the adopted ports, as
+	// their egress samplers left them (AdoptedEgress).
+	adoptedEgress map[int]PortCounters
 	// state is the agent's state memory (StateMemory).
 	state    *ebpf.Map
 	stateMem []byte
@@ -942,9 +945,10 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = p
 	d.publishSlots()
-	if p.link != nil {
+	{
 		// Only the ingress attachment is pinned (and adopted by the next
-		// program); an egress sampler is attached anew after a take-over.
+		// program); an egress sampler is attached anew after a take-over,
+		// its count read from its pinned counters (pinegress.go).
 		if err := d.recordPort(ifindex, p); err != nil {
 			// Sampled, but a crash or upgrade would lose the port: said.
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
@@ -1104,6 +1108,9 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		// The directions the port is sampled in now, whatever failed.
 		p.cfg.Direction = p.direction()
 		d.publishSlots()
+		if rerr := d.recordPort(ifindex, p); rerr != nil {
+			d.log.Warn("port's directions not pinned: a crash or an upgrade takes it for its former ones", "ifindex", ifindex, "err", rerr)
+		}
 		if err != nil {
 			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 		}

@@ -131,9 +131,12 @@ func (s pinSizes) differs(o pinSizes) string {
 // pinPortValue is map_ports' value: how a port is attached.
 type pinPortValue struct {
 	Slot     uint32
-	Attach   uint8 // attachCode
+	Attach   uint8 // attachCode; 0: not sampled at ingress (egress only)
 	OwnQdisc uint8 // clsact: the owner created the qdisc
-	_        [2]uint8
+	// Dirs are the directions the port is sampled in (Direction; 0, as
+	// states written before it: ingress).
+	Dirs uint8
+	_    uint8
 }
 
 // Attach modes as stored in map_ports.
@@ -546,7 +549,10 @@ func (d *Dataplane) recordPort(ifindex int, p *port) error {
 		}
 		p.pinned = true
 	}
-	v := pinPortValue{Slot: p.slot, Attach: attachCode(p.mode)}
+	v := pinPortValue{Slot: p.slot, Attach: attachCode(p.mode), Dirs: uint8(p.direction())}
+	if p.link == nil {
+		v.Attach = 0
+	}
 	if f, ok := p.link.(*clsactFilter); ok && f.ownQdisc {
 		v.OwnQdisc = 1
 	}
@@ -599,8 +605,26 @@ func (d *Dataplane) adoptPorts() error {
 	}
 	used := map[uint32]bool{}
 	d.adopted = map[int]PortConfig{}
+	// What the egress samplers counted: they ended with the previous
+	// program (pinegress.go).
+	d.adoptedEgress = d.endedEgress(func(yield func(int, pinPortValue) bool) {
+		for _, e := range es {
+			if !yield(int(e.ifindex), e.v) {
+				return
+			}
+		}
+	})
 	for _, e := range es {
 		ifindex := int(e.ifindex)
+		if e.v.Attach == 0 {
+			// Sampled at egress only: nothing of it is attached any
+			// more; it is attached anew if still configured.
+			d.dropPinned(ifindex, e.v)
+			if dirs := Direction(e.v.Dirs); dirs != 0 {
+				d.adopted[ifindex] = PortConfig{Direction: dirs}
+			}
+			continue
+		}
 		p, err := d.adoptPort(ifindex, e.v, used)
 		if err != nil {
 			d.log.Warn("pinned port not taken over: detached, it is attached afresh if still configured",
@@ -610,7 +634,11 @@ func (d *Dataplane) adoptPorts() error {
 		}
 		used[p.slot] = true
 		d.ports[ifindex] = p
-		d.adopted[ifindex] = p.cfg
+		pc := p.cfg
+		if dirs := Direction(e.v.Dirs); dirs != 0 {
+			pc.Direction = dirs // as configured; attached now: ingress
+		}
+		d.adopted[ifindex] = pc
 		d.log.Info("sampler taken over", "ifindex", ifindex, "hook", p.hook, "mode", p.mode,
 			"rate", p.cfg.Rate, "delivery", p.cfg.Mode.String(), "worker", p.cfg.Worker, "slot", p.slot)
 	}
@@ -752,7 +780,11 @@ func (d *Dataplane) dropPinned(ifindex int, v pinPortValue) {
 }
 
 // AdoptedPorts returns the ports this Dataplane took over from pinned
-// state at Open, with their configuration; nil when none.
+// state at Open, with their configuration; nil when none. A port's
+// Direction is the directions the previous program sampled it in; of
+// those only ingress is still attached (AttachMode), the egress sampler
+// having ended with that program (AdoptedEgress). A port the previous
+// program sampled at egress only has nothing attached and no rate (0).
 func (d *Dataplane) AdoptedPorts() map[int]PortConfig {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -53,12 +53,34 @@ func (a Dataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the
-// agent's terms (agent.Agent.Adopt).
-func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
-	out := map[uint32]agent.PortSampling{}
+// agent's terms (agent.Agent.Adopt): the directions the earlier program
+// sampled each in, those still attached (ingress: an egress sampler is
+// not pinned), and what its egress sampler counted.
+func Adopted(dp *dataplane.Dataplane) map[uint32]agent.AdoptedPort {
+	out := map[uint32]agent.AdoptedPort{}
+	egress := dp.AdoptedEgress()
 	for idx, pc := range dp.AdoptedPorts() {
-		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
-			Monitor: pc.Mode == dataplane.ModeMonitor}
+		ap := agent.AdoptedPort{PortSampling: agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
+			Monitor: pc.Mode == dataplane.ModeMonitor, Direction: agentDirection(pc.Direction)}}
+		if pc.Rate != 0 { // attached: its ingress sampler continues
+			ap.Attached = agent.DirectionIngress
+		}
+		if e, ok := egress[idx]; ok {
+			ap.EndedPool, ap.EndedDrops = e.Pool, e.Drops
+		}
+		out[uint32(idx)] = ap
+	}
+	return out
+}
+
+// agentDirection is Direction's inverse.
+func agentDirection(d dataplane.Direction) agent.Direction {
+	var out agent.Direction
+	if d.Has(dataplane.DirectionIngress) {
+		out |= agent.DirectionIngress
+	}
+	if d.Has(dataplane.DirectionEgress) {
+		out |= agent.DirectionEgress
 	}
 	return out
 }
