@@ -572,8 +572,16 @@ func (a *Agent) applyLocked(cfg Config) error {
 		}
 		w := a.WorkerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.IfIndex})
 		b := a.base(s.IfIndex)
-		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate,
-			poolBase: atomic.LoadUint64(&b[baseWordPool]), dropsBase: atomic.LoadUint64(&b[baseWordDrops])})
+		sp := samplerSpec{cfg: s, kernelRate: p.KernelRate,
+			poolBase: atomic.LoadUint64(&b[baseWordPool]), dropsBase: atomic.LoadUint64(&b[baseWordDrops])}
+		if ap, ok := a.pending[s.IfIndex]; ok {
+			// Until EndAdoption: the ended sampler's count is part
+			// of every waiting sample's pool (it ended after them or
+			// at most that many frames after) and drops.
+			sp.endedPool = ap.EndedPool
+			sp.dropsBase += ap.EndedDrops
+		}
+		per[w].samplers = append(per[w].samplers, sp)
 	}
 	for _, p := range cfg.Pollers {
 		w := a.WorkerOf(p.Source)

@@ -196,6 +196,10 @@ type samplerSpec struct {
 	cfg                 SamplerConfig
 	kernelRate          uint32
 	poolBase, dropsBase uint64
+	// endedPool is the count of the port's egress sampler that ended with
+	// an earlier program, not yet in poolBase (Agent.Adopt): the floor of
+	// the port's egress pool.
+	endedPool uint64
 }
 
 // worker is one sub-agent. All its fields are touched only by its own
@@ -703,11 +707,18 @@ func (w *worker) apply(cfg workerConfig) {
 		// attachment (its counters restart from 0 over a new base) starts
 		// afresh.
 		if _, ok := w.pools[sp.cfg.IfIndex]; !ok {
-			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
-				w.pools[sp.cfg.IfIndex] = pp
-			} else {
-				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
+			pp := oldPools[sp.cfg.IfIndex]
+			if pp == nil || pp.base != sp.poolBase {
+				np := newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
+				if pp != nil && pp.base+pp.last > np.base {
+					// The pools of the new attachment go on above
+					// the last one of the old (pool.go).
+					np.last = pp.base + pp.last - np.base
+				}
+				pp = np
 			}
+			pp.outAll = max(pp.outAll, sp.endedPool)
+			w.pools[sp.cfg.IfIndex] = pp
 		}
 		out := w.receivers[sp.cfg.Receiver]
 		if out == nil || sp.cfg.Rate == 0 {
