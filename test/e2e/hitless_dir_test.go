@@ -97,7 +97,7 @@ func hitlessDirection(t *testing.T, dir, hook, event string) {
 	rx0, tx0 := p1Packets(t, lab)
 	d := h.start(t)
 	d.waitReady(t, lab, "p1", "p2")
-	in := startNumbered(lab, 0, 1, 0)       // in at p1, out at p2
+	in := startNumbered(lab, 0, 1, 0)      // in at p1, out at p2
 	out := startNumbered(lab, 1, 0, 1<<40) // in at p2, out at p1
 	time.Sleep(2 * time.Second)
 	out.stop()
