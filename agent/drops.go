@@ -202,7 +202,7 @@ func (r *DropReporter) applyReceivers() {
 		if !ok {
 			last = uint32(*slot) // an earlier process's
 		}
-		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
+		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, nil, r.stats.Sender.senderCounters(),
 			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)

@@ -253,6 +253,22 @@ type worker struct {
 	// handleFn is w.handle as a func value, made once: passing a method
 	// value per read would allocate.
 	handleFn func(*PacketSample)
+	// commit marks the samples read so far as consumed (Committer; nil
+	// when the reader cannot), and commitFn calls it: the receivers'
+	// senders call commitFn before each send.
+	commit   func()
+	commitFn func()
+}
+
+// Committer is implemented by a SampleReader whose source outlives the
+// process (a pinned ring buffer): CommitRead, called from within the
+// ReadSamples callback, marks the samples handed before the current one
+// as consumed, so that a program that takes the source over after a
+// crash does not read them again. The worker calls it before it sends
+// datagrams, so no sample that may have reached a collector is sent
+// twice.
+type Committer interface {
+	CommitRead()
 }
 
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
@@ -268,6 +284,11 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 	w.frecs[0] = &w.hdr
 	w.frecs[1] = &w.sw
 	w.handleFn = w.handle
+	w.commitFn = func() {
+		if w.commit != nil {
+			w.commit()
+		}
+	}
 	return w
 }
 
@@ -282,6 +303,9 @@ func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Mill
 // be nil for a worker that only polls.
 func (w *worker) run(ctx context.Context, src SampleReader) {
 	defer w.closeAll()
+	if c, ok := src.(Committer); ok {
+		w.commit = c.CommitRead
+	}
 	nextTick := time.Now().Add(time.Second)
 	// Adopted samplers (Agent.Adopt): configurations only, no sample read,
 	// until the agent lets go.

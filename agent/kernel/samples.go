@@ -157,6 +157,9 @@ func (r *Reader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (
 	return r.src.Read(deadline, r.conv)
 }
 
+// CommitRead implements agent.Committer (dataplane.Source.Commit).
+func (r *Reader) CommitRead() { r.src.Commit() }
+
 // Wake implements agent.Waker.
 func (r *Reader) Wake() error { return r.src.Wake() }
 
