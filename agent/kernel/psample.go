@@ -224,6 +224,14 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 			pp.pool = old.poolA.Load()
 			pp.poolA.Store(pp.pool)
 			pp.dropsA.Store(old.dropsA.Load())
+		} else if p.owner != nil {
+			// Rules mode, a port not sampled: its groups are made by
+			// its rules now (the kernel frees a group with its last
+			// rule, and the rules an earlier program left were removed
+			// at start), so their first sample is numbered 0 and a
+			// sample lost before the first one read counts too.
+			pp.seq[0].StartAt(0)
+			pp.seq[1].StartAt(0)
 		}
 	}
 	pp.rate, pp.trunc = rate, uint32(ps.HeaderBytes)

@@ -28,6 +28,11 @@ const (
 	AttrLatency     = 12 // u64: ns in the device
 	AttrTimestamp   = 13 // u64: ns
 	AttrProto       = 14 // u16: the skb's protocol (host order)
+	AttrUserCookie  = 15 // binary: the user's cookie (Linux 6.11)
+	// AttrSampleProbability (a flag, Linux 6.11) says SAMPLE_RATE is a
+	// probability scaled to 0..U32_MAX, not 1 in N (Open vSwitch's
+	// psample action, tc sample's TCA_SAMPLE_PROBABILITY).
+	AttrSampleProbability = 16
 )
 
 // CmdSample is PSAMPLE_CMD_SAMPLE, the command of a sample message.
@@ -47,24 +52,30 @@ const (
 	HasLatency
 	HasTimestamp
 	HasProto
+	HasProbability // the kernel's rate was a probability (Probability)
 )
 
 // Sample is one PSAMPLE_CMD_SAMPLE message. Data aliases the buffer the
 // message was read into: valid only during the callback that receives it.
 type Sample struct {
-	Has       uint32 // Has* bits
-	IIfIndex  uint32 // 0 when absent
-	OIfIndex  uint32 // 0 when absent
-	OrigSize  uint32
-	Group     uint32
-	Seq       uint32
-	Rate      uint32
-	OutTC     uint32
-	OutTCOcc  uint64
-	Latency   uint64
-	Timestamp uint64
-	Proto     uint16
-	Data      []byte
+	Has      uint32 // Has* bits
+	IIfIndex uint32 // 0 when absent
+	OIfIndex uint32 // 0 when absent
+	OrigSize uint32
+	Group    uint32
+	Seq      uint32
+	// Rate is 1 in N: the kernel's SAMPLE_RATE, or, for a probability
+	// (HasProbability), the N nearest to it (ProbabilityRate).
+	Rate uint32
+	// Probability is the kernel's SAMPLE_RATE as it came, with
+	// HasProbability: a probability scaled to 0..U32_MAX.
+	Probability uint32
+	OutTC       uint32
+	OutTCOcc    uint64
+	Latency     uint64
+	Timestamp   uint64
+	Proto       uint16
+	Data        []byte
 	// Truncated: the socket's buffer held only part of the message
 	// (MSG_TRUNC); Data holds the bytes that fitted.
 	Truncated bool
@@ -105,7 +116,30 @@ func ParseMessage(b []byte, family uint16, s *Sample) (ok bool, err error) {
 	} else if n > len(b) {
 		s.Truncated = true
 	}
-	return true, s.parseAttrs(b[nlmsgHdrLen+genlHdrLen:])
+	err = s.parseAttrs(b[nlmsgHdrLen+genlHdrLen:])
+	if s.Has&HasProbability != 0 {
+		s.Probability, s.Rate = s.Rate, ProbabilityRate(s.Rate)
+	}
+	return true, err
+}
+
+// ProbabilityRate is the 1-in-N rate of a sampling probability p scaled
+// to 0..U32_MAX (PSAMPLE_ATTR_SAMPLE_PROBABILITY): U32_MAX / p rounded to
+// the nearest integer (sFlow's sampling_rate is 1 in N). hsflowd's
+// mod_psample makes the same division but rounds up only when the
+// remainder exceeds U32_MAX/2, which it never does for p > 1, so it
+// rounds down: 99 for a probability of 1% (42949673); this gives 100. 0
+// for a probability of 0 (nothing is sampled).
+func ProbabilityRate(p uint32) uint32 {
+	if p == 0 {
+		return 0
+	}
+	const max32 = 1<<32 - 1
+	n, rem := max32/uint64(p), max32%uint64(p)
+	if 2*rem >= uint64(p) {
+		n++
+	}
+	return uint32(n)
 }
 
 // parseAttrs reads the attributes in a.
@@ -148,6 +182,9 @@ func (s *Sample) attr(typ uint16, v []byte) error {
 		want = 8
 	case AttrData:
 		s.Data, s.Has = v, s.Has|HasData
+		return nil
+	case AttrSampleProbability:
+		s.Has |= HasProbability
 		return nil
 	default:
 		return nil // others (tunnel, cookies of newer kernels) are not used
@@ -221,7 +258,11 @@ func AppendMessage(b []byte, family uint16, s *Sample) []byte {
 	if s.Has&HasOIf != 0 {
 		p16(AttrOIfIndex, s.OIfIndex)
 	}
-	p32(AttrSampleRate, s.Rate)
+	if s.Has&HasProbability != 0 {
+		p32(AttrSampleRate, s.Probability)
+	} else {
+		p32(AttrSampleRate, s.Rate)
+	}
 	p32(AttrOrigSize, s.OrigSize)
 	p32(AttrSampleGroup, s.Group)
 	p32(AttrGroupSeq, s.Seq)
@@ -242,6 +283,9 @@ func AppendMessage(b []byte, family uint16, s *Sample) []byte {
 	}
 	if len(s.Data) > 0 {
 		put(AttrData, s.Data)
+	}
+	if s.Has&HasProbability != 0 {
+		put(AttrSampleProbability, nil)
 	}
 	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
 	return b
