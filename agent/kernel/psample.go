@@ -80,6 +80,12 @@ type psPort struct {
 	trunc   uint32
 	skipSW  bool
 	egress  bool // its egress rule is installed (rules mode)
+	// counted are the directions its pool counts (agent.Direction): the
+	// rules the kernel took (rules mode: a port refusing its egress rule
+	// is sampled, and counted, at ingress only), or the configured ones
+	// (listen-only: the rules are another component's). Written under
+	// Psample.mu, read by the reader.
+	counted atomic.Uint32
 	// Touched by its worker's reader only:
 	raw    psample.PortCounts // counters at the last read
 	pool   uint64             // packets counted since sampling began
@@ -235,13 +241,13 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 		}
 	}
 	pp.rate, pp.trunc = rate, uint32(ps.HeaderBytes)
-	if p.owner != nil {
-		if err := p.install(pp); err != nil {
-			if old == nil { // nothing of a port that is not sampled stays behind
-				err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
-			}
-			return err
+	if p.owner == nil {
+		pp.counted.Store(uint32(dir))
+	} else if err := p.install(pp); err != nil {
+		if old == nil { // nothing of a port that is not sampled stays behind
+			err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
 		}
+		return err
 	}
 	p.ports[ifindex] = pp
 	p.publish()
@@ -278,12 +284,15 @@ func (p *Psample) install(pp *psPort) error {
 				p.log.Warn("psample: the port refuses an egress sampling rule: sampled at ingress only", "ifindex", idx, "err", err)
 			}
 			pp.egress = false
+			pp.counted.Store(uint32(agent.DirectionIngress))
 			return nil
 		}
 		pp.egress = true
+		pp.counted.Store(uint32(pp.dir))
 		return nil
 	}
 	pp.egress = false
+	pp.counted.Store(uint32(pp.dir))
 	return p.owner.Remove(idx, true)
 }
 
@@ -480,7 +489,9 @@ func (r *PsampleReader) observe(q *psample.Seq, seq uint32) uint64 {
 }
 
 // readPool reads pp's counters and adds what they counted since the last
-// read to its pool: rx for ingress, tx for egress, both for both.
+// read to its pool: rx for ingress, tx for egress, both for both, as its
+// rules sample it (psPort.counted): the pool covers the frames that could
+// have been sampled (sflow_version_5.txt section 4, sample_pool).
 func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 	pp.gen = batch
 	c, err := r.stats.Read(pp.ifindex)
@@ -495,10 +506,11 @@ func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 		return cur - last
 	}
 	var d uint64
-	if pp.dir&agent.DirectionIngress != 0 {
+	dir := agent.Direction(pp.counted.Load())
+	if dir&agent.DirectionIngress != 0 {
 		d += step(c.RxPackets, pp.raw.RxPackets)
 	}
-	if pp.dir&agent.DirectionEgress != 0 {
+	if dir&agent.DirectionEgress != 0 {
 		d += step(c.TxPackets, pp.raw.TxPackets)
 	}
 	pp.raw = c

@@ -356,3 +356,33 @@ func (probe) Unavailable(name string) error {
 	}
 	return errors.New("unknown feature " + name)
 }
+
+// TestPsamplePoolCountsInstalledRules: a port configured both ways whose
+// egress rule the kernel refused (mlxsw Spectrum-1 samples ingress only)
+// is sampled at ingress only, and its pool counts only the frames it
+// receives: frames it sends could not have been sampled. The refusal is
+// played by the port's counted directions as install sets them.
+func TestPsamplePoolCountsInstalledRules(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	_, i1 := lab.Veth(t, "sfps0", "sfps1")
+	var r *PsampleReader
+	pp := &psPort{ifindex: uint32(i1), dir: agent.DirectionBoth}
+	pp.counted.Store(uint32(agent.DirectionIngress)) // as install leaves it when the egress rule is refused
+	lab.Do(t, func() (err error) {
+		st, err := psample.NewStatsReader()
+		if err != nil {
+			return err
+		}
+		t.Cleanup(func() { st.Close() })
+		r = &PsampleReader{stats: st, Stats: &PsampleReaderStats{}}
+		pp.raw, err = st.Read(uint32(i1))
+		return err
+	})
+	lab.Send(t, "sfps1", udpFrames(50)) // sent by sfps1
+	lab.Send(t, "sfps0", udpFrames(7))  // received by sfps1
+	lab.Do(t, func() error { r.readPool(pp, 1); return nil })
+	if got := pp.poolA.Load(); got != 7 {
+		t.Errorf("pool %d, want the 7 frames received (not the 50 sent: no egress rule)", got)
+	}
+}
