@@ -103,16 +103,16 @@ type DropReporter struct {
 	// beside seq: a program that takes over (an upgrade, a crash
 	// restart) starts its losses from it (lostBase), so the field
 	// continues as the sequence numbers do.
-	kept  *uint64
-	state *persist.Store
-	lost     uint64
-	sample   sflow.DiscardedPacket
-	recs     [4]sflow.Record
-	hdr      sflow.SampledHeader
-	fn       sflow.ExtendedFunction
-	reason   sflow.ExtendedLinuxDropReason
-	queue    sflow.ExtendedEgressQueue
-	handle   func(*DropNotification)
+	kept   *uint64
+	state  *persist.Store
+	lost   uint64
+	sample sflow.DiscardedPacket
+	recs   [4]sflow.Record
+	hdr    sflow.SampledHeader
+	fn     sflow.ExtendedFunction
+	reason sflow.ExtendedLinuxDropReason
+	queue  sflow.ExtendedEgressQueue
+	handle func(*DropNotification)
 }
 
 // NewDropReporter returns a reporter that sends as sub-agent subAgent.
