@@ -245,13 +245,13 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
 	switch {
 	case usePsample(s):
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = kernel.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
 	case s.Hook == "auto" && autoPsample(dp.Features(), log):
 		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = kernel.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
 		}
 		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)

@@ -8,6 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
@@ -54,8 +55,8 @@ func usePsample(s config.Settings) bool {
 
 // psampleConfig is the psample path's part of the settings (start-up
 // only).
-func psampleConfig(s config.Settings, log *slog.Logger) kernel.PsampleConfig {
-	return kernel.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log}
+func psampleConfig(s config.Settings, log *slog.Logger, state *persist.Store) kernel.PsampleConfig {
+	return kernel.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log, State: state}
 }
 
 // The psample readers' metrics: every sample the kernel numbered and the

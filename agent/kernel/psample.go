@@ -24,7 +24,11 @@ package kernel
 // ways), read with RTM_GETSTATS once per port and batch of samples, as
 // the packets counted since the port's sampling began; it never runs
 // backwards (a counter that steps back, a driver reset, starts a new
-// delta). What it covers is in docs/ARCHITECTURE.md.
+// delta). It counts the directions the port's rules sample. The pool and
+// the drops are kept in the agent's state (PsampleConfig.State): the
+// program that takes over after an upgrade in place or a crash continues
+// them (the frames in between, which no program sampled, not counted).
+// What it covers is in docs/ARCHITECTURE.md.
 
 import (
 	"errors"
@@ -38,6 +42,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 )
 
@@ -55,6 +60,11 @@ type PsampleConfig struct {
 	Logger    *slog.Logger
 	// Conn sizes the readers' sockets.
 	Conn psample.ConnConfig
+	// State, when not nil, keeps each port's pool and drops (the agent's
+	// state, agent/persist): a program that takes over (an upgrade in
+	// place, a crash restart) continues them, as it continues the
+	// sequence numbers, rather than restarting them from 0.
+	State *persist.Store
 }
 
 // DefaultGroupBase puts the agent's groups at 0x73000000 ("s"), out of
@@ -93,6 +103,17 @@ type psPort struct {
 	seq    [2]psample.Seq     // ingress, egress (rules mode)
 	poolA  atomic.Uint64      // pool, for PortPool
 	dropsA atomic.Uint64      // samples lost, for PortPool
+	// kept is the port's line in PsampleConfig.State (pool, drops), nil
+	// without one.
+	kept []uint64
+}
+
+// addDrops counts lost samples of the port.
+func (pp *psPort) addDrops(n uint64) {
+	d := pp.dropsA.Add(n)
+	if pp.kept != nil {
+		atomic.StoreUint64(&pp.kept[1], d)
+	}
 }
 
 // psTable is the ports as the readers see them: replaced whole (copy on
@@ -230,7 +251,22 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 			pp.pool = old.poolA.Load()
 			pp.poolA.Store(pp.pool)
 			pp.dropsA.Store(old.dropsA.Load())
-		} else if p.owner != nil {
+			pp.kept = old.kept
+		} else if p.cfg.State != nil {
+			// What an earlier program counted (0 for a port new to
+			// the state): the pool goes on from it, over the frames
+			// counted from now on.
+			line, err := p.cfg.State.ClaimLine(persist.PsampleKey(ifindex))
+			if err != nil {
+				p.log.Warn("agent state full: a psample port's pool is not kept across upgrades and restarts", "ifindex", ifindex, "err", err)
+			} else {
+				pp.kept = line
+				pp.pool = atomic.LoadUint64(&line[0])
+				pp.poolA.Store(pp.pool)
+				pp.dropsA.Store(atomic.LoadUint64(&line[1]))
+			}
+		}
+		if old == nil && p.owner != nil {
 			// Rules mode, a port not sampled: its groups are made by
 			// its rules now (the kernel frees a group with its last
 			// rule, and the rules an earlier program left were removed
@@ -305,6 +341,10 @@ func (p *Psample) RemovePort(ifindex uint32) error {
 	}
 	delete(p.ports, ifindex)
 	p.publish()
+	if p.cfg.State != nil {
+		// The agent keeps what it counted in the port's base.
+		p.cfg.State.Free(persist.PsampleKey(ifindex))
+	}
 	if p.owner == nil {
 		return nil
 	}
@@ -452,7 +492,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		lost = r.observe(&pp.seq[d], s.Seq)
 	}
 	if lost > 0 {
-		pp.dropsA.Add(lost)
+		pp.addDrops(lost)
 	}
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
@@ -516,4 +556,7 @@ func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 	pp.raw = c
 	pp.pool += d
 	pp.poolA.Store(pp.pool)
+	if pp.kept != nil {
+		atomic.StoreUint64(&pp.kept[0], pp.pool)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -385,4 +386,63 @@ func TestPsamplePoolCountsInstalledRules(t *testing.T) {
 	if got := pp.poolA.Load(); got != 7 {
 		t.Errorf("pool %d, want the 7 frames received (not the 50 sent: no egress rule)", got)
 	}
+}
+
+// TestPsamplePoolsAcrossPrograms: a psample port's pool and drops live in
+// the agent's state: the program that takes over (an upgrade in place, a
+// crash restart: the same state) continues them from what the earlier one
+// counted, over the frames counted from its own start, rather than from
+// 0 while the port's sequence numbers and uptime continue. A port no
+// longer sampled forgets them (the agent keeps them in its base).
+func TestPsamplePoolsAcrossPrograms(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	mem := make([]byte, persist.Words(64)*8)
+	fam := psample.Family{ID: 0x7ff0}
+	program := func() (*Psample, *psPort) {
+		st, err := persist.Open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p *Psample
+		lab.Do(t, func() (err error) {
+			p, err = newPsample(PsampleConfig{Workers: 1, ListenGroup: 7, State: st}, func() (*psample.Conn, error) {
+				return psample.OpenSynthetic(psample.ConnConfig{}, fam)
+			})
+			if err != nil {
+				return err
+			}
+			return p.SetPort(uint32(i0), agent.PortSampling{Rate: 100, HeaderBytes: 64})
+		})
+		return p, p.ports[uint32(i0)]
+	}
+	count := func(p *Psample, pp *psPort, frames int) {
+		lab.Send(t, "sfps1", udpFrames(frames)) // received by sfps0
+		lab.Do(t, func() error { p.readers[0].readPool(pp, pp.gen+1); return nil })
+	}
+	p1, pp1 := program()
+	count(p1, pp1, 40)
+	pp1.addDrops(3)
+	if pool, drops := p1.PortPool(uint32(i0)); pool != 40 || drops != 3 {
+		t.Fatalf("first program: pool %d drops %d, want 40 and 3", pool, drops)
+	}
+	lab.Do(t, p1.Close)
+
+	lab.Send(t, "sfps1", udpFrames(5)) // while no program reads: not sampled
+	p2, pp2 := program()
+	if pool, drops := p2.PortPool(uint32(i0)); pool != 40 || drops != 3 {
+		t.Errorf("next program at start: pool %d drops %d, want the 40 and 3 counted before", pool, drops)
+	}
+	count(p2, pp2, 10)
+	if pool, _ := p2.PortPool(uint32(i0)); pool != 50 {
+		t.Errorf("next program: pool %d, want 40 + 10", pool)
+	}
+	lab.Do(t, func() error { return p2.RemovePort(uint32(i0)) })
+	lab.Do(t, p2.Close)
+	p3, _ := program()
+	if pool, drops := p3.PortPool(uint32(i0)); pool != 0 || drops != 0 {
+		t.Errorf("after the port was removed: pool %d drops %d, want 0 (kept in the agent's base)", pool, drops)
+	}
+	lab.Do(t, p3.Close)
 }
