@@ -165,7 +165,7 @@ type Collector struct {
 
 // Defaults of a daemon started with no configuration at all. Where a
 // component has a default of its own (mib.DefaultReceivers,
-// dataplane.DefaultDropLimit, ...) the two agree: the daemon's tests
+// drops.DefaultLimit, ...) the two agree: the daemon's tests
 // check it, since this package imports no other of the project.
 const (
 	DefaultCollector            = "127.0.0.1:6343"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/counters/link"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -67,7 +67,7 @@ func (d *Daemon) adapters() []host.Adapter {
 	return out
 }
 
-func sortedIndexes(m map[int]dataplane.PortInfo) []int {
+func sortedIndexes(m map[int]ports.Info) []int {
 	keys := make([]int, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -36,6 +36,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
@@ -159,8 +161,8 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	settings config.Settings
-	ports    map[int]dataplane.PortInfo // every link, by ifindex
-	sampled  map[uint32]portState       // what is configured now
+	ports    map[int]ports.Info   // every link, by ifindex
+	sampled  map[uint32]portState // what is configured now
 	changed  chan struct{}
 	portFail *portfail.Tracker
 	// resolver resolves collector host names in the background.
@@ -191,9 +193,9 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
-	var dh *dataplane.Handover
+	var dh *pin.Handover
 	if h != nil {
-		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
+		dh = &pin.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
 	}
 	dpc, err := dataplaneConfig(s, log, dh)
 	if err != nil {
@@ -208,7 +210,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		log:      log,
 		dp:       dp,
 		settings: s,
-		ports:    map[int]dataplane.PortInfo{},
+		ports:    map[int]ports.Info{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		ready:    make(chan struct{}),

@@ -12,7 +12,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/sdnotify"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // run serves until ctx ends, then detaches everything. Everything started
@@ -85,9 +85,9 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	case d.psample != nil:
 		readers = d.psample.Readers()
 	}
-	events := make(chan dataplane.PortEvent, 256)
+	events := make(chan ports.Event, 256)
 	watchErr := make(chan error, 1)
-	go func() { watchErr <- dataplane.WatchPorts(ctx, netns.None(), events) }()
+	go func() { watchErr <- ports.Watch(ctx, netns.None(), events) }()
 	go func() {
 		if err := d.output.Run(ctx); err != nil {
 			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
@@ -178,7 +178,7 @@ func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.W
 // watch follows the ports until ctx ends. Port events are coalesced: a
 // burst of netlink messages (a port created, renamed, brought up)
 // triggers one reconfiguration.
-func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, watchErr <-chan error) error {
+func (d *Daemon) watch(ctx context.Context, events <-chan ports.Event, watchErr <-chan error) error {
 	// The first reconfiguration, once the ports present at start are
 	// known (their events settled; at the latest after a second), ends
 	// the adoption of pinned samplers (agent.Agent.EndAdoption).
@@ -194,7 +194,7 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 			}
 		case ev := <-events:
 			d.mu.Lock()
-			if ev.Kind == dataplane.PortRemoved {
+			if ev.Kind == ports.Removed {
 				delete(d.ports, ev.Port.Index)
 			} else {
 				d.ports[ev.Port.Index] = ev.Port

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
 // MaxIfIndex is the exclusive upper bound of the ifindexes whose config
@@ -117,7 +118,7 @@ type Config struct {
 	// Open (ProbeFeatures). Tests pass a copy with features switched off
 	// to exercise the degraded paths.
 	Features *Features
-	// PinDir is a directory on a BPF file system (CheckPinDir) where the
+	// PinDir is a directory on a BPF file system (CheckDir) where the
 	// sampler's maps and links are pinned, so that they outlive the
 	// process and the next Open there adopts them (pin.go); "" pins
 	// nothing (the samplers end with the process). One directory per
@@ -125,7 +126,7 @@ type Config struct {
 	PinDir string
 	// Handover are the descriptors the previous program of this process
 	// passed across exec (Release); nil otherwise.
-	Handover *Handover
+	Handover *pin.Handover
 	// StateWords is the size, in 64-bit words, of the agent's state
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
@@ -262,7 +263,7 @@ type Dataplane struct {
 
 	// pin is the pin directory (nil: nothing pinned); adopted the ports
 	// taken over from it at Open, with their configuration.
-	pin     *pinState
+	pin     *pin.State
 	adopted map[int]PortConfig
 	// state is the agent's state memory (StateMemory).
 	state    *ebpf.Map
@@ -323,19 +324,19 @@ func Open(cfg Config) (*Dataplane, error) {
 			return err
 		}
 		d.owner = o
-		if d.pin != nil && !d.pin.adopt {
+		if d.pin != nil && !d.pin.Adopt {
 			// Written last: state without meta is replaced, never read.
-			if _, err := hex.Decode(d.pin.meta.Owner[:], []byte(o.id)); err != nil {
+			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.id)); err != nil {
 				return err
 			}
-			if err := writeMeta(d.pin.dir, d.pin.meta); err != nil {
+			if err := pin.WriteMeta(d.pin.Dir, d.pin.Meta); err != nil {
 				return err
 			}
 		}
 		if err := d.removeStaleTC(); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		if d.pin != nil && d.pin.adopt {
+		if d.pin != nil && d.pin.Adopt {
 			return d.adoptPorts()
 		}
 		return nil
@@ -344,7 +345,7 @@ func Open(cfg Config) (*Dataplane, error) {
 		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
 	}
 	if d.pin != nil {
-		d.log.Info("sampler state pinned", "pin_dir", d.pin.dir, "adopted", d.pin.adopt, "ports", len(d.ports))
+		d.log.Info("sampler state pinned", "pin_dir", d.pin.Dir, "adopted", d.pin.Adopt, "ports", len(d.ports))
 	}
 	if d.cfg.TransitEntries > 0 {
 		// A setting the kernel cannot serve stays small: sampling runs,
@@ -378,8 +379,8 @@ func (d *Dataplane) claimOwner() (*owner, error) {
 	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
 		return ownerFromFD(h.OwnerFD)
 	}
-	if d.pin != nil && d.pin.adopt {
-		if id := d.pin.meta.ownerID(); id != "" {
+	if d.pin != nil && d.pin.Adopt {
+		if id := d.pin.Meta.OwnerID(); id != "" {
 			fd, err := bindOwner(id)
 			if errors.Is(err, unix.EADDRINUSE) {
 				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
@@ -447,11 +448,11 @@ func (d *Dataplane) load() error {
 		}
 	}
 	var repl map[string]*ebpf.Map
-	if d.pin != nil && d.pin.adopt {
+	if d.pin != nil && d.pin.Adopt {
 		// The pinned maps, which hold the counters, configs and rings
 		// of the samplers still attached (LoadAndAssign checks that
 		// each matches its spec, and clones it).
-		if repl, err = d.pin.adoptMaps(); err != nil {
+		if repl, err = d.pin.AdoptMaps(); err != nil {
 			return fmt.Errorf("dataplane: %w", err)
 		}
 		defer func() {
@@ -461,11 +462,11 @@ func (d *Dataplane) load() error {
 		}()
 	}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return loadError("dataplane: loading sampler", err)
+		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
-	if d.pin != nil && !d.pin.adopt {
-		if err := d.pin.pinMaps(&d.objs); err != nil {
+	if d.pin != nil && !d.pin.Adopt {
+		if err := d.pin.PinMaps(&d.objs); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -487,7 +488,7 @@ func (d *Dataplane) load() error {
 		}
 	}
 	if d.pin != nil {
-		if d.pin.ports, err = d.mapPinned(pinPortsMap, portsSpec(d.cfg.MaxPorts)); err != nil {
+		if d.pin.Ports, err = d.mapPinned(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -541,16 +542,16 @@ func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
 
 // pinIdentity is what pinned state must share with this program to be
 // adopted: the layout fingerprint of its objects and the sizes of cfg.
-func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pinSizes, error) {
+func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pin.Sizes, error) {
 	tcSpec, err := bpf.LoadTcSampler()
 	if err != nil {
-		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+		return [32]byte{}, pin.Sizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
 	}
-	layout, err := layoutFingerprint(spec, tcSpec)
+	layout, err := pin.LayoutFingerprint(spec, tcSpec)
 	if err != nil {
-		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: %w", err)
+		return [32]byte{}, pin.Sizes{}, fmt.Errorf("dataplane: %w", err)
 	}
-	return layout, pinSizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
+	return layout, pin.Sizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
 		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues), Transit: uint32(cfg.TransitEntries)}, nil
 }
 
@@ -582,24 +583,24 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	old, ok, err := readMeta(cfg.PinDir)
+	old, ok, err := pin.ReadMeta(cfg.PinDir)
 	switch {
 	case err != nil:
 		return false, "pinned state unreadable: " + err.Error(), nil
 	case !ok:
 		return false, "no pinned state", nil
-	case old.Format != metaFormat || old.Layout != layout:
+	case old.Format != pin.MetaFormat || old.Layout != layout:
 		return false, "pinned state of another layout", nil
 	case old.Sizes != sizes:
-		return false, "pinned state made with other sizes: " + sizes.differs(old.Sizes), nil
+		return false, "pinned state made with other sizes: " + sizes.Differs(old.Sizes), nil
 	}
 	return true, "adopts the pinned samplers", nil
 }
 
 // mapState makes (or adopts) the agent's state memory and maps it.
 func (d *Dataplane) mapState() error {
-	spec := stateSpec(d.cfg.StateWords)
-	m, err := d.mapPinned(pinStateMap, spec)
+	spec := pin.StateSpec(d.cfg.StateWords)
+	m, err := d.mapPinned(pin.StateMap, spec)
 	if err != nil {
 		return fmt.Errorf("dataplane: agent state: %w", err)
 	}
@@ -612,7 +613,7 @@ func (d *Dataplane) mapState() error {
 			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
 		}
 		if m, err = ebpf.NewMap(spec); err == nil {
-			if err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap)); err != nil {
+			if err = m.Pin(d.pin.Path(pin.MapPrefix + pin.StateMap)); err != nil {
 				m.Close()
 			}
 		}
@@ -757,7 +758,7 @@ func (d *Dataplane) Close() error {
 		errs = append(errs, err)
 	}
 	if d.pin != nil && !d.released {
-		if err := d.pin.unpinAll(); err != nil {
+		if err := d.pin.UnpinAll(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -767,7 +768,7 @@ func (d *Dataplane) Close() error {
 			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
 		}
 		if d.pin != nil {
-			errs = append(errs, d.pin.lock.Close())
+			errs = append(errs, d.pin.Lock.Close())
 		}
 	}
 	d.ns.Close()
@@ -782,14 +783,14 @@ func (d *Dataplane) Close() error {
 // take meanwhile wait in the rings (or are counted as drops when a ring
 // is full; a monitor port's, whose sockets close, always are). It needs a
 // pin directory.
-func (d *Dataplane) Release() (*Handover, error) {
+func (d *Dataplane) Release() (*pin.Handover, error) {
 	if d.pin == nil {
 		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
 	}
 	d.mu.Lock()
 	d.released, d.handingOver = true, true
 	d.mu.Unlock()
-	h := &Handover{LockFD: int(d.pin.lock.Fd()), OwnerFD: d.owner.fd, lock: d.pin.lock}
+	h := d.pin.Handover(d.owner.fd)
 	err := d.Close()
 	for _, fd := range []int{h.LockFD, h.OwnerFD} {
 		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
@@ -1154,16 +1155,6 @@ const (
 	immIfIndex     = 0x5f5f5eb1c0b4a5e3
 )
 
-// loadError wraps err, the failure of doing what (a program's load), with
-// the verifier's whole log when the verifier refused the program.
-func loadError(what string, err error) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return fmt.Errorf("%s: %+v", what, ve)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
 // patchPortImms patches a port's own program instance (bpf/sampler.h,
 // "Per-port constants"): its counter lines' base (slot * cpu_slots) and
 // its ifindex, and the delivery mode where the program has one
@@ -1222,7 +1213,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,
 	}})
 	if err != nil {
-		return nil, loadError("loading the port's sampler", err)
+		return nil, bpf.LoadError("loading the port's sampler", err)
 	}
 	return o.Prog, nil
 }

@@ -152,7 +152,7 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		Counters  *ebpf.Map     `ebpf:"counters"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		return nil, loadError("loading the egress sampler", err)
+		return nil, bpf.LoadError("loading the egress sampler", err)
 	}
 	e := &egressObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs, hands: o.Hands, counters: o.Counters}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
@@ -203,7 +203,7 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 		bpf.TcEgressMapTakeProgs:   e.takeProgs,
 	}})
 	if err != nil {
-		return nil, loadError("loading the port's egress sampler", err)
+		return nil, bpf.LoadError("loading the port's egress sampler", err)
 	}
 	return o.Prog, nil
 }

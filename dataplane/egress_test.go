@@ -151,7 +151,7 @@ func TestEgressSampling(t *testing.T) { forTCModes(t, testEgressSampling) }
 func testEgressSampling(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 3)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 8, TCMode: tc.mode})
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func TestHotPlugAttachDetach(t *testing.T) {
 	if err := d.DetachPort(idx); err != nil {
 		t.Errorf("DetachPort after the device vanished: %v", err)
 	}
-	if err := d.AttachPort(portIndex(t, lab, 0), pc); err != nil {
+	if err := d.AttachPort(lab.PortIndex(t, 0), pc); err != nil {
 		t.Errorf("slot not released after unplug: %v", err)
 	}
 }

@@ -38,7 +38,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		cfg.TCMode = tc.mode
 	}
 	d := openIn(t, lab, cfg)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
 	if err := d.AttachPort(p1, PortConfig{Rate: 8, Mode: ModeInline, HeaderBytes: 128}); err != nil {

@@ -213,7 +213,7 @@ func TestTCSampleFields(t *testing.T) { forTCModes(t, testTCSampleFields) }
 func testTCSampleFields(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 2, MaxPorts: 8, Hook: HookTC, TCMode: tc.mode})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 100, Worker: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 	if d.cfg.Hook != HookAuto {
 		t.Fatalf("Config.Hook %v, want auto", d.cfg.Hook)
 	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 func TestHookAutoWithoutTCX(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, FeatureTCX)})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}

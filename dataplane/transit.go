@@ -103,7 +103,7 @@ func (d *Dataplane) startTransit() error {
 	}
 	t := &transit{stop: make(chan struct{})}
 	if err := spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		return loadError("loading the transit programs", err)
+		return bpf.LoadError("loading the transit programs", err)
 	}
 	for _, p := range []*ebpf.Program{t.objs.TransitEnqueue, t.objs.TransitXmit, t.objs.TransitDrop, t.objs.TransitConsume} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})

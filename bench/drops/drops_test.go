@@ -39,7 +39,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
@@ -123,7 +123,7 @@ func loadavg() string {
 // switch's namespace (a stray packet of its own is logged).
 func BenchmarkDropsForwarding(b *testing.B) {
 	lab := netlab.New(b, 2)
-	ino, err := dataplane.NetnsInode("/run/netns/" + lab.Switch)
+	ino, err := drops.NetnsInode("/run/netns/" + lab.Switch)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,10 +161,10 @@ func BenchmarkDropsForwarding(b *testing.B) {
 	// never in the ratio's.
 	withStats := false
 	window := func(on bool) (pps, runsPerSec, nsPerRun float64) {
-		var d *dataplane.Drops
+		var d *drops.Drops
 		if on {
 			var err error
-			d, err = dataplane.OpenDrops(dataplane.DropsConfig{Netns: ino, Limit: dataplane.DefaultDropLimit, HeaderBytes: dataplane.DefaultDropHeaderBytes})
+			d, err = drops.Open(drops.Config{Netns: ino, Limit: drops.DefaultLimit, HeaderBytes: drops.DefaultHeaderBytes})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/linkstats"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -21,7 +21,7 @@ import (
 // never comes here.
 type Reader struct {
 	mu    sync.Mutex
-	links *dataplane.LinkCounterReader
+	links *linkstats.Reader
 	ifc   map[uint32]*sflow.IfCounters
 	ethc  map[uint32]*sflow.EthernetCounters
 	names map[uint32]*sflow.PortName
@@ -31,7 +31,7 @@ type Reader struct {
 
 // New opens a reader in the calling thread's network namespace.
 func New() (*Reader, error) {
-	r, err := dataplane.NewLinkCounterReader(netns.None())
+	r, err := linkstats.NewReader(netns.None())
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (c *Reader) AppendRecords(recs []sflow.Record, ifindex uint32) ([]sflow.Rec
 // member: Aggregation, plus Synchronization, Collecting and Distributing
 // when the member is active with its link up (what 802.1AX says of a port
 // carrying the aggregation's traffic); the PDU counters are unavailable.
-func lagPortStats(m dataplane.LAGMember) sflow.LAGPortStats {
+func lagPortStats(m linkstats.LAGMember) sflow.LAGPortStats {
 	l := sflow.LAGPortStats{}
 	if !m.LACP {
 		l.AttachedAggID = uint32(m.Bond)
@@ -230,7 +230,7 @@ func (c *Reader) Close() error {
 // spec's "not available" value. ifOutUcastPkts carries tx_packets, which
 // includes the few multicast and broadcast frames sent, as other Linux
 // agents do.
-func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
+func ifCounters(lc linkstats.Counters) sflow.IfCounters {
 	c := sflow.IfCounters{
 		IfIndex:            uint32(lc.Index),
 		IfType:             6, // ethernetCsmacd (IANAifType-MIB)
@@ -251,7 +251,7 @@ func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
 		IfOutErrors:        uint32(lc.TxErrors),
 		IfPromiscuousMode:  2, // TruthValue false
 	}
-	if lc.RxMulticast != dataplane.UnknownCounter {
+	if lc.RxMulticast != linkstats.UnknownCounter {
 		// rx_packets counts every frame; unicast is what is left after the
 		// multicast (broadcast included) frames.
 		c.IfInUcastPkts = uint32(lc.RxPackets - min(lc.RxMulticast, lc.RxPackets))
@@ -261,18 +261,18 @@ func ifCounters(lc dataplane.LinkCounters) sflow.IfCounters {
 		c.IfPromiscuousMode = 1
 	}
 	switch lc.Duplex {
-	case dataplane.DuplexFull:
+	case linkstats.DuplexFull:
 		c.IfDirection = sflow.IfDirectionFullDuplex
-	case dataplane.DuplexHalf:
+	case linkstats.DuplexHalf:
 		c.IfDirection = sflow.IfDirectionHalfDuplex
 	}
 	return c
 }
 
 // ethernetCounters maps ethtool dot3 statistics to ethernet_counters.
-func ethernetCounters(e dataplane.EthernetCounters) sflow.EthernetCounters {
+func ethernetCounters(e linkstats.EthernetCounters) sflow.EthernetCounters {
 	c32 := func(v uint64) uint32 {
-		if v == dataplane.UnknownCounter {
+		if v == linkstats.UnknownCounter {
 			return sflow.CounterUnavailable32
 		}
 		return uint32(v)

@@ -3,15 +3,15 @@ package link
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/linkstats"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 func TestIfCountersMapping(t *testing.T) {
-	lc := dataplane.LinkCounters{
-		Index: 4, RxBytes: 1000, RxPackets: 10, RxMulticast: dataplane.UnknownCounter,
+	lc := linkstats.Counters{
+		Index: 4, RxBytes: 1000, RxPackets: 10, RxMulticast: linkstats.UnknownCounter,
 		TxBytes: 2000, TxPackets: 20, RxDropped: 1, TxErrors: 2,
-		SpeedMbps: 10000, Duplex: dataplane.DuplexFull, AdminUp: true, OperUp: true, Promiscuous: true,
+		SpeedMbps: 10000, Duplex: linkstats.DuplexFull, AdminUp: true, OperUp: true, Promiscuous: true,
 	}
 	c := ifCounters(lc)
 	if c.IfInUcastPkts != 10 || c.IfInMulticastPkts != sflow.CounterUnavailable32 {
@@ -27,7 +27,7 @@ func TestIfCountersMapping(t *testing.T) {
 	if c := ifCounters(lc); c.IfInUcastPkts != 7 || c.IfInMulticastPkts != 3 {
 		t.Errorf("multicast known: ucast %d multicast %d", c.IfInUcastPkts, c.IfInMulticastPkts)
 	}
-	lc.SpeedMbps, lc.Duplex, lc.Promiscuous, lc.OperUp = 0, dataplane.DuplexUnknown, false, false
+	lc.SpeedMbps, lc.Duplex, lc.Promiscuous, lc.OperUp = 0, linkstats.DuplexUnknown, false, false
 	if c := ifCounters(lc); c.IfSpeed != 0 || c.IfDirection != sflow.IfDirectionUnknown || c.IfPromiscuousMode != 2 || c.IfStatus != 1 {
 		t.Errorf("unknowns: %+v", c)
 	}
@@ -60,9 +60,9 @@ func TestPortName(t *testing.T) {
 // TestLAGPortStatsMapping: the kernel's view of a member, mapped field by
 // field (lagPortStats' rules), in 802.3ad and active-backup mode.
 func TestLAGPortStatsMapping(t *testing.T) {
-	m := dataplane.LAGMember{Bond: 9, LACP: true, ActorSystem: [6]byte{2, 0, 0, 0, 0, 1}, PartnerSystem: [6]byte{2, 0, 0, 0, 0, 2},
+	m := linkstats.LAGMember{Bond: 9, LACP: true, ActorSystem: [6]byte{2, 0, 0, 0, 0, 1}, PartnerSystem: [6]byte{2, 0, 0, 0, 0, 2},
 		Aggregator: 1, ActiveAggregator: true, ActorOper: 0x3f, PartnerOper: 0x3d, Active: true, MIIUp: true, StatsOK: true,
-		Stats: dataplane.LACPStats{LACPDURx: 10, LACPDUTx: 11, LACPDUUnknownRx: 1, LACPDUIllegalRx: 2, MarkerRx: 3, MarkerTx: 4,
+		Stats: linkstats.LACPStats{LACPDURx: 10, LACPDUTx: 11, LACPDUUnknownRx: 1, LACPDUIllegalRx: 2, MarkerRx: 3, MarkerTx: 4,
 			MarkerRespRx: 5, MarkerRespTx: 6, MarkerUnknownRx: 7}}
 	want := sflow.LAGPortStats{ActorSystemID: m.ActorSystem, PartnerOperSystemID: m.PartnerSystem, AttachedAggID: 9,
 		ActorAdminState: sflow.LACPStateAggregation | sflow.LACPStateActivity, ActorOperState: 0x3f, PartnerOperState: 0x3d,
@@ -80,7 +80,7 @@ func TestLAGPortStatsMapping(t *testing.T) {
 	if got.AttachedAggID != 0 || got.LACPDUsRx != sflow.CounterUnavailable32 || got.PartnerOperSystemID != ([6]byte{}) {
 		t.Errorf("802.3ad member of another aggregator, no PDU counters: %+v", got)
 	}
-	ab := dataplane.LAGMember{Bond: 9, Active: true, MIIUp: true}
+	ab := linkstats.LAGMember{Bond: 9, Active: true, MIIUp: true}
 	if got := lagPortStats(ab); got.AttachedAggID != 9 || got.ActorOperState != 0x3c || got.ActorAdminState != sflow.LACPStateAggregation ||
 		got.ActorSystemID != ([6]byte{}) || got.IllegalRx != sflow.CounterUnavailable32 {
 		t.Errorf("active-backup, active member: %+v", got)

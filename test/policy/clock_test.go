@@ -24,7 +24,7 @@ func TestMonotonicTimeOnly(t *testing.T) {
 	allowed := map[string]string{
 		"cmd/sflowswitchd/internal/decode/pcap.go": "pcap record timestamps are calendar time",
 		"testkit/testutil/pcap.go":                 "pcap record timestamps are calendar time",
-		"dataplane/drops.go":                       "time.Unix(1, 0) is a deadline in the past, not a clock reading",
+		"dataplane/drops/drops.go":                 "time.Unix(1, 0) is a deadline in the past, not a clock reading",
 		"dataplane/pin.go":                         "the pinned state's creation time is a calendar timestamp for log lines, never a duration",
 	}
 	wall := map[string]bool{"Unix": true, "UnixNano": true, "UnixMilli": true, "UnixMicro": true}

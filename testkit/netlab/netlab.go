@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
@@ -353,6 +354,51 @@ func (l *Lab) LinkIndex(ns, name string) int {
 		return 0
 	}
 	return link.Attrs().Index
+}
+
+// NsHandle opens a handle on network namespace name (a lab's), closed in
+// t.Cleanup.
+func NsHandle(t testing.TB, name string) netns.NsHandle {
+	t.Helper()
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatalf("open namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+// SysfsRead reads /sys/class/net/NAME/FILE as the kernel shows it to the
+// namespace: `ip netns exec` mounts a /sys of that namespace.
+func SysfsRead(t testing.TB, ns, name, file string) string {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+name+"/"+file).Output()
+	if err != nil {
+		return "" // EINVAL: the driver does not know
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// SysfsSpeed is the speed in Mb/s sysfs gives for the switch port name
+// (0: unknown).
+func (l *Lab) SysfsSpeed(t testing.TB, name string) uint64 {
+	t.Helper()
+	s, err := strconv.ParseInt(SysfsRead(t, l.Switch, name, "speed"), 10, 64)
+	if err != nil || s < 0 {
+		return 0
+	}
+	return uint64(s)
+}
+
+// PortIndex returns the ifindex of the switch's port Ports[i], failing
+// the test when it does not exist.
+func (l *Lab) PortIndex(t testing.TB, i int) int {
+	t.Helper()
+	idx := l.LinkIndex(l.Switch, l.Ports[i])
+	if idx == 0 {
+		t.Fatalf("no ifindex for %s in %s", l.Ports[i], l.Switch)
+	}
+	return idx
 }
 
 // SendFrames writes frames, complete Ethernet frames without FCS, out of

@@ -1,5 +1,5 @@
 // Package dropnotify runs dropped-packet notifications (issue 12): the
-// kernel program (dataplane.Drops) while enabled, read through
+// kernel program (drops.Drops) while enabled, read through
 // agent/kernel's DropSource by the reporter (agent.DropReporter) that
 // turns its notifications into discarded_packet samples, and their
 // Prometheus metrics.
@@ -18,6 +18,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 )
 
@@ -37,7 +38,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
-	dp     *dataplane.Drops
+	dp     *drops.Drops
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -60,7 +61,7 @@ type Config struct {
 	On bool
 	// Limit is the notifications per second (0: count drops, notify
 	// none); HeaderBytes the bytes of each dropped packet exported
-	// (dataplane.DropsConfig).
+	// (drops.Config).
 	Limit       int
 	HeaderBytes int
 }
@@ -88,7 +89,7 @@ func (d *Runner) Apply(c Config) error {
 	if !c.On {
 		return d.stopLocked()
 	}
-	cfg := dataplane.DropsConfig{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
+	cfg := drops.Config{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
 	if d.dp != nil {
 		if err := d.dp.Configure(cfg); err != nil {
 			return fmt.Errorf("drop notifications: %w", err)
@@ -100,7 +101,7 @@ func (d *Runner) Apply(c Config) error {
 			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
 		}
 	}
-	dp, err := dataplane.OpenDrops(cfg)
+	dp, err := drops.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package ports
 
 // Port discovery and hot-plug: which links exist in the switch namespace,
 // their state, and a stream of changes (netlink RTNLGRP_LINK).
@@ -15,10 +15,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/linkstats"
+	"github.com/sflowswitchd/sflowswitchd/internal/bridgeattr"
 )
 
-// PortInfo describes one network link as the watcher sees it.
-type PortInfo struct {
+// Info describes one network link as the watcher sees it.
+type Info struct {
 	Index       int              // ifindex
 	Name        string           // interface name
 	MAC         net.HardwareAddr // hardware address (nil for devices without one)
@@ -30,23 +33,23 @@ type PortInfo struct {
 	SpeedMbps   uint64           // ethtool link speed in Mb/s, 0 = unknown
 }
 
-// PortSelector decides whether a link is a switch port to sample.
-type PortSelector func(PortInfo) bool
+// Selector decides whether a link is a switch port to sample.
+type Selector func(Info) bool
 
-// SelectPorts returns a selector for ports whose name equals, or matches as
+// Select returns a selector for ports whose name equals, or matches as
 // a shell glob (path.Match), one of patterns. With patterns the selection
 // is by name only: a named port is selected even while it is down, so
 // sampling starts when it comes up. With no patterns it selects every
 // oper-up, non-loopback link that is not itself a bridge, a bond or an
 // 802.1Q device (bridge and bond members are selected). A malformed pattern is an error.
-func SelectPorts(patterns []string) (PortSelector, error) {
+func Select(patterns []string) (Selector, error) {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("ports: bad port pattern %q: %w", p, err)
 		}
 	}
 	if len(patterns) == 0 {
-		return func(p PortInfo) bool {
+		return func(p Info) bool {
 			// Not a bridge, bond or 802.1Q device: their frames are
 			// sampled on the ports under them (a bond is a counter
 			// data source of its own; docs/ARCHITECTURE.md "Ports, LAGs
@@ -55,7 +58,7 @@ func SelectPorts(patterns []string) (PortSelector, error) {
 		}, nil
 	}
 	pats := slices.Clone(patterns)
-	return func(p PortInfo) bool {
+	return func(p Info) bool {
 		for _, pat := range pats {
 			if ok, _ := path.Match(pat, p.Name); ok { // patterns checked above
 				return true
@@ -65,39 +68,39 @@ func SelectPorts(patterns []string) (PortSelector, error) {
 	}, nil
 }
 
-// PortEventKind says what happened to a port.
-type PortEventKind int
+// EventKind says what happened to a port.
+type EventKind int
 
 // Port event kinds.
 const (
-	PortAdded   PortEventKind = iota + 1 // the link appeared (or was there when watching began)
-	PortChanged                          // a PortInfo field changed
-	PortRemoved                          // the link is gone (deleted or moved to another namespace)
+	Added   EventKind = iota + 1 // the link appeared (or was there when watching began)
+	Changed                      // a Info field changed
+	Removed                      // the link is gone (deleted or moved to another namespace)
 )
 
 // String returns "added", "changed" or "removed".
-func (k PortEventKind) String() string {
+func (k EventKind) String() string {
 	switch k {
-	case PortAdded:
+	case Added:
 		return "added"
-	case PortChanged:
+	case Changed:
 		return "changed"
-	case PortRemoved:
+	case Removed:
 		return "removed"
 	}
-	return fmt.Sprintf("PortEventKind(%d)", int(k))
+	return fmt.Sprintf("EventKind(%d)", int(k))
 }
 
-// PortEvent is one change of the set of links. For PortRemoved, Port is
+// Event is one change of the set of links. For Removed, Port is
 // the last state seen.
-type PortEvent struct {
-	Kind PortEventKind
-	Port PortInfo
+type Event struct {
+	Kind EventKind
+	Port Info
 }
 
-// ListPorts returns every link of namespace ns (ns <= 0: the calling
+// List returns every link of namespace ns (ns <= 0: the calling
 // thread's namespace), loopback and bridges included, in ifindex order.
-func ListPorts(ns netns.NsHandle) ([]PortInfo, error) {
+func List(ns netns.NsHandle) ([]Info, error) {
 	w, err := newPortWatcher(ns, nil)
 	if err != nil {
 		return nil, err
@@ -107,38 +110,38 @@ func ListPorts(ns netns.NsHandle) ([]PortInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ports: list links: %w", err)
 	}
-	ports := make([]PortInfo, 0, len(links))
+	ports := make([]Info, 0, len(links))
 	for _, l := range links {
 		ports = append(ports, w.portInfo(l))
 	}
-	slices.SortFunc(ports, func(a, b PortInfo) int { return a.Index - b.Index })
+	slices.SortFunc(ports, func(a, b Info) int { return a.Index - b.Index })
 	return ports, nil
 }
 
-// WatchPorts reports the links of namespace ns (ns <= 0: the calling
-// thread's namespace) on events until ctx is done: first PortAdded for
-// every existing link, then PortAdded, PortChanged and PortRemoved as links
+// Watch reports the links of namespace ns (ns <= 0: the calling
+// thread's namespace) on events until ctx is done: first Added for
+// every existing link, then Added, Changed and Removed as links
 // come, change and go. Every link is reported, loopback and bridges
-// included; filter with a PortSelector.
+// included; filter with a Selector.
 //
 // Netlink notifications are only a trigger: each one is answered by asking
 // the kernel for the link's current state, so a late or reordered
-// notification never reports a stale state, and a PortChanged is sent only
-// when a PortInfo field really changed (bridge-family notifications and
+// notification never reports a stale state, and a Changed is sent only
+// when a Info field really changed (bridge-family notifications and
 // statistics-only updates produce none).
 //
 // If the notification socket fails (for example ENOBUFS when events
-// overflowed it) or a dump was interrupted, WatchPorts subscribes again and
+// overflowed it) or a dump was interrupted, Watch subscribes again and
 // lists all links again, and reports the difference to what it had
 // reported, removals included. It never stops silently: it retries with
 // back-off until ctx is done. It subscribes before listing (rather than
 // using LinkSubscribeOptions.ListExisting) so that it knows when the list
 // is complete and can report links that vanished during an outage.
 //
-// Sends on events block; the consumer must keep reading. WatchPorts
+// Sends on events block; the consumer must keep reading. Watch
 // returns ctx.Err() when ctx is done, or an error if the first
 // subscription fails (for example an invalid namespace).
-func WatchPorts(ctx context.Context, ns netns.NsHandle, events chan<- PortEvent) error {
+func Watch(ctx context.Context, ns netns.NsHandle, events chan<- Event) error {
 	w, err := newPortWatcher(ns, events)
 	if err != nil {
 		return err
@@ -170,25 +173,25 @@ func (w *portWatcher) run(ctx context.Context) error {
 	}
 }
 
-// portWatcher holds the sockets and the reported state of WatchPorts.
+// portWatcher holds the sockets and the reported state of Watch.
 type portWatcher struct {
 	ns      netns.NsHandle
 	nl      *netlink.Handle
 	ethtool int
-	events  chan<- PortEvent
-	known   map[int]PortInfo // what was reported, by ifindex
-	rcvbuf  int              // notification socket receive buffer (bytes)
+	events  chan<- Event
+	known   map[int]Info // what was reported, by ifindex
+	rcvbuf  int          // notification socket receive buffer (bytes)
 
 	sessions  int  // subscriptions that succeeded
 	sessionOK bool // the last session listed successfully
 }
 
-func newPortWatcher(ns netns.NsHandle, events chan<- PortEvent) (*portWatcher, error) {
-	h, ethtool, err := openLinkSockets(ns)
+func newPortWatcher(ns netns.NsHandle, events chan<- Event) (*portWatcher, error) {
+	h, ethtool, err := linkstats.OpenSockets(ns)
 	if err != nil {
 		return nil, fmt.Errorf("ports: %w", err)
 	}
-	return &portWatcher{ns: ns, nl: h, ethtool: ethtool, events: events, known: map[int]PortInfo{}, rcvbuf: 1 << 20}, nil
+	return &portWatcher{ns: ns, nl: h, ethtool: ethtool, events: events, known: map[int]Info{}, rcvbuf: 1 << 20}, nil
 }
 
 func (w *portWatcher) close() {
@@ -301,17 +304,17 @@ func (w *portWatcher) refresh(ctx context.Context, ifindex int) error {
 	return w.report(ctx, w.portInfo(l))
 }
 
-// report sends PortAdded or PortChanged if p differs from what was reported.
-func (w *portWatcher) report(ctx context.Context, p PortInfo) error {
+// report sends Added or Changed if p differs from what was reported.
+func (w *portWatcher) report(ctx context.Context, p Info) error {
 	old, ok := w.known[p.Index]
-	kind := PortAdded
+	kind := Added
 	if ok {
 		if old.equal(p) {
 			return nil
 		}
-		kind = PortChanged
+		kind = Changed
 	}
-	if err := w.send(ctx, PortEvent{Kind: kind, Port: p}); err != nil {
+	if err := w.send(ctx, Event{Kind: kind, Port: p}); err != nil {
 		return err
 	}
 	w.known[p.Index] = p
@@ -323,14 +326,14 @@ func (w *portWatcher) remove(ctx context.Context, ifindex int) error {
 	if !ok {
 		return nil
 	}
-	if err := w.send(ctx, PortEvent{Kind: PortRemoved, Port: old}); err != nil {
+	if err := w.send(ctx, Event{Kind: Removed, Port: old}); err != nil {
 		return err
 	}
 	delete(w.known, ifindex)
 	return nil
 }
 
-func (w *portWatcher) send(ctx context.Context, ev PortEvent) error {
+func (w *portWatcher) send(ctx context.Context, ev Event) error {
 	select {
 	case w.events <- ev:
 		return nil
@@ -339,28 +342,73 @@ func (w *portWatcher) send(ctx context.Context, ev PortEvent) error {
 	}
 }
 
-func (w *portWatcher) portInfo(l netlink.Link) PortInfo {
+func (w *portWatcher) portInfo(l netlink.Link) Info {
 	a := l.Attrs()
-	p := PortInfo{
+	p := Info{
 		Index:       a.Index,
 		Name:        a.Name,
 		MAC:         slices.Clone(a.HardwareAddr),
-		Up:          operUp(a),
+		Up:          linkstats.OperUp(a),
 		AdminUp:     a.Flags&net.FlagUp != 0,
 		Loopback:    a.Flags&net.FlagLoopback != 0,
 		MasterIndex: a.MasterIndex,
 		Kind:        l.Type(),
 	}
 	if !p.Loopback {
-		if speed, _, err := ethtoolLinkSettings(w.ethtool, a.Name); err == nil {
+		if speed, _, err := linkstats.EthtoolLinkSettings(w.ethtool, a.Name); err == nil {
 			p.SpeedMbps = speed
 		}
 	}
 	return p
 }
 
-func (p PortInfo) equal(q PortInfo) bool {
+func (p Info) equal(q Info) bool {
 	return p.Index == q.Index && p.Name == q.Name && slices.Equal(p.MAC, q.MAC) &&
 		p.Up == q.Up && p.AdminUp == q.AdminUp && p.Loopback == q.Loopback &&
 		p.MasterIndex == q.MasterIndex && p.Kind == q.Kind && p.SpeedMbps == q.SpeedMbps
+}
+
+// StatsVLANs returns the VLANs that are VLAN data sources for the selected
+// ports, in the calling thread's namespace: every VLAN a selected port is
+// a member of on a VLAN-filtering bridge that keeps per-VLAN statistics
+// (vlan_stats_enabled 1), sorted. A bridge without statistics gives none:
+// the kernel has no counters to send.
+func StatsVLANs(selected []Info) ([]uint16, error) {
+	attrs, err := bridgeattr.Read(netns.None())
+	if err != nil {
+		return nil, err
+	}
+	want := map[int]bool{}
+	for _, p := range selected {
+		if ba, ok := attrs[uint32(p.MasterIndex)]; ok && ba.VLANFiltering && ba.VLANStats {
+			want[p.Index] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("VLAN data sources: netlink: %w", err)
+	}
+	defer h.Close()
+	vl, err := h.BridgeVlanList()
+	if err != nil {
+		return nil, fmt.Errorf("VLAN data sources: listing bridge VLANs: %w", err)
+	}
+	seen := map[uint16]bool{}
+	var out []uint16
+	for idx, infos := range vl {
+		if !want[int(idx)] {
+			continue
+		}
+		for _, vi := range infos {
+			if !seen[vi.Vid] {
+				seen[vi.Vid] = true
+				out = append(out, vi.Vid)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package dataplane
+package ports
 
 import (
 	"context"
@@ -9,28 +9,16 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
-// labNetns opens a handle on a lab namespace, closed in t.Cleanup.
-func labNetns(t *testing.T, name string) netns.NsHandle {
-	t.Helper()
-	h, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatalf("open namespace %s: %v", name, err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
-// portEvents follows a WatchPorts stream and keeps the state it describes.
+// portEvents follows a Watch stream and keeps the state it describes.
 type portEvents struct {
 	t      *testing.T
-	ch     chan PortEvent
-	state  map[int]PortInfo
-	events []PortEvent
+	ch     chan Event
+	state  map[int]Info
+	events []Event
 }
 
 // waitFor reads events until cond holds on the state, or fails the test
@@ -43,19 +31,19 @@ func (pe *portEvents) waitFor(what string, timeout time.Duration, cond func() bo
 		case ev := <-pe.ch:
 			pe.events = append(pe.events, ev)
 			switch ev.Kind {
-			case PortAdded:
+			case Added:
 				if _, dup := pe.state[ev.Port.Index]; dup {
-					pe.t.Errorf("PortAdded for known port %+v", ev.Port)
+					pe.t.Errorf("Added for known port %+v", ev.Port)
 				}
 				pe.state[ev.Port.Index] = ev.Port
-			case PortChanged:
+			case Changed:
 				if _, ok := pe.state[ev.Port.Index]; !ok {
-					pe.t.Errorf("PortChanged for unknown port %+v", ev.Port)
+					pe.t.Errorf("Changed for unknown port %+v", ev.Port)
 				}
 				pe.state[ev.Port.Index] = ev.Port
-			case PortRemoved:
+			case Removed:
 				if _, ok := pe.state[ev.Port.Index]; !ok {
-					pe.t.Errorf("PortRemoved for unknown port %+v", ev.Port)
+					pe.t.Errorf("Removed for unknown port %+v", ev.Port)
 				}
 				delete(pe.state, ev.Port.Index)
 			default:
@@ -67,13 +55,13 @@ func (pe *portEvents) waitFor(what string, timeout time.Duration, cond func() bo
 	}
 }
 
-func (pe *portEvents) byName(name string) (PortInfo, bool) {
+func (pe *portEvents) byName(name string) (Info, bool) {
 	for _, p := range pe.state {
 		if p.Name == name {
 			return p, true
 		}
 	}
-	return PortInfo{}, false
+	return Info{}, false
 }
 
 func (pe *portEvents) names() []string {
@@ -87,17 +75,17 @@ func (pe *portEvents) names() []string {
 
 func TestWatchPorts(t *testing.T) {
 	lab := netlab.New(t, 2)
-	ns := labNetns(t, lab.Switch)
+	ns := netlab.NsHandle(t, lab.Switch)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pe := &portEvents{t: t, ch: make(chan PortEvent, 16), state: map[int]PortInfo{}}
+	pe := &portEvents{t: t, ch: make(chan Event, 16), state: map[int]Info{}}
 	errc := make(chan error, 1)
-	go func() { errc <- WatchPorts(ctx, ns, pe.ch) }()
+	go func() { errc <- Watch(ctx, ns, pe.ch) }()
 
 	want := []string{"br0", "lo", "mgmt0", "p1", "p2"}
 	pe.waitFor("existing ports", 2*time.Second, func() bool { return slices.Equal(pe.names(), want) })
 	for _, ev := range pe.events {
-		if ev.Kind != PortAdded {
+		if ev.Kind != Added {
 			t.Errorf("initial event %v %s, want only added", ev.Kind, ev.Port.Name)
 		}
 	}
@@ -114,8 +102,8 @@ func TestWatchPorts(t *testing.T) {
 	}
 	// veth answers ethtool with 10000 Mb/s; the kernel's own sysfs file
 	// (read with /sys of the switch namespace) must agree.
-	if p, _ := pe.byName("p1"); p.SpeedMbps != sysfsSpeed(t, lab, "p1") {
-		t.Errorf("p1 speed %d, sysfs says %d", p.SpeedMbps, sysfsSpeed(t, lab, "p1"))
+	if p, _ := pe.byName("p1"); p.SpeedMbps != lab.SysfsSpeed(t, "p1") {
+		t.Errorf("p1 speed %d, sysfs says %d", p.SpeedMbps, lab.SysfsSpeed(t, "p1"))
 	}
 	if p, _ := pe.byName("br0"); p.Kind != "bridge" || p.MasterIndex != 0 {
 		t.Errorf("br0: %+v", p)
@@ -124,18 +112,18 @@ func TestWatchPorts(t *testing.T) {
 		t.Errorf("lo: %+v", p)
 	}
 
-	// ListPorts sees the same links.
-	list, err := ListPorts(ns)
+	// List sees the same links.
+	list, err := List(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range list {
 		if got, ok := pe.state[p.Index]; !ok || !got.equal(p) {
-			t.Errorf("ListPorts %+v, watcher %+v", p, got)
+			t.Errorf("List %+v, watcher %+v", p, got)
 		}
 	}
 	if len(list) != len(pe.state) {
-		t.Errorf("ListPorts has %d links, watcher %d", len(list), len(pe.state))
+		t.Errorf("List has %d links, watcher %d", len(list), len(pe.state))
 	}
 
 	// Hot-plug: the new port appears, then is enslaved and up.
@@ -162,19 +150,19 @@ func TestWatchPorts(t *testing.T) {
 	pe.events = nil
 	lab.DelPort(t, n)
 	pe.waitFor("p3 removed", 2*time.Second, func() bool { _, ok := pe.state[idx3]; return !ok })
-	if i := slices.IndexFunc(pe.events, func(e PortEvent) bool { return e.Kind == PortRemoved }); i < 0 ||
+	if i := slices.IndexFunc(pe.events, func(e Event) bool { return e.Kind == Removed }); i < 0 ||
 		pe.events[i].Port.Index != idx3 || pe.events[i].Port.Name != "p3" {
-		t.Errorf("events %+v: want PortRemoved p3 (%d)", pe.events, idx3)
+		t.Errorf("events %+v: want Removed p3 (%d)", pe.events, idx3)
 	}
 
 	cancel()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, context.Canceled) {
-			t.Errorf("WatchPorts returned %v, want context.Canceled", err)
+			t.Errorf("Watch returned %v, want context.Canceled", err)
 		}
 	case <-time.After(2 * time.Second):
-		t.Error("WatchPorts did not return after cancel")
+		t.Error("Watch did not return after cancel")
 	}
 }
 
@@ -183,8 +171,8 @@ func TestWatchPorts(t *testing.T) {
 // rest added once.
 func TestWatchPortsResync(t *testing.T) {
 	lab := netlab.New(t, 2)
-	ns := labNetns(t, lab.Switch)
-	events := make(chan PortEvent, 64)
+	ns := netlab.NsHandle(t, lab.Switch)
+	events := make(chan Event, 64)
 	w, err := newPortWatcher(ns, events)
 	if err != nil {
 		t.Fatal(err)
@@ -192,21 +180,21 @@ func TestWatchPortsResync(t *testing.T) {
 	defer w.close()
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	const ghost = 1 << 20 // no such ifindex in a fresh namespace
-	w.known[ghost] = PortInfo{Index: ghost, Name: "gone0", Kind: "veth"}
-	w.known[p1] = PortInfo{Index: p1, Name: "p1", Kind: "veth"} // stale: down, no master
+	w.known[ghost] = Info{Index: ghost, Name: "gone0", Kind: "veth"}
+	w.known[p1] = Info{Index: p1, Name: "p1", Kind: "veth"} // stale: down, no master
 	if err := w.resync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	close(events)
-	kinds := map[string]PortEventKind{}
+	kinds := map[string]EventKind{}
 	for ev := range events {
 		if _, dup := kinds[ev.Port.Name]; dup {
 			t.Errorf("two events for %s", ev.Port.Name)
 		}
 		kinds[ev.Port.Name] = ev.Kind
 	}
-	want := map[string]PortEventKind{"lo": PortAdded, "br0": PortAdded, "mgmt0": PortAdded, "p2": PortAdded,
-		"p1": PortChanged, "gone0": PortRemoved}
+	want := map[string]EventKind{"lo": Added, "br0": Added, "mgmt0": Added, "p2": Added,
+		"p1": Changed, "gone0": Removed}
 	if len(kinds) != len(want) {
 		t.Errorf("events %v, want %v", kinds, want)
 	}
@@ -221,7 +209,7 @@ func TestWatchPortsResync(t *testing.T) {
 }
 
 func TestSelectPorts(t *testing.T) {
-	ports := []PortInfo{
+	ports := []Info{
 		{Name: "lo", Loopback: true, Up: true, Kind: "device"},
 		{Name: "br0", Up: true, Kind: "bridge"},
 		{Name: "mgmt0", Up: true, Kind: "veth"},
@@ -241,7 +229,7 @@ func TestSelectPorts(t *testing.T) {
 		{[]string{"eth0"}, []string{"eth0"}},
 		{[]string{"nothing"}, nil},
 	} {
-		sel, err := SelectPorts(tc.patterns)
+		sel, err := Select(tc.patterns)
 		if err != nil {
 			t.Fatalf("%q: %v", tc.patterns, err)
 		}
@@ -252,18 +240,18 @@ func TestSelectPorts(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("SelectPorts(%q) selects %v, want %v", tc.patterns, got, tc.want)
+			t.Errorf("Select(%q) selects %v, want %v", tc.patterns, got, tc.want)
 		}
 	}
-	if _, err := SelectPorts([]string{"p1", "p["}); err == nil {
-		t.Error("SelectPorts accepted the malformed pattern p[")
+	if _, err := Select([]string{"p1", "p["}); err == nil {
+		t.Error("Select accepted the malformed pattern p[")
 	}
 }
 
 // TestSelectPortsLab applies glob selection to the ports listed in a lab.
 func TestSelectPortsLab(t *testing.T) {
 	lab := netlab.New(t, 3)
-	list, err := ListPorts(labNetns(t, lab.Switch))
+	list, err := List(netlab.NsHandle(t, lab.Switch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +263,7 @@ func TestSelectPortsLab(t *testing.T) {
 		{[]string{"p[13]"}, []string{"p1", "p3"}},
 		{[]string{"br*", "lo"}, []string{"br0", "lo"}},
 	} {
-		sel, err := SelectPorts(tc.patterns)
+		sel, err := Select(tc.patterns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,7 +275,7 @@ func TestSelectPortsLab(t *testing.T) {
 		}
 		slices.Sort(got)
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("SelectPorts(%q) on the lab selects %v, want %v", tc.patterns, got, tc.want)
+			t.Errorf("Select(%q) on the lab selects %v, want %v", tc.patterns, got, tc.want)
 		}
 	}
 }
@@ -298,8 +286,8 @@ func TestSelectPortsLab(t *testing.T) {
 // true state: a port deleted and one added during the outage.
 func TestWatchPortsOverflow(t *testing.T) {
 	lab := netlab.New(t, 2)
-	ns := labNetns(t, lab.Switch)
-	ch := make(chan PortEvent) // unbuffered: the watcher blocks while we do not read
+	ns := netlab.NsHandle(t, lab.Switch)
+	ch := make(chan Event) // unbuffered: the watcher blocks while we do not read
 	w, err := newPortWatcher(ns, ch)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +299,7 @@ func TestWatchPortsOverflow(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- w.run(ctx) }()
 
-	pe := &portEvents{t: t, ch: ch, state: map[int]PortInfo{}}
+	pe := &portEvents{t: t, ch: ch, state: map[int]Info{}}
 	pe.waitFor("existing ports", 2*time.Second, func() bool {
 		return slices.Equal(pe.names(), []string{"br0", "lo", "mgmt0", "p1", "p2"})
 	})
@@ -363,17 +351,17 @@ func TestWatchPortsOverflow(t *testing.T) {
 // and 802.1Q devices are not selected (their frames are sampled on the
 // ports under them); their members are.
 func TestDefaultSelectionSkipsUpperDevices(t *testing.T) {
-	sel, err := SelectPorts(nil)
+	sel, err := Select(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for kind, want := range map[string]bool{"veth": true, "device": true, "bridge": false, "bond": false, "vlan": false} {
-		if got := sel(PortInfo{Name: "x", Up: true, Kind: kind}); got != want {
+		if got := sel(Info{Name: "x", Up: true, Kind: kind}); got != want {
 			t.Errorf("kind %s: selected %v, want %v", kind, got, want)
 		}
 	}
-	sel, _ = SelectPorts([]string{"eth1.100"})
-	if !sel(PortInfo{Name: "eth1.100", Kind: "vlan"}) {
+	sel, _ = Select([]string{"eth1.100"})
+	if !sel(Info{Name: "eth1.100", Kind: "vlan"}) {
 		t.Errorf("a sub-interface named explicitly is not selected")
 	}
 }

@@ -4,7 +4,7 @@
 // writes only there; issue 18) and the doorbell ring that wakes their
 // reader, its exact per-reason and per-port counters, the kernel's reason
 // names (BTF) and the drop locations' function names (/proc/kallsyms).
-package dataplane
+package drops
 
 import (
 	"errors"
@@ -26,27 +26,27 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/bpf"
 )
 
-// Defaults and limits of DropsConfig.
+// Defaults and limits of Config.
 const (
-	// DefaultDropLimit is the notifications per second the host agent
+	// DefaultLimit is the notifications per second the host agent
 	// sends by default (hsflowd dropmon limit).
-	DefaultDropLimit = 100
-	// DefaultDropHeaderBytes is sFlowEsMaximumHeaderSize's default.
-	DefaultDropHeaderBytes = 128
-	// MaxDropHeaderBytes is the largest header copy of drops.c.
-	MaxDropHeaderBytes = 256
-	// DefaultDropRingBytes is the size of each CPU's notification buffer:
+	DefaultLimit = 100
+	// DefaultHeaderBytes is sFlowEsMaximumHeaderSize's default.
+	DefaultHeaderBytes = 128
+	// MaxHeaderBytes is the largest header copy of drops.c.
+	MaxHeaderBytes = 256
+	// DefaultRingBytes is the size of each CPU's notification buffer:
 	// at the default limit and header size it holds more than three
 	// seconds of notifications even if all of them happen on one CPU
 	// (a record is at most 48 + 256 bytes plus 12 bytes of perf framing).
 	// The buffers are locked memory: 64 KiB per CPU stays below the
 	// kernel's perf_event_mlock_kb allowance (516 KiB per CPU by default),
 	// so a daemon without CAP_IPC_LOCK can open them.
-	DefaultDropRingBytes = 64 << 10
+	DefaultRingBytes = 64 << 10
 )
 
-// DropsConfig configures the drop program.
-type DropsConfig struct {
+// Config configures the drop program.
+type Config struct {
 	// Netns is the inode number of the network namespace whose drops are
 	// reported; 0 means the namespace of the calling process
 	// (/proc/self/ns/net). Drops elsewhere are neither reported nor counted.
@@ -55,16 +55,16 @@ type DropsConfig struct {
 	// CPUs); 0 counts drops without notifying any.
 	Limit uint32
 	// HeaderBytes is how many bytes of each dropped packet are copied,
-	// from its MAC header, 0..MaxDropHeaderBytes.
+	// from its MAC header, 0..MaxHeaderBytes.
 	HeaderBytes int
 	// RingBytes is the size of each CPU's notification buffer (a power of
-	// two >= the page size); 0 = DefaultDropRingBytes. Fixed at open.
+	// two >= the page size); 0 = DefaultRingBytes. Fixed at open.
 	RingBytes int
 }
 
-// DropEvent is one notification. Header aliases the reader's buffer and is
+// Event is one notification. Header aliases the reader's buffer and is
 // valid only during the callback.
-type DropEvent struct {
+type Event struct {
 	// Reason is the kernel's enum skb_drop_reason value, ReasonName its
 	// name without the SKB_DROP_REASON_ prefix (from the kernel's BTF).
 	Reason     uint32
@@ -96,10 +96,10 @@ type DropEvent struct {
 	PagedLen uint32
 }
 
-// DropStats are the drop program's totals, summed over CPUs. Every drop is
+// Stats are the drop program's totals, summed over CPUs. Every drop is
 // notified, suppressed or lost to a full buffer:
 // Drops == Notified + Suppressed + RingFull.
-type DropStats struct {
+type Stats struct {
 	Drops      uint64 // drops in the namespace
 	Notified   uint64 // notifications written to the perf buffer
 	Suppressed uint64 // notifications over the per-second limit
@@ -121,7 +121,7 @@ type DropStats struct {
 // limit plus those the buffer could not take (the larger of the
 // program's count and the reader's lost records, which can only be the
 // program's; the discarded_packet drops field).
-func (s DropStats) Lost() uint64 { return s.Suppressed + max(s.RingFull, s.BufferLost) }
+func (s Stats) Lost() uint64 { return s.Suppressed + max(s.RingFull, s.BufferLost) }
 
 // Drops is the loaded and attached drop program.
 type Drops struct {
@@ -135,18 +135,18 @@ type Drops struct {
 	reasons map[uint32]string
 	syms    *kernelSymbols
 	netns   uint64
-	// bufLost sums the lost records the reader saw (DropStats.BufferLost).
+	// bufLost sums the lost records the reader saw (Stats.BufferLost).
 	bufLost atomic.Uint64
 
 	mu  sync.Mutex // guards cfg
-	cfg DropsConfig
+	cfg Config
 }
 
 // netnsInode returns the inode number of the process's network namespace.
 func netnsInode() (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat("/proc/self/ns/net", &st); err != nil {
-		return 0, fmt.Errorf("dataplane: network namespace of the process: %w", err)
+		return 0, fmt.Errorf("drops: network namespace of the process: %w", err)
 	}
 	return st.Ino, nil
 }
@@ -156,32 +156,32 @@ func netnsInode() (uint64, error) {
 func NetnsInode(path string) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(path, &st); err != nil {
-		return 0, fmt.Errorf("dataplane: network namespace %s: %w", path, err)
+		return 0, fmt.Errorf("drops: network namespace %s: %w", path, err)
 	}
 	return st.Ino, nil
 }
 
-func (c *DropsConfig) validate() error {
-	if c.HeaderBytes < 0 || c.HeaderBytes > MaxDropHeaderBytes {
-		return fmt.Errorf("dataplane: drop header bytes %d not in 0..%d", c.HeaderBytes, MaxDropHeaderBytes)
+func (c *Config) validate() error {
+	if c.HeaderBytes < 0 || c.HeaderBytes > MaxHeaderBytes {
+		return fmt.Errorf("drops: drop header bytes %d not in 0..%d", c.HeaderBytes, MaxHeaderBytes)
 	}
 	if c.RingBytes == 0 {
-		c.RingBytes = DefaultDropRingBytes
+		c.RingBytes = DefaultRingBytes
 	}
 	if page := os.Getpagesize(); c.RingBytes < page || bits.OnesCount(uint(c.RingBytes)) != 1 {
-		return fmt.Errorf("dataplane: drop RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
+		return fmt.Errorf("drops: drop RingBytes %d is not a power of two >= page size %d", c.RingBytes, page)
 	}
 	if c.Netns > 0xffffffff {
-		return fmt.Errorf("dataplane: netns inode %d does not fit 32 bits", c.Netns)
+		return fmt.Errorf("drops: netns inode %d does not fit 32 bits", c.Netns)
 	}
 	return nil
 }
 
-// OpenDrops loads drops.c, configures it, attaches it to skb:kfree_skb and
+// Open loads drops.c, configures it, attaches it to skb:kfree_skb and
 // opens its per-CPU buffers. Reason names come from the running kernel's BTF and
 // function names from /proc/kallsyms, both read once here (so before any
 // privilege is dropped).
-func OpenDrops(cfg DropsConfig) (*Drops, error) {
+func Open(cfg Config) (*Drops, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -199,14 +199,14 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	d := &Drops{reasons: reasons, syms: loadKernelSymbols("/proc/kallsyms"), netns: cfg.Netns}
 	spec, err := bpf.LoadDrops()
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: loading drops spec: %w", err)
+		return nil, fmt.Errorf("drops: loading drops spec: %w", err)
 	}
 	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
-		return nil, fmt.Errorf("dataplane: setting the consumed reason: %w", err)
+		return nil, fmt.Errorf("drops: setting the consumed reason: %w", err)
 	}
 	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
 	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		return nil, loadError("dataplane: loading drops", err)
+		return nil, bpf.LoadError("drops: loading drops", err)
 	}
 	if err := d.Configure(cfg); err != nil {
 		return nil, errors.Join(err, d.objs.Close())
@@ -218,16 +218,16 @@ func OpenDrops(cfg DropsConfig) (*Drops, error) {
 	// deadline in the past makes each read take what they hold.
 	d.rd, err = perf.NewReaderWithOptions(d.objs.Events, cfg.RingBytes, perf.ReaderOptions{Watermark: cfg.RingBytes - 1})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: drop notification buffers: %w", err), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("drops: drop notification buffers: %w", err), d.objs.Close())
 	}
 	d.rd.SetDeadline(drainNow)
 	d.bell, err = ringbuf.NewReader(d.objs.Doorbell)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: drop notification doorbell: %w", err), d.rd.Close(), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("drops: drop notification doorbell: %w", err), d.rd.Close(), d.objs.Close())
 	}
 	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: attaching to skb:kfree_skb: %w", err), d.bell.Close(), d.rd.Close(), d.objs.Close())
+		return nil, errors.Join(fmt.Errorf("drops: attaching to skb:kfree_skb: %w", err), d.bell.Close(), d.rd.Close(), d.objs.Close())
 	}
 	return d, nil
 }
@@ -242,15 +242,15 @@ func (d *Drops) FunctionNames() bool { return len(d.syms.addrs) > 0 }
 
 // Configure changes the limit and header size (Netns and RingBytes are
 // fixed at open and ignored here). It takes effect for the next drop.
-func (d *Drops) Configure(cfg DropsConfig) error {
-	if cfg.HeaderBytes < 0 || cfg.HeaderBytes > MaxDropHeaderBytes {
-		return fmt.Errorf("dataplane: drop header bytes %d not in 0..%d", cfg.HeaderBytes, MaxDropHeaderBytes)
+func (d *Drops) Configure(cfg Config) error {
+	if cfg.HeaderBytes < 0 || cfg.HeaderBytes > MaxHeaderBytes {
+		return fmt.Errorf("drops: drop header bytes %d not in 0..%d", cfg.HeaderBytes, MaxHeaderBytes)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := bpf.DropsDropConfig{NetnsIno: uint32(d.netns), Limit: cfg.Limit, HeaderBytes: uint32(cfg.HeaderBytes)}
 	if err := d.objs.Config.Put(uint32(0), &c); err != nil {
-		return fmt.Errorf("dataplane: writing drop config: %w", err)
+		return fmt.Errorf("drops: writing drop config: %w", err)
 	}
 	cfg.Netns = d.netns
 	d.cfg = cfg
@@ -258,7 +258,7 @@ func (d *Drops) Configure(cfg DropsConfig) error {
 }
 
 // Config returns the configuration in force.
-func (d *Drops) Config() DropsConfig {
+func (d *Drops) Config() Config {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.cfg
@@ -270,21 +270,21 @@ func (d *Drops) Close() error {
 	var errs []error
 	if d.link != nil {
 		if err := d.link.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: detaching drops: %w", err))
+			errs = append(errs, fmt.Errorf("drops: detaching drops: %w", err))
 		}
 	}
 	if d.bell != nil {
 		if err := d.bell.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: closing drop notification doorbell: %w", err))
+			errs = append(errs, fmt.Errorf("drops: closing drop notification doorbell: %w", err))
 		}
 	}
 	if d.rd != nil {
 		if err := d.rd.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dataplane: closing drop notification buffers: %w", err))
+			errs = append(errs, fmt.Errorf("drops: closing drop notification buffers: %w", err))
 		}
 	}
 	if err := d.objs.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("dataplane: closing drops: %w", err))
+		errs = append(errs, fmt.Errorf("drops: closing drops: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -320,7 +320,7 @@ var drainNow = time.Unix(1, 0)
 // os.ErrClosed after Close, and nil (possibly with 0: after Wake, or for a
 // doorbell whose notification an earlier call took) otherwise. ev is
 // reused between calls: fn must not keep it or its Header.
-func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
+func (d *Drops) Read(ev *Event, fn func(*Event)) (int, error) {
 	// Wait for the doorbell (a notification was written), then empty the
 	// doorbell ring: one wake-up stands for everything written so far.
 	waitErr := d.bell.ReadInto(&d.bellRec)
@@ -331,7 +331,7 @@ func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 	case errors.Is(waitErr, ringbuf.ErrClosed):
 		return 0, os.ErrClosed
 	case waitErr != nil && !errors.Is(waitErr, ringbuf.ErrFlushed) && !errors.Is(waitErr, os.ErrDeadlineExceeded):
-		return 0, fmt.Errorf("dataplane: drop notification doorbell: %w", waitErr)
+		return 0, fmt.Errorf("drops: drop notification doorbell: %w", waitErr)
 	}
 	// Woken, flushed (Wake) or at the deadline: take what the buffers
 	// hold (every notification rings after it is written, so after the
@@ -348,7 +348,7 @@ func (d *Drops) Read(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 
 // drain delivers every notification the perf buffers hold, without
 // waiting.
-func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
+func (d *Drops) drain(ev *Event, fn func(*Event)) (int, error) {
 	n := 0
 	for {
 		if err := d.rd.ReadInto(&d.rec); err != nil {
@@ -358,7 +358,7 @@ func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 			case errors.Is(err, perf.ErrClosed):
 				return n, os.ErrClosed
 			}
-			return n, fmt.Errorf("dataplane: drop notification buffers: %w", err)
+			return n, fmt.Errorf("drops: drop notification buffers: %w", err)
 		}
 		if d.rec.LostSamples > 0 {
 			d.bufLost.Add(d.rec.LostSamples)
@@ -379,14 +379,14 @@ func (d *Drops) drain(ev *DropEvent, fn func(*DropEvent)) (int, error) {
 // the BPF object is little-endian (bpfel), as is every host it loads on.
 // They are copied rather than read in place because a record is shorter
 // than the struct (it carries header_len of data's 256 bytes).
-func (d *Drops) decode(b []byte, ev *DropEvent) bool {
+func (d *Drops) decode(b []byte, ev *Event) bool {
 	if len(b) < dropEventHeader {
 		return false
 	}
 	f := &d.fixed
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(f)), dropEventHeader), b)
 	hl := int(f.HeaderLen)
-	if hl > MaxDropHeaderBytes || dropEventHeader+hl > len(b) {
+	if hl > MaxHeaderBytes || dropEventHeader+hl > len(b) {
 		return false
 	}
 	ev.Location = f.Location
@@ -418,12 +418,12 @@ func (d *Drops) ReasonName(code uint32) string {
 }
 
 // Stats sums the program's per-CPU totals.
-func (d *Drops) Stats() (DropStats, error) {
+func (d *Drops) Stats() (Stats, error) {
 	var per []bpf.DropsDropStats
 	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
-		return DropStats{}, fmt.Errorf("dataplane: reading drop stats: %w", err)
+		return Stats{}, fmt.Errorf("drops: reading drop stats: %w", err)
 	}
-	s := DropStats{BufferLost: d.bufLost.Load()}
+	s := Stats{BufferLost: d.bufLost.Load()}
 	for _, c := range per {
 		s.Drops += c.Drops
 		s.Notified += c.Notified
@@ -472,7 +472,7 @@ func sumPerCPU(m *ebpf.Map) (map[uint32]uint64, error) {
 		out[k] = sum
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("dataplane: reading drop counts of %s: %w", m, err)
+		return nil, fmt.Errorf("drops: reading drop counts of %s: %w", m, err)
 	}
 	return out, nil
 }
@@ -499,11 +499,11 @@ func consumedReason(names map[uint32]string) uint32 {
 func kernelDropReasons() (map[uint32]string, error) {
 	spec, err := btf.LoadKernelSpec()
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: kernel BTF: %w", err)
+		return nil, fmt.Errorf("drops: kernel BTF: %w", err)
 	}
 	var e *btf.Enum
 	if err := spec.TypeByName("skb_drop_reason", &e); err != nil {
-		return nil, fmt.Errorf("dataplane: enum skb_drop_reason in kernel BTF: %w", err)
+		return nil, fmt.Errorf("drops: enum skb_drop_reason in kernel BTF: %w", err)
 	}
 	names := make(map[uint32]string, len(e.Values))
 	for _, v := range e.Values {

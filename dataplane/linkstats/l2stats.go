@@ -1,4 +1,4 @@
-package dataplane
+package linkstats
 
 // Layer-2 statistics the netlink library (v1.3.1) does not read: a bond
 // member's LACP PDU counters and a bridge's per-VLAN counters. Both are
@@ -14,13 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
 	"syscall"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/bridgeattr"
@@ -96,7 +94,7 @@ type LAGMember struct {
 
 // LAGMember returns the bond membership of link ifindex; ok is false for
 // a link that is not a bond member (or not a link any more: err).
-func (r *LinkCounterReader) LAGMember(ifindex int) (m LAGMember, ok bool, err error) {
+func (r *Reader) LAGMember(ifindex int) (m LAGMember, ok bool, err error) {
 	link, err := r.nl.LinkByIndex(ifindex)
 	if err != nil {
 		return m, false, fmt.Errorf("linkstats: link %d: %w", ifindex, err)
@@ -151,7 +149,7 @@ func isZeroMAC(m net.HardwareAddr) bool {
 }
 
 // lacpStats reads a bond member's 802.3ad PDU counters.
-func (r *LinkCounterReader) lacpStats(ifindex int) (s LACPStats, ok bool, err error) {
+func (r *Reader) lacpStats(ifindex int) (s LACPStats, ok bool, err error) {
 	attrs, err := r.getStats(ifindex, iflaStatsLinkXstatsSlave)
 	if err != nil {
 		return s, false, err
@@ -197,7 +195,7 @@ type VLANStats struct {
 // are bridge extended statistics of a slave
 // (IFLA_STATS_LINK_XSTATS_SLAVE), the bridge's its own
 // (IFLA_STATS_LINK_XSTATS); both hold BRIDGE_XSTATS_VLAN entries.
-func (r *LinkCounterReader) PortVLANStats(ifindex int, isBridge bool) ([]VLANStats, error) {
+func (r *Reader) PortVLANStats(ifindex int, isBridge bool) ([]VLANStats, error) {
 	attr := uint32(iflaStatsLinkXstatsSlave)
 	if isBridge {
 		attr = iflaStatsLinkXstats
@@ -257,7 +255,7 @@ func (m *ifStatsMsg) Serialize() []byte {
 
 // getStats sends RTM_GETSTATS for ifindex asking for attribute attr and
 // returns the reply's attributes.
-func (r *LinkCounterReader) getStats(ifindex int, attr uint32) ([]syscall.NetlinkRouteAttr, error) {
+func (r *Reader) getStats(ifindex int, attr uint32) ([]syscall.NetlinkRouteAttr, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETSTATS, 0)
 	req.AddData(&ifStatsMsg{IfIndex: uint32(ifindex), FilterMask: 1 << (attr - 1)})
 	return r.request(req, unix.RTM_NEWSTATS, int(unsafe.Sizeof(ifStatsMsg{})), ifindex)
@@ -265,7 +263,7 @@ func (r *LinkCounterReader) getStats(ifindex int, attr uint32) ([]syscall.Netlin
 
 // getLink sends RTM_GETLINK for ifindex and returns the reply's
 // attributes.
-func (r *LinkCounterReader) getLink(ifindex int) ([]syscall.NetlinkRouteAttr, error) {
+func (r *Reader) getLink(ifindex int) ([]syscall.NetlinkRouteAttr, error) {
 	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, 0)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
 	msg.Index = int32(ifindex)
@@ -275,7 +273,7 @@ func (r *LinkCounterReader) getLink(ifindex int) ([]syscall.NetlinkRouteAttr, er
 
 // request sends req on the reader's raw socket and returns the
 // attributes after the hdr-byte header of its answer of type resType.
-func (r *LinkCounterReader) request(req *nl.NetlinkRequest, resType uint16, hdr, ifindex int) ([]syscall.NetlinkRouteAttr, error) {
+func (r *Reader) request(req *nl.NetlinkRequest, resType uint16, hdr, ifindex int) ([]syscall.NetlinkRouteAttr, error) {
 	if err := r.raw.Send(req); err != nil {
 		return nil, fmt.Errorf("linkstats: netlink request for link %d: %w", ifindex, err)
 	}
@@ -310,7 +308,7 @@ func (r *LinkCounterReader) request(req *nl.NetlinkRequest, resType uint16, hdr,
 // and that aggregator's partner), which the netlink library (v1.3.1)
 // leaves undecoded; ok is false when the kernel sends none (not 802.3ad,
 // or no active aggregator).
-func (r *LinkCounterReader) bondADInfo(bond int) (agg uint16, partner [6]byte, ok bool, err error) {
+func (r *Reader) bondADInfo(bond int) (agg uint16, partner [6]byte, ok bool, err error) {
 	attrs, err := r.getLink(bond)
 	if err != nil {
 		return 0, partner, false, err
@@ -345,7 +343,7 @@ func (r *LinkCounterReader) bondADInfo(bond int) (agg uint16, partner [6]byte, o
 
 // BridgeAttrs returns the bridges' attributes in the reader's namespace
 // (internal/bridgeattr).
-func (r *LinkCounterReader) BridgeAttrs() (map[uint32]bridgeattr.Attrs, error) {
+func (r *Reader) BridgeAttrs() (map[uint32]bridgeattr.Attrs, error) {
 	return bridgeattr.Dump(r.raw)
 }
 
@@ -359,7 +357,7 @@ func (r *LinkCounterReader) BridgeAttrs() (map[uint32]bridgeattr.Attrs, error) {
 // self`), so it is read through a member port: one port's entry, or with
 // per-port statistics the sum of every member's (each frame is received
 // by one port) and the bridge's own. Bridges with the VLAN add up.
-func (r *LinkCounterReader) VLANCounters(vid uint16) (s VLANStats, ok bool, err error) {
+func (r *Reader) VLANCounters(vid uint16) (s VLANStats, ok bool, err error) {
 	attrs, err := r.BridgeAttrs()
 	if err != nil {
 		return s, false, err
@@ -402,49 +400,4 @@ func (r *LinkCounterReader) VLANCounters(vid uint16) (s VLANStats, ok bool, err 
 		}
 	}
 	return s, ok, nil
-}
-
-// StatsVLANs returns the VLANs that are VLAN data sources for the selected
-// ports, in the calling thread's namespace: every VLAN a selected port is
-// a member of on a VLAN-filtering bridge that keeps per-VLAN statistics
-// (vlan_stats_enabled 1), sorted. A bridge without statistics gives none:
-// the kernel has no counters to send.
-func StatsVLANs(selected []PortInfo) ([]uint16, error) {
-	attrs, err := bridgeattr.Read(netns.None())
-	if err != nil {
-		return nil, err
-	}
-	want := map[int]bool{}
-	for _, p := range selected {
-		if ba, ok := attrs[uint32(p.MasterIndex)]; ok && ba.VLANFiltering && ba.VLANStats {
-			want[p.Index] = true
-		}
-	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
-	if err != nil {
-		return nil, fmt.Errorf("VLAN data sources: netlink: %w", err)
-	}
-	defer h.Close()
-	vl, err := h.BridgeVlanList()
-	if err != nil {
-		return nil, fmt.Errorf("VLAN data sources: listing bridge VLANs: %w", err)
-	}
-	seen := map[uint16]bool{}
-	var out []uint16
-	for idx, infos := range vl {
-		if !want[int(idx)] {
-			continue
-		}
-		for _, vi := range infos {
-			if !seen[vi.Vid] {
-				seen[vi.Vid] = true
-				out = append(out, vi.Vid)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }

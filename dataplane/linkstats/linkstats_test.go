@@ -1,13 +1,10 @@
-package dataplane
+package linkstats
 
 import (
 	"encoding/json"
 	"net"
 	"net/netip"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,26 +12,6 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
-
-// sysfsRead reads /sys/class/net/NAME/FILE as the kernel shows it to the
-// namespace: `ip netns exec` mounts a /sys of that namespace.
-func sysfsRead(t *testing.T, ns, name, file string) string {
-	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+name+"/"+file).Output()
-	if err != nil {
-		return "" // EINVAL: the driver does not know
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func sysfsSpeed(t *testing.T, lab *netlab.Lab, name string) uint64 {
-	t.Helper()
-	s, err := strconv.ParseInt(sysfsRead(t, lab.Switch, name, "speed"), 10, 64)
-	if err != nil || s < 0 {
-		return 0
-	}
-	return uint64(s)
-}
 
 // ipLink is the part of `ip -d -s -s -j link show` the test compares.
 type ipLink struct {
@@ -67,7 +44,7 @@ func ipShow(t *testing.T, lab *netlab.Lab, ns, name string) ipLink {
 }
 
 // checkAgainstIP compares a reading with ip's at the same moment.
-func checkAgainstIP(t *testing.T, c LinkCounters, ip ipLink, kind string) {
+func checkAgainstIP(t *testing.T, c Counters, ip ipLink, kind string) {
 	t.Helper()
 	s := ip.Stats64
 	if kind == "veth" {
@@ -103,8 +80,8 @@ func checkAgainstIP(t *testing.T, c LinkCounters, ip ipLink, kind string) {
 
 func TestReadLinkCounters(t *testing.T) {
 	lab := netlab.New(t, 2)
-	sw := labNetns(t, lab.Switch)
-	h1 := labNetns(t, lab.Hosts[0])
+	sw := netlab.NsHandle(t, lab.Switch)
+	h1 := netlab.NsHandle(t, lab.Hosts[0])
 
 	// Some traffic first so the counters are not all zero: ping h1 -> h2.
 	if err := lab.Ping(0, lab.HostAddrs[1], 2*time.Second); err != nil {
@@ -117,8 +94,8 @@ func TestReadLinkCounters(t *testing.T) {
 		checkAgainstIP(t, c, ip, map[string]string{"p1": "veth", "p2": "veth", "mgmt0": "veth"}[name])
 
 		// Speed and duplex as the kernel shows them in that namespace's sysfs.
-		wantSpeed := sysfsSpeed(t, lab, name)
-		wantDuplex := map[string]Duplex{"full": DuplexFull, "half": DuplexHalf}[sysfsRead(t, lab.Switch, name, "duplex")]
+		wantSpeed := lab.SysfsSpeed(t, name)
+		wantDuplex := map[string]Duplex{"full": DuplexFull, "half": DuplexHalf}[netlab.SysfsRead(t, lab.Switch, name, "duplex")]
 		if c.SpeedMbps != wantSpeed || c.Duplex != wantDuplex {
 			t.Errorf("%s: speed %d duplex %v, sysfs says %d %v", name, c.SpeedMbps, c.Duplex, wantSpeed, wantDuplex)
 		}
@@ -129,19 +106,19 @@ func TestReadLinkCounters(t *testing.T) {
 		// frame arriving between readings, e.g. a late ARP, moves the
 		// counters; then read again).
 		for try := 0; ; try++ {
-			before, err := ReadLinkCounters(sw, idx)
+			before, err := ReadCounters(sw, idx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var c0 LinkCounters
+			var c0 Counters
 			if err := lab.Do(lab.Switch, func() error {
 				var err error
-				c0, err = ReadLinkCounters(0, idx)
+				c0, err = ReadCounters(0, idx)
 				return err
 			}); err != nil {
 				t.Fatal(err)
 			}
-			after, err := ReadLinkCounters(sw, idx)
+			after, err := ReadCounters(sw, idx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -156,15 +133,15 @@ func TestReadLinkCounters(t *testing.T) {
 		}
 	}
 	// A veth reports 10000 Mb/s full duplex (drivers/net/veth.c).
-	if c, _ := ReadLinkCounters(sw, lab.LinkIndex(lab.Switch, "p1")); c.SpeedMbps != 10000 || c.Duplex != DuplexFull || !c.Promiscuous {
+	if c, _ := ReadCounters(sw, lab.LinkIndex(lab.Switch, "p1")); c.SpeedMbps != 10000 || c.Duplex != DuplexFull || !c.Promiscuous {
 		t.Errorf("p1: %+v, want 10000 Mb/s full duplex, promiscuous (bridge port)", c)
 	}
 	// The bridge reports the highest speed of its ports and no duplex
 	// (net/bridge/br_device.c); loopback reports nothing.
-	if c, _ := ReadLinkCounters(sw, lab.LinkIndex(lab.Switch, "br0")); c.SpeedMbps != 10000 || c.Duplex != DuplexUnknown {
+	if c, _ := ReadCounters(sw, lab.LinkIndex(lab.Switch, "br0")); c.SpeedMbps != 10000 || c.Duplex != DuplexUnknown {
 		t.Errorf("br0: speed %d duplex %v, want 10000 and unknown", c.SpeedMbps, c.Duplex)
 	}
-	if c, _ := ReadLinkCounters(sw, lab.LinkIndex(lab.Switch, "lo")); c.SpeedMbps != 0 || c.Duplex != DuplexUnknown {
+	if c, _ := ReadCounters(sw, lab.LinkIndex(lab.Switch, "lo")); c.SpeedMbps != 0 || c.Duplex != DuplexUnknown {
 		t.Errorf("lo: speed %d duplex %v, want unknown", c.SpeedMbps, c.Duplex)
 	}
 
@@ -184,18 +161,18 @@ func TestReadLinkCounters(t *testing.T) {
 	// The bridge device may send a frame of its own meanwhile (an IGMP
 	// report, flooded out of the ports): br0's tx counts it, and the
 	// ports' tx may carry it on top of the test's frames.
-	read := func() (a, b, c, br LinkCounters) {
+	read := func() (a, b, c, br Counters) {
 		var err error
-		if a, err = ReadLinkCounters(sw, p1); err != nil {
+		if a, err = ReadCounters(sw, p1); err != nil {
 			t.Fatal(err)
 		}
-		if b, err = ReadLinkCounters(sw, p2); err != nil {
+		if b, err = ReadCounters(sw, p2); err != nil {
 			t.Fatal(err)
 		}
-		if c, err = ReadLinkCounters(h1, eth0); err != nil {
+		if c, err = ReadCounters(h1, eth0); err != nil {
 			t.Fatal(err)
 		}
-		if br, err = ReadLinkCounters(sw, br0); err != nil {
+		if br, err = ReadCounters(sw, br0); err != nil {
 			t.Fatal(err)
 		}
 		return a, b, c, br
@@ -227,12 +204,12 @@ func TestReadLinkCounters(t *testing.T) {
 			netip.AddrPortFrom(lab.HostAddrs[0], 1000), netip.MustParseAddrPort("224.0.0.251:5353"), []byte("mc"))
 	}
 	var err error
-	bra, err = ReadLinkCounters(sw, br0)
+	bra, err = ReadCounters(sw, br0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lab.SendFrames(t, 0, mframes)
-	brb, err = ReadLinkCounters(sw, br0)
+	brb, err = ReadCounters(sw, br0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +229,15 @@ func TestReadLinkCounters(t *testing.T) {
 // agree: a link can send a packet of its own at any time (the bridge
 // device's IGMP reports after it comes up), which would make a single
 // comparison a race. It tries a few windows before it fails.
-func quietReading(t *testing.T, lab *netlab.Lab, ns netns.NsHandle, idx int, name string) (LinkCounters, ipLink) {
+func quietReading(t *testing.T, lab *netlab.Lab, ns netns.NsHandle, idx int, name string) (Counters, ipLink) {
 	t.Helper()
 	for try := 0; ; try++ {
-		c, err := ReadLinkCounters(ns, idx)
+		c, err := ReadCounters(ns, idx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ip := ipShow(t, lab, lab.Switch, name)
-		c2, err := ReadLinkCounters(ns, idx)
+		c2, err := ReadCounters(ns, idx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,14 +254,14 @@ func quietReading(t *testing.T, lab *netlab.Lab, ns netns.NsHandle, idx int, nam
 
 func TestReadLinkCountersMissingLink(t *testing.T) {
 	lab := netlab.New(t, 1)
-	if _, err := ReadLinkCounters(labNetns(t, lab.Switch), 1<<20); err == nil {
+	if _, err := ReadCounters(netlab.NsHandle(t, lab.Switch), 1<<20); err == nil {
 		t.Error("no error for a missing ifindex")
 	}
 }
 
 func TestReadEthernetCountersVeth(t *testing.T) {
 	lab := netlab.New(t, 1)
-	sw := labNetns(t, lab.Switch)
+	sw := netlab.NsHandle(t, lab.Switch)
 	for _, name := range []string{"p1", "br0", "lo"} {
 		_, ok, err := ReadEthernetCounters(sw, lab.LinkIndex(lab.Switch, name))
 		if err != nil || ok {
@@ -292,7 +269,7 @@ func TestReadEthernetCountersVeth(t *testing.T) {
 		}
 	}
 	// veth has driver statistics, just no dot3 ones.
-	r, err := NewLinkCounterReader(sw)
+	r, err := NewReader(sw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +316,7 @@ func BenchmarkLinkCounterRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ns.Close()
-	r, err := NewLinkCounterReader(ns)
+	r, err := NewReader(ns)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package dataplane
+package linkstats
 
 // Interface counters for the sFlow if_counters and ethernet_counters
 // structures (sFlow v5 "Counter Data Types", formats 1 and 2).
@@ -68,8 +68,8 @@ func (d Duplex) String() string {
 	return "unknown"
 }
 
-// LinkCounters is one reading of an interface's counters and state.
-type LinkCounters struct {
+// Counters is one reading of an interface's counters and state.
+type Counters struct {
 	Index int    // ifindex
 	Name  string // interface name at the time of the reading
 
@@ -170,10 +170,10 @@ func ethernetFromStats(names []string, values []uint64) (c EthernetCounters, ok 
 	return c, ok
 }
 
-// LinkCounterReader reads counters of the links of one network namespace.
+// Reader reads counters of the links of one network namespace.
 // It keeps a netlink socket and an ethtool socket open in that namespace,
 // so a poller can read many ports cheaply. Not safe for concurrent use.
-type LinkCounterReader struct {
+type Reader struct {
 	nl      *netlink.Handle
 	ethtool int // AF_INET datagram socket for SIOCETHTOOL, in the namespace
 	current bool
@@ -182,10 +182,10 @@ type LinkCounterReader struct {
 	raw *nl.NetlinkSocket
 }
 
-// NewLinkCounterReader opens a reader for namespace ns; ns <= 0 means the
+// NewReader opens a reader for namespace ns; ns <= 0 means the
 // namespace of the calling thread.
-func NewLinkCounterReader(ns netns.NsHandle) (*LinkCounterReader, error) {
-	h, ethtool, err := openLinkSockets(ns)
+func NewReader(ns netns.NsHandle) (*Reader, error) {
+	h, ethtool, err := OpenSockets(ns)
 	if err != nil {
 		return nil, fmt.Errorf("linkstats: %w", err)
 	}
@@ -199,13 +199,13 @@ func NewLinkCounterReader(ns netns.NsHandle) (*LinkCounterReader, error) {
 		unix.Close(ethtool)
 		return nil, fmt.Errorf("linkstats: netlink stats socket: %w", err)
 	}
-	return &LinkCounterReader{nl: h, ethtool: ethtool, current: ns <= 0, raw: raw}, nil
+	return &Reader{nl: h, ethtool: ethtool, current: ns <= 0, raw: raw}, nil
 }
 
-// openLinkSockets opens a netlink route socket and an ethtool ioctl socket
+// OpenSockets opens a netlink route socket and an ethtool ioctl socket
 // (AF_INET datagram, for SIOCETHTOOL) in namespace ns (ns <= 0: the
 // calling thread's).
-func openLinkSockets(ns netns.NsHandle) (*netlink.Handle, int, error) {
+func OpenSockets(ns netns.NsHandle) (*netlink.Handle, int, error) {
 	var (
 		h   *netlink.Handle
 		err error
@@ -227,7 +227,7 @@ func openLinkSockets(ns netns.NsHandle) (*netlink.Handle, int, error) {
 }
 
 // Close releases the reader's sockets.
-func (r *LinkCounterReader) Close() error {
+func (r *Reader) Close() error {
 	r.nl.Close()
 	r.raw.Close()
 	if err := unix.Close(r.ethtool); err != nil {
@@ -237,13 +237,13 @@ func (r *LinkCounterReader) Close() error {
 }
 
 // Read returns the counters and state of link ifindex.
-func (r *LinkCounterReader) Read(ifindex int) (LinkCounters, error) {
+func (r *Reader) Read(ifindex int) (Counters, error) {
 	link, err := r.nl.LinkByIndex(ifindex)
 	if err != nil {
-		return LinkCounters{}, fmt.Errorf("linkstats: link %d: %w", ifindex, err)
+		return Counters{}, fmt.Errorf("linkstats: link %d: %w", ifindex, err)
 	}
 	a := link.Attrs()
-	c := LinkCounters{
+	c := Counters{
 		Index:           a.Index,
 		Name:            a.Name,
 		RxBroadcast:     UnknownCounter,
@@ -251,7 +251,7 @@ func (r *LinkCounterReader) Read(ifindex int) (LinkCounters, error) {
 		TxBroadcast:     UnknownCounter,
 		RxUnknownProtos: UnknownCounter,
 		AdminUp:         a.Flags&net.FlagUp != 0,
-		OperUp:          operUp(a),
+		OperUp:          OperUp(a),
 		Promiscuous:     a.Promisc > 0 || a.RawFlags&unix.IFF_PROMISC != 0,
 	}
 	if s := a.Statistics; s != nil {
@@ -275,17 +275,17 @@ func countsMulticast(l netlink.Link) bool {
 	return l.Type() != "veth"
 }
 
-// operUp reports RFC 2863 ifOperStatus up: operstate UP, or UNKNOWN (the
+// OperUp reports RFC 2863 ifOperStatus up: operstate UP, or UNKNOWN (the
 // driver does not track it) while the device has carrier.
-func operUp(a *netlink.LinkAttrs) bool {
+func OperUp(a *netlink.LinkAttrs) bool {
 	return a.OperState == netlink.OperUp ||
 		(a.OperState == netlink.OperUnknown && a.RawFlags&unix.IFF_LOWER_UP != 0)
 }
 
 // speedDuplex asks ethtool, then sysfs. Both answer "unknown" (0,
 // DuplexUnknown) when the driver does not report a speed.
-func (r *LinkCounterReader) speedDuplex(a *netlink.LinkAttrs) (uint64, Duplex) {
-	speed, duplex, err := ethtoolLinkSettings(r.ethtool, a.Name)
+func (r *Reader) speedDuplex(a *netlink.LinkAttrs) (uint64, Duplex) {
+	speed, duplex, err := EthtoolLinkSettings(r.ethtool, a.Name)
 	if err == nil {
 		return speed, duplex
 	}
@@ -298,7 +298,7 @@ func (r *LinkCounterReader) speedDuplex(a *netlink.LinkAttrs) (uint64, Duplex) {
 // Ethernet returns the dot3 counters of link ifindex from its driver
 // statistics; ok is false when the driver exposes none (veth, bridge,
 // loopback, most virtual devices).
-func (r *LinkCounterReader) Ethernet(ifindex int) (EthernetCounters, bool, error) {
+func (r *Reader) Ethernet(ifindex int) (EthernetCounters, bool, error) {
 	link, err := r.nl.LinkByIndex(ifindex)
 	if err != nil {
 		return EthernetCounters{}, false, fmt.Errorf("linkstats: link %d: %w", ifindex, err)
@@ -314,13 +314,13 @@ func (r *LinkCounterReader) Ethernet(ifindex int) (EthernetCounters, bool, error
 	return c, ok, nil
 }
 
-// ReadLinkCounters reads the counters of link ifindex in namespace ns
+// ReadCounters reads the counters of link ifindex in namespace ns
 // (ns <= 0: the calling thread's namespace). Pollers reading many ports
-// should keep a LinkCounterReader instead.
-func ReadLinkCounters(ns netns.NsHandle, ifindex int) (LinkCounters, error) {
-	r, err := NewLinkCounterReader(ns)
+// should keep a Reader instead.
+func ReadCounters(ns netns.NsHandle, ifindex int) (Counters, error) {
+	r, err := NewReader(ns)
 	if err != nil {
-		return LinkCounters{}, err
+		return Counters{}, err
 	}
 	c, err := r.Read(ifindex)
 	if cerr := r.Close(); err == nil && cerr != nil {
@@ -332,7 +332,7 @@ func ReadLinkCounters(ns netns.NsHandle, ifindex int) (LinkCounters, error) {
 // ReadEthernetCounters reads the dot3 counters of link ifindex in namespace
 // ns; ok is false when the driver has none (for example veth).
 func ReadEthernetCounters(ns netns.NsHandle, ifindex int) (c EthernetCounters, ok bool, err error) {
-	r, err := NewLinkCounterReader(ns)
+	r, err := NewReader(ns)
 	if err != nil {
 		return EthernetCounters{}, false, err
 	}
@@ -397,9 +397,9 @@ const (
 	ethtoolSSStats       = 1  // ETH_SS_STATS
 )
 
-// ethtoolLinkSettings returns speed (Mb/s, 0 = unknown) and duplex from
+// EthtoolLinkSettings returns speed (Mb/s, 0 = unknown) and duplex from
 // ETHTOOL_GLINKSETTINGS, or from ETHTOOL_GSET on drivers without it.
-func ethtoolLinkSettings(fd int, name string) (uint64, Duplex, error) {
+func EthtoolLinkSettings(fd int, name string) (uint64, Duplex, error) {
 	// struct ethtool_link_settings: cmd u32 @0, speed u32 @4, duplex u8 @8,
 	// link_mode_masks_nwords s8 @15, then 3 masks of nwords u32 each after
 	// the 48-byte header. The first call (nwords 0) makes the kernel

@@ -1,4 +1,4 @@
-package dataplane
+package drops
 
 import (
 	"bytes"
@@ -24,9 +24,9 @@ func openDropsFor(t *testing.T, lab *netlab.Lab, limit uint32) *Drops {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := OpenDrops(DropsConfig{Netns: ino, Limit: limit, HeaderBytes: DefaultDropHeaderBytes})
+	d, err := Open(Config{Netns: ino, Limit: limit, HeaderBytes: DefaultHeaderBytes})
 	if err != nil {
-		t.Fatalf("OpenDrops: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {
@@ -48,10 +48,10 @@ type dropTally struct {
 func collectDrops(t *testing.T, d *Drops, quiet time.Duration) dropTally {
 	t.Helper()
 	tl := dropTally{n: map[string]int{}, ports: map[string]map[[2]uint32]int{}, header: map[string][]byte{}, symbol: map[string]string{}}
-	var ev DropEvent
+	var ev Event
 	for {
 		d.SetDeadline(time.Now().Add(quiet))
-		_, err := d.Read(&ev, func(e *DropEvent) {
+		_, err := d.Read(&ev, func(e *Event) {
 			tl.n[e.ReasonName]++
 			if tl.ports[e.ReasonName] == nil {
 				tl.ports[e.ReasonName] = map[[2]uint32]int{}
@@ -120,7 +120,7 @@ func TestDropNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := func(i int) uint32 { return uint32(portIndex(t, lab, i)) }
+	p := func(i int) uint32 { return uint32(lab.PortIndex(t, i)) }
 	aclReason := netlab.ACLDropReason(t)
 	for _, c := range []struct {
 		reason  string
@@ -145,7 +145,7 @@ func TestDropNotifications(t *testing.T) {
 	if h := tl.header[aclReason]; !bytes.Equal(h, dl.ACLFrames(1)[0]) {
 		t.Errorf("%s header %x, want the frame sent %x", aclReason, h, dl.ACLFrames(1)[0])
 	}
-	if h := tl.header["QDISC_DROP"]; len(h) != DefaultDropHeaderBytes || !bytes.Equal(h, dl.OverflowFrames(1)[0][:DefaultDropHeaderBytes]) {
+	if h := tl.header["QDISC_DROP"]; len(h) != DefaultHeaderBytes || !bytes.Equal(h, dl.OverflowFrames(1)[0][:DefaultHeaderBytes]) {
 		t.Errorf("QDISC_DROP header %x, want the first 128 bytes of the frame", h)
 	}
 	total := 0
@@ -156,7 +156,7 @@ func TestDropNotifications(t *testing.T) {
 	// stray drop of the switch's own (allowed below) may come after the
 	// collection ended, between reading the counters and the stats (4
 	// of them in the 6.1 VM under TCG).
-	var st DropStats
+	var st Stats
 	var sum uint64
 	for deadline := time.Now().Add(testutil.Scaled(5 * time.Second)); ; {
 		if st, err = d.Stats(); err != nil {
@@ -199,7 +199,7 @@ func TestDropNotifications(t *testing.T) {
 func TestDropLimit(t *testing.T) {
 	lab := netlab.New(t, 3)
 	dl := lab.SetupDrops(t)
-	d := openDropsFor(t, lab, DefaultDropLimit)
+	d := openDropsFor(t, lab, DefaultLimit)
 	const n = 2000
 	start := time.Now()
 	lab.SendFrames(t, 0, dl.ACLFrames(n))
@@ -225,13 +225,13 @@ func TestDropLimit(t *testing.T) {
 	if got+st.Suppressed+st.RingFull != st.Drops || st.Drops < acl {
 		t.Errorf("notified %d + suppressed %d + ring full %d != drops %d (true ACL drops %d)", got, st.Suppressed, st.RingFull, st.Drops, acl)
 	}
-	if max := uint64(DefaultDropLimit) * uint64(elapsed/time.Second+2); got > max || got == 0 {
-		t.Errorf("%d notifications in %v with a limit of %d/s", got, elapsed, DefaultDropLimit)
+	if max := uint64(DefaultLimit) * uint64(elapsed/time.Second+2); got > max || got == 0 {
+		t.Errorf("%d notifications in %v with a limit of %d/s", got, elapsed, DefaultLimit)
 	}
 	t.Logf("%d drops in %v: %d notified, %d suppressed", acl, elapsed, got, st.Suppressed)
 
 	// Configure: limit 0 counts without notifying.
-	if err := d.Configure(DropsConfig{Limit: 0, HeaderBytes: 64}); err != nil {
+	if err := d.Configure(Config{Limit: 0, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	lab.SendFrames(t, 0, dl.ACLFrames(10))
@@ -258,10 +258,10 @@ type dropRecord struct {
 func collectRecords(t *testing.T, d *Drops, quiet time.Duration) []dropRecord {
 	t.Helper()
 	var recs []dropRecord
-	var ev DropEvent
+	var ev Event
 	for {
 		d.SetDeadline(time.Now().Add(quiet))
-		_, err := d.Read(&ev, func(e *DropEvent) {
+		_, err := d.Read(&ev, func(e *Event) {
 			recs = append(recs, dropRecord{reason: e.ReasonName, in: e.InIfIndex, out: e.OutIfIndex, frameLen: e.FrameLen,
 				proto: e.HeaderProto, paged: e.PagedLen, header: bytes.Clone(e.Header)})
 		})
@@ -329,7 +329,7 @@ func TestDropHeaders(t *testing.T) {
 	lab := netlab.New(t, 4)
 	dl := lab.SetupDrops(t)
 	d := openDropsFor(t, lab, 1_000_000)
-	p := func(i int) uint32 { return uint32(portIndex(t, lab, i)) }
+	p := func(i int) uint32 { return uint32(lab.PortIndex(t, i)) }
 
 	type frameCase struct {
 		name    string
@@ -397,11 +397,11 @@ func TestDropHeaders(t *testing.T) {
 			t.Logf("%s: %d notifications, %d right, %d paged, header %d of %d bytes", c.name, got, right, paged, len(wantHdr), len(c.want))
 		}
 	}
-	checkFrames(recs, cases, DefaultDropHeaderBytes)
+	checkFrames(recs, cases, DefaultHeaderBytes)
 
 	// Other sizes: the whole 256 bytes, and fewer than the frame's headers.
-	for _, n := range []int{MaxDropHeaderBytes, 40} {
-		if err := d.Configure(DropsConfig{Limit: 1_000_000, HeaderBytes: n}); err != nil {
+	for _, n := range []int{MaxHeaderBytes, 40} {
+		if err := d.Configure(Config{Limit: 1_000_000, HeaderBytes: n}); err != nil {
 			t.Fatal(err)
 		}
 		big := dl.ForwardFrames(1, 40200, patterned(958, byte(n)))[0] // 1000 bytes
@@ -409,7 +409,7 @@ func TestDropHeaders(t *testing.T) {
 		lab.SendFramesTxRing(t, 0, repeat(big, k))
 		checkFrames(collectRecords(t, d, 300*time.Millisecond), cs, n)
 	}
-	if err := d.Configure(DropsConfig{Limit: 1_000_000, HeaderBytes: DefaultDropHeaderBytes}); err != nil {
+	if err := d.Configure(Config{Limit: 1_000_000, HeaderBytes: DefaultHeaderBytes}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -495,14 +495,14 @@ func testDropHeadersTCP(t *testing.T, lab *netlab.Lab, dl *netlab.DropLab, d *Dr
 		}
 		match := false
 		for _, f := range sent[seq] {
-			n := min(DefaultDropHeaderBytes, len(f))
+			n := min(DefaultHeaderBytes, len(f))
 			// frame_len: the segment's length as its IPv4 total length
 			// says (the capture buffer may cut a 64 KiB segment).
 			if bytes.Equal(r.header, f[:n]) && r.frameLen == 14+uint32(binary.BigEndian.Uint16(f[16:18])) {
 				match = true
 			}
 		}
-		if match && netfilterReason(r.reason) && r.in == uint32(portIndex(t, lab, dl.RoutedIdx)) && r.out == 0 {
+		if match && netfilterReason(r.reason) && r.in == uint32(lab.PortIndex(t, dl.RoutedIdx)) && r.out == 0 {
 			right++
 		} else if right == got-1 {
 			t.Errorf("TCP notification %s in %d out %d frame_len %d paged %d seq %d header\n%x\nmatches none of the %d segments sent with that sequence number",
@@ -608,7 +608,7 @@ func testDropHeadersTCPOut(t *testing.T, lab *netlab.Lab, dl *netlab.DropLab, d 
 		pos := int(seq - isn - 1) // stream offset of the segment's first byte
 		payload := h[min(ihl+off, len(h)):]
 		ok := h[0] == 0x45 && bytes.Equal(h[12:16], sa[:]) && bytes.Equal(h[16:20], ha[:]) &&
-			uint32(binary.BigEndian.Uint16(h[2:4])) == r.frameLen && len(h) == min(DefaultDropHeaderBytes, int(r.frameLen)) &&
+			uint32(binary.BigEndian.Uint16(h[2:4])) == r.frameLen && len(h) == min(DefaultHeaderBytes, int(r.frameLen)) &&
 			pos >= 0 && pos+len(payload) <= len(stream) && bytes.Equal(payload, stream[pos:pos+len(payload)]) && len(payload) > 0 &&
 			netfilterReason(r.reason) && r.in == 0 && r.out == 0
 		if ok {
