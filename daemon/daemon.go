@@ -22,7 +22,6 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
@@ -41,6 +40,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
@@ -115,10 +115,10 @@ type Daemon struct {
 	dp  *dataplane.Dataplane
 	// psample samples the ports instead of dp's BPF samplers (hook
 	// psample, or listen-only psample_group); nil otherwise.
-	psample *kernel.Psample
+	psample *source.Psample
 	// mixed routes each port to dp or psample (hook auto on a switch
 	// whose ports offload tc); nil otherwise.
-	mixed    *kernel.Mixed
+	mixed    *source.Mixed
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
@@ -244,31 +244,31 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
+	var sampling agent.SampleSource = source.BPF{DP: dp}
 	switch {
 	case usePsample(s):
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
 	case s.Hook == "auto" && autoPsample(dp.Features(), log):
 		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
 		}
-		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)
+		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
-		Workers:   s.Workers,
-		Dataplane: sampling,
-		Counters:  d.counters,
-		Output:    d.output,
-		Router:    d.output,
-		Tunnels:   d.output,
-		Logger:    log,
-		State:     store,
-		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		Workers:  s.Workers,
+		Source:   sampling,
+		Counters: d.counters,
+		Output:   d.output,
+		Router:   d.output,
+		Tunnels:  d.output,
+		Logger:   log,
+		State:    store,
+		Backoff:  agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
 		OnBackoff: func(st agent.BackoffStep) {
 			if st.To > st.From {
 				d.backoffUp.Add(1)
@@ -279,7 +279,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	})
 	d.start = d.agent.Start()
 	if d.psample == nil {
-		d.agent.Adopt(kernel.Adopted(dp))
+		d.agent.Adopt(source.Adopted(dp))
 	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)

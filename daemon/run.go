@@ -9,10 +9,10 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/sdnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // run serves until ctx ends, then detaches everything. Everything started
@@ -66,17 +66,17 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers, err := kernel.Readers(d.dp, d.agent.Workers())
+	readers, err := source.BPFReaders(d.dp, d.agent.Workers())
 	if err != nil {
 		return fmt.Errorf("sample readers: %w", err)
 	}
 	switch {
 	case d.mixed != nil:
-		readers = kernel.MixedReaders(readers, d.psample)
+		readers = source.MixedReaders(readers, d.psample)
 		defer func() { // the watchers end within a second, together
 			var wg sync.WaitGroup
 			for _, r := range readers {
-				if mr, ok := r.(*kernel.MixedReader); ok {
+				if mr, ok := r.(*source.MixedReader); ok {
 					wg.Go(mr.Close)
 				}
 			}

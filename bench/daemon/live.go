@@ -22,8 +22,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/source"
 	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
@@ -190,12 +190,12 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 		}
 	}()
 	// The daemon's own sample path (agent/kernel, dataplane.Source).
-	opts := agent.Options{Workers: f.workers, Dataplane: kernel.Dataplane{DP: dp}}
+	opts := agent.Options{Workers: f.workers, Source: source.BPF{DP: dp}}
 	if err := setSendMode(&opts, f.send); err != nil {
 		return err
 	}
 	ag := agent.New(opts)
-	readers, err := kernel.Readers(dp, f.workers)
+	readers, err := source.BPFReaders(dp, f.workers)
 	if err != nil {
 		return err
 	}

@@ -38,8 +38,9 @@ var layers = []struct {
 	{"dataplane", 2},
 	// 3: the sFlow agent core.
 	{"agent", 3},
-	// 4: the features built on the core.
-	{"agent/kernel", 4},
+	// 4: the features built on the core, and the sample sources that
+	// feed it.
+	{"source", 4},
 	{"mib", 4},
 	{"apps", 4},
 	{"counters", 4},
@@ -184,8 +185,8 @@ func TestLayersCatch(t *testing.T) {
 		}
 	}
 	for _, ok := range []listedPackage{
-		pkg("daemon", []string{"agent/kernel", "config", "internal/prom"}, []string{"testkit/netlab"}),
-		pkg("agent/kernel", []string{"agent", "dataplane"}, nil),
+		pkg("daemon", []string{"source", "config", "internal/prom"}, []string{"testkit/netlab"}),
+		pkg("source", []string{"agent", "dataplane"}, nil),
 		pkg("dataplane", nil, []string{"testkit/netlab", "testkit/xdptest"}),
 		pkg("config", []string{"config/hsflowdconf"}, []string{"testkit/testutil"}),
 	} {

@@ -1,6 +1,6 @@
-// Package dropnotify runs dropped-packet notifications (issue 12): the
+// Package dropnotify runs dropped-packet notifications: the
 // kernel program (drops.Drops) while enabled, read through
-// agent/kernel's DropSource by the reporter (agent.DropReporter) that
+// source.DropSource by the reporter (agent.DropReporter) that
 // turns its notifications into discarded_packet samples, and their
 // Prometheus metrics.
 package dropnotify
@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // ErrKernelFeature marks an Apply error caused by a kernel feature the
@@ -114,7 +114,7 @@ func (d *Runner) Apply(c Config) error {
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		d.reporter.Run(rctx, kernel.NewDropSource(dp))
+		d.reporter.Run(rctx, source.NewDropSource(dp))
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
 	return nil

@@ -1,4 +1,4 @@
-package kernel
+package source
 
 import (
 	"bytes"
@@ -39,11 +39,11 @@ func TestReaderConverts(t *testing.T) {
 		}
 	})
 	p1 := uint32(lab.LinkIndex(lab.Switch, "p1"))
-	a := Dataplane{DP: dp}
+	a := BPF{DP: dp}
 	if err := a.SetPort(p1, agent.PortSampling{KernelRate: 1, HeaderBytes: 64, Worker: 0}); err != nil {
 		t.Fatal(err)
 	}
-	readers, err := Readers(dp, 1)
+	readers, err := BPFReaders(dp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package kernel
+package source
 
 import (
 	"testing"
@@ -38,7 +38,7 @@ func TestMixed(t *testing.T) {
 		return err
 	})
 	t.Cleanup(func() { lab.Do(t, p.Close); lab.Do(t, dp.Close) })
-	m := NewMixed(Dataplane{DP: dp}, p, func(idx uint32) bool { return idx == uint32(asicPort) })
+	m := NewMixed(BPF{DP: dp}, p, func(idx uint32) bool { return idx == uint32(asicPort) })
 	for _, idx := range []int{bpfPort, asicPort} {
 		if err := m.SetPort(uint32(idx), agent.PortSampling{KernelRate: 1, Rate: 1, HeaderBytes: 64}); err != nil {
 			t.Fatal(err)
@@ -47,11 +47,11 @@ func TestMixed(t *testing.T) {
 	if !m.UsesPsample(uint32(asicPort)) || m.UsesPsample(uint32(bpfPort)) || !p.has(uint32(asicPort)) {
 		t.Fatalf("routing: asic port on psample %v, BPF port on psample %v", m.UsesPsample(uint32(asicPort)), m.UsesPsample(uint32(bpfPort)))
 	}
-	brs, err := Readers(dp, 1)
+	brs, err := BPFReaders(dp, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr := NewMixedReader(brs[0].(*Reader), p.readers[0])
+	mr := NewMixedReader(brs[0].(*BPFReader), p.readers[0])
 	defer mr.Close()
 	got := map[uint32]int{}
 	fn := func(ps *agent.PacketSample) { got[ps.IfIndex]++ }

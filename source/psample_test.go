@@ -1,4 +1,4 @@
-package kernel
+package source
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ type run struct {
 func startAgent(t *testing.T, lab *pslab.Lab, p *Psample, workers int) *run {
 	t.Helper()
 	r := &run{lab: lab, p: p, col: newCollector(t), done: make(chan struct{})}
-	r.a = agent.New(agent.Options{Workers: workers, Dataplane: p})
+	r.a = agent.New(agent.Options{Workers: workers, Source: p})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.a.Run(ctx, p.Readers()); close(r.done) }()

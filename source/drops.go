@@ -1,4 +1,4 @@
-package kernel
+package source
 
 import (
 	"github.com/sflowswitchd/sflowswitchd/agent"

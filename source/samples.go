@@ -1,10 +1,15 @@
-// Package kernel is where the kernel dataplane meets the agent: the ports
-// the agent configures become dataplane ports (inline or monitor), each
-// worker reads its kernel samples from its dataplane.Source (samples.go),
-// and the drop reporter reads the kernel's drop notifications (drops.go).
-// The daemon and the end-to-end benchmark (bench/daemon live) both use
-// it, so the benchmark measures the daemon's own sample path.
-package kernel
+// Package source holds the sample sources that feed the agent, each an
+// agent.SampleSource with one agent.SampleReader per worker: BPF, the XDP
+// and TC samplers' ring buffers and the AF_XDP sockets of monitor ports
+// (samples.go); Psample, the PSAMPLE channel of switch ASICs and
+// act_sample (psample.go); Mixed, each port on one of the two
+// (mixed.go). DropSource hands the kernel's drop notifications to the
+// agent's drop reporter (drops.go). The agent knows a source only through
+// agent.SampleSource and agent.SampleReader, so a new source is a new
+// file here and no edit of the agent. The daemon and the end-to-end
+// benchmark (bench/daemon live) both use this package, so the benchmark
+// measures the daemon's own sample path.
+package source
 
 import (
 	"net/netip"
@@ -17,8 +22,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 )
 
-// Dataplane drives a *dataplane.Dataplane for the agent (agent.Dataplane).
-type Dataplane struct {
+// BPF is the source of the XDP and TC samplers: it drives a
+// *dataplane.Dataplane for the agent (agent.SampleSource).
+type BPF struct {
 	DP *dataplane.Dataplane
 }
 
@@ -48,7 +54,7 @@ func Direction(d agent.Direction) dataplane.Direction {
 // SetPort attaches the sampler to a new port or updates an attached one
 // through the config map (no re-attach); a monitor port gets its AF_XDP
 // sockets, read by its worker's Source.
-func (a Dataplane) SetPort(ifindex uint32, p agent.PortSampling) error {
+func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), PortConfig(p))
 }
 
@@ -65,26 +71,26 @@ func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
 
 // RemovePort detaches the sampler from a port. A port that has vanished
 // took its attachment with it; that is not an error.
-func (a Dataplane) RemovePort(ifindex uint32) error {
+func (a BPF) RemovePort(ifindex uint32) error {
 	return a.DP.RemovePort(int(ifindex))
 }
 
 // PortSamples reads the samples the kernel selected on the port so far
 // (agent.SampleCounter, for the backoff), from the mmap-ed counters.
-func (a Dataplane) PortSamples(ifindex uint32) (uint64, bool) {
+func (a BPF) PortSamples(ifindex uint32) (uint64, bool) {
 	c, err := a.DP.PortCounters(int(ifindex))
 	return c.Samples, err == nil
 }
 
 // PortPool reads the port's pool and drops from the mmap-ed counters (no
 // system call).
-func (a Dataplane) PortPool(ifindex uint32) (uint64, uint64) {
+func (a BPF) PortPool(ifindex uint32) (uint64, uint64) {
 	return a.DP.PortPool(ifindex)
 }
 
 // Reader is a worker's dataplane.Source as the agent reads it
 // (agent.SampleReader and agent.Waker).
-type Reader struct {
+type BPFReader struct {
 	src *dataplane.Source
 	fn  func(*agent.PacketSample)
 	ps  agent.PacketSample
@@ -92,9 +98,9 @@ type Reader struct {
 	conv func(*dataplane.RawSample)
 }
 
-// NewReader returns src as an agent.SampleReader.
-func NewReader(src *dataplane.Source) *Reader {
-	r := &Reader{src: src}
+// NewBPFReader returns src as an agent.SampleReader.
+func NewBPFReader(src *dataplane.Source) *BPFReader {
+	r := &BPFReader{src: src}
 	r.conv = func(rs *dataplane.RawSample) {
 		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
@@ -117,26 +123,26 @@ func NewReader(src *dataplane.Source) *Reader {
 
 // Readers returns the readers of the first workers sources of dp, one per
 // worker (workers as given to dataplane.Open).
-func Readers(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
+func BPFReaders(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
 	rs := make([]agent.SampleReader, max(workers, 1))
 	for w := range rs {
 		src, err := dp.Source(w)
 		if err != nil {
 			return nil, err
 		}
-		rs[w] = NewReader(src)
+		rs[w] = NewBPFReader(src)
 	}
 	return rs, nil
 }
 
 // ReadSamples implements agent.SampleReader (dataplane.Source.Read).
-func (r *Reader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
 	return r.src.Read(deadline, r.conv)
 }
 
 // Wake implements agent.Waker.
-func (r *Reader) Wake() error { return r.src.Wake() }
+func (r *BPFReader) Wake() error { return r.src.Wake() }
 
 // routeQuery fills q from a ring record's route block (bpf/route.h): the
 // kernel's answers for the packet's destination and source, and the FIB

@@ -1,4 +1,4 @@
-package kernel
+package source
 
 import (
 	"context"
@@ -25,9 +25,9 @@ import (
 // agent in this one (its CPU: reading, encoding and sending the
 // samples). Paths alternate within each round; medians over the rounds.
 //
-//	go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./agent/kernel
+//	go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source
 //
-// (the VM: make vagrant-test VM_CMD='cd agent/kernel && $TREE/tests/agent_kernel.test -test.run ^$ -test.bench BenchmarkPathCPU -test.benchtime 1x')
+// (the VM: make vagrant-test VM_CMD='cd source && $TREE/tests/source.test -test.run ^$ -test.bench BenchmarkPathCPU -test.benchtime 1x')
 func BenchmarkPathCPU(b *testing.B) {
 	const rounds, frames, rate = 3, 20000, 1
 	paths := []string{"psample", "xdp", "tc"}
@@ -85,7 +85,7 @@ func cpuNow(b *testing.B) time.Duration {
 func pathTrial(b *testing.B, path string, frames int, rate uint32) (agentNs, senderNs float64, samples int) {
 	lab := pslab.New(b)
 	i0, _ := lab.Veth(b, "sfps0", "sfps1")
-	var dpl agent.Dataplane
+	var dpl agent.SampleSource
 	var readers []agent.SampleReader
 	var closeFn func() error
 	switch path {
@@ -104,13 +104,13 @@ func pathTrial(b *testing.B, path string, frames int, rate uint32) (agentNs, sen
 			return err
 		})
 		var err error
-		if readers, err = Readers(dp, 1); err != nil {
+		if readers, err = BPFReaders(dp, 1); err != nil {
 			b.Fatal(err)
 		}
-		dpl, closeFn = Dataplane{DP: dp}, dp.Close
+		dpl, closeFn = BPF{DP: dp}, dp.Close
 	}
 	col := newCollector(b)
-	a := agent.New(agent.Options{Workers: 1, Dataplane: dpl})
+	a := agent.New(agent.Options{Workers: 1, Source: dpl})
 	done := make(chan struct{})
 	ctx, ctxCancel := context.WithCancel(context.Background())
 	go func() { a.Run(ctx, readers); close(done) }()

@@ -1,4 +1,4 @@
-package kernel
+package source
 
 // The psample sample source: ports sampled by tc's sample action (a
 // switch ASIC's, offloaded, or act_sample in software), their samples read
@@ -96,7 +96,7 @@ type psTable struct {
 	groups map[uint32]*psPort // rules mode: group → port
 }
 
-// Psample is the agent's psample dataplane (agent.Dataplane).
+// Psample is the agent's psample dataplane (agent.SampleSource).
 type Psample struct {
 	cfg   PsampleConfig
 	log   *slog.Logger
@@ -193,7 +193,7 @@ func (p *Psample) publish() {
 	p.table.Store(t)
 }
 
-// SetPort starts or changes psample sampling of a port (agent.Dataplane).
+// SetPort starts or changes psample sampling of a port (agent.SampleSource).
 // Rules mode: the ingress rule, and the egress one where the port is
 // sampled egress and the kernel accepts it, at the exact rate ps.Rate,
 // changed in place. A port already sampled keeps its pool.

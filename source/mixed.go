@@ -1,4 +1,4 @@
-package kernel
+package source
 
 // Hook auto with psample: each port is sampled by the BPF samplers (XDP
 // or TC) or through psample, the latter on ports that offload tc (switchdev
@@ -16,9 +16,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
-// Mixed is an agent.Dataplane sampling each port with BPF or psample.
+// Mixed is an agent.SampleSource sampling each port with BPF or psample.
 type Mixed struct {
-	BPF Dataplane
+	BPF BPF
 	PS  *Psample
 	// Offloads tells whether a port offloads tc (psample there); asked
 	// once per port, when it is first configured.
@@ -29,7 +29,7 @@ type Mixed struct {
 }
 
 // NewMixed returns a Mixed of bpf and ps.
-func NewMixed(bpf Dataplane, ps *Psample, offloads func(ifindex uint32) bool) *Mixed {
+func NewMixed(bpf BPF, ps *Psample, offloads func(ifindex uint32) bool) *Mixed {
 	return &Mixed{BPF: bpf, PS: ps, Offloads: offloads, onPS: map[uint32]bool{}}
 }
 
@@ -40,7 +40,7 @@ func (m *Mixed) UsesPsample(ifindex uint32) bool {
 	return m.onPS[ifindex]
 }
 
-// SetPort implements agent.Dataplane. A monitor port stays on XDP.
+// SetPort implements agent.SampleSource. A monitor port stays on XDP.
 func (m *Mixed) SetPort(ifindex uint32, p agent.PortSampling) error {
 	m.mu.Lock()
 	use, ok := m.onPS[ifindex]
@@ -55,7 +55,7 @@ func (m *Mixed) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return m.BPF.SetPort(ifindex, p)
 }
 
-// RemovePort implements agent.Dataplane.
+// RemovePort implements agent.SampleSource.
 func (m *Mixed) RemovePort(ifindex uint32) error {
 	m.mu.Lock()
 	use := m.onPS[ifindex]
@@ -97,7 +97,7 @@ func (p *Psample) has(ifindex uint32) bool {
 // readable and wakes that wait, once per batch (it waits for the worker
 // to have read before it watches again).
 type MixedReader struct {
-	bpf   *Reader
+	bpf   *BPFReader
 	ps    *PsampleReader
 	armed chan struct{}
 	stop  atomic.Bool
@@ -105,7 +105,7 @@ type MixedReader struct {
 }
 
 // NewMixedReader reads bpf and ps; Close stops its watcher.
-func NewMixedReader(bpf *Reader, ps *PsampleReader) *MixedReader {
+func NewMixedReader(bpf *BPFReader, ps *PsampleReader) *MixedReader {
 	r := &MixedReader{bpf: bpf, ps: ps, armed: make(chan struct{}, 1), done: make(chan struct{})}
 	go r.watch()
 	return r
@@ -179,7 +179,7 @@ func (r *PsampleReader) tryRead(fn func(*agent.PacketSample)) (int, error) {
 func MixedReaders(bpf []agent.SampleReader, ps *Psample) []agent.SampleReader {
 	out := make([]agent.SampleReader, len(bpf))
 	for i, b := range bpf {
-		br, ok := b.(*Reader)
+		br, ok := b.(*BPFReader)
 		if !ok || i >= len(ps.readers) {
 			out[i] = b
 			continue
