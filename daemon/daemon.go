@@ -25,7 +25,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
@@ -37,10 +36,11 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 	"github.com/sflowswitchd/sflowswitchd/source"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/host"
 )
 
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
@@ -126,14 +126,14 @@ type Daemon struct {
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
 	apps        *appsubagent.Subagent
-	apmSubagent *snmpd.Subagent
+	apmSubagent *agentx.Subagent
 	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
 	// and the ports feed it, SNMP SETs change it, and it applies the
 	// result to the agent (applyConfig).
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
-	subagent *snmpd.Subagent
+	subagent *agentx.Subagent
 	// drops runs dropped-packet notifications.
 	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.

@@ -163,7 +163,7 @@ func (d *Daemon) startResolver(ctx context.Context, s config.Settings) {
 
 // startAgentX serves the SFLOW-MIB to the AgentX master, when agentx is
 // on, and logs the session's state changes.
-func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.WaitGroup) {
+func (d *Daemon) startAgentX(ctx context.Context, master string, running *sync.WaitGroup) {
 	if d.subagent == nil {
 		return
 	}
@@ -172,7 +172,7 @@ func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.W
 			d.log.Error("AgentX subagent stopped", "err", err)
 		}
 	})
-	running.Go(func() { d.watchAgentX(ctx, agentx) })
+	running.Go(func() { d.watchAgentX(ctx, master) })
 }
 
 // watch follows the ports until ctx ends. Port events are coalesced: a

@@ -25,13 +25,13 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
 // MaxIfIndex is the exclusive upper bound of the ifindexes whose config
 // lives in the BPF array indexed directly by ifindex (the per-packet fast
-// path, see bpf/sampler.h, MAX_IFINDEX). Ports with a larger ifindex (any
+// path, see dataplane/bpf/sampler.h, MAX_IFINDEX). Ports with a larger ifindex (any
 // positive 32-bit value the kernel gives) are configured in a hash map
 // instead: they are sampled the same way at the cost of a hash lookup.
 const MaxIfIndex = 65536
@@ -131,13 +131,13 @@ type Config struct {
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
-	// followed to where they leave (transit.go, bpf/transit.h), on every
+	// followed to where they leave (transit.go, dataplane/bpf/transit.h), on every
 	// port sampled at TC; 0 follows none and loads no transit program.
 	// DefaultTransitEntries is a sensible value.
 	TransitEntries int
 }
 
-// Mode is a port's sample delivery path (values shared with bpf/sampler.h).
+// Mode is a port's sample delivery path (values shared with dataplane/bpf/sampler.h).
 type Mode uint32
 
 const (
@@ -470,7 +470,7 @@ func (d *Dataplane) load() error {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
-	// The sampled path of every port's program (bpf/sampler.c
+	// The sampled path of every port's program (dataplane/bpf/sampler.c
 	// xdp_take_sample), reached by tail call. Adopted state: this
 	// replaces the previous program's in one step, so the ports' old
 	// programs reach the new sampled path until their links are updated.
@@ -839,7 +839,7 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 	}
 }
 
-// portFlag* are port_config.flags (bpf/sampler.h PORT_F_*).
+// portFlag* are port_config.flags (dataplane/bpf/sampler.h PORT_F_*).
 const portFlagTransit = 1 << 0
 
 // portFlags are the kernel flags of a port's config: with transit on,
@@ -907,7 +907,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	slot := d.freeSlots[len(d.freeSlots)-1]
 	if pc.Kind == PortPlain {
 		// A tunnel device's samples carry its outer header
-		// (bpf/tunnel.h): the kind is the link's, read here once (a
+		// (dataplane/bpf/tunnel.h): the kind is the link's, read here once (a
 		// link's kind never changes).
 		pc.Kind = d.linkKind(ifindex)
 	}
@@ -1147,7 +1147,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
-// Magic 64-bit immediates of bpf/sampler.h (PORT_IMM_*) that patchImm
+// Magic 64-bit immediates of dataplane/bpf/sampler.h (PORT_IMM_*) that patchImm
 // replaces with a port's values.
 const (
 	immCounterBase = 0x5f5f5eb1c0b4a5e1
@@ -1155,7 +1155,7 @@ const (
 	immIfIndex     = 0x5f5f5eb1c0b4a5e3
 )
 
-// patchPortImms patches a port's own program instance (bpf/sampler.h,
+// patchPortImms patches a port's own program instance (dataplane/bpf/sampler.h,
 // "Per-port constants"): its counter lines' base (slot * cpu_slots) and
 // its ifindex, and the delivery mode where the program has one
 // (xdp_sampler).
@@ -1186,7 +1186,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.h PORT_IMM)", magic)
+		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (dataplane/bpf/sampler.h PORT_IMM)", magic)
 	}
 	return nil
 }
@@ -1194,7 +1194,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
-// (bpf/sampler.h, "Per-port constants"). The instance is a few dozen
+// (dataplane/bpf/sampler.h, "Per-port constants"). The instance is a few dozen
 // instructions (the sampled path is the shared xdp_take_sample), so its
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {

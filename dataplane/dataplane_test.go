@@ -19,11 +19,11 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/xdptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
-// Integration tests: each builds its own lab (testkit/netlab) and loads
+// Integration tests: each builds its own lab (internal/testkit/netlab) and loads
 // the sampler in the lab's switch namespace. Root only.
 
 // testLogger logs through t.
@@ -378,7 +378,7 @@ func benchXDP(b *testing.B, prog func(d *Dataplane) *ebpf.Program, setup func(b 
 	b.ReportMetric(float64(ns), "kernel-ns/pkt")
 }
 
-// testRun is BPF_PROG_TEST_RUN with a context (testkit/xdptest).
+// testRun is BPF_PROG_TEST_RUN with a context (internal/testkit/xdptest).
 var testRun = xdptest.Run
 
 // sampler returns the sampler instance of an attached port (every port

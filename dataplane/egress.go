@@ -1,6 +1,6 @@
 package dataplane
 
-// Egress sampling: the TC egress sampler (bpf/tc_egress.c), attached per
+// Egress sampling: the TC egress sampler (dataplane/bpf/tc_egress.c), attached per
 // port next to (or instead of) the ingress sampler. Each direction has its
 // own counters (pool, samples, drops, skip) at the port's slot: the
 // ingress samplers' `counters` array, and the egress object's own, loaded
@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // Direction is which way a port's frames are sampled: frames it receives
@@ -63,7 +63,7 @@ func ParseDirection(s string) (Direction, error) {
 }
 
 // PortKind tells the sampled path what it may read about a port's frames
-// beyond their bytes (bpf/sampler.h PORT_KIND_*): a tunnel device's outer
+// beyond their bytes (dataplane/bpf/sampler.h PORT_KIND_*): a tunnel device's outer
 // header.
 type PortKind uint32
 
@@ -87,7 +87,7 @@ func KindOf(k string) PortKind {
 	return PortPlain
 }
 
-// egressObjects is the egress sampler's shared part (bpf/tc_egress.c),
+// egressObjects is the egress sampler's shared part (dataplane/bpf/tc_egress.c),
 // loaded with the first port sampled at egress: tc_out_take and its
 // program array, the hand-over map, and the egress counters (mapped like
 // the ingress ones).

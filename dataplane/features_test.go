@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // withoutFeatures returns a copy of the running kernel's probed features

@@ -15,9 +15,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // Environment of the "pin" helper role: its pin directory and how it

@@ -3,7 +3,7 @@ package dataplane
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestUpdatePortMode: the delivery mode is compiled into the port's own

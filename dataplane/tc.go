@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
@@ -51,7 +51,7 @@ func (fs *Features) TCAttachMode() string {
 	return AttachClsact
 }
 
-// tcObjects is the TC sampler's shared part (bpf/tc_sampler.c), loaded on
+// tcObjects is the TC sampler's shared part (dataplane/bpf/tc_sampler.c), loaded on
 // the first TC port: tc_take_sample and the program array that port
 // programs tail-call it through. Every other map is the XDP sampler's
 // (counters, configs, rings, hand-over), so a port's counters and samples

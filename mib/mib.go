@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // Defaults for Config fields left zero.
@@ -157,7 +157,7 @@ type poller struct{ receiver, interval int32 }
 // source is a data source and its sampler and poller rows.
 type source struct {
 	ds    sflow.DataSource
-	index snmpd.OID // the table index: length-prefixed data source OID
+	index agentx.OID // the table index: length-prefixed data source OID
 	port  Port
 	fs    []sampler // nil for the host
 	cp    []poller
@@ -197,7 +197,7 @@ func (s *state) release(r int32) {
 	}
 }
 
-// MIB is the SFLOW-MIB model. It implements snmpd.Handler; all methods
+// MIB is the SFLOW-MIB model. It implements agentx.Handler; all methods
 // are safe for concurrent use.
 type MIB struct {
 	cfg     Config

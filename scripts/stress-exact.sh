@@ -83,7 +83,7 @@ for ((i = 1; i <= runs; i++)); do
 		log="$out/run$i-${p//\//_}.log"
 		s=$SECONDS
 		# From the package's directory, as go test runs it (relative paths
-		# to lab/lab.sh and testdata).
+		# to test/lab/lab.sh and testdata).
 		if (cd "$root/$p" && "$out/bin/${p//\//_}.test" -test.count=1 -test.timeout 20m -test.v -test.run "${tests[$p]}") >"$log" 2>&1; then
 			line+=" $p PASS ($((SECONDS - s)) s)"
 			[ "${KEEP_LOGS:-0}" = 1 ] || rm -f "$log"

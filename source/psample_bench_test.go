@@ -15,7 +15,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
 )
 
 // BenchmarkPathCPU: CPU per sample of the psample path against the BPF

@@ -13,9 +13,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // The psample path end to end with act_sample (the VM's Debian kernels;

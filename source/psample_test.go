@@ -19,11 +19,11 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // collector keeps every datagram sent to a loopback UDP port.

@@ -144,7 +144,7 @@ func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)
 // Wake implements agent.Waker.
 func (r *BPFReader) Wake() error { return r.src.Wake() }
 
-// routeQuery fills q from a ring record's route block (bpf/route.h): the
+// routeQuery fills q from a ring record's route block (dataplane/bpf/route.h): the
 // kernel's answers for the packet's destination and source, and the FIB
 // generation both lookups saw. No allocation.
 func routeQuery(q *forwarding.RouterQuery, rs *dataplane.RawSample) {
@@ -175,7 +175,7 @@ func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Ans
 
 // tunnelQuery fills q from a ring record of a tunnel device's frame: its
 // port, direction and length, and the kernel's tunnel metadata when the
-// record has it (bpf/tunnel.h). No allocation.
+// record has it (dataplane/bpf/tunnel.h). No allocation.
 func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
 	tn := &rs.Meta.Tunnel
 	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&dataplane.SampleEgress != 0, FrameLen: rs.FrameLen}
@@ -196,7 +196,7 @@ func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
 }
 
 // transit is what became of a sample's frame after it was sampled
-// (dataplane.Transit, bpf/transit.h), in the agent's terms.
+// (dataplane.Transit, dataplane/bpf/transit.h), in the agent's terms.
 func transit(t *agent.Transit, rs *dataplane.RawSample) {
 	tr := &rs.Transit
 	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}

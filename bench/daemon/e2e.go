@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/bench/gen"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // e2eOpts are the e2e subcommand's flags.

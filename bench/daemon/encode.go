@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // memoryDataplane stands in for the kernel in the encode benchmark: ports

@@ -23,8 +23,8 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/source"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // liveInNamespace is the hidden subcommand runLive re-executes this
@@ -189,7 +189,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	// The daemon's own sample path (agent/kernel, dataplane.Source).
+	// The daemon's own sample path (source, dataplane.Source).
 	opts := agent.Options{Workers: f.workers, Source: source.BPF{DP: dp}}
 	if err := setSendMode(&opts, f.send); err != nil {
 		return err

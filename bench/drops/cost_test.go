@@ -15,10 +15,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
-// dropVariant is one build of bpf/drops.c, loaded, attached and read the
+// dropVariant is one build of dataplane/bpf/drops.c, loaded, attached and read the
 // way its daemon did: A (the ring buffer build before issue 18) with a
 // minimal loader equal to dataplane's of that time (configuration, one
 // ring buffer reader), B (the current build) with drops.Open and
@@ -171,7 +171,7 @@ func spread(xs []float64) (med, lo, hi float64) {
 // BenchmarkDropCost: the kernel's cost per drop of the kfree_skb program,
 // before and after the header copy of issue 18, A/B alternating. A is the
 // object given by DROPS_A (the build before: `git show
-// 1f795a9:bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
+// 1f795a9:dataplane/bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
 // area), loaded as dataplane loaded it then; B the current build (perf
 // buffers filled by bpf_skb_output, woken through the doorbell ring),
 // opened by drops.Open and read with Drops.Read, as the daemon
@@ -201,7 +201,7 @@ func spread(xs []float64) (med, lo, hi float64) {
 func BenchmarkDropCost(b *testing.B) {
 	pathA := os.Getenv("DROPS_A")
 	if pathA == "" {
-		b.Fatal("DROPS_A must name the object to compare with (e.g. git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o)")
+		b.Fatal("DROPS_A must name the object to compare with (e.g. git show 1f795a9:dataplane/bpf/drops_bpfel.o > /tmp/drops_a.o)")
 	}
 	specA, err := ebpf.LoadCollectionSpec(pathA)
 	if err != nil {

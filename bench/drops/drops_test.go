@@ -1,5 +1,5 @@
 // Package drops benchmarks dropped-packet notifications (issue 12) in
-// namespace labs (testkit/netlab), as root:
+// namespace labs (internal/testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
 //
@@ -10,7 +10,7 @@
 // BenchmarkDropCost: the kernel's cost per drop before/after the header
 // copy of issue 18 (needs DROPS_A, the earlier object:
 //
-//	git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o
+//	git show 1f795a9:dataplane/bpf/drops_bpfel.o > /tmp/drops_a.o
 //	DROPS_A=/tmp/drops_a.o go test -run '^$' -bench DropCost -benchtime 8x ./bench/drops/
 //
 // ). Figures are recorded in bench/README.md.
@@ -41,7 +41,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // trafgen sends one frame as fast as it can (or as extra arguments, e.g.

@@ -1,5 +1,5 @@
 // Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
-// skb:kfree_skb program (bpf/drops.c), its perf buffers of notifications
+// skb:kfree_skb program (dataplane/bpf/drops.c), its perf buffers of notifications
 // (one per CPU: bpf_skb_output, which copies the frame's paged bytes too,
 // writes only there; issue 18) and the doorbell ring that wakes their
 // reader, its exact per-reason and per-port counters, the kernel's reason
@@ -23,7 +23,7 @@ import (
 	"github.com/cilium/ebpf/perf"
 	"github.com/cilium/ebpf/ringbuf"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // Defaults and limits of Config.
@@ -214,7 +214,7 @@ func Open(cfg Config) (*Drops, error) {
 	// One buffer per online CPU. Its watermark is nearly its size: perf
 	// would otherwise wake the reader (an irq_work, a self-interrupt)
 	// for every record, waiting or not; the doorbell ring wakes it only
-	// when it waits (bpf/drops.c). Read never waits on these buffers: a
+	// when it waits (dataplane/bpf/drops.c). Read never waits on these buffers: a
 	// deadline in the past makes each read take what they hold.
 	d.rd, err = perf.NewReaderWithOptions(d.objs.Events, cfg.RingBytes, perf.ReaderOptions{Watermark: cfg.RingBytes - 1})
 	if err != nil {
@@ -302,9 +302,9 @@ func (d *Drops) Program() *ebpf.Program { return d.objs.KfreeSkbDrops }
 func (d *Drops) SetDeadline(t time.Time) { d.bell.SetDeadline(t) }
 
 // dropEventHeader is the size of a drop record's fixed fields (struct
-// drop_event in bpf/drops.c), the offset of its header bytes in the Go
+// drop_event in dataplane/bpf/drops.c), the offset of its header bytes in the Go
 // twin bpf2go generated from the object's BTF (bpf.DropsDropEvent,
-// bpf/gen.go): regenerating the object regenerates the layout read here.
+// dataplane/bpf/gen.go): regenerating the object regenerates the layout read here.
 // The record holds header_len header bytes after them (a perf record may
 // carry up to 7 bytes of padding after those).
 const dropEventHeader = int(unsafe.Offsetof(bpf.DropsDropEvent{}.Data))

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // ipLink is the part of `ip -d -s -s -j link show` the test compares.

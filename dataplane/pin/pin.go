@@ -20,7 +20,7 @@
 //
 //	meta            what the state is: its layout fingerprint, the sizes
 //	                the maps were made with, the clsact owner id
-//	map_<name>      the shared maps of bpf/sampler.h (map_take_progs and
+//	map_<name>      the shared maps of dataplane/bpf/sampler.h (map_take_progs and
 //	                map_tc_take_progs: the program arrays of the sampled
 //	                paths), map_ports (ifindex -> slot, hook, attach mode),
 //	                map_agent_state (the agent's state memory: sequence
@@ -57,7 +57,7 @@ import (
 	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // bpffsMagic is BPF_FS_MAGIC, statfs(2)'s f_type of a BPF file system.
