@@ -31,55 +31,7 @@ type PortSampling struct {
 	Monitor bool
 	// Direction is which way the port's frames are sampled; 0 means
 	// ingress.
-	Direction Direction
-}
-
-// Direction is which way a port's frames are sampled (-direction): the
-// frames it receives, the frames it sends, or both. Each direction has
-// its own exact pool in the kernel; a port's data source covers the
-// directions it is sampled in, so its flow samples' sample_pool is their
-// sum (sflow_version_5.txt section 4, flow_sample.sample_pool: the
-// packets that could have been sampled).
-type Direction uint8
-
-const (
-	// DirectionIngress samples received frames (input = the port).
-	DirectionIngress Direction = 1 << iota
-	// DirectionEgress samples sent frames (output = the port).
-	DirectionEgress
-	// DirectionBoth samples both ways.
-	DirectionBoth = DirectionIngress | DirectionEgress
-)
-
-// orIngress is d with 0 read as DirectionIngress, as the dataplane does.
-func (d Direction) orIngress() Direction {
-	if d == 0 {
-		return DirectionIngress
-	}
-	return d
-}
-
-// String returns "ingress", "egress" or "both".
-func (d Direction) String() string {
-	switch d {
-	case DirectionIngress, 0:
-		return "ingress"
-	case DirectionEgress:
-		return "egress"
-	case DirectionBoth:
-		return "both"
-	}
-	return fmt.Sprintf("Direction(%d)", uint8(d))
-}
-
-// ParseDirection parses "ingress", "egress" or "both".
-func ParseDirection(s string) (Direction, error) {
-	for _, d := range []Direction{DirectionIngress, DirectionEgress, DirectionBoth} {
-		if s == d.String() {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown sampling direction %q (want ingress, egress or both)", s)
+	Direction sflow.Direction
 }
 
 // SampleSource is the one thing the agent knows of a sample source
@@ -399,7 +351,7 @@ func (a *Agent) Apply(cfg Config) error {
 		// An adopted port is pinned at ingress only (dataplane pins no
 		// egress sampler): one configured with egress too is detached
 		// and attached anew, its pool continued over poolBase.
-		if p, keep := plans[idx]; keep && p.Direction.orIngress() == a.ports[idx].Direction.orIngress() {
+		if p, keep := plans[idx]; keep && p.Direction.OrIngress() == a.ports[idx].Direction.OrIngress() {
 			delete(a.held, idx) // configured: adopted for good
 			continue
 		}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"path"
 
-	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
@@ -58,10 +57,10 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 		if !monitor && !sel(p) {
 			continue
 		}
-		dir := agent.DirectionIngress
+		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only
 			// Validated with the settings: an error is not expected.
-			if dir, err = agent.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
+			if dir, err = sflow.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
 				return m, err
 			}
 		}

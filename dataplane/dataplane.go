@@ -27,6 +27,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // MaxIfIndex is the exclusive upper bound of the ifindexes whose config
@@ -173,8 +174,8 @@ type PortConfig struct {
 	// Worker is the index of the ring the port's samples go to.
 	Worker int
 	// Direction is which way the port's frames are sampled; 0 means
-	// DirectionIngress. A monitor port is sampled at ingress only.
-	Direction Direction
+	// sflow.DirectionIngress. A monitor port is sampled at ingress only.
+	Direction sflow.Direction
 	// Kind tells the sampled path what it may read of a tunnel device's
 	// frames (PortKind, KindOf); PortPlain otherwise.
 	Kind PortKind
@@ -213,7 +214,7 @@ type port struct {
 // an attached port: its counter slot and the directions it is sampled in.
 type portSlot struct {
 	slot uint32
-	dirs Direction
+	dirs sflow.Direction
 }
 
 // Dataplane is the loaded sampler: programs, maps, attached ports.
@@ -805,12 +806,12 @@ func (pc *PortConfig) validate(workers int) error {
 		pc.Mode = ModeInline
 	}
 	if pc.Direction == 0 {
-		pc.Direction = DirectionIngress
+		pc.Direction = sflow.DirectionIngress
 	}
 	switch {
-	case pc.Direction&^DirectionBoth != 0:
+	case pc.Direction&^sflow.DirectionBoth != 0:
 		return fmt.Errorf("unknown direction %d", pc.Direction)
-	case pc.Mode == ModeMonitor && pc.Direction != DirectionIngress:
+	case pc.Mode == ModeMonitor && pc.Direction != sflow.DirectionIngress:
 		return fmt.Errorf("a monitor port is sampled at ingress only, not %s", pc.Direction)
 	case pc.Rate == 0 || bits.OnesCount32(pc.Rate) != 1:
 		return fmt.Errorf("rate %d is not a power of two", pc.Rate)
@@ -922,12 +923,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	p := &port{slot: slot, cfg: pc}
 	err := d.inNetns(func() error {
-		if pc.Direction.Has(DirectionIngress) {
+		if pc.Direction.Has(sflow.DirectionIngress) {
 			if err := d.attachIngress(p, ifindex, pc.Mode); err != nil {
 				return err
 			}
 		}
-		if pc.Direction.Has(DirectionEgress) {
+		if pc.Direction.Has(sflow.DirectionEgress) {
 			if err := d.attachEgressPort(p, ifindex); err != nil {
 				return errors.Join(err, p.closeIngress())
 			}
@@ -968,7 +969,7 @@ func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
 		// higher cost, and runs before TC anyway. Not when the
 		// process ran out of descriptors or memory: XDP would fail
 		// alike, and the port is retried at TC.
-		d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", firstLine(err))
+		d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", bpf.FirstLine(err))
 		hook = HookXDP
 		l, prog, mode, err = d.attachHook(hook, ifindex, p.slot, m)
 	}
@@ -1006,13 +1007,13 @@ func (p *port) closeIngress() error {
 }
 
 // direction is the directions p's samplers are attached in.
-func (p *port) direction() Direction {
-	var d Direction
+func (p *port) direction() sflow.Direction {
+	var d sflow.Direction
 	if p.link != nil {
-		d |= DirectionIngress
+		d |= sflow.DirectionIngress
 	}
 	if p.out != nil {
-		d |= DirectionEgress
+		d |= sflow.DirectionEgress
 	}
 	return d
 }
@@ -1030,10 +1031,10 @@ func (p *port) egressMode() string {
 // in dir, its config already written for mode m. A direction added starts
 // from zeroed counters. It reports whether the ingress sampler was
 // attached anew (for m: no program swap needed). Called with mu held.
-func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (freshIngress bool, err error) {
+func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mode) (freshIngress bool, err error) {
 	old := p.cfg.Direction
 	err = d.inNetns(func() error {
-		if dir.Has(DirectionIngress) && !old.Has(DirectionIngress) {
+		if dir.Has(sflow.DirectionIngress) && !old.Has(sflow.DirectionIngress) {
 			d.counters.zero(p.slot)
 			if err := d.attachIngress(p, ifindex, m); err != nil {
 				return err
@@ -1043,14 +1044,14 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 				d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 			}
 		}
-		if dir.Has(DirectionEgress) && !old.Has(DirectionEgress) {
+		if dir.Has(sflow.DirectionEgress) && !old.Has(sflow.DirectionEgress) {
 			if err := d.attachEgressPort(p, ifindex); err != nil {
 				return err
 			}
 		}
 		// Detach after attaching: a port moving from one direction to
 		// the other keeps a qdisc it created in between.
-		if !dir.Has(DirectionIngress) && old.Has(DirectionIngress) {
+		if !dir.Has(sflow.DirectionIngress) && old.Has(sflow.DirectionIngress) {
 			if err := d.forgetPort(ifindex, p); err != nil {
 				d.log.Warn("unpinning the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
@@ -1058,7 +1059,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 				d.log.Warn("detaching the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
 		}
-		if !dir.Has(DirectionEgress) && old.Has(DirectionEgress) {
+		if !dir.Has(sflow.DirectionEgress) && old.Has(sflow.DirectionEgress) {
 			if err := p.out.close(); err != nil {
 				d.log.Warn("detaching the port's egress sampler", "ifindex", ifindex, "err", err)
 			}
@@ -1111,7 +1112,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		freshIngress = fresh
 	}
 	switch {
-	case freshIngress || !pc.Direction.Has(DirectionIngress):
+	case freshIngress || !pc.Direction.Has(sflow.DirectionIngress):
 		// Attached for pc.Mode just now, or not sampled at ingress.
 	case pc.Mode != p.cfg.Mode && p.hook == HookTC:
 		// Only XDP can deliver a monitor port's frames (AF_XDP): the port
@@ -1303,7 +1304,7 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(DirectionIngress) {
+			if !s.dirs.Has(sflow.DirectionIngress) {
 				return PortCounters{}, nil
 			}
 			return d.counters.sum(s.slot), nil
@@ -1372,17 +1373,4 @@ func outOfResources(err error) bool {
 		}
 	}
 	return false
-}
-
-// firstLine is an error's first line, at most 300 bytes: a loader's
-// error can carry a whole BTF or verifier dump.
-func firstLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " …"
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }

@@ -15,52 +15,8 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
-
-// Direction is which way a port's frames are sampled: frames it receives
-// (ingress), frames it sends (egress), or both. Each direction has its own
-// exact pool; a frame is counted (and may be sampled) once in each
-// direction it crosses the port.
-type Direction uint8
-
-const (
-	// DirectionIngress samples frames the port receives (XDP or TC
-	// ingress, Config.Hook). The zero Direction of a PortConfig means
-	// ingress.
-	DirectionIngress Direction = 1 << iota
-	// DirectionEgress samples frames the port sends, at TC egress (a TCX
-	// link, or a cls_bpf filter on the clsact qdisc's egress side before
-	// Linux 6.6), before the port's qdisc.
-	DirectionEgress
-	// DirectionBoth samples both ways.
-	DirectionBoth = DirectionIngress | DirectionEgress
-)
-
-// String returns "ingress", "egress" or "both".
-func (d Direction) String() string {
-	switch d {
-	case DirectionIngress:
-		return "ingress"
-	case DirectionEgress:
-		return "egress"
-	case DirectionBoth:
-		return "both"
-	}
-	return fmt.Sprintf("Direction(%d)", uint8(d))
-}
-
-// Has reports whether d includes every direction of e.
-func (d Direction) Has(e Direction) bool { return d&e == e }
-
-// ParseDirection parses "ingress", "egress" or "both".
-func ParseDirection(s string) (Direction, error) {
-	for _, d := range []Direction{DirectionIngress, DirectionEgress, DirectionBoth} {
-		if s == d.String() {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown sampling direction %q (want ingress, egress or both)", s)
-}
 
 // PortKind tells the sampled path what it may read about a port's frames
 // beyond their bytes (dataplane/bpf/sampler.h PORT_KIND_*): a tunnel device's outer
@@ -259,7 +215,7 @@ func (p *port) ownsQdisc() bool {
 func (d *Dataplane) PortCountersEgress(ifindex int) (PortCounters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(DirectionEgress) {
+			if !s.dirs.Has(sflow.DirectionEgress) {
 				return PortCounters{}, nil
 			}
 			if pages := d.egressPages.Load(); pages != nil {
@@ -273,7 +229,7 @@ func (d *Dataplane) PortCountersEgress(ifindex int) (PortCounters, error) {
 
 // PortDirection returns the directions ifindex is sampled in (0 when it is
 // not attached). No lock.
-func (d *Dataplane) PortDirection(ifindex int) Direction {
+func (d *Dataplane) PortDirection(ifindex int) sflow.Direction {
 	if slots := d.slotOf.Load(); slots != nil {
 		return (*slots)[ifindex].dirs
 	}

@@ -182,16 +182,7 @@ func (d *Dataplane) TransitStats() (TransitStats, error) {
 		return TransitStats{}, fmt.Errorf("dataplane: reading transit outcomes: %w", err)
 	}
 	var s TransitStats
-	for _, c := range per {
-		s.Parked += c.Parked
-		s.Unparked += c.Unparked
-		s.Sent += c.Sent
-		s.Dropped += c.Dropped
-		s.Consumed += c.Consumed
-		s.Stale += c.Stale
-		s.Deferred += c.Deferred
-		s.Queued += c.Queued
-	}
+	bpf.SumPerCPU(&s, per)
 	return s, nil
 }
 

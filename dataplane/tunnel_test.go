@@ -70,7 +70,7 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 	lab.AddTunnel(t, &tun)
 	port := lab.LinkIndex(lab.Switch, tun.Name)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: hook})
-	if err := d.AttachPort(port, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
+	if err := d.AttachPort(port, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}
 	// A VXLAN device has no native XDP: generic mode under HookXDP.

@@ -92,7 +92,7 @@ type Port struct {
 	Monitor bool
 	// Direction is which way the port is sampled (agent.Config.Directions);
 	// 0 = ingress.
-	Direction agent.Direction
+	Direction sflow.Direction
 	// StaticRate is the sampling rate of the static samplers on this port
 	// (0 = off).
 	StaticRate uint32
@@ -526,7 +526,7 @@ func (m *MIB) AgentConfig() agent.Config {
 // sFlowRcvrAddress), and the samplers and pollers bound to those receivers
 // with a non-zero rate or interval.
 func (m *MIB) agentConfig(s *state) agent.Config {
-	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]agent.Direction{}}
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
 		if r.static && r.unresolved != "" {
@@ -549,7 +549,7 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		if src.ds.Type == sflow.SourceIfIndex && src.port.Monitor {
 			cfg.MonitorPorts[src.ds.Index] = true
 		}
-		if d := src.port.Direction; d != 0 && d != agent.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
+		if d := src.port.Direction; d != 0 && d != sflow.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
 			cfg.Directions[src.ds.Index] = d
 		}
 		for j, f := range src.fs {

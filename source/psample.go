@@ -39,6 +39,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // PsampleConfig configures a Psample.
@@ -75,7 +76,7 @@ func (c *PsampleConfig) Group(ifindex uint32, egress bool) uint32 {
 type psPort struct {
 	ifindex uint32
 	worker  int
-	dir     agent.Direction
+	dir     sflow.Direction
 	rate    uint32
 	trunc   uint32
 	skipSW  bool
@@ -206,7 +207,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 	}
 	dir := ps.Direction
 	if dir == 0 {
-		dir = agent.DirectionIngress
+		dir = sflow.DirectionIngress
 	}
 	old := p.ports[ifindex]
 	pp := &psPort{ifindex: ifindex, worker: ps.Worker, dir: dir, rate: rate, trunc: uint32(ps.HeaderBytes)}
@@ -251,7 +252,7 @@ func (p *Psample) install(pp *psPort) error {
 		}
 	}
 	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.cfg.Group(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
-	if pp.dir&agent.DirectionIngress != 0 {
+	if pp.dir&sflow.DirectionIngress != 0 {
 		if err := p.owner.Install(r); err != nil {
 			return err
 		}
@@ -259,9 +260,9 @@ func (p *Psample) install(pp *psPort) error {
 		return err
 	}
 	r.Egress, r.Group = true, p.cfg.Group(pp.ifindex, true)
-	if pp.dir&agent.DirectionEgress != 0 {
+	if pp.dir&sflow.DirectionEgress != 0 {
 		if err := p.owner.Install(r); err != nil {
-			if pp.dir&agent.DirectionIngress == 0 {
+			if pp.dir&sflow.DirectionIngress == 0 {
 				return err
 			}
 			// Egress where the port accepts it: sampled at ingress only.
@@ -408,7 +409,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		lost = r.observe(&r.listen, s.Seq)
 		// A sample taken at egress names the port it leaves by
 		// (OIFINDEX); a port sampled at egress here takes it.
-		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
+		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&sflow.DirectionEgress != 0 {
 			pp, egress = o, true
 		} else {
 			pp = t.ports[s.IIfIndex]
@@ -487,10 +488,10 @@ func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 		return cur - last
 	}
 	var d uint64
-	if pp.dir&agent.DirectionIngress != 0 {
+	if pp.dir&sflow.DirectionIngress != 0 {
 		d += step(c.RxPackets, pp.raw.RxPackets)
 	}
-	if pp.dir&agent.DirectionEgress != 0 {
+	if pp.dir&sflow.DirectionEgress != 0 {
 		d += step(c.TxPackets, pp.raw.TxPackets)
 	}
 	pp.raw = c

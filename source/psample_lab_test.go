@@ -181,7 +181,7 @@ func TestPsampleEgress(t *testing.T) {
 	lab.Do(t, func() (err error) { p, err = NewPsample(PsampleConfig{Workers: 1}); return err })
 	r := startAgent(t, lab, p, 1)
 	pre := counts(t, lab, out) // the pool counts from the rule's install, between pre and before
-	r.apply(t, map[int]uint32{out: 1}, map[uint32]agent.Direction{uint32(out): agent.DirectionEgress})
+	r.apply(t, map[int]uint32{out: 1}, map[uint32]sflow.Direction{uint32(out): sflow.DirectionEgress})
 	if s := tcShow(t, lab, "sfps2", "egress"); !strings.Contains(s, "sample rate 1/1") {
 		t.Fatalf("egress rule:\n%s", s)
 	}
@@ -282,7 +282,7 @@ func TestPsampleHelper(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return p.SetPort(uint32(idx), agent.PortSampling{Rate: 5, HeaderBytes: 64, Direction: agent.DirectionBoth})
+		return p.SetPort(uint32(idx), agent.PortSampling{Rate: 5, HeaderBytes: 64, Direction: sflow.DirectionBoth})
 	})
 	if err != nil {
 		fmt.Println("error:", err)

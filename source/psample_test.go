@@ -140,7 +140,7 @@ func startAgent(t *testing.T, lab *pslab.Lab, p *Psample, workers int) *run {
 	return r
 }
 
-func (r *run) apply(t *testing.T, rates map[int]uint32, dirs map[uint32]agent.Direction) {
+func (r *run) apply(t *testing.T, rates map[int]uint32, dirs map[uint32]sflow.Direction) {
 	t.Helper()
 	cfg := agent.Config{AgentAddress: netip.MustParseAddr("198.18.0.9"),
 		Receivers:  []agent.ReceiverConfig{{Index: 1, Address: r.col.addr()}},

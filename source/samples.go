@@ -35,20 +35,7 @@ func PortConfig(p agent.PortSampling) dataplane.PortConfig {
 		mode = dataplane.ModeMonitor
 	}
 	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
-		Direction: Direction(p.Direction)}
-}
-
-// Direction is the dataplane's direction of an agent direction (0:
-// ingress).
-func Direction(d agent.Direction) dataplane.Direction {
-	var out dataplane.Direction
-	if d&agent.DirectionIngress != 0 || d == 0 {
-		out |= dataplane.DirectionIngress
-	}
-	if d&agent.DirectionEgress != 0 {
-		out |= dataplane.DirectionEgress
-	}
-	return out
+		Direction: p.Direction.OrIngress()}
 }
 
 // SetPort attaches the sampler to a new port or updates an attached one

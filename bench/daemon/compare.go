@@ -177,7 +177,7 @@ func parseCompare(args []string) (compareOpts, error) {
 		return o, fmt.Errorf("bad -traffic %q", o.traffic)
 	}
 	var err error
-	if o.genRate, err = parseRate(genRate); err != nil {
+	if o.genRate, err = gen.ParseRate(genRate); err != nil {
 		return o, err
 	}
 	if o.genSizes, err = parseSizes(genSizes); err != nil {

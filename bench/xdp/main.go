@@ -59,6 +59,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/bench/gen"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
@@ -138,7 +139,7 @@ func parseFlags() (options, error) {
 		}
 	}
 	for _, r := range strings.Split(rates, ",") {
-		v, err := parseRate(r)
+		v, err := gen.ParseRate(r)
 		if err != nil {
 			return o, err
 		}
@@ -151,25 +152,6 @@ func parseFlags() (options, error) {
 		return o, fmt.Errorf("profile-freq must be in 1..100000")
 	}
 	return o, nil
-}
-
-// parseRate parses "250k", "2M", "1500" or "max" (0).
-func parseRate(s string) (float64, error) {
-	if s == "max" {
-		return 0, nil
-	}
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1e3, strings.TrimSuffix(s, "k")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1e6, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad rate %q", s)
-	}
-	return v * mult, nil
 }
 
 // bench is the lab and the loaded programs shared by all parts.

@@ -3,7 +3,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
 // tc_egress.c: the packet sampler at the TC egress hook, for ports sampled
-// in the egress direction (dataplane.DirectionEgress, -direction egress or
+// in the egress direction (sflow.DirectionEgress, -direction egress or
 // both). One program, attached two ways as the ingress sampler is
 // (dataplane/tc.go, dataplane/clsact.go):
 //

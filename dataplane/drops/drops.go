@@ -423,14 +423,8 @@ func (d *Drops) Stats() (Stats, error) {
 	if err := d.objs.Stats.Lookup(uint32(0), &per); err != nil {
 		return Stats{}, fmt.Errorf("drops: reading drop stats: %w", err)
 	}
-	s := Stats{BufferLost: d.bufLost.Load()}
-	for _, c := range per {
-		s.Drops += c.Drops
-		s.Notified += c.Notified
-		s.Suppressed += c.Suppressed
-		s.RingFull += c.RingFull
-		s.Uncounted += c.Uncounted
-	}
+	s := Stats{BufferLost: d.bufLost.Load()} // the reader's, not per CPU: no namesake in DropsDropStats
+	bpf.SumPerCPU(&s, per)
 	return s, nil
 }
 
@@ -465,11 +459,7 @@ func sumPerCPU(m *ebpf.Map) (map[uint32]uint64, error) {
 	var per []uint64
 	it := m.Iterate()
 	for it.Next(&k, &per) {
-		var sum uint64
-		for _, v := range per {
-			sum += v
-		}
-		out[k] = sum
+		out[k] = bpf.Sum(per)
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("drops: reading drop counts of %s: %w", m, err)
