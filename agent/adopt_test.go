@@ -26,10 +26,10 @@ func (f *adoptDP) SetPort(i uint32, p PortSampling) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	old, ok := f.ports[i]
-	if !ok || old.Direction.orIngress()&DirectionIngress == 0 {
+	if !ok || old.Direction.OrIngress()&sflow.DirectionIngress == 0 {
 		f.in = 0
 	}
-	if !ok || old.Direction.orIngress()&DirectionEgress == 0 {
+	if !ok || old.Direction.OrIngress()&sflow.DirectionEgress == 0 {
 		f.out = 0
 	}
 	f.ports[i] = p
@@ -74,7 +74,7 @@ func (r *adoptReader) ReadSamples(deadline time.Time, fn func(*PacketSample)) (i
 	r.dp.mu.Lock()
 	p, ok := r.dp.ports[r.ifindex]
 	r.dp.mu.Unlock()
-	for ; ok && p.Direction == DirectionBoth && r.live > 0; r.live-- {
+	for ; ok && p.Direction == sflow.DirectionBoth && r.live > 0; r.live-- {
 		egress := r.live%4 == 1
 		r.dp.mu.Lock()
 		c := &r.dp.in
@@ -112,7 +112,7 @@ func (r *adoptReader) ReadSamples(deadline time.Time, fn func(*PacketSample)) (i
 // continue likewise over what the ended sampler lost.
 func TestAdoptedBothPortPools(t *testing.T) {
 	const ifindex = 7
-	dp := &adoptDP{ports: map[uint32]PortSampling{ifindex: {KernelRate: 1, HeaderBytes: 128, Direction: DirectionIngress}},
+	dp := &adoptDP{ports: map[uint32]PortSampling{ifindex: {KernelRate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}},
 		in: 1000, drops: 3}
 	r := &adoptReader{dp: dp, ifindex: ifindex, live: 8, frame: testFrame()}
 	for p := uint64(991); p <= 1000; p++ {
@@ -122,16 +122,16 @@ func TestAdoptedBothPortPools(t *testing.T) {
 	r.done = done
 
 	c := newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
+	a := New(Options{Workers: 1, Source: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
 	a.Adopt(map[uint32]AdoptedPort{ifindex: {
-		PortSampling: PortSampling{KernelRate: 1, HeaderBytes: 128, Direction: DirectionBoth},
-		Attached:     DirectionIngress, EndedPool: 4, EndedDrops: 2,
+		PortSampling: PortSampling{KernelRate: 1, HeaderBytes: 128, Direction: sflow.DirectionBoth},
+		Attached:     sflow.DirectionIngress, EndedPool: 4, EndedDrops: 2,
 	}})
 	cfg := Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers:    []ReceiverConfig{{Index: 1, Address: c.addr()}},
 		Samplers:     []SamplerConfig{{IfIndex: ifindex, Instance: 1, Receiver: 1, Rate: 1, HeaderBytes: 128}},
-		Directions:   map[uint32]Direction{ifindex: DirectionBoth},
+		Directions:   map[uint32]sflow.Direction{ifindex: sflow.DirectionBoth},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
@@ -139,7 +139,7 @@ func TestAdoptedBothPortPools(t *testing.T) {
 	if err := a.Apply(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if p := dp.ports[ifindex]; p.Direction != DirectionIngress {
+	if p := dp.ports[ifindex]; p.Direction != sflow.DirectionIngress {
 		t.Fatalf("port changed while adopting: %+v", p)
 	}
 	for running := false; !running; time.Sleep(time.Millisecond) { // as in the daemon: the workers run
@@ -185,7 +185,7 @@ func TestAdoptedBothPortPools(t *testing.T) {
 			t.Fatalf("sample %d has drops %d, want 5: drops %v", i, d, drops)
 		}
 	}
-	if p := dp.ports[ifindex]; p.Direction != DirectionBoth {
+	if p := dp.ports[ifindex]; p.Direction != sflow.DirectionBoth {
 		t.Errorf("port sampled %v after the take-over, want both", p.Direction)
 	}
 }

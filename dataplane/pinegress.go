@@ -21,6 +21,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // pinEgressCounters is the pinned name of the egress counters map.
@@ -32,7 +35,7 @@ func (d *Dataplane) pinEgress(m *ebpf.Map) error {
 	if d.pin == nil {
 		return nil
 	}
-	path := d.pin.path(pinMapPrefix + pinEgressCounters)
+	path := d.pin.Path(pin.MapPrefix + pinEgressCounters)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("replacing the pinned egress counters: %w", err)
 	}
@@ -47,14 +50,14 @@ func (d *Dataplane) pinEgress(m *ebpf.Map) error {
 // clsact egress filter of this state that outlived its process (a crash)
 // is removed first, so that the counts read are final. Runs in the
 // Dataplane's namespace, at adoption.
-func (d *Dataplane) endedEgress(ports iter.Seq2[int, pinPortValue]) map[int]PortCounters {
+func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]PortCounters {
 	out := map[int]PortCounters{}
 	for ifindex, v := range ports {
-		if Direction(v.Dirs).Has(DirectionEgress) {
+		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) {
 			d.removeOwnEgressFilter(ifindex)
 		}
 	}
-	path := d.pin.path(pinMapPrefix + pinEgressCounters)
+	path := d.pin.Path(pin.MapPrefix + pinEgressCounters)
 	m, err := ebpf.LoadPinnedMap(path, nil)
 	if errors.Is(err, os.ErrNotExist) {
 		return out
@@ -82,7 +85,7 @@ func (d *Dataplane) endedEgress(ports iter.Seq2[int, pinPortValue]) map[int]Port
 		return out
 	}
 	for ifindex, v := range ports {
-		if Direction(v.Dirs).Has(DirectionEgress) && int(v.Slot) < d.cfg.MaxPorts {
+		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) && int(v.Slot) < d.cfg.MaxPorts {
 			out[ifindex] = pages.sum(v.Slot)
 		}
 	}

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // TestPinnedReleaseAdoptEgress: ports sampled at egress across an
@@ -24,9 +25,9 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 	cfg := Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TCMode: tc.mode, PinDir: dir, StateWords: 64, Logger: testLogger(t)}
 	var d *Dataplane
 	must(t, lab.Do(lab.Switch, func() (err error) { d, err = Open(cfg); return }))
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: DirectionBoth}))
-	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64, Direction: DirectionEgress}))
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
+	must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionBoth}))
+	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionEgress}))
 	base := readPortsAndPools(t, lab, d, p1, p2)
 	// Out at p1 and at p2 (the bridge forwards between the hosts).
 	lab.SendFrames(t, 1, seqFrames(lab, 1, lab.HostMACs[0], 0, 500, 32))
@@ -49,7 +50,7 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 		t.Fatal("not adopted")
 	}
 	ap := d.AdoptedPorts()
-	if ap[p1].Direction != DirectionBoth || ap[p2].Direction != DirectionEgress {
+	if ap[p1].Direction != sflow.DirectionBoth || ap[p2].Direction != sflow.DirectionEgress {
 		t.Errorf("adopted directions p1 %v, p2 %v; want both, egress", ap[p1].Direction, ap[p2].Direction)
 	}
 	if d.AttachMode(p1) != tc.want || d.EgressAttachMode(p1) != "" || d.AttachMode(p2) != "" || d.EgressAttachMode(p2) != "" {
@@ -61,8 +62,8 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 		t.Errorf("adopted egress pools p1 %d, p2 %d; want %d, %d (counted until the release)", eg[p1].Pool, eg[p2].Pool, before.out1, before.out2)
 	}
 	// Attached anew at egress: from zero, p1's ingress continuing.
-	must(t, d.UpdatePort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: DirectionBoth}))
-	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64, Direction: DirectionEgress}))
+	must(t, d.UpdatePort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionBoth}))
+	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionEgress}))
 	after := readPortsAndPools(t, lab, d, p1, p2)
 	if after.in1 != after.rx1-base.rx1+base.in1 {
 		t.Errorf("p1's ingress pool %d, the port received %d since the attach", after.in1, after.rx1-base.rx1+base.in1)

@@ -11,9 +11,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestHitlessDirections: ports sampled both ways or at egress only,
