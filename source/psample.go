@@ -56,7 +56,9 @@ type PsampleConfig struct {
 	ListenGroup uint32
 	// GroupBase numbers the groups of the rules (rules mode): port
 	// ifindex's ingress group is GroupBase | ifindex<<1, its egress group
-	// that | 1 (default DefaultGroupBase).
+	// that | 1 (default DefaultGroupBase), for an ifindex below 2^23 (the
+	// 24 bits below the base's); a larger ifindex gets a pair handed out
+	// in turn from the range above (groupFor).
 	GroupBase uint32
 	Logger    *slog.Logger
 	// Conn sizes the readers' sockets.
@@ -140,6 +142,48 @@ type Psample struct {
 	readers       []*PsampleReader
 	// rstats are the readers' counters, kept after Close.
 	rstats []*PsampleReaderStats
+	// large are the group pairs handed out to ports whose ifindex is
+	// 2^23 or more (groupFor), largeFree the pairs given back.
+	large     map[uint32]uint32
+	largeFree []uint32
+}
+
+// groupFor returns port ifindex's group in one direction (rules mode).
+// An ifindex below 2^23 has Group's, which the port's number makes
+// unique; a larger one (a device made after millions of others, or with
+// an ifindex chosen at creation) would collide there, and gets the pair
+// n of the range above the base's, GroupBase + 2^24 + 2n, held until the
+// port is no longer sampled. Called with mu held.
+func (p *Psample) groupFor(ifindex uint32, egress bool) uint32 {
+	if ifindex < 1<<23 {
+		return p.cfg.Group(ifindex, egress)
+	}
+	n, ok := p.large[ifindex]
+	if !ok {
+		if k := len(p.largeFree); k > 0 {
+			n, p.largeFree = p.largeFree[k-1], p.largeFree[:k-1]
+		} else {
+			n = uint32(len(p.large))
+		}
+		if p.large == nil {
+			p.large = map[uint32]uint32{}
+		}
+		p.large[ifindex] = n
+	}
+	g := p.cfg.GroupBase + 1<<24 + (n<<1)&0x00ffffff
+	if egress {
+		g |= 1
+	}
+	return g
+}
+
+// freeGroups gives back the pair groupFor handed out to ifindex, if any.
+// Called with mu held.
+func (p *Psample) freeGroups(ifindex uint32) {
+	if n, ok := p.large[ifindex]; ok {
+		delete(p.large, ifindex)
+		p.largeFree = append(p.largeFree, n)
+	}
 }
 
 // NewPsample opens the psample path in the calling thread's network
@@ -214,8 +258,8 @@ func (p *Psample) publish() {
 	for idx, pp := range p.ports {
 		t.ports[idx] = pp
 		if p.cfg.ListenGroup == 0 {
-			t.groups[p.cfg.Group(idx, false)] = pp
-			t.groups[p.cfg.Group(idx, true)] = pp
+			t.groups[p.groupFor(idx, false)] = pp
+			t.groups[p.groupFor(idx, true)] = pp
 		}
 	}
 	p.table.Store(t)
@@ -283,6 +327,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 	} else if err := p.install(pp); err != nil {
 		if old == nil { // nothing of a port that is not sampled stays behind
 			err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+			p.freeGroups(ifindex)
 		}
 		return err
 	}
@@ -301,7 +346,7 @@ func (p *Psample) install(pp *psPort) error {
 			p.log.Debug("psample: hw-tc-offload unknown: rules in software", "port", l.Attrs().Name, "err", err)
 		}
 	}
-	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.cfg.Group(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
+	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
 	if pp.dir&sflow.DirectionIngress != 0 {
 		if err := p.owner.Install(r); err != nil {
 			return err
@@ -309,7 +354,7 @@ func (p *Psample) install(pp *psPort) error {
 	} else if err := p.owner.Remove(idx, false); err != nil {
 		return err
 	}
-	r.Egress, r.Group = true, p.cfg.Group(pp.ifindex, true)
+	r.Egress, r.Group = true, p.groupFor(pp.ifindex, true)
 	if pp.dir&sflow.DirectionEgress != 0 {
 		if err := p.owner.Install(r); err != nil {
 			if pp.dir&sflow.DirectionIngress == 0 {
@@ -349,7 +394,9 @@ func (p *Psample) RemovePort(ifindex uint32) error {
 	if p.owner == nil {
 		return nil
 	}
-	return errors.Join(p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+	err := errors.Join(p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+	p.freeGroups(ifindex) // its rules, which used them, are gone
+	return err
 }
 
 // PortPool returns the port's pool (packets counted since its sampling

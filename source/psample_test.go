@@ -446,3 +446,32 @@ func TestPsamplePoolsAcrossPrograms(t *testing.T) {
 	}
 	lab.Do(t, p3.Close)
 }
+
+// TestPsampleGroupsLargeIfIndex: rules-mode groups are distinct for every
+// port, also for ifindexes of 2^23 and more, whose bits the base's 24 do
+// not hold (2^23 + 5 would share 5's groups); a pair handed out to such a
+// port is given back when it is no longer sampled.
+func TestPsampleGroupsLargeIfIndex(t *testing.T) {
+	p := &Psample{cfg: PsampleConfig{GroupBase: DefaultGroupBase}}
+	seen := map[uint32]uint32{}
+	for _, idx := range []uint32{1, 5, 1<<23 - 1, 1 << 23, 1<<23 + 5, 1<<31 - 1, 0xffffffff} {
+		for _, eg := range []bool{false, true} {
+			g := p.groupFor(idx, eg)
+			if other, dup := seen[g]; dup {
+				t.Errorf("ifindex %d (egress %v) has group %#x, as ifindex %d", idx, eg, g, other)
+			}
+			seen[g] = idx
+			if again := p.groupFor(idx, eg); again != g {
+				t.Errorf("ifindex %d: group %#x, then %#x", idx, g, again)
+			}
+			if eg != (g&1 == 1) {
+				t.Errorf("ifindex %d: group %#x for egress %v", idx, g, eg)
+			}
+		}
+	}
+	g := p.groupFor(1<<23+5, false)
+	p.freeGroups(1<<23 + 5)
+	if got := p.groupFor(1<<30, false); got != g {
+		t.Errorf("a pair given back is handed out again: %#x, want %#x", got, g)
+	}
+}
