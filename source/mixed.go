@@ -76,14 +76,18 @@ func (m *Mixed) PortPool(ifindex uint32) (uint64, uint64) {
 	return m.BPF.PortPool(ifindex)
 }
 
-// PortSamples implements agent.SampleCounter for the BPF ports (the
-// backoff); a psample port reports none.
+// PortSamples implements agent.SampleCounter (the backoff) for either
+// kind of port.
 func (m *Mixed) PortSamples(ifindex uint32) (uint64, bool) {
 	if m.PS.has(ifindex) {
-		return 0, false
+		return m.PS.PortSamples(ifindex)
 	}
 	return m.BPF.PortSamples(ifindex)
 }
+
+// ExactRate implements agent.ExactRater: the psample ports are sampled
+// at their exact rate, the BPF ports at the kernel's power of two.
+func (m *Mixed) ExactRate(ifindex uint32) bool { return m.PS.ExactRate(ifindex) }
 
 // has tells whether port ifindex is in p's table (no lock).
 func (p *Psample) has(ifindex uint32) bool {

@@ -106,6 +106,9 @@ type psPort struct {
 	seq    [2]psample.Seq     // ingress, egress (rules mode)
 	poolA  atomic.Uint64      // pool, for PortPool
 	dropsA atomic.Uint64      // samples lost, for PortPool
+	// takenA counts the samples its rules took: read, or lost (GROUP_SEQ
+	// gaps charged to it), for PortSamples (the backoff).
+	takenA atomic.Uint64
 	// kept is the port's line in PsampleConfig.State (pool, drops), nil
 	// without one.
 	kept []uint64
@@ -296,6 +299,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 			pp.pool = old.poolA.Load()
 			pp.poolA.Store(pp.pool)
 			pp.dropsA.Store(old.dropsA.Load())
+			pp.takenA.Store(old.takenA.Load())
 			pp.kept = old.kept
 		} else if p.cfg.State != nil {
 			// What an earlier program counted (0 for a port new to
@@ -398,6 +402,26 @@ func (p *Psample) RemovePort(ifindex uint32) error {
 	p.freeGroups(ifindex) // its rules, which used them, are gone
 	return err
 }
+
+// PortSamples returns the samples the port's rules took so far, read or
+// lost (agent.SampleCounter: the backoff applies to psample ports as to
+// the BPF ones, its rate changes rewriting the rules in place). A port's
+// count starts with its sampling in this program. No lock.
+//
+// Rules mode only: in listen-only mode the rules, and their rates, are
+// another component's, which the backoff cannot change; a port there
+// reports none.
+func (p *Psample) PortSamples(ifindex uint32) (uint64, bool) {
+	pp := p.table.Load().ports[ifindex]
+	if pp == nil || p.cfg.ListenGroup != 0 {
+		return 0, false
+	}
+	return pp.takenA.Load(), true
+}
+
+// ExactRate implements agent.ExactRater: a psample port is sampled at
+// its exact rate (tc sample's rate), not at a power of two.
+func (p *Psample) ExactRate(ifindex uint32) bool { return p.has(ifindex) }
 
 // PortPool returns the port's pool (packets counted since its sampling
 // began, as its latest sample read them) and the samples lost
@@ -542,6 +566,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	if lost > 0 {
 		pp.addDrops(lost)
 	}
+	pp.takenA.Add(1 + lost)
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
 	// counted.

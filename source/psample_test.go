@@ -301,6 +301,14 @@ func TestPsampleASICRecords(t *testing.T) {
 	if st.Lost.Load() != 2 || st.Foreign.Load() != 1 {
 		t.Errorf("reader: lost %d foreign %d, want 2 and 1", st.Lost.Load(), st.Foreign.Load())
 	}
+	// The samples the port's rules took, for the backoff: 4 read, 2 lost;
+	// reported in rules mode only (listen-only: the rules are not ours).
+	if n := p.table.Load().ports[uint32(i0)].takenA.Load(); n != 6 {
+		t.Errorf("samples taken %d, want 6", n)
+	}
+	if _, ok := p.PortSamples(uint32(i0)); ok {
+		t.Errorf("PortSamples in listen-only mode: reported, want none")
+	}
 }
 
 // nlSender is a netlink socket connected to a port id: it sends the
