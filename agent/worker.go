@@ -61,6 +61,12 @@ type PacketSample struct {
 	// (psample's PSAMPLE_ATTR_OUT_TC, OUT_TC_OCC and LATENCY); zero from
 	// the kernel's own samplers.
 	Queue QueueInfo
+	// HeaderProtocol is the format of Header when it is not an Ethernet
+	// frame (0: Ethernet): a packet of a device without a MAC header (an
+	// IP tunnel, a tun device), which psample hands over from its network
+	// header, is IPv4 or IPv6 (sflow_version_5.txt section 5,
+	// header_protocol). Such a header has no FCS and no VLAN tag.
+	HeaderProtocol sflow.HeaderProtocol
 }
 
 // QueueInfo is a sampled packet's egress queue, the bytes queued there
@@ -475,7 +481,13 @@ func (w *worker) handle(ps *PacketSample) {
 			// is configured; omitted when no VLAN is known, rather than
 			// invented (spec "extended_switch").
 			swOK := false
+			eth := ps.HeaderProtocol == 0 || ps.HeaderProtocol == sflow.HeaderProtocolEthernet
 			switch {
+			case !eth:
+				// No MAC header to look up or read VLANs from.
+				if ps.Egress {
+					output = sflow.IfIndex(ps.IfIndex)
+				}
 			case ps.Egress:
 				// Sampled leaving the port: it is the output
 				// (sflow_version_5.txt section 4, flow_sample.output).
@@ -493,7 +505,7 @@ func (w *worker) handle(ps *PacketSample) {
 			case w.output != nil:
 				output, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
 			}
-			if w.output == nil {
+			if w.output == nil && eth {
 				if vlan, prio, ok := vlanTag(ps.Header); ok {
 					w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
 					swOK = true
@@ -541,7 +553,10 @@ func (w *worker) handle(ps *PacketSample) {
 		if len(h) > s.cfg.HeaderBytes {
 			h = h[:s.cfg.HeaderBytes]
 		}
-		w.hdr.FrameLength = ps.FrameLen + fcsLen
+		w.hdr.Protocol, w.hdr.FrameLength, w.hdr.Stripped = sflow.HeaderProtocolEthernet, ps.FrameLen+fcsLen, fcsLen
+		if ps.HeaderProtocol != 0 && ps.HeaderProtocol != sflow.HeaderProtocolEthernet {
+			w.hdr.Protocol, w.hdr.FrameLength, w.hdr.Stripped = ps.HeaderProtocol, ps.FrameLen, 0
+		}
 		w.hdr.Header = h
 		input := sflow.IfIndex(ps.IfIndex)
 		if ps.Egress {

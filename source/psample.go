@@ -93,6 +93,9 @@ type psPort struct {
 	trunc   uint32
 	skipSW  bool
 	egress  bool // its egress rule is installed (rules mode)
+	// l3 says the device has no MAC header (noMACHeader): its samples
+	// start at the network header.
+	l3 bool
 	// counted are the directions its pool counts (agent.Direction): the
 	// rules the kernel took (rules mode: a port refusing its egress rule
 	// is sampled, and counted, at ingress only), or the configured ones
@@ -326,6 +329,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 		}
 	}
 	pp.rate, pp.trunc = rate, uint32(ps.HeaderBytes)
+	pp.l3 = noMACHeader(ifindex)
 	if p.owner == nil {
 		pp.counted.Store(uint32(dir))
 	} else if err := p.install(pp); err != nil {
@@ -580,6 +584,9 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	if egress {
 		ps.Egress, ps.InIfIndex = true, s.IIfIndex
 	}
+	if pp.l3 {
+		ps.HeaderProtocol = networkProtocol(s)
+	}
 	if s.Has&psample.HasOutTC != 0 {
 		ps.Queue.HasTC, ps.Queue.TC = true, s.OutTC
 		if s.Has&psample.HasOutTCOcc != 0 {
@@ -590,6 +597,49 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		ps.Queue.HasDelay, ps.Queue.Delay = true, time.Duration(min(s.Latency, 1<<62))
 	}
 	r.fn(ps)
+}
+
+// noMACHeader reports whether port ifindex is a device act_sample pushes
+// no MAC header on (net/sched/act_sample.c, tcf_sample_dev_ok_push: IP
+// tunnels ipip, ip6tnl, sit, gre and ip6gre, ARPHRD_VOID and ARPHRD_NONE
+// devices such as tun and WireGuard) or that has none (PPP, raw IP): its
+// samples start at the network header, whatever the direction. netlink
+// names the device type (ifinfomsg.ifi_type) in EncapType; a device it
+// cannot read is taken for Ethernet.
+func noMACHeader(ifindex uint32) bool {
+	l, err := netlink.LinkByIndex(int(ifindex))
+	if err != nil {
+		return false
+	}
+	switch l.Attrs().EncapType {
+	case "ipip", "tunnel6", "sit", "gre", "ip6gre", "ppp", "rawip", "none", "void",
+		"unknown823",   // ARPHRD_IP6GRE, where netlink has no name for it
+		"unknown519",   // ARPHRD_RAWIP
+		"unknown65534", // ARPHRD_NONE
+		"unknown65535": // ARPHRD_VOID
+		return true
+	}
+	return false
+}
+
+// networkProtocol is the sFlow header_protocol of a sample that starts at
+// its network header: PSAMPLE_ATTR_PROTO (the skb's protocol, Linux 5.13),
+// else the IP version in the first byte.
+func networkProtocol(s *psample.Sample) sflow.HeaderProtocol {
+	if s.Has&psample.HasProto != 0 {
+		switch s.Proto {
+		case 0x0800:
+			return sflow.HeaderProtocolIPv4
+		case 0x86dd:
+			return sflow.HeaderProtocolIPv6
+		case 0x8847, 0x8848:
+			return sflow.HeaderProtocolMPLS
+		}
+	}
+	if len(s.Data) > 0 && s.Data[0]>>4 == 6 {
+		return sflow.HeaderProtocolIPv6
+	}
+	return sflow.HeaderProtocolIPv4
 }
 
 // observe follows a group's sequence and counts its gaps and restarts.

@@ -483,3 +483,84 @@ func TestPsampleGroupsLargeIfIndex(t *testing.T) {
 		t.Errorf("a pair given back is handed out again: %#x, want %#x", got, g)
 	}
 }
+
+// TestPsampleNoMACHeader: a device without a MAC header (here a tun
+// device, ARPHRD_NONE, on which act_sample pushes none) hands psample its
+// packets from the network header: their sampled_header is IPv4 or IPv6
+// (by PSAMPLE_ATTR_PROTO, else by the IP version), its frame_length the
+// packet's length without an FCS, nothing stripped, and no VLAN read from
+// it; an Ethernet port's samples stay Ethernet. Read by goflow2 and ours.
+func TestPsampleNoMACHeader(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	lab.IP(t, "tuntap", "add", "dev", "sfpt0", "mode", "tun")
+	lab.IP(t, "link", "set", "sfpt0", "up")
+	tun := lab.Index(t, "sfpt0")
+	fam := psample.Family{ID: 0x7ff0}
+	var p *Psample
+	var conn *psample.Conn
+	lab.Do(t, func() (err error) {
+		p, err = newPsample(PsampleConfig{Workers: 1, ListenGroup: 7}, func() (*psample.Conn, error) {
+			conn, err = psample.OpenSynthetic(psample.ConnConfig{}, fam)
+			return conn, err
+		})
+		return err
+	})
+	r := startAgent(t, lab, p, 1)
+	r.apply(t, map[int]uint32{i0: 10, tun: 10}, nil)
+	pid, err := conn.PortID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd nlSender
+	lab.Do(t, func() (err error) { fd, err = netlinkSender(pid); return err })
+	defer fd.Close()
+	frame := udpFrames(1)[0] // a tagless Ethernet frame
+	ip4 := frame[14:]
+	ip6 := append([]byte{0x60, 0, 0, 0, 0, 8, 17, 64}, make([]byte, 40)...)
+	msgs := []psample.Sample{
+		{Has: psample.HasIIf | psample.HasProto, IIfIndex: uint32(tun), Rate: 10, OrigSize: uint32(len(ip4)), Group: 7, Seq: 0, Proto: 0x0800, Data: ip4},
+		{Has: psample.HasIIf, IIfIndex: uint32(tun), Rate: 10, OrigSize: uint32(len(ip6)), Group: 7, Seq: 1, Data: ip6}, // no PROTO (Linux < 5.13)
+		{Has: psample.HasIIf | psample.HasProto, IIfIndex: uint32(i0), Rate: 10, OrigSize: uint32(len(frame)), Group: 7, Seq: 2, Proto: 0x0800, Data: frame},
+	}
+	for i := range msgs {
+		if err := fd.send(psample.AppendMessage(nil, fam.ID, &msgs[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	var got map[uint32][]flowSample
+	for time.Now().Before(deadline) {
+		if got = r.col.samples(t); len(got[uint32(tun)]) == 2 && len(got[uint32(i0)]) == 1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(got[uint32(tun)]) != 2 || len(got[uint32(i0)]) != 1 {
+		t.Fatalf("flow samples: %d of the tun device, %d of the veth; want 2 and 1", len(got[uint32(tun)]), len(got[uint32(i0)]))
+	}
+	check := func(s flowSample, proto sflow.HeaderProtocol, length, stripped uint32, data []byte) {
+		t.Helper()
+		var ours *sflow.SampledHeader
+		for _, rec := range s.ours.Records {
+			switch x := rec.(type) {
+			case *sflow.SampledHeader:
+				ours = x
+			case *sflow.ExtendedSwitch:
+				t.Errorf("an extended_switch read from a %v header", proto)
+			}
+		}
+		if ours == nil || ours.Protocol != proto || ours.FrameLength != length || ours.Stripped != stripped || !bytes.Equal(ours.Header, data) {
+			t.Errorf("sampled_header %+v, want protocol %v, frame_length %d, stripped %d", ours, proto, length, stripped)
+		}
+		for _, rec := range s.g.Records {
+			if h, ok := rec.Data.(goflow.SampledHeader); ok && (h.Protocol != uint32(proto) || h.FrameLength != length) {
+				t.Errorf("goflow2: sampled_header protocol %d frame_length %d, want %d and %d", h.Protocol, h.FrameLength, proto, length)
+			}
+		}
+	}
+	check(got[uint32(tun)][0], sflow.HeaderProtocolIPv4, uint32(len(ip4)), 0, ip4)
+	check(got[uint32(tun)][1], sflow.HeaderProtocolIPv6, uint32(len(ip6)), 0, ip6)
+	check(got[uint32(i0)][0], sflow.HeaderProtocolEthernet, uint32(len(frame))+4, 4, frame)
+}
