@@ -749,14 +749,16 @@ func (w *worker) apply(cfg workerConfig) {
 			pp := oldPools[sp.cfg.IfIndex]
 			if pp == nil || pp.base != sp.poolBase {
 				np := newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
-				if pp != nil && pp.base+pp.last > np.base {
+				if pp != nil && pp.base+pp.last > np.base+np.last {
 					// The pools of the new attachment go on above
 					// the last one of the old (pool.go).
-					np.last = pp.base + pp.last - np.base
+					np.setLast(pp.base + pp.last - np.base)
 				}
 				pp = np
 			}
-			pp.outAll = max(pp.outAll, sp.endedPool)
+			if sp.endedPool > pp.outAll {
+				pp.outAll = sp.endedPool
+			}
 			w.pools[sp.cfg.IfIndex] = pp
 		}
 		out := w.receivers[sp.cfg.Receiver]

@@ -58,6 +58,7 @@ const (
 	kindDrops    = 5
 	kindPoolCPU  = 6
 	kindPsample  = 7
+	kindPoolSum  = 8
 )
 
 // SamplerKey is the key of a flow sampler's sample sequence number
@@ -89,6 +90,14 @@ func PoolBaseKey(ifindex uint32) Key {
 // the port's pool base that identifies the attachment they belong to.
 func PoolCPUKey(ifindex, group uint32) Key {
 	return Key(kindPoolCPU)<<60 | Key(group&0xfffffff)<<32 | Key(ifindex)
+}
+
+// PoolSumKey is the key of a port's pools as its samples told them
+// beyond the per-CPU counts (agent's portPool): a line of the port's pool
+// base (the attachment they belong to), the latest every-CPU sums of
+// ingress and egress, and the pool of the latest sample.
+func PoolSumKey(ifindex uint32) Key {
+	return Key(kindPoolSum)<<60 | Key(ifindex)
 }
 
 // PsampleKey is the key of a psample port's pool and drops (a line: the

@@ -158,6 +158,9 @@ func hitlessDirection(t *testing.T, dir, hook, event string) {
 		p, f := flows[i-1], flows[i]
 		if f.pool <= p.pool {
 			t.Errorf("flow sample %d of p1: sample_pool %d after %d (%v after the %s)", i, f.pool, p.pool, f.at.Sub(eventAt).Round(time.Millisecond), event)
+			for j := max(0, i-4); j < min(len(flows), i+4); j++ {
+				t.Logf("  flow %d: seq %d pool %d drops %d sub %d dg %d at %v", j, flows[j].seq, flows[j].pool, flows[j].drop, flows[j].sub, flows[j].dgSeq, flows[j].at.Sub(eventAt).Round(time.Millisecond))
+			}
 		}
 		switch {
 		case f.seq == p.seq+1:
