@@ -516,6 +516,9 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 	if d := r.conn.Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		r.settle()
+	}
 	if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 		err = nil
 	}
@@ -640,6 +643,32 @@ func networkProtocol(s *psample.Sample) sflow.HeaderProtocol {
 		return sflow.HeaderProtocolIPv6
 	}
 	return sflow.HeaderProtocolIPv4
+}
+
+// settle counts as lost, once the socket is quiet (a read waited and got
+// nothing), the numbers the reordering windows of this reader's groups
+// still miss (psample.Seq.Settle): the losses at the end of a burst reach
+// the drops field without waiting for a window's worth of later samples.
+// Rules mode: each port's own groups, charged to the port; listen-only:
+// the group's, charged to this worker's next own sample.
+func (r *PsampleReader) settle() {
+	if r.p.cfg.ListenGroup != 0 {
+		lost := uint64(r.listen.Settle())
+		r.Stats.Lost.Add(lost)
+		r.pending += lost
+		return
+	}
+	for _, pp := range r.p.table.Load().ports {
+		if pp.worker != r.id {
+			continue
+		}
+		for d := range pp.seq {
+			if lost := uint64(pp.seq[d].Settle()); lost > 0 {
+				r.Stats.Lost.Add(lost)
+				pp.addDrops(lost)
+			}
+		}
+	}
 }
 
 // observe follows a group's sequence and counts its gaps and restarts.

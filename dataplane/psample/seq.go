@@ -96,6 +96,22 @@ func (q *Seq) start(seq uint32) {
 // n, the samples the kernel numbered (0..n).
 func (q *Seq) Next() uint32 { return q.next }
 
+// Settle counts the numbers the window still misses as lost and returns
+// how many: for a socket that has gone quiet (a read that waited and got
+// nothing), where no message reordered across CPUs can still be on its
+// way, so that losses at the end of a burst are counted without waiting
+// for Window more samples. A missing number that arrives after all is
+// then taken as seen (no loss taken back: drops fields never decrease).
+func (q *Seq) Settle() uint32 {
+	if !q.started {
+		return 0
+	}
+	lost := uint32(q.Missing())
+	q.seen = ^uint64(0)
+	q.Lost += uint64(lost)
+	return lost
+}
+
 // Missing is how many numbers of the window have not arrived (yet).
 func (q *Seq) Missing() int { return Window - bits.OnesCount64(q.seen) }
 

@@ -79,3 +79,26 @@ func TestSeqStartAt(t *testing.T) {
 		t.Errorf("after Reset the next number starts afresh: missing %d", q.Missing())
 	}
 }
+
+// TestSeqSettle: once the socket is quiet, the numbers the window misses
+// are lost at once, and counted once.
+func TestSeqSettle(t *testing.T) {
+	var q Seq
+	for _, s := range []uint32{0, 1, 5, 9} {
+		q.Observe(s)
+	}
+	if got := q.Settle(); got != 6 || q.Lost != 6 {
+		t.Errorf("Settle: %d lost (Lost %d), want 6 (2, 3, 4, 6, 7, 8)", got, q.Lost)
+	}
+	if got := q.Settle(); got != 0 {
+		t.Errorf("second Settle: %d, want 0", got)
+	}
+	if got := q.Observe(3); got != 0 || q.Restarts != 0 {
+		t.Errorf("a number settled as lost arriving late: lost %d restarts %d, want none", got, q.Restarts)
+	}
+	// 10..73 never arrive: the step to 74 pushes 10 out (lost), the rest
+	// wait in the window.
+	if got := q.Observe(10 + Window); got != 1 || q.Lost != 7 {
+		t.Errorf("then seq %d: lost %d (Lost %d), want 1 (7)", 10+Window, got, q.Lost)
+	}
+}
