@@ -501,6 +501,7 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	}
 	r := &PsampleReader{p: p, id: w, conn: conn, stats: st, Stats: &PsampleReaderStats{}}
 	r.conv = r.convert
+	conn.OnGroup = r.groupChanged
 	return r, nil
 }
 
@@ -643,6 +644,40 @@ func networkProtocol(s *psample.Sample) sflow.HeaderProtocol {
 		return sflow.HeaderProtocolIPv6
 	}
 	return sflow.HeaderProtocolIPv4
+}
+
+// groupChanged follows the kernel's announcement that group was made
+// (created) or freed: the group's sequence starts again, from 0 for a
+// group made, so that a group made anew after 2^31 or more samples (a
+// step forward Seq cannot tell from a gap) shows no false loss; what its
+// window still missed is lost. Rules mode: the port's group of that
+// number, if this reader's; listen-only: the group read.
+func (r *PsampleReader) groupChanged(group uint32, created bool) {
+	var q *psample.Seq
+	var pp *psPort
+	if g := r.p.cfg.ListenGroup; g != 0 {
+		if group != g {
+			return
+		}
+		q = &r.listen
+	} else {
+		if pp = r.p.table.Load().groups[group]; pp == nil || pp.worker != r.id {
+			return
+		}
+		q = &pp.seq[group&1]
+	}
+	lost := uint64(q.Reset())
+	if created {
+		q.StartAt(0)
+	} else {
+		r.Stats.Restarts.Add(1)
+	}
+	r.Stats.Lost.Add(lost)
+	if pp != nil {
+		pp.addDrops(lost)
+	} else {
+		r.pending += lost
+	}
 }
 
 // settle counts as lost, once the socket is quiet (a read waited and got

@@ -575,3 +575,69 @@ func TestPsampleNoMACHeader(t *testing.T) {
 	check(got[uint32(tun)][1], sflow.HeaderProtocolIPv6, uint32(len(ip6)), 0, ip6)
 	check(got[uint32(i0)][0], sflow.HeaderProtocolEthernet, uint32(len(frame))+4, 4, frame)
 }
+
+// TestPsampleGroupMadeAnew: a group freed and made again (its rules
+// removed and installed, a module reload) numbers its samples from 0
+// again. After 2^31 and more samples, a step from there to 0 looks like
+// a gap of nearly 2^31 to the numbers alone; the kernel's DEL_GROUP and
+// NEW_GROUP announcements on psample's "config" group restart the
+// sequence instead: no sample lost, one restart.
+func TestPsampleGroupMadeAnew(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	fam := psample.Family{ID: 0x7ff0}
+	var p *Psample
+	var conn *psample.Conn
+	lab.Do(t, func() (err error) {
+		p, err = newPsample(PsampleConfig{Workers: 1, ListenGroup: 7}, func() (*psample.Conn, error) {
+			conn, err = psample.OpenSynthetic(psample.ConnConfig{}, fam)
+			return conn, err
+		})
+		return err
+	})
+	r := startAgent(t, lab, p, 1)
+	r.apply(t, map[int]uint32{i0: 10}, nil)
+	pid, err := conn.PortID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd nlSender
+	lab.Do(t, func() (err error) { fd, err = netlinkSender(pid); return err })
+	defer fd.Close()
+	frame := udpFrames(1)[0]
+	sample := func(seq uint32) []byte {
+		return psample.AppendMessage(nil, fam.ID, &psample.Sample{Has: psample.HasIIf, IIfIndex: uint32(i0), Rate: 10,
+			OrigSize: uint32(len(frame)), Group: 7, Seq: seq, Data: frame})
+	}
+	msgs := [][]byte{sample(1<<31 + 5), sample(1<<31 + 6),
+		psample.AppendGroupMessage(nil, fam.ID, 7, false), psample.AppendGroupMessage(nil, fam.ID, 7, true),
+		sample(0), sample(1), sample(2)}
+	for _, m := range msgs {
+		if err := fd.send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	var got []flowSample
+	for time.Now().Before(deadline) {
+		if got = r.col.samples(t)[uint32(i0)]; len(got) == 5 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(testutil.Scaled(1200 * time.Millisecond)) // a quiet read: the window settles
+	st := p.ReaderStats(0)
+	if len(got) != 5 || st.Lost.Load() != 0 || st.Restarts.Load() != 1 {
+		t.Errorf("%d samples, lost %d, restarts %d; want 5, 0, 1", len(got), st.Lost.Load(), st.Restarts.Load())
+	}
+	for i, s := range got {
+		if s.g.Drops != 0 {
+			t.Errorf("sample %d: drops %d, want 0", i, s.g.Drops)
+		}
+	}
+	// The family's config group is joined with its packets group.
+	if f, err := psample.GetFamily(); err == nil && f.Config == 0 {
+		t.Errorf("family %+v: no config group", f)
+	}
+}

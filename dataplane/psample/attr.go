@@ -35,8 +35,14 @@ const (
 	AttrSampleProbability = 16
 )
 
-// CmdSample is PSAMPLE_CMD_SAMPLE, the command of a sample message.
-const CmdSample = 0
+// The commands of psample's messages (enum psample_command): a sample,
+// and the announcements of a group made or freed (on the "config" group).
+const (
+	CmdSample   = 0
+	CmdGetGroup = 1
+	CmdNewGroup = 2
+	CmdDelGroup = 3
+)
 
 // Has bits: which optional attributes a Sample carries.
 const (
@@ -121,6 +127,58 @@ func ParseMessage(b []byte, family uint16, s *Sample) (ok bool, err error) {
 		s.Probability, s.Rate = s.Rate, ProbabilityRate(s.Rate)
 	}
 	return true, err
+}
+
+// ParseGroupMessage parses b as a PSAMPLE_CMD_NEW_GROUP or DEL_GROUP
+// announcement of family (psample_group_notify: SAMPLE_GROUP, then
+// GROUP_REFCOUNT) and returns the group and whether it was made; isGroup
+// is false for any other message or one without its group.
+func ParseGroupMessage(b []byte, family uint16) (group uint32, created, isGroup bool) {
+	if len(b) < nlmsgHdrLen+genlHdrLen || binary.NativeEndian.Uint16(b[4:6]) != family {
+		return 0, false, false
+	}
+	cmd := b[nlmsgHdrLen]
+	if cmd != CmdNewGroup && cmd != CmdDelGroup {
+		return 0, false, false
+	}
+	if n := int(binary.NativeEndian.Uint32(b[0:4])); n >= nlmsgHdrLen+genlHdrLen && n < len(b) {
+		b = b[:n]
+	}
+	for a := b[nlmsgHdrLen+genlHdrLen:]; len(a) >= nlaHdrLen; {
+		l := int(binary.NativeEndian.Uint16(a[0:2]))
+		typ := binary.NativeEndian.Uint16(a[2:4]) & 0x3fff
+		if l < nlaHdrLen || l > len(a) {
+			return 0, false, false
+		}
+		if typ == AttrSampleGroup && l >= nlaHdrLen+4 {
+			return binary.NativeEndian.Uint32(a[nlaHdrLen:]), cmd == CmdNewGroup, true
+		}
+		a = a[min((l+3)&^3, len(a)):]
+	}
+	return 0, false, false
+}
+
+// AppendGroupMessage appends the kernel's announcement of group made
+// (created) or freed, from family (for tests).
+func AppendGroupMessage(b []byte, family uint16, group uint32, created bool) []byte {
+	start := len(b)
+	cmd := byte(CmdDelGroup)
+	if created {
+		cmd = CmdNewGroup
+	}
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = binary.NativeEndian.AppendUint16(b, family)
+	b = binary.NativeEndian.AppendUint16(b, 0)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = append(b, cmd, 1, 0, 0)
+	for _, a := range [][2]uint32{{AttrSampleGroup, group}, {AttrGroupRefcnt, 1}} {
+		b = binary.NativeEndian.AppendUint16(b, nlaHdrLen+4)
+		b = binary.NativeEndian.AppendUint16(b, uint16(a[0]))
+		b = binary.NativeEndian.AppendUint32(b, a[1])
+	}
+	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
+	return b
 }
 
 // ProbabilityRate is the 1-in-N rate of a sampling probability p scaled
