@@ -228,12 +228,27 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		}
 	}
 	for w := 0; w < cfg.Workers; w++ {
-		r, err := p.newReader(w, open)
+		var r *PsampleReader
+		var err error
+		if cfg.ListenGroup != 0 && w > 0 {
+			// One socket for the group, the first worker's; the others
+			// get their samples from it (psample_dispatch.go).
+			r, err = p.newFollower(w)
+		} else {
+			r, err = p.newReader(w, open)
+		}
 		if err != nil {
 			return nil, errors.Join(err, p.Close())
 		}
 		p.readers = append(p.readers, r)
 		p.rstats = append(p.rstats, r.Stats)
+	}
+	if cfg.ListenGroup != 0 && cfg.Workers > 1 {
+		lead := p.readers[0]
+		lead.followers = make([]*psQueue, cfg.Workers)
+		for w, r := range p.readers[1:] {
+			lead.followers[w+1] = r.queue
+		}
 	}
 	mode := "rules"
 	if cfg.ListenGroup != 0 {
@@ -483,10 +498,15 @@ type PsampleReader struct {
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
-	fn      func(*agent.PacketSample)
-	ps      agent.PacketSample
-	conv    func(*psample.Sample)
-	Stats   *PsampleReaderStats
+	// queue, for a follower (listen-only, not the first worker): where
+	// the first worker's reader puts this worker's samples; conn is nil.
+	// followers, for that first reader: the queues by worker (nil: none).
+	queue     *psQueue
+	followers []*psQueue
+	fn        func(*agent.PacketSample)
+	ps        agent.PacketSample
+	conv      func(*psample.Sample)
+	Stats     *PsampleReaderStats
 }
 
 func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
@@ -505,15 +525,38 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	return r, nil
 }
 
+// newFollower is worker w's reader in listen-only mode when the first
+// worker's socket reads the group for every worker.
+func (p *Psample) newFollower(w int) (*PsampleReader, error) {
+	q, err := newPsQueue()
+	if err != nil {
+		return nil, err
+	}
+	return &PsampleReader{p: p, id: w, queue: q, Stats: &PsampleReaderStats{}}, nil
+}
+
 func (r *PsampleReader) close() error {
+	if r.queue != nil {
+		return r.queue.close()
+	}
 	return errors.Join(r.conn.Close(), r.stats.Close())
 }
 
 // ReadSamples implements agent.SampleReader.
 func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+	if r.queue != nil {
+		return r.queue.read(deadline, fn)
+	}
 	r.fn = fn
 	before := r.conn.Overruns.Load()
 	n, err := r.conn.Read(deadline, r.conv)
+	for _, q := range r.followers {
+		if q != nil {
+			if kerr := q.kick(); kerr != nil {
+				err = errors.Join(err, kerr)
+			}
+		}
+	}
 	if d := r.conn.Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
@@ -527,7 +570,12 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 }
 
 // Wake implements agent.Waker.
-func (r *PsampleReader) Wake() error { return r.conn.Wake() }
+func (r *PsampleReader) Wake() error {
+	if r.queue != nil {
+		return r.queue.wake()
+	}
+	return r.conn.Wake()
+}
 
 // convert turns a psample message into the worker's PacketSample.
 func (r *PsampleReader) convert(s *psample.Sample) {
@@ -550,9 +598,10 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		} else {
 			pp = t.ports[s.IIfIndex]
 		}
-		if pp == nil || pp.worker != r.id {
-			// Another worker's port, or none: the gap it revealed goes
-			// to this worker's next own sample.
+		if pp == nil || (pp.worker != r.id && r.followers == nil) {
+			// No port, or another worker's (each worker reading the
+			// group itself): the gap it revealed goes to this worker's
+			// next own sample.
 			r.Stats.Foreign.Add(1)
 			r.pending += lost
 			return
@@ -599,6 +648,15 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	}
 	if s.Has&psample.HasLatency != 0 {
 		ps.Queue.HasDelay, ps.Queue.Delay = true, time.Duration(min(s.Latency, 1<<62))
+	}
+	if pp.worker != r.id {
+		// Listen-only, another worker's port: to its queue; counted lost
+		// when the queue is full.
+		if pp.worker >= len(r.followers) || r.followers[pp.worker] == nil || !r.followers[pp.worker].push(ps) {
+			pp.addDrops(1)
+			r.Stats.Lost.Add(1)
+		}
+		return
 	}
 	r.fn(ps)
 }

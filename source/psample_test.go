@@ -641,3 +641,71 @@ func TestPsampleGroupMadeAnew(t *testing.T) {
 		t.Errorf("family %+v: no config group", f)
 	}
 }
+
+// TestPsampleListenOnlyOneSocket: listen-only with two workers reads the
+// group through one socket (the first worker's), which hands the other
+// worker's samples to it; the group's gap is charged once, to the port
+// of the sample after it, whichever worker's: the drops fields add up to
+// the samples lost, not to a loss per socket.
+func TestPsampleListenOnlyOneSocket(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	i0, i1 := lab.Veth(t, "sfps0", "sfps1")
+	fam := psample.Family{ID: 0x7ff0}
+	var p *Psample
+	opened := 0
+	lab.Do(t, func() (err error) {
+		p, err = newPsample(PsampleConfig{Workers: 2, ListenGroup: 7}, func() (*psample.Conn, error) {
+			opened++
+			return psample.OpenSynthetic(psample.ConnConfig{}, fam)
+		})
+		return err
+	})
+	if opened != 1 {
+		t.Fatalf("%d sockets opened for the group, want 1", opened)
+	}
+	r := startAgent(t, lab, p, 2)
+	r.apply(t, map[int]uint32{i0: 10, i1: 10}, nil)
+	if r.a.WorkerOf(sflow.DataSource{Index: uint32(i0)}) == r.a.WorkerOf(sflow.DataSource{Index: uint32(i1)}) {
+		t.Fatalf("ports %d and %d of one worker", i0, i1)
+	}
+	pid, err := p.readers[0].conn.PortID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd nlSender
+	lab.Do(t, func() (err error) { fd, err = netlinkSender(pid); return err })
+	defer fd.Close()
+	frame := udpFrames(1)[0]
+	send := func(port int, seq uint32) {
+		t.Helper()
+		m := psample.AppendMessage(nil, fam.ID, &psample.Sample{Has: psample.HasIIf, IIfIndex: uint32(port), Rate: 10,
+			OrigSize: uint32(len(frame)), Group: 7, Seq: seq, Data: frame})
+		if err := fd.send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(i0, 0)
+	send(i1, 1)
+	send(i0, 3) // 2 lost
+	send(i1, 4)
+	time.Sleep(testutil.Scaled(1500 * time.Millisecond)) // the socket goes quiet: 2 counted lost
+	send(i1, 5)
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	var got map[uint32][]flowSample
+	for time.Now().Before(deadline) {
+		if got = r.col.samples(t); len(got[uint32(i0)]) == 2 && len(got[uint32(i1)]) == 3 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a, b := got[uint32(i0)], got[uint32(i1)]
+	if len(a) != 2 || len(b) != 3 {
+		t.Fatalf("samples: %d of port %d, %d of port %d; want 2 and 3", len(a), i0, len(b), i1)
+	}
+	drops := a[len(a)-1].g.Drops + b[len(b)-1].g.Drops
+	lost := p.ReaderStats(0).Lost.Load() + p.ReaderStats(1).Lost.Load()
+	if drops != 1 || lost != 1 {
+		t.Errorf("drops fields %d + %d, readers lost %d; want 1 in all (one sample lost)", a[len(a)-1].g.Drops, b[len(b)-1].g.Drops, lost)
+	}
+}
