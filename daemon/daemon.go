@@ -244,19 +244,35 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.SampleSource = source.BPF{DP: dp}
+	bpfSource := source.BPF{DP: dp}
+	if len(s.PortHook) > 0 {
+		// Start-up settings (reload keeps port_hook): s as it is now.
+		hooks := s
+		bpfSource.HookOf = func(ifindex uint32) dataplane.Hook { return bpfHook(hooks.PortHookOf(linkName(ifindex))) }
+	}
+	var sampling agent.SampleSource = bpfSource
 	switch {
-	case usePsample(s):
+	case s.PsampleGroup != 0 || (usePsample(s) && !bpfPortHooks(s)):
 		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
-	case s.Hook == "auto" && autoPsample(dp.Features(), log):
-		// Switch ports that offload tc: psample there, BPF elsewhere.
+	case s.PortHooks("psample") || (s.PortHooks("auto") && autoPsample(dp.Features(), log)):
+		// Ports whose hook is psample, and under auto the switch ports
+		// that offload tc: psample there, BPF elsewhere.
 		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
-			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
+			return fail(fmt.Errorf("psample sampling of the ports that offload tc or are set to psample: %w", err))
 		}
-		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
+		hooks := s
+		d.mixed = source.NewMixed(bpfSource, d.psample, func(ifindex uint32) bool {
+			switch hooks.PortHookOf(linkName(ifindex)) {
+			case "psample":
+				return true
+			case "auto":
+				return offloads(ifindex)
+			}
+			return false
+		})
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{

@@ -86,3 +86,27 @@ func kernelEgress(t *testing.T, lab *netlab.Lab, ifindex int) string {
 	must(t, lab.Do(lab.Switch, func() (err error) { m, err = KernelAttachmentEgress(ifindex); return }))
 	return m
 }
+
+// TestPortHook: a port's own hook (PortConfig.Hook) over the
+// Dataplane's: under auto, a veth port is sampled at TC, and one set to
+// XDP at XDP; UpdatePort keeps a port where it was attached.
+func TestPortHook(t *testing.T) {
+	lab := netlab.New(t, 2)
+	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4})
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
+	must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Hook: HookXDP}))
+	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64}))
+	if m := d.AttachMode(p1); m != AttachNative && m != AttachGeneric {
+		t.Errorf("p1 set to XDP attached as %q", m)
+	}
+	if m := d.AttachMode(p2); m != AttachTCX && m != AttachClsact {
+		t.Errorf("p2 (auto, veth) attached as %q, want TC", m)
+	}
+	must(t, d.UpdatePort(p1, PortConfig{Rate: 8, HeaderBytes: 64, Hook: HookTC}))
+	if m := d.AttachMode(p1); m != AttachNative && m != AttachGeneric {
+		t.Errorf("p1 moved to %q by UpdatePort, want it kept at XDP", m)
+	}
+	if err := d.AttachPort(lab.PortIndex(t, 1)+1000, PortConfig{Rate: 4, HeaderBytes: 64, Hook: HookPsample}); err == nil {
+		t.Error("a port's hook psample accepted by the dataplane")
+	}
+}

@@ -27,6 +27,10 @@ import (
 // *dataplane.Dataplane for the agent (agent.SampleSource).
 type BPF struct {
 	DP *dataplane.Dataplane
+	// HookOf, when set, is a port's own hook (the daemon's port_hook):
+	// dataplane.HookXDP or HookTC over the Dataplane's, HookAuto for its
+	// choice. Asked at every SetPort; taken when the port is attached.
+	HookOf func(ifindex uint32) dataplane.Hook
 }
 
 // PortConfig is the dataplane configuration of a port the agent samples.
@@ -43,7 +47,11 @@ func PortConfig(p agent.PortSampling) dataplane.PortConfig {
 // through the config map (no re-attach); a monitor port gets its AF_XDP
 // sockets, read by its worker's Source.
 func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
-	return a.DP.SetPort(int(ifindex), PortConfig(p))
+	pc := PortConfig(p)
+	if a.HookOf != nil && !p.Monitor {
+		pc.Hook = a.HookOf(ifindex)
+	}
+	return a.DP.SetPort(int(ifindex), pc)
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the

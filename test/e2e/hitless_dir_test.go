@@ -217,3 +217,34 @@ func duplicateFrames(dgs []datagram, ifindex uint32) []string {
 	}
 	return dups
 }
+
+// TestPortHook: -port-hook puts single ports at their own hook over
+// -hook: under auto both veth ports would be sampled at TC; p1 set to xdp
+// is sampled with XDP, p2 stays at TC, and both are sampled.
+func TestPortHook(t *testing.T) {
+	lab := newLab(t, 2)
+	col := listen(t, lab, collectorPort)
+	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort),
+		"-sampling", "1", "-ports", "p1,p2", "-port-hook", "p1=xdp")
+	d.waitReady(t, lab, "p1", "p2")
+	if m := samplerAttachment(t, lab, "p1"); m != dataplane.AttachNative && m != dataplane.AttachGeneric {
+		t.Errorf("p1 (port_hook xdp) attached as %q", m)
+	}
+	if m := samplerAttachment(t, lab, "p2"); m != dataplane.AttachTCX && m != dataplane.AttachClsact {
+		t.Errorf("p2 (auto, veth) attached as %q, want TC", m)
+	}
+	in1, in2 := startNumbered(lab, 0, 1, 0), startNumbered(lab, 1, 0, 1<<40) // into p1, into p2
+	time.Sleep(500 * time.Millisecond)
+	in1.stop()
+	in2.stop()
+	p1, p2 := uint32(lab.LinkIndex(lab.Switch, "p1")), uint32(lab.LinkIndex(lab.Switch, "p2"))
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	for time.Now().Before(deadline) {
+		dgs := col.snapshot(t)
+		if len(goflowFlowsOf(dgs, p1)) > 0 && len(goflowFlowsOf(dgs, p2)) > 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("flow samples of p1 %d, of p2 %d: want both sampled", len(goflowFlowsOf(col.snapshot(t), p1)), len(goflowFlowsOf(col.snapshot(t), p2)))
+}
