@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# egress.sh — issue 23: the per-packet cost of the samplers with egress
-# sampling, extended_router's FIB lookups and the rest of issue 23
+# egress.sh — the per-packet cost of the samplers with egress
+# sampling, extended_router's FIB lookups, tunnel records and transit
 # enabled, against a base revision (default: main), in one run.
 #
 # Builds the dataplane package's test binary of the working tree and of

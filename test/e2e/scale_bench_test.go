@@ -21,8 +21,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
-// scalePorts is the port count of BenchmarkScale (issue 10: at least 1000
-// sampled ports).
+// scalePorts is the port count of BenchmarkScale: a switch has up to
+// about 1000 ports, and the daemon must start and serve them all.
 const scalePorts = 1000
 
 // BenchmarkScale measures the daemon with 1000 sampled ports (lab.sh

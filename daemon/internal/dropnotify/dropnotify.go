@@ -1,4 +1,4 @@
-// Package dropnotify runs dropped-packet notifications (issue 12): the
+// Package dropnotify runs dropped-packet notifications: the
 // kernel program (dataplane.Drops) while enabled, read through
 // agent/kernel's DropSource by the reporter (agent.DropReporter) that
 // turns its notifications into discarded_packet samples, and their
@@ -141,7 +141,7 @@ func (d *Runner) stopLocked() error {
 	return nil
 }
 
-// Drop metrics (issue 12): exact drops per kernel reason and per port,
+// Drop metrics: exact drops per kernel reason and per port,
 // and what became of the notifications.
 var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
