@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
+.PHONY: all build generate reference deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
 
 all: build
 
@@ -29,6 +29,11 @@ generate:
 	$(DEPS) generate
 	$(GO) generate ./bpf/...
 	cd bench && $(GO) generate ./gen/...
+
+# Regenerates the references generated from the code (docs/reference/
+# flags.md, config.md, metrics.md); `make test` fails while they differ.
+reference:
+	$(GO) test -count=1 ./cmd/sflowswitchd ./test/policy -run TestReference -update
 
 # bench/ is a Go module of its own (its plotting libraries stay out of the
 # daemon's go.mod; it builds the repository's code through a replace
