@@ -85,7 +85,7 @@ bench: build
 	$(DEPS) bench stress
 	./bench/run.sh
 
-# The fault and soak suite at full length (docs/OPERATIONS.md): every fault
+# The fault and soak suite at full length (results: test/e2e/README.md): every fault
 # of test/e2e/faults_test.go FAULT_ROUNDS times, a SOAK_DURATION soak with
 # SNMP SETs and reloads, a FLOOD_DURATION 1-in-1 flood on every port. It
 # writes the table of faults tried to FAULT_REPORT. Root; not part of
@@ -101,7 +101,7 @@ soak: deps build
 		$(GO) test -count=1 -timeout 0 -v -run '^(TestFault|TestSoak$$|TestFloodEveryPort$$|TestLeastPrivilege$$)' ./test/e2e/
 	@echo "fault table: $(FAULT_REPORT)"
 
-# The hostile suite at full size (docs/OPERATIONS.md, "Bounds"): every
+# The hostile suite at full size (docs/reference/bounds.md; results: test/e2e/README.md): every
 # input path an attacker with local access or a broken configuration
 # tool can reach, tried against the real daemon in namespace labs
 # (test/e2e/hostile_*_test.go) with its bound as an assertion, at the
@@ -123,7 +123,7 @@ hostile: deps build
 # The exact-count tests (sampling, pools, rings, monitor ports, counters,
 # floods, faults, scale) STRESS_RUNS times in a row beside a CPU-bound
 # process (stress-ng --cpu STRESS_CPUS), pass or fail per run
-# (scripts/stress-exact.sh; docs/OPERATIONS.md, "Exact counts under
+# (scripts/stress-exact.sh; test/e2e/README.md, "Exact counts under
 # load"). Root; not part of `make test` (about 4 minutes per run here).
 STRESS_RUNS ?= 20
 STRESS_CPUS ?= 1

@@ -681,7 +681,7 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 		// One datagram buffer: application samples are few, and there is
 		// a stream per data source and receiver (up to MaxSources ×
 		// receivers), so each costs one datagram, not a batch (the
-		// memory budget, docs/OPERATIONS.md).
+		// memory budget, docs/reference/bounds.md).
 		Batch:  1,
 		Uptime: uptime,
 		Counters: []sender.Counters{{

@@ -1,5 +1,5 @@
 // Package ratelog writes a repeated log line at most once per interval,
-// with the number of occurrences it did not write (docs/OPERATIONS.md:
+// with the number of occurrences it did not write (docs/guides/troubleshoot.md:
 // "never one per packet: repeated conditions are logged ... at most once a
 // second with a count of what was not logged"). A client that aborts
 // 2,000 scrapes, or a flood of refused connections, costs one line a

@@ -4,7 +4,7 @@ package e2e
 // on while it samples, then checks that it keeps sampling what it can,
 // recovers by itself, and counts what it lost. `make test` runs each
 // fault once; `make soak` repeats them (FAULT_ROUNDS) and writes every
-// row to the Markdown table of docs/OPERATIONS.md (FAULT_REPORT).
+// row to the Markdown table of test/e2e/README.md (FAULT_REPORT).
 
 import (
 	"fmt"

@@ -50,7 +50,7 @@ func startNotified(t *testing.T, lab *netlab.Lab, args ...string) (*daemon, <-ch
 // the daemon's binary (/proc/PID/exe), from 5 ms: the daemon catches
 // signals from about 1 ms after its exec (the Go runtime's start and
 // the first package initializations, GODEBUG=inittrace=1), before which
-// no Go program can (docs/OPERATIONS.md). That millisecond is CPU time:
+// no Go program can (docs/reference/bounds.md, Signals). That millisecond is CPU time:
 // on a loaded machine the daemon may not have had it 30 ms after its
 // exec (a run at load 17 saw a SIGHUP 30 ms after the exec kill it, most
 // likely before that initialization; another had 3 ms of CPU 13 ms after

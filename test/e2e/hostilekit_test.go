@@ -5,7 +5,7 @@ package e2e
 // the daemon, each tried against the real binary with its bound as an
 // assertion. `make test` runs the short form; `make hostile`
 // (HOSTILE_FULL=1) the full sizes that once broke the daemon, and
-// writes the table of docs/OPERATIONS.md (HOSTILE_REPORT).
+// writes the table of test/e2e/README.md (HOSTILE_REPORT).
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ func sized(short, full int) int {
 }
 
 // hostileRow is one case of the suite: a row of the table in
-// docs/OPERATIONS.md ("Bounds").
+// docs/reference/bounds.md.
 type hostileRow struct {
 	Case  string // the input path and what was sent
 	Bound string // the assertion

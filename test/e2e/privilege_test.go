@@ -22,8 +22,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
-// daemonCaps is the capability set the daemon runs with (README
-// "Privileges", deploy/sflowswitchd.service): loading and attaching XDP
+// daemonCaps is the capability set the daemon runs with (docs/reference/privileges.md,
+// deploy/sflowswitchd.service): loading and attaching XDP
 // (CAP_BPF, CAP_NET_ADMIN), ring buffers and BPF helpers that read kernel
 // memory (CAP_PERFMON), AF_XDP sockets (CAP_NET_RAW).
 const daemonCaps = "bpf,net_admin,perfmon,net_raw"
