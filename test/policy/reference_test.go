@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -260,6 +261,7 @@ func TestReferenceMetrics(t *testing.T) {
 	if len(byName) < 20 {
 		t.Fatalf("only %d metrics found", len(byName))
 	}
+	checkMetricMentions(t, byName)
 	names := make([]string, 0, len(byName))
 	for n := range byName {
 		names = append(names, n)
@@ -336,5 +338,58 @@ func golden(t *testing.T, path, want string) {
 	}
 	if string(got) != want {
 		t.Errorf("%s is not what the code generates; run %s", path, regenerate)
+	}
+}
+
+var metricMention = regexp.MustCompile(`\bsflowswitchd_[a-z][a-z0-9_]*`)
+
+// checkMetricMentions: every metric name the Markdown files mention is
+// one the code exports (a name ending in "_" is a prefix of some), so
+// that a metric renamed in the code cannot live on in a guide.
+func checkMetricMentions(t *testing.T, metrics map[string]metric) {
+	t.Helper()
+	root := testutil.RepoDir()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if rel == ".git" || rel == "bin" || strings.HasSuffix(rel, ".cache") || (strings.HasPrefix(d.Name(), ".") && rel != ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		// The changelog records what was, under the names of the time.
+		if !strings.HasSuffix(path, ".md") || rel == "CHANGELOG.md" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		for _, m := range metricMention.FindAllString(string(b), -1) {
+			if seen[m] {
+				continue
+			}
+			seen[m] = true
+			if _, ok := metrics[m]; ok {
+				continue
+			}
+			known := false
+			if strings.HasSuffix(m, "_") {
+				for n := range metrics {
+					known = known || strings.HasPrefix(n, m)
+				}
+			}
+			if !known {
+				t.Errorf("%s mentions %s, which the code does not export", rel, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
