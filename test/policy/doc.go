@@ -1,5 +1,7 @@
 // Package policy holds the repository's rules about itself as tests: the
 // layers packages import along (layers_test.go), how tests may skip,
-// which fuzz targets `make fuzz` runs, and that no code derives time from
-// the wall clock. It has no code of its own.
+// which fuzz targets `make fuzz` runs, that no code derives time from
+// the wall clock, that the generated references (docs/reference) match
+// the code, that Markdown links resolve, and that no code or document
+// names an issue number. It has no code of its own.
 package policy

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"unicode"
-
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // pendingLinks are pages other work adds (the SONiC guide, the fleet
@@ -34,7 +32,7 @@ var (
 // Markdown file (file.md#heading) names a heading it has, as GitHub
 // makes anchors. Folders move; the links must follow them.
 func TestMarkdownLinks(t *testing.T) {
-	root := testutil.RepoDir()
+	root := repoRoot(t)
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(path string) map[string]bool {
 		if a, ok := anchors[path]; ok {

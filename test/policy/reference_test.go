@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // update rewrites the generated references instead of comparing them:
@@ -34,7 +33,7 @@ const regenerate = "go test ./cmd/sflowswitchd ./test/policy -run TestReference 
 // (config.Defaults) and the field's doc comment. Generated, so that a key
 // added to the code is in the reference and one removed is not.
 func TestReferenceConfig(t *testing.T) {
-	docs, consts := fieldDocs(t, filepath.Join(testutil.RepoDir(), "config", "settings.go"))
+	docs, consts := fieldDocs(t, filepath.Join(repoRoot(t), "config", "settings.go"))
 	var b strings.Builder
 	b.WriteString(`# Configuration file keys
 
@@ -107,7 +106,7 @@ stay. How to use them: [the configuration guide](../guides/configure.md).
 			}
 		}
 	}
-	golden(t, filepath.Join(testutil.RepoDir(), "docs", "reference", "config.md"), b.String())
+	golden(t, filepath.Join(repoRoot(t), "docs", "reference", "config.md"), b.String())
 }
 
 // fieldDocs returns the doc comments of the struct fields in file, keyed
@@ -291,7 +290,7 @@ the others gauges. What to watch, and what a rise means:
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", n, labels, mdCell(m.help), m.where)
 	}
-	golden(t, filepath.Join(testutil.RepoDir(), "docs", "reference", "metrics.md"), b.String())
+	golden(t, filepath.Join(repoRoot(t), "docs", "reference", "metrics.md"), b.String())
 }
 
 // stringLit evaluates a string literal or a + concatenation of them.
@@ -348,7 +347,7 @@ var metricMention = regexp.MustCompile(`\bsflowswitchd_[a-z][a-z0-9_]*`)
 // that a metric renamed in the code cannot live on in a guide.
 func checkMetricMentions(t *testing.T, metrics map[string]metric) {
 	t.Helper()
-	root := testutil.RepoDir()
+	root := repoRoot(t)
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -391,5 +390,25 @@ func checkMetricMentions(t *testing.T, metrics map[string]metric) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// repoRoot is the repository's top directory: the nearest directory above
+// the test's that holds go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
 	}
 }
