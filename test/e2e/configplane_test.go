@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestPortSelectionTypo: a port selection that
