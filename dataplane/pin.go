@@ -20,6 +20,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // Attach modes as stored in map_ports.
@@ -371,12 +372,12 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 
 // AdoptedPorts returns the ports this Dataplane took over from pinned
 // state at Open, with their configuration; nil when none.
-func (d *Dataplane) AdoptedPorts() map[int]PortConfig {
+func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[int]PortConfig, len(d.adopted))
+	out := make(map[int]ports.Sampling, len(d.adopted))
 	for k, v := range d.adopted {
-		out[k] = v
+		out[k] = sampling(v)
 	}
 	return out
 }

@@ -28,30 +28,19 @@ type BPF struct {
 	DP *dataplane.Dataplane
 }
 
-// PortConfig is the dataplane configuration of a port the agent samples.
-func PortConfig(p agent.PortSampling) dataplane.PortConfig {
-	mode := dataplane.ModeInline
-	if p.Monitor {
-		mode = dataplane.ModeMonitor
-	}
-	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
-		Direction: p.Direction.OrIngress()}
-}
-
 // SetPort attaches the sampler to a new port or updates an attached one
 // through the config map (no re-attach); a monitor port gets its AF_XDP
 // sockets, read by its worker's Source.
 func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
-	return a.DP.SetPort(int(ifindex), PortConfig(p))
+	return a.DP.SetPort(int(ifindex), p)
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the
 // agent's terms (agent.Agent.Adopt).
 func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
 	out := map[uint32]agent.PortSampling{}
-	for idx, pc := range dp.AdoptedPorts() {
-		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
-			Monitor: pc.Mode == dataplane.ModeMonitor}
+	for idx, s := range dp.AdoptedPorts() {
+		out[uint32(idx)] = s
 	}
 	return out
 }
