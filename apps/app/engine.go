@@ -33,7 +33,7 @@ const (
 	DefaultIdleTimeout = 2 * time.Hour
 	// DefaultReclaimIdle is how long a data source must have been idle
 	// before a new application may take its slot when every slot is in
-	// use (issue 10, defect 10).
+	// use.
 	DefaultReclaimIdle = 10 * time.Second
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.

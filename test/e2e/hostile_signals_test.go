@@ -42,7 +42,7 @@ func startNotified(t *testing.T, lab *netlab.Lab, args ...string) (*daemon, <-ch
 	return &daemon{cmd: cmd, out: cmd.Stdout.(fmt.Stringer)}, states
 }
 
-// TestHostileSignalsAtStart (issue 25, defect 5): a SIGHUP sent while
+// TestHostileSignalsAtStart: a SIGHUP sent while
 // the daemon starts never kills it: it waits and is applied once start-up
 // completed (the rate the file was changed to is in force); the daemon
 // tells systemd READY=1 only then. Before, a SIGHUP in the first ~60 ms

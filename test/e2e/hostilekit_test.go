@@ -1,6 +1,6 @@
 package e2e
 
-// Helpers of the hostile suite (hostile_*_test.go, issue 25): inputs an
+// Helpers of the hostile suite (hostile_*_test.go): inputs an
 // attacker with local access, or a broken configuration tool, can give
 // the daemon, each tried against the real binary with its bound as an
 // assertion. `make test` runs the short form; `make hostile`
