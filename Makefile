@@ -105,7 +105,7 @@ soak: deps build
 # input path an attacker with local access or a broken configuration
 # tool can reach, tried against the real daemon in namespace labs
 # (test/e2e/hostile_*_test.go) with its bound as an assertion, at the
-# sizes that once broke the daemon (19,000 idle connections, 2,000
+# sizes of the defects' reproductions (19,000 idle connections, 2,000
 # aborted scrapes, 50,000 garbage datagrams, 1000 ports, ...), and the
 # unit-level bounds (the TOML decoder's input, the state file at its cap,
 # the listener, the scrape log). It writes the table of cases, bounds and

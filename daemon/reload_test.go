@@ -20,8 +20,8 @@ import (
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
-// whole before anything changes (a typo in ports would otherwise stop
-// sampling on every port).
+// whole before anything changes (validate a configuration whole: a
+// typo in ports would stop sampling on every port).
 func TestCheckReload(t *testing.T) {
 	old := config.Defaults()
 	old.Ports = []string{"swp*"}
@@ -108,8 +108,7 @@ func TestReloadOn(t *testing.T) {
 		return d.settings
 	}
 
-	// A SIGHUP during start-up waits until start-up completed (one in
-	// the first milliseconds used to kill the daemon).
+	// A SIGHUP during start-up waits until start-up completed.
 	early := make(chan os.Signal, 1)
 	early <- syscall.SIGHUP
 	go d.ReloadOn(ctx, early, load)

@@ -12,7 +12,7 @@ import (
 // the kernel: the process lacked a capability (or a security module
 // refused). Such a feature is reported as not probed, naming the
 // capabilities missing, never as missing from the kernel (without
-// such a check, without CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
+// CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
 // "lacks xdp (Linux 4.8)").
 
 // PermissionError is a probe refused for lack of privilege: whether the

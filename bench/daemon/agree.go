@@ -216,7 +216,7 @@ func agreeCompare(ra, rb *results) []agreeRow {
 	return rows
 }
 
-// targets checks the side-by-side targets (forwarding, CPU, samples) in one run, on
+// targets checks the side-by-side targets in one run, on
 // medians: sflowswitchd (its default hook) forwards at least as fast as
 // each baseline, uses the least CPU per forwarded packet and delivers the
 // most samples per second, at every rate.

@@ -19,7 +19,7 @@ import (
 )
 
 // dropVariant is one build of dataplane/bpf/drops.c, loaded, attached and read the
-// way its daemon did: A (the ring buffer build before the header copy across fragments) with a
+// way its daemon did: A (the ring buffer build before the header copy) with a
 // minimal loader equal to dataplane's of that time (configuration, one
 // ring buffer reader), B (the current build) with drops.Open and
 // Drops.Read. Both get the same configuration.
@@ -169,7 +169,7 @@ func spread(xs []float64) (med, lo, hi float64) {
 }
 
 // BenchmarkDropCost: the kernel's cost per drop of the kfree_skb program,
-// before and after the header copy across fragments, A/B alternating. A is the
+// before and after the header copy of paged bytes, A/B alternating. A is the
 // object given by DROPS_A (the build before: `git show
 // 1f795a9:dataplane/bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
 // area), loaded as dataplane loaded it then; B the current build (perf

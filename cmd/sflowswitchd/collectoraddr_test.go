@@ -9,8 +9,8 @@ import (
 // must be a unicast address and not this host's SNMP/AgentX port; a host
 // name is checked for syntax only and resolved later, in the background
 // (a name that does not resolve never blocks the daemon),
-// except the names of this host (localhost:161 and localhost:705
-// would send sFlow into snmpd and AgentX).
+// except the names of this host (localhost:161 and
+// localhost:705 sent sFlow into snmpd and AgentX).
 func TestCollectorAddressesChecked(t *testing.T) {
 	for _, bad := range []string{
 		"0.0.0.0", "0.0.0.0:6343", "[::]:6343",

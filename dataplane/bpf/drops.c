@@ -30,8 +30,8 @@
 // Header bytes. A frame's bytes are not all in the skb's linear area: a
 // packet socket's TX ring (trafgen) sends the Ethernet header linear and
 // the rest in page fragments; TCP puts its payload in fragments; GRO and
-// IP reassembly chain skbs in frag_list. Reading only head..tail (as an
-// earlier build of this program did) cut a bridged frame dropped in an nftables
+// IP reassembly chain skbs in frag_list. Reading only head..tail (as this
+// program once did) cut a bridged frame dropped in an nftables
 // forward chain at 34 bytes: Ethernet + the IPv4 header nftables had
 // pulled, no UDP header. So the bytes are copied in two parts:
 //   - the headers in front of skb->data (the MAC header and any header

@@ -3,7 +3,7 @@
 // "never one per packet: repeated conditions are logged ... at most once a
 // second with a count of what was not logged"). A client that aborts
 // 2,000 scrapes, or a flood of refused connections, costs one line a
-// second (aborted scrapes once logged 42,000 lines in 3.4 s).
+// second (42,000 lines in 3.4 s).
 package ratelog
 
 import (

@@ -12,8 +12,8 @@ import (
 	"github.com/gosnmp/gosnmp"
 )
 
-// TestHostilePortBusy (a port refused for a transient reason is retried
-// with backoff, visible in the metrics and in the MIB):
+// TestHostilePortBusy ("a port refused for a transient reason
+// is retried with backoff ... visible in the metrics, and in the MIB"):
 // another XDP program holds p2 (a BPF link of the test process, which the
 // daemon cannot and must not remove), so the daemon's XDP sampler is
 // refused there with EBUSY. Only p2 is affected: it is listed in

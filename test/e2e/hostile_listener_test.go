@@ -13,8 +13,8 @@ import (
 	"time"
 )
 
-// TestHostileMetricsListener (slow bodies, idle connections, aborted
-// scrapes and 1000 concurrent scrapes): what clients of the metrics
+// TestHostileMetricsListener (and the 1000
+// concurrent scrapes that already held): what clients of the metrics
 // endpoint can hold is bounded, and the daemon goes on sampling.
 //   - Slow bodies: POSTs announcing 100,000 body bytes and sending 10 are
 //     answered 405 at once; scrapes beside them get 200 within a second

@@ -66,8 +66,8 @@ func TestHostilePortName(t *testing.T) {
 	})
 }
 
-// TestHostileDescriptorsExhausted (idle connections that
-// exhausted descriptors left a port unsampled afterwards): while the daemon has no descriptor left, a new
+// TestHostileDescriptorsExhausted (what follows bounded connections, and the
+// transient refusals): while the daemon has no descriptor left, a new
 // port cannot be listed or attached; the failure is logged once and
 // counted, retried with backoff, and the port is sampled within seconds
 // of descriptors being available again, without a SIGHUP. Before, "listing

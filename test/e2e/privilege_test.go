@@ -176,8 +176,8 @@ func procCaps(t *testing.T, pid int) map[string]string {
 }
 
 // TestLeastPrivilege runs the real daemon with only CAP_BPF,
-// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (it used to need
-// CAP_SYS_ADMIN) and checks that it attaches, samples, polls and
+// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (it used
+// to need CAP_SYS_ADMIN) and checks that it attaches, samples, polls and
 // exports: as user nobody, and as root with every other capability
 // dropped, there also serving the SFLOW-MIB through a real snmpd.
 func TestLeastPrivilege(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
-// scalePorts is the port count of BenchmarkScale: a switch has up to
-// about 1000 ports, and the daemon must start and serve them all.
+// scalePorts is the port count of BenchmarkScale (at least 1000
+// sampled ports).
 const scalePorts = 1000
 
 // BenchmarkScale measures the daemon with 1000 sampled ports (lab.sh

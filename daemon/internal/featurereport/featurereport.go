@@ -19,8 +19,7 @@ import (
 // uses, and what the daemon does instead (docs/reference/kernels.md); features
 // present are listed at debug level. A feature whose probe the kernel
 // refused for lack of privilege is not said to be missing from the
-// kernel: the line names the capabilities the daemon lacks, so that an
-// operator grants them rather than upgrading the kernel.
+// kernel: the line names the capabilities the daemon lacks.
 // tc_attach and egress_attach are how the TC ingress and TC egress
 // samplers attach on this kernel: TCX links, or before Linux 6.6 cls_bpf
 // filters on the clsact qdisc (the same fallback both ways).
