@@ -319,7 +319,7 @@ func parse(name string, data []byte, s *Settings) error {
 // is a few KiB. With the nesting bounded (checkTOMLShape) the decoder
 // allocates some 100 bytes per byte of the worst flat file (a key per
 // line), so the bound keeps a hostile file's cost to about 30 MB
-// (docs/OPERATIONS.md, "Bounds").
+// (docs/reference/bounds.md).
 const MaxConfigBytes = 256 << 10
 
 // readLimited reads a regular file of at most limit bytes. It never blocks

@@ -245,11 +245,6 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		return fail(err)
 	}
 	bpfSource := source.BPF{DP: dp}
-	if len(s.PortHook) > 0 {
-		// Start-up settings (reload keeps port_hook): s as it is now.
-		hooks := s
-		bpfSource.HookOf = func(ifindex uint32) dataplane.Hook { return bpfHook(hooks.PortHookOf(linkName(ifindex))) }
-	}
 	var sampling agent.SampleSource = bpfSource
 	switch {
 	case s.PsampleGroup != 0 || (usePsample(s) && !bpfPortHooks(s)):
@@ -263,16 +258,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling of the ports that offload tc or are set to psample: %w", err))
 		}
-		hooks := s
-		d.mixed = source.NewMixed(bpfSource, d.psample, func(ifindex uint32) bool {
-			switch hooks.PortHookOf(linkName(ifindex)) {
-			case "psample":
-				return true
-			case "auto":
-				return offloads(ifindex)
-			}
-			return false
-		})
+		// Each port by its hook (agent.PortSampling.Hook, from
+		// port_hook): psample, or under auto if it offloads tc.
+		d.mixed = source.NewMixed(bpfSource, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{

@@ -47,28 +47,6 @@ func offloads(ifindex uint32) bool {
 	return err == nil && on
 }
 
-// linkName is the name of port ifindex in the daemon's namespace ("" when
-// it cannot be read: the port's hook is then the default).
-func linkName(ifindex uint32) string {
-	l, err := netlink.LinkByIndex(int(ifindex))
-	if err != nil {
-		return ""
-	}
-	return l.Attrs().Name
-}
-
-// bpfHook is the dataplane hook of a port_hook value (psample ports never
-// reach the BPF source; auto is the dataplane's own choice).
-func bpfHook(h string) dataplane.Hook {
-	switch h {
-	case "xdp":
-		return dataplane.HookXDP
-	case "tc":
-		return dataplane.HookTC
-	}
-	return dataplane.HookAuto
-}
-
 // bpfPortHooks tells whether a port_hook entry puts a port on the BPF
 // samplers (auto, xdp or tc) under hook psample.
 func bpfPortHooks(s config.Settings) bool {

@@ -45,7 +45,15 @@ func (m *Mixed) SetPort(ifindex uint32, p agent.PortSampling) error {
 	m.mu.Lock()
 	use, ok := m.onPS[ifindex]
 	if !ok {
-		use = !p.Monitor && m.Offloads(ifindex)
+		// The port's own hook (port_hook) first; under auto, psample
+		// where the port offloads tc.
+		switch {
+		case p.Monitor || p.Hook == "xdp" || p.Hook == "tc":
+		case p.Hook == "psample":
+			use = true
+		default:
+			use = m.Offloads != nil && m.Offloads(ifindex)
+		}
 		m.onPS[ifindex] = use
 	}
 	m.mu.Unlock()

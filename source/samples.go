@@ -20,51 +20,56 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// BPF is the source of the XDP and TC samplers: it drives a
-// *dataplane.Dataplane for the agent (agent.SampleSource).
-type BPF struct {
-	DP *dataplane.Dataplane
-	// HookOf, when set, is a port's own hook (the daemon's port_hook):
-	// dataplane.HookXDP or HookTC over the Dataplane's, HookAuto for its
-	// choice. Asked at every SetPort; taken when the port is attached.
-	HookOf func(ifindex uint32) dataplane.Hook
+// Samplers is what a sample source needs of the sampler loader, a
+// *dataplane.Dataplane: sampling a port as the agent plans it, its pool,
+// each worker's ring and the ports taken over at Open. The loader's other
+// methods (attach modes, egress and transit counters, pinning, release)
+// are the daemon's.
+type Samplers interface {
+	SetPort(ifindex int, s ports.Sampling) error
+	RemovePort(ifindex int) error
+	PortPool(ifindex uint32) (pool, drops uint64)
+	PortCounters(ifindex int) (dataplane.PortCounters, error)
+	Source(worker int) (*dataplane.Source, error)
+	AdoptedPorts() map[int]ports.Sampling
 }
 
-// PortConfig is the dataplane configuration of a port the agent samples.
-func PortConfig(p agent.PortSampling) dataplane.PortConfig {
-	mode := dataplane.ModeInline
-	if p.Monitor {
-		mode = dataplane.ModeMonitor
-	}
-	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
-		Direction: p.Direction.OrIngress()}
+// BPF is the source of the XDP and TC samplers: it drives the sampler
+// loader for the agent (agent.SampleSource).
+type BPF struct {
+	DP Samplers
 }
 
 // SetPort attaches the sampler to a new port or updates an attached one
 // through the config map (no re-attach); a monitor port gets its AF_XDP
 // sockets, read by its worker's Source.
 func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
-	pc := PortConfig(p)
-	if a.HookOf != nil && !p.Monitor {
-		pc.Hook = a.HookOf(ifindex)
-	}
-	return a.DP.SetPort(int(ifindex), pc)
+	return a.DP.SetPort(int(ifindex), p)
+}
+
+// egressAdopter is a Samplers that tells what the egress samplers of the
+// ports it took over counted (dataplane.Dataplane.AdoptedEgress).
+type egressAdopter interface {
+	AdoptedEgress() map[int]dataplane.PortCounters
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the
 // agent's terms (agent.Agent.Adopt): the directions the earlier program
 // sampled each in, those still attached (ingress: an egress sampler is
 // not pinned), and what its egress sampler counted.
-func Adopted(dp *dataplane.Dataplane) map[uint32]agent.AdoptedPort {
+func Adopted(dp Samplers) map[uint32]agent.AdoptedPort {
 	out := map[uint32]agent.AdoptedPort{}
-	egress := dp.AdoptedEgress()
-	for idx, pc := range dp.AdoptedPorts() {
-		ap := agent.AdoptedPort{PortSampling: agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
-			Monitor: pc.Mode == dataplane.ModeMonitor, Direction: pc.Direction}}
-		if pc.Rate != 0 { // attached: its ingress sampler continues
+	var egress map[int]dataplane.PortCounters
+	if e, ok := dp.(egressAdopter); ok {
+		egress = e.AdoptedEgress()
+	}
+	for idx, s := range dp.AdoptedPorts() {
+		ap := agent.AdoptedPort{PortSampling: s}
+		if s.KernelRate != 0 { // attached: its ingress sampler continues
 			ap.Attached = sflow.DirectionIngress
 		}
 		if e, ok := egress[idx]; ok {
@@ -129,7 +134,7 @@ func NewBPFReader(src *dataplane.Source) *BPFReader {
 
 // Readers returns the readers of the first workers sources of dp, one per
 // worker (workers as given to dataplane.Open).
-func BPFReaders(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
+func BPFReaders(dp Samplers, workers int) ([]agent.SampleReader, error) {
 	rs := make([]agent.SampleReader, max(workers, 1))
 	for w := range rs {
 		src, err := dp.Source(w)
