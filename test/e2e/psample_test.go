@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +30,10 @@ import (
 // numbers continue (a gap only at the kill).
 func TestPsampleDaemon(t *testing.T) {
 	testskip.Root(t)
+	// The modules first, where the kernel has them (the VMs' Debian
+	// kernels build both as modules), as the package's postinst would.
+	_ = exec.Command("modprobe", "-q", "psample").Run()
+	_ = exec.Command("modprobe", "-q", "act_sample").Run()
 	fs := dataplane.ProbeFeatures()
 	testskip.Feature(t, fs, dataplane.FeaturePsample)
 	testskip.Feature(t, fs, dataplane.FeatureActSample)
