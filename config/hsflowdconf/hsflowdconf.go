@@ -465,6 +465,23 @@ func ParseSpeed(s string) (uint64, bool) {
 	return n * mult, true
 }
 
+// PrintSpeed prints a link speed in bit/s as hsflowd does to look up
+// sampling.<speed> (src/Linux/util.c printSpeed): the digits, of which
+// the last 12, 9, 6 or 3 are replaced by T, G, M or K when there are more
+// than that many, truncating ("2500000000" is "2G", 1e12 is "1T").
+func PrintSpeed(bps uint64) string {
+	d := strconv.FormatUint(bps, 10)
+	for _, u := range []struct {
+		chop   int
+		suffix string
+	}{{12, "T"}, {9, "G"}, {6, "M"}, {3, "K"}} {
+		if len(d) > u.chop {
+			return d[:len(d)-u.chop] + u.suffix
+		}
+	}
+	return d
+}
+
 // cutMultiplier removes a trailing decimal multiplier letter (either
 // case) of those in allowed ("KMGT": 1e3, 1e6, 1e9, 1e12) and returns the
 // rest with the multiplier (1 without a suffix).

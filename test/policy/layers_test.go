@@ -34,6 +34,7 @@ var layers = []struct {
 	{"snmpd", 1},
 	{"bpf", 1},
 	{"config", 1},
+	{"config/dnssd", 1},
 	// 2: the kernel dataplane.
 	{"dataplane", 2},
 	// 3: the sFlow agent core.
