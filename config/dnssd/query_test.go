@@ -87,8 +87,8 @@ func TestQueryOutcomes(t *testing.T) {
 
 	records := func() {
 		z.rrs = map[string][]dns.RR{
-			name + " SRV": {rr(t, name+" 60 IN SRV 0 0 6343 c1.example.net."), rr(t, name+" 30 IN SRV 0 0 6344 c2.example.net.")},
-			name + " TXT": {rr(t, name+` 45 IN TXT "txtvers=1" "sampling=400"`), rr(t, name+` 20 IN TXT "polling=5"`)},
+			name + " SRV":          {rr(t, name+" 60 IN SRV 0 0 6343 c1.example.net."), rr(t, name+" 30 IN SRV 0 0 6344 c2.example.net.")},
+			name + " TXT":          {rr(t, name+` 45 IN TXT "txtvers=1" "sampling=400"`), rr(t, name+` 20 IN TXT "polling=5"`)},
 			"c1.example.net. A":    {rr(t, "c1.example.net. 5 IN A 198.18.0.1")},
 			"c2.example.net. AAAA": {rr(t, "c2.example.net. 5 IN AAAA 2001:db8::2")},
 		}
