@@ -33,6 +33,8 @@ import (
 //	pcap { dev sampling }      Ports, PortSampling[dev]
 //	json { udpport }           AppAPI 127.0.0.1:udpport (0 = off)
 //	dropmon { limit }          Drops on, DropsLimit
+//	DNS-SD { domain }          DNSSD on, DNSSDDomain (also DNSSD = on,
+//	                           DNSSD_domain)
 //
 // Everything else hsflowd knows is reported once as ignored, with why.
 
@@ -150,6 +152,9 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 		if v.V != 0 {
 			s.AppAPI = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(v.V)).String()
 		}
+	}
+	if d := c.DNSSD; d != nil {
+		s.DNSSD, s.DNSSDDomain = true, d.Domain
 	}
 	if v := c.DropmonLimit; v != nil {
 		// hsflowd's dropmon: notifications on, at most limit a second.

@@ -152,6 +152,22 @@ type Settings struct {
 	// start.
 	MaxSamplesPerSecond     int `toml:"max_samples_per_second"`
 	MaxPortSamplesPerSecond int `toml:"max_port_samples_per_second"`
+	// DNSSD is configuration by DNS-SD (hsflowd.conf's DNS-SD { }): the
+	// SRV records of _sflow._udp<DNSSDDomain> name the collectors, its
+	// TXT records carry settings that override the files' and the flags'
+	// (config/dnssd; docs/guides/fleet.md). The collectors of the files
+	// and flags are not used.
+	DNSSD bool `toml:"dns_sd"`
+	// DNSSDDomain is the domain appended to _sflow._udp, hsflowd's way
+	// (".example.net"); "" = each domain of the resolver's search list.
+	DNSSDDomain string `toml:"dns_sd_domain"`
+	// DNSSDResolvConf is the resolver configuration whose nameservers
+	// are asked and whose search list applies (read at every query).
+	DNSSDResolvConf string `toml:"dns_sd_resolv_conf"`
+	// DNSSDStartDelay bounds the random delay, in seconds, of the first
+	// query after start (so that a fleet restarted at once does not ask
+	// at once); 0 asks at once.
+	DNSSDStartDelay int `toml:"dns_sd_start_delay"`
 }
 
 // Collector is one sFlow collector.
@@ -192,6 +208,8 @@ const (
 	// DefaultRingBytes is each worker's ring buffer, 4 MiB of kernel
 	// memory (dataplane.DefaultRingBytes, chosen from a measurement).
 	DefaultRingBytes        = 4 << 20
+	DefaultDNSSDResolvConf  = "/etc/resolv.conf"
+	DefaultDNSSDStartDelay  = 30
 	DefaultDropsLimit       = 100
 	DefaultDropsHeaderBytes = 128
 	// NoCollector as the only collector address means no static receiver:
@@ -219,6 +237,8 @@ func Defaults() Settings {
 		Drops:                "on",
 		DropsLimit:           DefaultDropsLimit,
 		DropsHeaderBytes:     DefaultDropsHeaderBytes,
+		DNSSDResolvConf:      DefaultDNSSDResolvConf,
+		DNSSDStartDelay:      DefaultDNSSDStartDelay,
 	}
 }
 
@@ -270,6 +290,9 @@ func Load(l Layers) (Settings, error) {
 		l.Override(&s)
 	}
 	s.HsflowdConf = hsflowd
+	if s.DNSSD {
+		dnssdCollectors(&s, l.Notes)
+	}
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -444,6 +467,7 @@ func (s *Settings) Validate() error {
 	if s.MaxPortSamplesPerSecond < 0 || s.MaxPortSamplesPerSecond > 100_000_000 {
 		errs = append(errs, fmt.Errorf("max_port_samples_per_second %d outside 0..100000000", s.MaxPortSamplesPerSecond))
 	}
+	errs = append(errs, s.validateDNSSD()...)
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
 	}

@@ -82,6 +82,10 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.PinDir, "pin-dir", "", "`directory` on a BPF file system where the samplers are pinned, so that an upgrade (SIGUSR2) or a restart after a crash takes them over without a gap; off: none (default "+config.DefaultPinDir+")")
 	fs.IntVar(&f.s.MaxSamplesPerSecond, "max-samples-per-second", 0, "backoff: the agent's quota of `samples` per second; above it the rates in force step up, and back down when the load falls (default 0: none)")
 	fs.IntVar(&f.s.MaxPortSamplesPerSecond, "max-port-samples-per-second", 0, "backoff: each port's quota of `samples` per second (default 0: none)")
+	fs.BoolVar(&f.s.DNSSD, "dns-sd", false, "configuration by DNS-SD: the SRV records of _sflow._udp<domain> name the collectors, its TXT records set sampling, polling, ... (see docs/guides/fleet.md)")
+	fs.StringVar(&f.s.DNSSDDomain, "dns-sd-domain", "", "DNS-SD `domain`, hsflowd's way: .example.net (default: the resolver's search list)")
+	fs.StringVar(&f.s.DNSSDResolvConf, "dns-sd-resolv-conf", "", "resolver configuration `file` whose nameservers DNS-SD asks (default "+config.DefaultDNSSDResolvConf+")")
+	fs.IntVar(&f.s.DNSSDStartDelay, "dns-sd-start-delay", 0, fmt.Sprintf("the first DNS-SD query is at a random time within `seconds` of the start; 0: at once (default %d)", config.DefaultDNSSDStartDelay))
 	fs.BoolVar(&f.cleanup, "cleanup", false, "detach and unpin what a daemon that is gone left in -pin-dir, then exit")
 	fs.BoolVar(&f.check, daemon.UpgradeCheckFlag[1:], false, "check that this binary can take over the running daemon's samplers, then exit (run by SIGUSR2's upgrade in place)")
 	return f
@@ -159,6 +163,10 @@ func (f *flagValues) override(s *config.Settings) {
 		"pin-dir":                     func() { s.PinDir = f.s.PinDir },
 		"max-samples-per-second":      func() { s.MaxSamplesPerSecond = f.s.MaxSamplesPerSecond },
 		"max-port-samples-per-second": func() { s.MaxPortSamplesPerSecond = f.s.MaxPortSamplesPerSecond },
+		"dns-sd":                      func() { s.DNSSD = f.s.DNSSD },
+		"dns-sd-domain":               func() { s.DNSSDDomain = f.s.DNSSDDomain },
+		"dns-sd-resolv-conf":          func() { s.DNSSDResolvConf = f.s.DNSSDResolvConf },
+		"dns-sd-start-delay":          func() { s.DNSSDStartDelay = f.s.DNSSDStartDelay },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none

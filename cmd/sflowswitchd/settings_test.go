@@ -135,6 +135,10 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"pin-dir":                     "/sys/fs/bpf/elsewhere",
 		"max-samples-per-second":      "5000",
 		"max-port-samples-per-second": "700",
+		"dns-sd":                      "true",
+		"dns-sd-domain":               ".example.net",
+		"dns-sd-resolv-conf":          "/etc/elsewhere.conf",
+		"dns-sd-start-delay":          "0",
 	}
 	def, err := loadArgs(t)
 	if err != nil {

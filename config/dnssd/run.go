@@ -55,10 +55,15 @@ func (t Timing) Next(a Answer, retry time.Duration) time.Duration {
 	return max(a.TTL, minI)
 }
 
+// Querier makes one query (a Resolver, or one made anew at each query).
+type Querier interface {
+	Query(ctx context.Context) Answer
+}
+
 // Run queries with r until ctx ends: first at a random time within
 // t.StartDelay, then at t.Next of each answer. Each answer goes to
 // answer (on Run's goroutine), with the time to the next query.
-func Run(ctx context.Context, r *Resolver, t Timing, answer func(Answer, time.Duration)) {
+func Run(ctx context.Context, r Querier, t Timing, answer func(Answer, time.Duration)) {
 	wait := time.Duration(0)
 	if t.StartDelay > 0 {
 		wait = rand.N(t.StartDelay)

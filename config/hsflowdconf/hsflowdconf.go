@@ -99,7 +99,10 @@ type Config struct {
 	// DropmonLimit is dropmon { limit } (hsflowd's default 100 when the
 	// block has none); nil without a dropmon block.
 	DropmonLimit *Uint
-	Ignored      []Ignored
+	// DNSSD is configuration by DNS-SD (a DNS-SD { domain } block, or
+	// DNSSD = on); nil when off (dnssd.go).
+	DNSSD   *DNSSD
+	Ignored []Ignored
 }
 
 // CIDR is one agent.cidr line.
@@ -127,6 +130,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	p := &parser{file: name, toks: toks, cfg: &Config{SamplingSpeed: map[uint64]Uint{}}}
 	if err := p.file_(); err != nil {
 		return nil, err
+	}
+	if p.cfg.DNSSD != nil {
+		p.cfg.DNSSD.Domain = p.dnssdDomain
 	}
 	return p.cfg, nil
 }
@@ -196,10 +202,13 @@ func tokenize(file, data string) ([]token, error) {
 }
 
 type parser struct {
-	file string
-	toks []token
-	i    int
-	cfg  *Config
+	// dnssdDomain is the last DNS-SD domain read (DNSSD_domain or a
+	// DNS-SD block's domain).
+	dnssdDomain string
+	file        string
+	toks        []token
+	i           int
+	cfg         *Config
 }
 
 func (p *parser) errAt(pos Pos, format string, args ...any) error {
@@ -311,7 +320,6 @@ const (
 
 // ignoredBlocks are hsflowd's modules that do not apply, with the reason.
 var ignoredBlocks = map[string]string{
-	"dns-sd":     "collectors from DNS-SD are not supported; list them with collector { }",
 	"kvm":        whyHost,
 	"xen":        whyHost,
 	"docker":     whyHost,
@@ -339,8 +347,6 @@ var ignoredBlocks = map[string]string{
 var ignoredSettings = map[string]string{
 	"modules":            whyNotHere,
 	"loopback":           whyDeprecated,
-	"dnssd":              "collectors from DNS-SD are not supported; list them with collector { }",
-	"dnssd_domain":       "collectors from DNS-SD are not supported",
 	"refreshadaptors":    "ports are followed through netlink as they change",
 	"checkadaptors":      "ports are followed through netlink as they change",
 	"refreshvms":         whyHost,
@@ -372,6 +378,8 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.json(key, depth+1, open)
 		case "dropmon":
 			return p.dropmon(key, depth+1, open)
+		case "dns-sd":
+			return p.dnssdBlock(key, depth+1, open)
 		}
 		if why, ok := ignoredBlocks[k]; ok {
 			p.ignore(key, why)
@@ -407,6 +415,11 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.errAt(v.Pos, "agent.cidr %q is not an IP prefix (e.g. 198.18.0.0/15 or !10.0.0.0/8)", v.s)
 		}
 		c.AgentCIDRs = append(c.AgentCIDRs, CIDR{Prefix: pfx.Masked(), Not: not, Pos: v.Pos})
+	case "dnssd":
+		err = p.dnssdOnOff(key, v)
+	case "dnssd_domain":
+		// hsflowd keeps the domain whether or not DNS-SD is on.
+		p.dnssdDomain = v.s
 	case "jsonport":
 		var u *Uint
 		if u, err = p.uint(key, v, 1025, 65535); err == nil {

@@ -54,7 +54,7 @@ func TestParseRepresentative(t *testing.T) {
 		}
 		names = append(names, ig.Setting)
 	}
-	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd SONIC start" {
+	if got := strings.Join(names, " "); got != "sampling.app.myapp psample nflog k8s systemd SONIC start" {
 		t.Fatalf("ignored %q", got)
 	}
 }
@@ -171,4 +171,32 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDNSSD: hsflowd's ways of switching DNS-SD on, with and without a
+// domain.
+func TestDNSSD(t *testing.T) {
+	for text, want := range map[string]*DNSSD{
+		"sflow { DNS-SD { domain=.example.net } }":             {Domain: ".example.net", Pos: Pos{1, 9}},
+		"sflow { dns-sd { } }":                                 {Pos: Pos{1, 9}},
+		"sflow { DNSSD = on }":                                 {Pos: Pos{1, 9}},
+		"sflow { DNSSD_domain = .a.example\n DNSSD = on }":     {Domain: ".a.example", Pos: Pos{2, 2}},
+		"sflow { dns-sd { DNSSD_domain = .b.example } }":       {Domain: ".b.example", Pos: Pos{1, 9}},
+		"sflow { DNSSD = off }":                                nil,
+		"sflow { dns-sd { domain=.example.net } DNSSD = off }": nil,
+		"sflow { collector { ip = 198.18.0.1 } }":              nil,
+	} {
+		c, err := Parse("x", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if !reflect.DeepEqual(c.DNSSD, want) {
+			t.Errorf("%q: DNSSD %+v, want %+v", text, c.DNSSD, want)
+		}
+	}
+	for _, text := range []string{"sflow { DNSSD = maybe }", "sflow { dns-sd { server = 198.18.0.1 } }", "sflow { dns-sd { domain } }"} {
+		if _, err := Parse("x", []byte(text)); err == nil {
+			t.Errorf("%q accepted", text)
+		}
+	}
 }
