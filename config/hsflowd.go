@@ -35,6 +35,9 @@ import (
 //	dropmon { limit }          Drops on, DropsLimit
 //	DNS-SD { domain }          DNSSD on, DNSSDDomain (also DNSSD = on,
 //	                           DNSSD_domain)
+//	psample { group ingress    PsampleIngressGroup = group, and
+//	          egress }         PsampleEgressGroup = group+1, Direction
+//	dent { sw switchport }     Dent on, DentSW, DentSwitchPort
 //
 // Everything else hsflowd knows is reported once as ignored, with why.
 
@@ -153,6 +156,7 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 			s.AppAPI = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(v.V)).String()
 		}
 	}
+	applyPlatform(c, s)
 	if d := c.DNSSD; d != nil {
 		s.DNSSD, s.DNSSDDomain = true, d.Domain
 	}

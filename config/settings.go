@@ -130,6 +130,21 @@ type Settings struct {
 	// another component's rules send (SONiC's sflowmgrd, DENT's tc
 	// configuration), each at the rate it carries.
 	PsampleGroup uint32 `toml:"psample_group"`
+	// PsampleIngressGroup and PsampleEgressGroup, when not 0, are
+	// listen-only psample by group, as hsflowd's psample { group=G
+	// ingress egress } (G and G+1): the samples of the first are the
+	// ports' ingress samples, of the second their egress samples; the
+	// direction comes from the group (platform.go).
+	PsampleIngressGroup uint32 `toml:"psample_ingress_group"`
+	PsampleEgressGroup  uint32 `toml:"psample_egress_group"`
+	// Dent is hsflowd's dent { }: the agent owns a tc matchall + sample
+	// rule on each switch port (a name matching DentSwitchPort), at the
+	// port's rate, sending to the psample groups above, truncated to
+	// header_bytes, in hardware only (skip_sw) unless DentSW; the ports
+	// are read as listen-only psample (platform.go).
+	Dent           bool   `toml:"dent"`
+	DentSwitchPort string `toml:"dent_switchport"`
+	DentSW         bool   `toml:"dent_sw"`
 	// Drops turns dropped-packet notifications on or off ("on", "off").
 	Drops string `toml:"drops"`
 	// DropsLimit is the drop notifications per second (0: count drops,
@@ -239,6 +254,7 @@ func Defaults() Settings {
 		DropsHeaderBytes:     DefaultDropsHeaderBytes,
 		DNSSDResolvConf:      DefaultDNSSDResolvConf,
 		DNSSDStartDelay:      DefaultDNSSDStartDelay,
+		DentSwitchPort:       DefaultDentSwitchPort,
 	}
 }
 
@@ -468,6 +484,7 @@ func (s *Settings) Validate() error {
 		errs = append(errs, fmt.Errorf("max_port_samples_per_second %d outside 0..100000000", s.MaxPortSamplesPerSecond))
 	}
 	errs = append(errs, s.validateDNSSD()...)
+	errs = append(errs, s.validatePlatform()...)
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
 	}

@@ -55,8 +55,8 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	var selected []dataplane.PortInfo
 	for _, p := range ports {
 		monitor := monSel != nil && monSel(p)
-		if !monitor && !sel(p) {
-			continue
+		if !monitor && (!sel(p) || !s.SwitchPort(p.Name)) {
+			continue // dent: switch ports only (hsflowd's mod_dent)
 		}
 		dir := agent.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only

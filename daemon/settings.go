@@ -46,6 +46,8 @@ func Validate(s config.Settings) error {
 		errs = append(errs, err)
 	} else if s.PsampleGroup != 0 && h != dataplane.HookAuto && h != dataplane.HookPsample {
 		errs = append(errs, fmt.Errorf("psample_group %d (listen-only psample sampling) with hook %s: the hook must be auto or psample", s.PsampleGroup, s.Hook))
+	} else if (s.PsampleIngressGroup != 0 || s.PsampleEgressGroup != 0) && h != dataplane.HookAuto && h != dataplane.HookPsample {
+		errs = append(errs, fmt.Errorf("psample_ingress_group/psample_egress_group (hsflowd.conf psample { }) with hook %s: the hook must be auto or psample", s.Hook))
 	}
 	if s.DNSSD && s.DNSSDDomain != "" {
 		if _, err := dnssd.Names(s.DNSSDDomain, nil); err != nil {

@@ -101,7 +101,11 @@ type Config struct {
 	DropmonLimit *Uint
 	// DNSSD is configuration by DNS-SD (a DNS-SD { domain } block, or
 	// DNSSD = on); nil when off (dnssd.go).
-	DNSSD   *DNSSD
+	DNSSD *DNSSD
+	// Psample and Dent are the psample { } and dent { } blocks
+	// (platform.go); nil without them.
+	Psample *Psample
+	Dent    *Dent
 	Ignored []Ignored
 }
 
@@ -311,11 +315,11 @@ func (p *parser) ignore(key token, reason string) {
 
 // Reasons for the settings sflowswitchd does not take.
 const (
-	whyOtherSampler = "another packet-sampling source; sflowswitchd samples every port with XDP"
-	whyHost         = "host, VM or container monitoring, not a switch agent's job"
-	whyNoPlatform   = "a switch platform integration; sflowswitchd reads the Linux kernel directly"
-	whyDeprecated   = "deprecated in hsflowd"
-	whyNotHere      = "no equivalent in sflowswitchd"
+	whyOtherSampler = "another packet-sampling source; sflowswitchd samples every port with XDP/TC instead (psample { } for a switch ASIC's samples)"
+	whyHost         = "host, VM or container monitoring, not a switch agent's job; sflowswitchd reports the switch's ports and host counters instead"
+	whyNoPlatform   = "a switch platform integration; sflowswitchd reads ports, counters and forwarding from the Linux kernel instead (psample { } and dent { } for an ASIC)"
+	whyDeprecated   = "deprecated in hsflowd; nothing replaces it"
+	whyNotHere      = "no equivalent in sflowswitchd; the setting has no effect"
 )
 
 // ignoredBlocks are hsflowd's modules that do not apply, with the reason.
@@ -330,36 +334,34 @@ var ignoredBlocks = map[string]string{
 	"dbus":       whyHost,
 	"ulog":       whyOtherSampler,
 	"nflog":      whyOtherSampler,
-	"psample":    whyOtherSampler + " (and this machine has no psample)",
-	"tcp":        "TCP round-trip annotations of packet samples are not supported",
+	"tcp":        "TCP round-trip annotations of packet samples are not supported; samples are sent without them",
 	"cumulus":    whyNoPlatform,
-	"dent":       whyNoPlatform,
 	"ovs":        whyNoPlatform,
 	"os10":       whyNoPlatform,
 	"opx":        whyNoPlatform,
 	"sonic":      whyNoPlatform,
 	"eapi":       whyNoPlatform,
 	"vpp":        whyNoPlatform,
-	"nlroute":    "route and link notifications are not supported",
+	"nlroute":    "route and link notifications are not supported; the kernel's FIB and FDB are read for each sample's forwarding records instead",
 }
 
 // ignoredSettings are sflow-level settings that do not apply.
 var ignoredSettings = map[string]string{
-	"modules":            whyNotHere,
+	"modules":            "no module loading; the features are built in and switched on by their settings",
 	"loopback":           whyDeprecated,
-	"refreshadaptors":    "ports are followed through netlink as they change",
-	"checkadaptors":      "ports are followed through netlink as they change",
+	"refreshadaptors":    "no periodic rescan; ports are followed through netlink as they change",
+	"checkadaptors":      "no periodic rescan; ports are followed through netlink as they change",
 	"refreshvms":         whyHost,
 	"forgetvms":          whyHost,
-	"subagentid":         "sub_agent_id is one per CPU (and per application)",
-	"uuid":               "the host UUID is not sent",
+	"subagentid":         "sub_agent_id is one per CPU (and per application), chosen by the agent",
+	"uuid":               "the host UUID is not sent; the agent address identifies the switch",
 	"xen.update.dominfo": whyHost,
 	"xen.dsk":            whyHost,
 	"uloggroup":          whyOtherSampler,
 	"nfloggroup":         whyOtherSampler,
 	"ulogprobability":    whyOtherSampler,
 	"nflogprobability":   whyOtherSampler,
-	"jsonfifo":           "the JSON API is a loopback UDP socket only",
+	"jsonfifo":           "the JSON API is a loopback UDP socket only (json { udpport })",
 	"samplingdirection":  whyDeprecated + " (ignored by hsflowd too)",
 }
 
@@ -380,6 +382,10 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.dropmon(key, depth+1, open)
 		case "dns-sd":
 			return p.dnssdBlock(key, depth+1, open)
+		case "psample":
+			return p.psampleBlock(key, depth+1, open)
+		case "dent":
+			return p.dentBlock(key, depth+1, open)
 		}
 		if why, ok := ignoredBlocks[k]; ok {
 			p.ignore(key, why)
@@ -614,7 +620,7 @@ func (p *parser) pcap(key token, depth int, open Pos) error {
 		return err
 	}
 	if pc.Dev == "" {
-		p.ignore(key, "a pcap block without dev selects no port here")
+		p.ignore(key, "a pcap block without dev selects no port here; it has no effect")
 		return nil
 	}
 	p.cfg.Pcaps = append(p.cfg.Pcaps, pc)
@@ -669,9 +675,13 @@ func (p *parser) dropmon(key token, depth int, open Pos) error {
 			if !strings.EqualFold(v.s, "on") && !strings.EqualFold(v.s, "off") {
 				return p.errAt(v.Pos, "%s: expected on or off, found %q", k.s, v.s)
 			}
-			p.ignore(k, "drop sources are the kernel's drop tracepoint; no hardware drop monitor here")
-		case "group", "hide", "max", "max_trip":
-			p.ignore(k, whyNotHere)
+			p.ignore(k, "drop sources are the kernel's drop tracepoint (skb:kfree_skb), always on with drops; no drop_monitor hardware or software switch")
+		case "group":
+			p.ignore(k, whyDeprecated+" (dropmon group)")
+		case "hide":
+			p.ignore(k, "every drop reason is reported; none is hidden")
+		case "max", "max_trip":
+			p.ignore(k, "the notifications are bounded by limit alone (the rest counted in each sample's drops field)")
 		default:
 			return p.errAt(k.Pos, "unknown setting %q in dropmon { }", k.s)
 		}
