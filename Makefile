@@ -66,6 +66,7 @@ FUZZ_TARGETS := \
 	./apps/app:FuzzParseRT \
 	./config/hsflowdconf:FuzzParse \
 	./config:FuzzParse \
+	./config/dnssd:FuzzParseTXT \
 	./internal/ethernet:FuzzParse \
 	./dataplane/psample:FuzzParseMessage
 
