@@ -10,7 +10,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/config/dnssd"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // TestDNSSDLayering: each DNS-SD outcome as the daemon installs it, over
@@ -26,7 +26,7 @@ func TestDNSSDLayering(t *testing.T) {
 	base.Workers, base.DNSSD, base.Polling = 2, true, 30
 	base.Collectors = []config.Collector{{Address: config.NoCollector}}
 	d := &Daemon{log: log, settings: base, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
-		drops: dropnotify.New(2, nil, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
+		drops: dropnotify.New(2, nil, log), ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}}}
 	d.dnssd = newDNSSD(base)
 	settings := func() config.Settings {
 		d.mu.Lock()

@@ -64,7 +64,8 @@ func TestPrecedence(t *testing.T) {
 		// No sampling key: the file's rules stay.
 		{[]string{"polling=5"}, map[uint64]uint32{1000: 2222, 10000: 50}},
 		// Plain sampling wins over the speed default (hsflowd: the
-		// opposite, its issue #75), and replaces the file's per-speed.
+		// opposite, which its users report as a bug), and replaces the
+		// file's per-speed.
 		{[]string{"sampling=400"}, map[uint64]uint32{1000: 400, 10000: 400, 0: 400}},
 		// sampling.<speed> wins for its speed.
 		{[]string{"sampling=400", "sampling.10G=9000"}, map[uint64]uint32{1000: 400, 10000: 9000}},

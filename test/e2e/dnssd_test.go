@@ -11,9 +11,9 @@ import (
 	"time"
 
 	sfdaemon "github.com/sflowswitchd/sflowswitchd/daemon"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // dnsTTL is the TTL dnsmasq gives its records (--local-ttl) in the DNS-SD
