@@ -40,12 +40,18 @@ func (s *Settings) validatePlatform() []error {
 
 // SwitchPort reports whether port name is one of DENT's switch ports
 // (always true when dent is off).
-func (s *Settings) SwitchPort(name string) bool {
+func (s *Settings) SwitchPort(name string) bool { return s.SwitchPorts()(name) }
+
+// SwitchPorts returns SwitchPort with the pattern compiled once.
+func (s *Settings) SwitchPorts() func(name string) bool {
 	if !s.Dent {
-		return true
+		return func(string) bool { return true }
 	}
 	re, err := regexp.Compile(s.DentSwitchPort)
-	return err == nil && re.MatchString(name)
+	if err != nil { // refused by Validate
+		return func(string) bool { return false }
+	}
+	return re.MatchString
 }
 
 // applyPlatform maps hsflowd.conf's psample { } and dent { } onto s.

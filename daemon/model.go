@@ -51,10 +51,11 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 			return m, err
 		}
 	}
+	switchPort := s.SwitchPorts()
 	var selected []ports.Info
 	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
-		if !monitor && (!sel(p) || !s.SwitchPort(p.Name)) {
+		if !monitor && (!sel(p) || !switchPort(p.Name)) {
 			continue // dent: switch ports only (hsflowd's mod_dent)
 		}
 		dir := sflow.DirectionIngress
