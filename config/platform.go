@@ -89,3 +89,11 @@ func applyPlatform(c *hsflowdconf.Config, s *Settings) {
 		}
 	}
 }
+
+// dentGroups gives dent without psample groups hsflowd's psample
+// defaults (group 1, ingress), as hsflowd.conf's dent { } alone has.
+func dentGroups(s *Settings) {
+	if s.Dent && s.PsampleIngressGroup == 0 && s.PsampleEgressGroup == 0 && s.PsampleGroup == 0 {
+		s.PsampleIngressGroup = 1
+	}
+}

@@ -309,6 +309,7 @@ func Load(l Layers) (Settings, error) {
 	if s.DNSSD {
 		dnssdCollectors(&s, l.Notes)
 	}
+	dentGroups(&s)
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}

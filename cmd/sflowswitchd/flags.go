@@ -70,6 +70,23 @@ func newFlags() *flagValues {
 		f.s.PsampleGroup = uint32(g)
 		return nil
 	})
+	groupFlag := func(name, usage string, set func(uint32)) {
+		fs.Func(name, usage, func(v string) error {
+			g, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("want a group number 0..4294967295")
+			}
+			set(uint32(g))
+			return nil
+		})
+	}
+	groupFlag("psample-ingress-group", "listen-only psample by group (hsflowd's psample { group=G }): group `G`'s samples are the ports' ingress samples (default 0: off)",
+		func(g uint32) { f.s.PsampleIngressGroup = g })
+	groupFlag("psample-egress-group", "listen-only psample by group: group `G`'s samples are the ports' egress samples (hsflowd: G+1 of psample { group=G egress=on }; default 0: off)",
+		func(g uint32) { f.s.PsampleEgressGroup = g })
+	fs.BoolVar(&f.s.Dent, "dent", false, "hsflowd's dent { }: the agent puts its own tc matchall + sample rule, to the psample groups, on every switch port (-dent-switchport), skip_sw unless -dent-sw")
+	fs.StringVar(&f.s.DentSwitchPort, "dent-switchport", "", "the switch ports' `regexp` for -dent (default "+config.DefaultDentSwitchPort+")")
+	fs.BoolVar(&f.s.DentSW, "dent-sw", false, "-dent's rules run in software too (no skip_sw; hsflowd's dent { sw=on })")
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
 			return fmt.Errorf("want on or off")
@@ -151,6 +168,11 @@ func (f *flagValues) override(s *config.Settings) {
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"psample-ingress-group":  func() { s.PsampleIngressGroup = f.s.PsampleIngressGroup },
+		"psample-egress-group":   func() { s.PsampleEgressGroup = f.s.PsampleEgressGroup },
+		"dent":                   func() { s.Dent = f.s.Dent },
+		"dent-switchport":        func() { s.DentSwitchPort = f.s.DentSwitchPort },
+		"dent-sw":                func() { s.DentSW = f.s.DentSW },
 		"transit":                func() { s.Transit = f.s.Transit },
 		"direction": func() {
 			// Every port: also over per-port directions of the file.
