@@ -27,7 +27,7 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
-	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics))
+	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics), snmpRestoreCollector{d})
 	if d.psample != nil {
 		reg.MustRegister(psampleCollector{d.psample})
 	}
@@ -131,4 +131,21 @@ func (c backoffCollector) Describe(ch chan<- *prometheus.Desc) { ch <- backoffSt
 func (c backoffCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prom.Counter(backoffSteps, c.d.backoffUp.Load(), "up")
 	ch <- prom.Counter(backoffSteps, c.d.backoffDown.Load(), "down")
+}
+
+// snmpRestoreRefused is sflowswitchd_snmp_restore_refused_total{what}.
+var snmpRestoreRefused = prom.Desc("snmp_restore_refused_total",
+	"What a start refused of the SNMP-set configuration the previous program kept (the state directory's snmp.json), by what: receiver, sampler, poller (rows a SET with their values would be refused; dropped), file (damaged and set aside as snmp.json.damaged, or refused by the agent as a whole). See the log.", "what")
+
+// snmpRestoreCollector exports snmpRefused.
+type snmpRestoreCollector struct{ d *Daemon }
+
+func (c snmpRestoreCollector) Describe(ch chan<- *prometheus.Desc) { ch <- snmpRestoreRefused }
+
+func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
+	r := &c.d.snmpRefused
+	ch <- prom.Counter(snmpRestoreRefused, r.receiver.Load(), "receiver")
+	ch <- prom.Counter(snmpRestoreRefused, r.sampler.Load(), "sampler")
+	ch <- prom.Counter(snmpRestoreRefused, r.poller.Load(), "poller")
+	ch <- prom.Counter(snmpRestoreRefused, r.file.Load(), "file")
 }

@@ -233,5 +233,5 @@ func Cleanup(s config.Settings, log *slog.Logger) error {
 	if err := dataplane.Cleanup(s.PinDir, log); err != nil {
 		return err
 	}
-	return handover.NewSNMPStore(s.StateDir).Remove()
+	return handover.NewSNMPStore(s.StateDir, 0).Remove()
 }
