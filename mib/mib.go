@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -537,7 +539,8 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 			// Samplers and pollers keep running; the agent counts what
 			// they would send as lost until the name resolves.
 			active[int32(i+1)] = true
-			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Unresolved: r.unresolved,
+			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
+				Unresolved:      net.JoinHostPort(r.unresolved, strconv.Itoa(int(r.port))),
 				MaxDatagramSize: int(r.maxSize)})
 			continue
 		}
