@@ -1157,6 +1157,19 @@ const (
 // loadError wraps err, the failure of doing what (a program's load), with
 // the verifier's whole log when the verifier refused the program.
 func loadError(what string, err error) error {
+	// Refused for lack of privilege (the verifier denies pointer
+	// arithmetic, helpers and spectre-safe paths without CAP_PERFMON,
+	// kernel/bpf/verifier.c, with EACCES and its whole log): one short
+	// error naming the capabilities missing, as a probe's refusal does.
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		if missing := missingCaps(loadCaps); len(missing) > 0 {
+			errno := unix.EPERM
+			if errors.Is(err, unix.EACCES) {
+				errno = unix.EACCES
+			}
+			return fmt.Errorf("%s: not permitted: the process lacks %s (%w)", what, strings.Join(missing, " and "), errno)
+		}
+	}
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		return fmt.Errorf("%s: %+v", what, ve)

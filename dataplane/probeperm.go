@@ -53,6 +53,11 @@ var probeCaps = map[string][]int{
 	FeatureTCX:           {unix.CAP_BPF, unix.CAP_NET_ADMIN},
 }
 
+// loadCaps are the capabilities loading and attaching the samplers needs
+// (docs/OPERATIONS.md "Privileges"; CAP_PERFMON for the verifier's
+// pointer arithmetic and helpers, kernel/bpf/verifier.c).
+var loadCaps = []int{unix.CAP_BPF, unix.CAP_NET_ADMIN, unix.CAP_PERFMON}
+
 // capNames names the capabilities of probeCaps.
 var capNames = map[int]string{
 	unix.CAP_BPF: "CAP_BPF", unix.CAP_NET_ADMIN: "CAP_NET_ADMIN", unix.CAP_PERFMON: "CAP_PERFMON", unix.CAP_NET_RAW: "CAP_NET_RAW",
