@@ -140,7 +140,10 @@ var snmpRestoreRefused = prom.Desc("snmp_restore_refused_total",
 // snmpRestoreCollector exports snmpRefused.
 type snmpRestoreCollector struct{ d *Daemon }
 
-func (c snmpRestoreCollector) Describe(ch chan<- *prometheus.Desc) { ch <- snmpRestoreRefused }
+func (c snmpRestoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- snmpRestoreRefused
+	ch <- pinReplaced
+}
 
 func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
 	r := &c.d.snmpRefused
@@ -148,4 +151,11 @@ func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prom.Counter(snmpRestoreRefused, r.sampler.Load(), "sampler")
 	ch <- prom.Counter(snmpRestoreRefused, r.poller.Load(), "poller")
 	ch <- prom.Counter(snmpRestoreRefused, r.file.Load(), "file")
+	if why := c.d.dp.PinReplaced(); why != "" {
+		ch <- prom.Counter(pinReplaced, 1, why)
+	}
 }
+
+// pinReplaced is sflowswitchd_pinned_state_replaced_total{reason}.
+var pinReplaced = prom.Desc("pinned_state_replaced_total",
+	"Pinned sampler state this start found and replaced instead of adopting it, by reason: layout (another version), sizes (other settings), unreadable (no valid description), damaged (an object missing or not the daemon's). Its samples in flight are lost and pools start afresh: a gap in the data (see the log).", "reason")

@@ -442,7 +442,7 @@ func (d *Dataplane) load() error {
 		if err != nil {
 			return err
 		}
-		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
+		if err := d.inNetns(func() error { return d.openPins(layout, sizes, spec) }); err != nil {
 			return fmt.Errorf("dataplane: pin directory: %w", err)
 		}
 	}
@@ -592,6 +592,11 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 		return false, "pinned state of another layout", nil
 	case old.Sizes != sizes:
 		return false, "pinned state made with other sizes: " + sizes.differs(old.Sizes), nil
+	}
+	// What Open will adopt, opened now: a damaged directory is replaced
+	// (said here), not found out by the new program half-way.
+	if err := checkAdoptable(cfg.PinDir, &cfg, spec); err != nil {
+		return false, "pinned state damaged (replaced, a gap in the data): " + err.Error(), nil
 	}
 	return true, "adopts the pinned samplers", nil
 }

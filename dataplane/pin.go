@@ -155,7 +155,9 @@ type pinState struct {
 	meta pinMetaValue
 	// adopt is set when the directory holds state this Open adopts.
 	adopt bool
-	ports *ebpf.Map
+	// replaced is why the state found was replaced (PinReplaced).
+	replaced string
+	ports    *ebpf.Map
 }
 
 // Handover is what a Dataplane passes to the next program across an exec
@@ -171,7 +173,8 @@ type Handover struct {
 }
 
 // CheckPinDir reports whether dir can be a pin directory: on a BPF file
-// system (its parent, when it does not exist yet).
+// system (its parent, when it does not exist yet), not its root, holding
+// nothing but what the daemon makes (pinguard.go).
 func CheckPinDir(dir string) error {
 	p := dir
 	for {
@@ -181,7 +184,7 @@ func CheckPinDir(dir string) error {
 			if st.Type != bpffsMagic {
 				return fmt.Errorf("%s is not on a BPF file system (mount -t bpf bpf %s)", dir, p)
 			}
-			return nil
+			return checkPinEntries(dir)
 		}
 		if !errors.Is(err, unix.ENOENT) || p == "/" {
 			return fmt.Errorf("pin directory %s: %w", dir, err)
@@ -363,7 +366,7 @@ func describeType(t btf.Type) string {
 // adopted (same layout and sizes) or replaced (anything else there is
 // detached and unpinned, with a log line saying why). Runs in the
 // Dataplane's namespace (clsact filters of replaced state).
-func (d *Dataplane) openPins(layout [32]byte, sizes pinSizes) error {
+func (d *Dataplane) openPins(layout [32]byte, sizes pinSizes, spec *ebpf.CollectionSpec) error {
 	dir := d.cfg.PinDir
 	lock, err := lockPinDir(dir, d.cfg.Handover)
 	if err != nil {
@@ -380,15 +383,24 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pinSizes) error {
 	case !ok && len(pinnedNames(dir)) == 0:
 		return nil // a new directory
 	case ok && old.Format == metaFormat && old.Layout == layout && old.Sizes == sizes:
+		if err := checkAdoptable(dir, &d.cfg, spec); err != nil {
+			p.replaced = "damaged"
+			d.log.Error("pinned sampler state damaged: detached and replaced, pools and samples start afresh (a gap in the data)",
+				"pin_dir", dir, "err", err)
+			break
+		}
 		p.meta = old
 		p.adopt = true
 		return nil
 	case !ok:
+		p.replaced = "unreadable"
 		d.log.Warn("pin directory holds state without a readable description: replaced", "pin_dir", dir, "entries", len(pinnedNames(dir)))
 	case old.Format != metaFormat || old.Layout != layout:
+		p.replaced = "layout"
 		d.log.Warn("pinned sampler state of another layout (another sflowswitchd version): detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "state_format", old.Format, "state_layout", hex.EncodeToString(old.Layout[:8]), "layout", hex.EncodeToString(layout[:8]))
 	default:
+		p.replaced = "sizes"
 		d.log.Warn("pinned sampler state made with other sizes: detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "differs", sizes.differs(old.Sizes))
 	}
@@ -413,11 +425,16 @@ func (d *Dataplane) clearPins(owner string) error {
 	return clearPinDir(d.pin.dir, owner, d.log)
 }
 
-// clearPinDir is clearPins for any directory (Cleanup).
+// clearPinDir is clearPins for any directory (Cleanup). Only the names
+// the daemon makes are removed (ownPinName).
 func clearPinDir(dir, owner string, log *slog.Logger) error {
 	var errs []error
 	for _, name := range pinnedNames(dir) {
 		path := filepath.Join(dir, name)
+		if !ownPinName(name) {
+			log.Warn("pin directory entry the daemon does not make: left alone", "pin_dir", dir, "entry", name)
+			continue
+		}
 		if strings.HasPrefix(name, pinLinkPrefix) {
 			l, err := link.LoadPinnedLink(path, nil)
 			if err == nil {
@@ -786,6 +803,9 @@ func (d *Dataplane) pinPorts() *ebpf.Map {
 func (p *pinState) unpinAll() error {
 	var errs []error
 	for _, name := range pinnedNames(p.dir) {
+		if !ownPinName(name) {
+			continue // not the daemon's: left, and so is the directory
+		}
 		if err := os.Remove(p.path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning %s: %w", name, err))
 		}
@@ -811,9 +831,12 @@ func Cleanup(dir string, log *slog.Logger) error {
 		return err
 	}
 	defer lock.Close()
-	meta, _, err := readMeta(dir)
-	if err != nil {
-		log.Warn("pinned state unreadable; removing it anyway", "err", err)
+	meta, ok, err := readMeta(dir)
+	if n := len(pinnedNames(dir)); !ok && n > 0 {
+		// Only the daemon's own state is removed: without its meta the
+		// directory may be another tool's (or a daemon's that crashed
+		// before writing it: remove it by hand, rm -r).
+		return fmt.Errorf("cleaning up %s: no sflowswitchd state description (meta) among its %d entries (%v): not the daemon's pin directory, or damaged; nothing removed", dir, n, err)
 	}
 	n := len(pinnedNames(dir))
 	err = clearPinDir(dir, meta.ownerID(), log)
