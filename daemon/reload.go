@@ -230,6 +230,10 @@ func (d *Daemon) reconfigured() {
 // warning when the kernel lacks the feature (the probe's warning names it
 // and why), an error otherwise.
 func (d *Daemon) dropsOff(err error) {
+	if errors.Is(err, dropnotify.ErrRetrying) {
+		d.log.Error("drop notifications off for now", "err", err)
+		return
+	}
 	if errors.Is(err, dropnotify.ErrKernelFeature) {
 		d.log.Warn("drop notifications off", "err", err)
 		return
