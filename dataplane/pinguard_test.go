@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -75,11 +76,16 @@ func TestHostilePinDirForeign(t *testing.T) {
 			t.Errorf("Cleanup of a directory without meta: %v, want refused naming meta", err)
 		}
 	})
+	kept := 0
 	for _, p := range []string{filepath.Join(root, "other_tool_map"), filepath.Join(foreign, "their_map"), filepath.Join(noMeta, "map_counters")} {
 		if _, err := os.Stat(p); err != nil {
 			t.Errorf("another tool's pin %s: %v", p, err)
+		} else {
+			kept++
 		}
 	}
+	hostileRow(t, "pin_dir at the bpffs root, in another tool's directory; -cleanup of a directory without meta",
+		"Open and Cleanup refused, nothing foreign removed", fmt.Sprintf("%d/3 foreign pins kept", kept))
 	// The daemon's own directory beside them works, and Close leaves
 	// the others alone.
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 2, PinDir: own, Logger: log})
@@ -144,9 +150,37 @@ func TestHostilePinDirDamaged(t *testing.T) {
 				t.Errorf("the damaged state's sampler is still attached (%s)", mode)
 			}
 			must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}))
-			if mode, _ := attachedProg(t, lab); mode != c.want {
+			mode, _ := attachedProg(t, lab)
+			if mode != c.want {
 				t.Errorf("p1 attached afresh as %q, want %q", mode, c.want)
 			}
+			hostileRow(t, "pin directory damaged under a valid meta: "+damage,
+				"the upgrade's check says replaced; Open replaces it (logged, pinned_state_replaced_total{reason=damaged}) and samples",
+				fmt.Sprintf("check: adopt %v (%s); replaced %q; attached afresh as %s", adopt, strings.SplitN(why, ":", 2)[0], d.PinReplaced(), mode))
 		})
+	}
+}
+
+// hostileRow appends a case of the hostile table (`make hostile`: the
+// file HOSTILE_REPORT names; test/e2e's recordHostile writes the others)
+// and logs it.
+func hostileRow(t *testing.T, c, bound, peak string) {
+	t.Helper()
+	row := fmt.Sprintf("| %s | %s | %s |\n", c, bound, peak)
+	t.Logf("hostile report: %s", row)
+	name := os.Getenv("HOSTILE_REPORT")
+	if name == "" {
+		return
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("hostile report: %v", err)
+	}
+	if _, err := f.WriteString(row); err != nil {
+		f.Close()
+		t.Fatalf("hostile report: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("hostile report: %v", err)
 	}
 }

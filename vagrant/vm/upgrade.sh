@@ -39,7 +39,7 @@ set -euo pipefail
 old=$1 new=$2
 fail() {
 	echo "upgrade: FAIL: $*" >&2
-	journalctl -u sflowswitchd --no-pager -o cat | tail -40 >&2 || true
+	journalctl -u sflowswitchd --no-pager -o cat | tail -40 | cut -c1-2000 >&2 || true
 	exit 1
 }
 pin=/sys/fs/bpf/sflowswitchd
@@ -126,7 +126,7 @@ dumpcap -q -i lo -B 64 -f 'udp dst port 6343' -w "$work/cap.pcapng" 2>"$work/dum
 cap_pid=$!
 sleep 3
 echo "== the unit: $(systemd-analyze security sflowswitchd.service 2>/dev/null | tail -1)"
-systemctl start sflowswitchd
+systemctl start sflowswitchd || fail "systemctl start"
 pid0=$(systemctl show -P MainPID sflowswitchd)
 [ "$pid0" != 0 ] || fail "not started"
 echo "daemon $pid0: $(journalctl -u sflowswitchd --no-pager -o cat | grep -c .) log lines"

@@ -103,6 +103,8 @@ func TestHostileSNMPFileBounded(t *testing.T) {
 			if r.err == nil || !errors.Is(r.err, ErrDamaged) {
 				t.Errorf("Load: %v, want ErrDamaged", r.err)
 			}
+			defer hostileRow(t, "snmp.json: "+c.name, fmt.Sprintf("refused as damaged within 5 s, set aside, at most 2 × the limit (%d KiB) + 1 MiB allocated", hostileLimit>>10),
+				fmt.Sprintf("%v, %d KiB allocated", took.Round(time.Microsecond), alloc>>10))
 			if len(r.snap.Receivers)+len(r.snap.Samplers)+len(r.snap.Pollers) != 0 {
 				t.Errorf("Load returned rows: %+v", r.snap)
 			}
@@ -183,7 +185,9 @@ func TestHostileSNMPWriteNoFollow(t *testing.T) {
 	if err := s.Save(snap); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(secret); err != nil || string(b) != content {
+	b, err := os.ReadFile(secret)
+	unchanged := err == nil && string(b) == content
+	if !unchanged {
 		t.Errorf("the root-only file now holds %q (%v), want %q", b, err, content)
 	}
 	fi, err := os.Lstat(filepath.Join(dir, snmpFile))
@@ -199,6 +203,9 @@ func TestHostileSNMPWriteNoFollow(t *testing.T) {
 	if got, err := s.Load(); err != nil || len(got.Receivers) != 1 || got.Receivers[0].Owner != "ho" {
 		t.Errorf("Load: %+v %v", got, err)
 	}
+	hostileRow(t, "snmp.json.tmp and snmp.json planted by user nobody as links to a root-only 0600 file, in a 0777 state directory",
+		"the root file unchanged; snmp.json the daemon's regular 0600 file; the directory reported",
+		fmt.Sprintf("root file unchanged: %v; directory reported: %v", unchanged, CheckDir(dir) != nil))
 	// A directory of the daemon's own, mode 0700 or 0755, is fine.
 	own := t.TempDir()
 	for _, mode := range []os.FileMode{0o700, 0o755} {
@@ -225,5 +232,29 @@ func TestHostileSNMPWriteNoFollow(t *testing.T) {
 	}
 	if err := CheckDir(own); err == nil {
 		t.Errorf("CheckDir(owned by nobody): nil, want a complaint")
+	}
+}
+
+// hostileRow appends a case of the hostile table (`make hostile`: the
+// file HOSTILE_REPORT names; test/e2e's recordHostile writes the others)
+// and logs it.
+func hostileRow(t *testing.T, c, bound, peak string) {
+	t.Helper()
+	row := fmt.Sprintf("| %s | %s | %s |\n", c, bound, peak)
+	t.Logf("hostile report: %s", row)
+	name := os.Getenv("HOSTILE_REPORT")
+	if name == "" {
+		return
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("hostile report: %v", err)
+	}
+	if _, err := f.WriteString(row); err != nil {
+		f.Close()
+		t.Fatalf("hostile report: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("hostile report: %v", err)
 	}
 }
