@@ -10,8 +10,9 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
 )
 
 // pinForeign pins a map of another tool as path.
@@ -51,8 +52,8 @@ func TestHostilePinDirForeign(t *testing.T) {
 		{"another tool's directory", foreign, "does not make"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if err := CheckPinDir(c.dir); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("CheckPinDir(%s): %v, want %q", c.dir, err, c.want)
+			if err := pin.CheckDir(c.dir); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("pin.CheckDir(%s): %v, want %q", c.dir, err, c.want)
 			}
 			err := lab.Do(lab.Switch, func() error {
 				d, err := Open(Config{Workers: 1, MaxPorts: 2, PinDir: c.dir, Logger: log})
@@ -97,13 +98,13 @@ func TestHostilePinDirForeign(t *testing.T) {
 		t.Errorf("after the daemon's Close: %v", err)
 	}
 	for _, n := range []string{"meta", "map_counters", "ring_0", "ring_12", "link_7", "map_agent_state"} {
-		if !ownPinName(n) {
-			t.Errorf("ownPinName(%q) false", n)
+		if !pin.OwnName(n) {
+			t.Errorf("pin.OwnName(%q) false", n)
 		}
 	}
 	for _, n := range []string{"metadata", "map_their", "ring_x", "link_", "link_-1", "other"} {
-		if ownPinName(n) {
-			t.Errorf("ownPinName(%q) true", n)
+		if pin.OwnName(n) {
+			t.Errorf("pin.OwnName(%q) true", n)
 		}
 	}
 }
@@ -125,7 +126,7 @@ func TestHostilePinDirDamaged(t *testing.T) {
 			cfg.Logger = testLogger(t)
 			var d *Dataplane
 			must(t, lab.Do(lab.Switch, func() (err error) { d, err = Open(cfg); return }))
-			p1 := portIndex(t, lab, 0)
+			p1 := lab.PortIndex(t, 0)
 			must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}))
 			h, err := d.Release()
 			must(t, err)

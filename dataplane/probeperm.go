@@ -11,8 +11,8 @@ import (
 // A feature probe the kernel refuses with EPERM or EACCES says nothing of
 // the kernel: the process lacked a capability (or a security module
 // refused). Such a feature is reported as not probed, naming the
-// capabilities missing, never as missing from the kernel (issue 25,
-// defect 9: without CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
+// capabilities missing, never as missing from the kernel (without
+// CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
 // "lacks xdp (Linux 4.8)").
 
 // PermissionError is a probe refused for lack of privilege: whether the
@@ -52,11 +52,6 @@ var probeCaps = map[string][]int{
 	FeatureBTFTracepoint: {unix.CAP_BPF, unix.CAP_PERFMON},
 	FeatureTCX:           {unix.CAP_BPF, unix.CAP_NET_ADMIN},
 }
-
-// loadCaps are the capabilities loading and attaching the samplers needs
-// (docs/OPERATIONS.md "Privileges"; CAP_PERFMON for the verifier's
-// pointer arithmetic and helpers, kernel/bpf/verifier.c).
-var loadCaps = []int{unix.CAP_BPF, unix.CAP_NET_ADMIN, unix.CAP_PERFMON}
 
 // capNames names the capabilities of probeCaps.
 var capNames = map[int]string{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // A Snapshot is read from a file (the state directory's snmp.json) that
@@ -33,21 +33,21 @@ func (r RefusedRow) Error() string { return fmt.Sprintf("%s %s: %v", r.Table, r.
 
 // checkColumn checks one value as a SET of column col of table tab with
 // it would be, and returns it as the SET would install it.
-func checkColumn(tab table, col uint32, v snmpd.Variable, receivers int) (edit, error) {
+func checkColumn(tab table, col uint32, v agentx.Variable, receivers int) (edit, error) {
 	e, st := checkValue(key{tab: tab, col: col}, v, receivers)
-	if st != snmpd.NoError {
+	if st != agentx.NoError {
 		return e, fmt.Errorf("%s %v: %v", columnName(tab, col), v.Value, st)
 	}
 	return e, nil
 }
 
-func octetValue(b []byte) snmpd.Variable { return snmpd.Variable{Type: snmpd.OctetString, Value: b} }
+func octetValue(b []byte) agentx.Variable { return agentx.Variable{Type: agentx.OctetString, Value: b} }
 
-func integer32(n int64) (snmpd.Variable, error) {
+func integer32(n int64) (agentx.Variable, error) {
 	if n < math.MinInt32 || n > math.MaxInt32 {
-		return snmpd.Variable{}, fmt.Errorf("%d outside Integer32", n)
+		return agentx.Variable{}, fmt.Errorf("%d outside Integer32", n)
 	}
-	return snmpd.Variable{Type: snmpd.Integer, Value: int32(n)}, nil
+	return agentx.Variable{Type: agentx.Integer, Value: int32(n)}, nil
 }
 
 // restoredReceiver checks a restored receiver row as the SET that claims
@@ -81,7 +81,7 @@ func restoredReceiver(r SnapshotReceiver, receivers int, now time.Time) (receive
 		{colRcvrPort, r.Port, &rc.port},
 		{colRcvrVersion, r.Version, &rc.version},
 	} {
-		e, err := checkColumn(tRcvr, c.col, snmpd.Variable{Type: snmpd.Integer, Value: c.n}, receivers)
+		e, err := checkColumn(tRcvr, c.col, agentx.Variable{Type: agentx.Integer, Value: c.n}, receivers)
 		if err != nil {
 			return rc, err
 		}
@@ -118,14 +118,14 @@ func restoredRow(row SnapshotRow, sampler bool, receivers int) (SnapshotRow, err
 	if row.Receiver == 0 {
 		return row, errors.New("bound to no receiver")
 	}
-	if _, err := checkColumn(tab, colFsReceiver, snmpd.Variable{Type: snmpd.Integer, Value: row.Receiver}, receivers); err != nil {
+	if _, err := checkColumn(tab, colFsReceiver, agentx.Variable{Type: agentx.Integer, Value: row.Receiver}, receivers); err != nil {
 		return row, err
 	}
-	if _, err := checkColumn(tab, valueCol, snmpd.Variable{Type: snmpd.Integer, Value: row.Value}, receivers); err != nil {
+	if _, err := checkColumn(tab, valueCol, agentx.Variable{Type: agentx.Integer, Value: row.Value}, receivers); err != nil {
 		return row, err
 	}
 	if sampler {
-		e, err := checkColumn(tFs, colFsHeader, snmpd.Variable{Type: snmpd.Integer, Value: row.Header}, receivers)
+		e, err := checkColumn(tFs, colFsHeader, agentx.Variable{Type: agentx.Integer, Value: row.Header}, receivers)
 		if err != nil {
 			return row, err
 		}

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
 )
 
 // snmpStateRow and snmpStateReceiver are snmp.json's rows as the daemon
@@ -32,10 +32,10 @@ type snmpStateReceiver struct {
 
 type snmpStateRow struct {
 	Source   struct{ Type, Index uint32 } `json:"source"`
-	Instance int                         `json:"instance"`
-	Receiver int32                       `json:"receiver"`
-	Value    int32                       `json:"value"`
-	Header   int32                       `json:"header,omitempty"`
+	Instance int                          `json:"instance"`
+	Receiver int32                        `json:"receiver"`
+	Value    int32                        `json:"value"`
+	Header   int32                        `json:"header,omitempty"`
 }
 
 // TestHostileSNMPStateFile: the state directory's snmp.json, read back

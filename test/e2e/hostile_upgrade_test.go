@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
 )
 
 // zombieChildren returns the children of process pid that are zombies

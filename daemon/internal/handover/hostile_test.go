@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -149,9 +150,7 @@ func (f *fs) stat(t *testing.T, p string) {
 // the daemon's regular 0600 file. CheckDir reports the directory (the
 // daemon logs it loudly at start), and not a directory of its own user.
 func TestHostileSNMPWriteNoFollow(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (a file of root's, a link of nobody's)")
-	}
+	testskip.Root(t) // a file of root's, a link of nobody's
 	dir, err := os.MkdirTemp("", "ho-state-")
 	if err != nil {
 		t.Fatal(err)
