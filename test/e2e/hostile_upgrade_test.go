@@ -47,7 +47,7 @@ func zombieChildren(pid int) []string {
 // SIGHUP), and each SIGUSR2 during an upgrade left a zombie
 // -upgrade-check process.
 func TestHostileSignalsAtUpgrade(t *testing.T) {
-	storm := time.Duration(sized(5, 30)) * time.Second
+	storm := time.Duration(sized(3, 30)) * time.Second
 	lab := newLab(t, 1)
 	col := listenCounting(t, lab, collectorPort)
 	d := startDaemon(t, lab, "-collector", fmt.Sprintf("%s:%d", lab.CollectorAddr, collectorPort), "-ports", "p1",
