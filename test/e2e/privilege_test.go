@@ -385,12 +385,17 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	// The sandbox (docs/reference/privileges.md), each setting checked
 	// under systemd by vagrant/vm/upgrade.sh.
-	for k, v := range map[string]string{"PrivateDevices": "yes", "ProtectKernelTunables": "yes", "ProtectKernelLogs": "yes",
+	for k, v := range map[string]string{"PrivateDevices": "yes", "ReadOnlyPaths": "/proc/sys /sys", "ProtectKernelLogs": "yes",
 		"ProtectProc": "invisible", "PrivateMounts": "yes", "MemoryDenyWriteExecute": "yes", "SystemCallErrorNumber": "EPERM",
 		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK AF_XDP", "ReadWritePaths": "-/sys/fs/bpf"} {
 		if len(set[k]) != 1 || set[k][0] != v {
 			t.Errorf("%s=%v, want %s", k, set[k], v)
 		}
+	}
+	// ProtectKernelTunables makes /sys/fs/bpf read-only whatever
+	// ReadWritePaths says: no pin directory.
+	if len(set["ProtectKernelTunables"]) > 0 && set["ProtectKernelTunables"][0] != "no" {
+		t.Errorf("ProtectKernelTunables=%v: the BPF file system would be read-only", set["ProtectKernelTunables"])
 	}
 	filter := strings.Join(set["SystemCallFilter"], " ")
 	for _, call := range []string{"@system-service", "bpf", "perf_event_open", "sched_setaffinity", "setrlimit"} {
