@@ -462,7 +462,7 @@ func (d *Dataplane) load() error {
 			}
 		}()
 	}
-	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
@@ -1213,7 +1213,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 	}
 	// Only the maps the per-port program itself uses: the sampled path is
 	// the shared xdp_take_sample, reached by tail call.
-	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.SamplerMapCounters:    d.objs.Counters,
 		bpf.SamplerMapSampleHands: d.objs.SampleHands,
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,
