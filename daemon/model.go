@@ -31,11 +31,14 @@ type model struct {
 // selected port as a data source.
 func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
 	var m model
+	// Listing the addresses can fail for a reason from outside (no
+	// descriptor left): the agent address is then unknown for now and
+	// the caller keeps the last one, and the rest (ports gone, which
+	// frees their descriptors) is applied all the same.
 	addrs, err := agentaddr.List()
-	if err != nil {
-		return m, err
+	if err == nil {
+		m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	}
-	m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
