@@ -41,7 +41,7 @@ func OwnName(name string) bool {
 		return decimal(name[len(LinkPrefix):])
 	case strings.HasPrefix(name, MapPrefix):
 		n := name[len(MapPrefix):]
-		return slices.Contains(pinnedMaps, n) || n == PortsMap || n == StateMap || n == TCTake
+		return slices.Contains(pinnedMaps, n) || n == PortsMap || n == StateMap || n == TCTake || n == EgressCounters
 	}
 	return false
 }

@@ -24,7 +24,10 @@
 //	                map_tc_take_progs: the program arrays of the sampled
 //	                paths), map_ports (ifindex -> slot, hook, attach mode),
 //	                map_agent_state (the agent's state memory: sequence
-//	                numbers, uptime, pool bases; StateMemory)
+//	                numbers, uptime, pool bases; StateMemory),
+//	                map_tc_out_counters (the egress samplers' counters,
+//	                read by the program that takes over; egress ports'
+//	                directions are in map_ports)
 //	ring_<worker>   each worker's ring buffer
 //	link_<ifindex>  each port's XDP or TCX link (clsact filters are found
 //	                by their handle and owner id, clsact.go)
@@ -76,6 +79,9 @@ const (
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
+	// EgressCounters is the egress samplers' counters (package dataplane,
+	// pinegress.go): kept when they end, read by the program that takes over.
+	EgressCounters = "tc_out_counters"
 )
 
 // layoutVersion is part of the layout fingerprint: bump it when a pinned
