@@ -105,7 +105,12 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
-func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
+func (d *Daemon) Reload(s config.Settings) error {
+	if d.dnssd != nil {
+		return d.dnssd.reloadBase(d, s) // under the DNS-SD answer in force (dnssd.go)
+	}
+	return d.reload(s)
+}
 
 // Daemon is the composition: it ties the dataplane, the agent, port
 // discovery, the MIB, the application sub-agent, drop notifications and
@@ -180,6 +185,8 @@ type Daemon struct {
 	reconfFailures atomic.Uint64
 	reconfFailing  atomic.Bool
 	reconfWait     time.Duration
+	// dnssd is configuration by DNS-SD (dnssd.go); nil when off.
+	dnssd *dnssdState
 	// snmpRefused counts what restoreSNMP refused.
 	snmpRefused snmpRefused
 	// mibRows is how many static collectors the MIB can hold (receiver
@@ -288,6 +295,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	d.drops.Reporter().SetState(store)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
+	d.dnssd = newDNSSD(s)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
 		FailedPorts:       d.portFail.Failed,

@@ -54,11 +54,12 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 			return m, err
 		}
 	}
+	switchPort := s.SwitchPorts()
 	var selected []ports.Info
 	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
-		if !monitor && !sel(p) {
-			continue
+		if !monitor && (!sel(p) || !switchPort(p.Name)) {
+			continue // dent: switch ports only (hsflowd's mod_dent)
 		}
 		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only

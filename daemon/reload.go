@@ -130,6 +130,12 @@ func (d *Daemon) reload(s config.Settings) error {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook
 	}
+	if s.PsampleIngressGroup != old.PsampleIngressGroup || s.PsampleEgressGroup != old.PsampleEgressGroup ||
+		s.Dent != old.Dent || s.DentSW != old.DentSW || s.DentSwitchPort != old.DentSwitchPort {
+		d.log.Warn("a change of psample { } or dent { } (psample_ingress_group, psample_egress_group, dent*) takes effect at restart")
+		s.PsampleIngressGroup, s.PsampleEgressGroup = old.PsampleIngressGroup, old.PsampleEgressGroup
+		s.Dent, s.DentSW, s.DentSwitchPort = old.Dent, old.DentSW, old.DentSwitchPort
+	}
 	if s.PsampleGroup != old.PsampleGroup {
 		d.log.Warn("a change of psample_group takes effect at restart", "running", old.PsampleGroup, "configured", s.PsampleGroup)
 		s.PsampleGroup = old.PsampleGroup
