@@ -36,6 +36,8 @@ var layers = []struct {
 	{"config", 1},
 	// 2: the kernel dataplane.
 	{"dataplane", 2},
+	// 2: platform integrations (SONiC's Redis).
+	{"platform", 2},
 	// 3: the sFlow agent core.
 	{"agent", 3},
 	// 4: the features built on the core.
