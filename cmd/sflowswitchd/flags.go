@@ -70,6 +70,8 @@ func newFlags() *flagValues {
 		f.s.PsampleGroup = uint32(g)
 		return nil
 	})
+	fs.BoolVar(&f.s.Sonic, "sonic", false, "SONiC mode: configuration, ports and ASIC counters from SONiC's Redis, samples from psample groups 1 and 2 (as hsflowd's sonic { } module)")
+	fs.StringVar(&f.s.SonicDBConfig, "sonic-db-config", "", "SONiC's Redis database `file` (default "+config.DefaultSonicDBConfig+")")
 	fs.Func("drops", "dropped-packet notifications: on or off (default on)", func(v string) error {
 		if v != "on" && v != "off" {
 			return fmt.Errorf("want on or off")
@@ -147,6 +149,8 @@ func (f *flagValues) override(s *config.Settings) {
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"sonic":                  func() { s.Sonic = f.s.Sonic },
+		"sonic-db-config":        func() { s.SonicDBConfig = f.s.SonicDBConfig },
 		"transit":                func() { s.Transit = f.s.Transit },
 		"direction": func() {
 			// Every port: also over per-port directions of the file.

@@ -126,6 +126,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
 		"psample-group":               "7",
+		"sonic":                       "true",
+		"sonic-db-config":             "/run/elsewhere/database_config.json",
 		"transit":                     "true",
 		"direction":                   "both",
 		"port-direction":              "p1=egress",

@@ -99,7 +99,9 @@ type Config struct {
 	// DropmonLimit is dropmon { limit } (hsflowd's default 100 when the
 	// block has none); nil without a dropmon block.
 	DropmonLimit *Uint
-	Ignored      []Ignored
+	// Sonic is the sonic { } block (sonic.go); nil without one.
+	Sonic   *Sonic
+	Ignored []Ignored
 }
 
 // CIDR is one agent.cidr line.
@@ -329,7 +331,6 @@ var ignoredBlocks = map[string]string{
 	"ovs":        whyNoPlatform,
 	"os10":       whyNoPlatform,
 	"opx":        whyNoPlatform,
-	"sonic":      whyNoPlatform,
 	"eapi":       whyNoPlatform,
 	"vpp":        whyNoPlatform,
 	"nlroute":    "route and link notifications are not supported",
@@ -372,6 +373,8 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.json(key, depth+1, open)
 		case "dropmon":
 			return p.dropmon(key, depth+1, open)
+		case "sonic":
+			return p.sonic(key, depth+1, open)
 		}
 		if why, ok := ignoredBlocks[k]; ok {
 			p.ignore(key, why)

@@ -54,7 +54,7 @@ func TestParseRepresentative(t *testing.T) {
 		}
 		names = append(names, ig.Setting)
 	}
-	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd SONIC start" {
+	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd Cumulus start" {
 		t.Fatalf("ignored %q", got)
 	}
 }
