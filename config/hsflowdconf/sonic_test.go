@@ -22,8 +22,8 @@ func TestParseSonic(t *testing.T) {
 		t.Errorf("dropmon %+v", c.DropmonLimit)
 	}
 	for src, want := range map[string]string{
-		"sflow { sonic { unixsock = off } }":  "",
-		"sflow { sonic { waitReady = -1 } }":  "waitReady",
+		"sflow { sonic { unixsock = off } }":   "",
+		"sflow { sonic { waitReady = -1 } }":   "waitReady",
 		"sflow { sonic { unixsock = maybe } }": "unixsock",
 		"sflow { sonic { colour = red } }":     "unknown setting \"colour\" in sonic",
 		"sflow { sonic { x { } } }":            "unexpected block",
