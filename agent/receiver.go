@@ -37,6 +37,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 		NoGSO:           tune.noGSO,
 		Uptime:          uptime,
 		Counters:        counts,
+		Device:          cfg.Device,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
