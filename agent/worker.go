@@ -141,6 +141,18 @@ type CounterSource interface {
 	AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
 }
 
+// CounterResets is a CounterSource that knows when a data source's
+// counters restarted (a switch port made anew under the same ifIndex):
+// the poller then restarts its sequence numbers, which is how sFlow
+// tells a collector of a counter discontinuity (sflow_version_5.txt,
+// "counters_sample": "If the agent resets any of the counters then it
+// must also reset the sequence_number").
+type CounterResets interface {
+	// CountersReset tells whether ds's counters restarted since it was
+	// last asked, and clears it.
+	CountersReset(ds sflow.DataSource) bool
+}
+
 // OutputLookup tells the egress port of a sampled frame where the agent can
 // know it (bridge FDB, FIB), and the VLANs and priorities of the frame as
 // the switch classified and forwarded it (dataplane/forwarding: the
@@ -583,6 +595,9 @@ func (w *worker) poll(p *poller) {
 		if len(recs) == 0 {
 			return
 		}
+	}
+	if r, ok := w.counters.(CounterResets); ok && r.CountersReset(p.cfg.Source) {
+		*p.seq = 0
 	}
 	*p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: uint32(*p.seq), Source: p.cfg.Source, Records: recs}

@@ -55,6 +55,24 @@ type PsampleConfig struct {
 	Logger    *slog.Logger
 	// Conn sizes the readers' sockets.
 	Conn psample.ConnConfig
+	// EgressGroup, in listen-only mode, is the group of the samples
+	// taken at egress (SONiC: group 2, ListenGroup 1 being ingress): a
+	// sample of it belongs to the port it leaves by (OIFINDEX). 0: none.
+	EgressGroup uint32
+	// Pool, when set, gives the ports' packet counters for the pools in
+	// place of the netdevs' (RTM_GETSTATS): SONiC's ASIC counters. It is
+	// read by the agent's port index and must be safe for concurrent use.
+	Pool PortCounters
+	// PortMap, when set, maps the kernel's ifindex of a sample's ports to
+	// the agent's port index (SONiC's ifIndex); a port it does not know
+	// is not the agent's (its samples counted as foreign, its other port
+	// reported unknown).
+	PortMap func(ifindex uint32) (uint32, bool)
+}
+
+// PortCounters reads a port's packet counters, by the agent's port index.
+type PortCounters interface {
+	Read(ifindex uint32) (psample.PortCounts, error)
 }
 
 // DefaultGroupBase puts the agent's groups at 0x73000000 ("s"), out of
@@ -104,8 +122,10 @@ type Psample struct {
 
 	mu    sync.Mutex
 	stats *psample.StatsReader
-	ports map[uint32]*psPort
-	table atomic.Pointer[psTable]
+	// counts reads the pools' counters: stats, or cfg.Pool.
+	counts PortCounters
+	ports  map[uint32]*psPort
+	table  atomic.Pointer[psTable]
 	// EgressRefused counts ports whose egress rule the kernel refused
 	// (sampled at ingress only).
 	EgressRefused atomic.Uint64
@@ -136,8 +156,12 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}}
 	p.table.Store(&psTable{ports: map[uint32]*psPort{}, groups: map[uint32]*psPort{}})
 	var err error
-	if p.stats, err = psample.NewStatsReader(); err != nil {
+	if cfg.Pool != nil {
+		p.counts = cfg.Pool
+	} else if p.stats, err = psample.NewStatsReader(); err != nil {
 		return nil, err
+	} else {
+		p.counts = p.stats
 	}
 	if cfg.ListenGroup == 0 {
 		n, err := psample.RemoveStale()
@@ -145,7 +169,9 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 			p.log.Info("startup psample cleanup", "stale_removed", n, "err", err)
 		}
 		if p.owner, err = psample.NewOwner(); err != nil {
-			p.stats.Close()
+			if p.stats != nil {
+				p.stats.Close()
+			}
 			return nil, err
 		}
 	}
@@ -215,7 +241,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 		// sequences); only the rule changes.
 		pp = old
 	} else {
-		c, err := p.stats.Read(ifindex)
+		c, err := p.counts.Read(ifindex)
 		if err != nil {
 			return fmt.Errorf("psample: counters of ifindex %d: %w", ifindex, err)
 		}
@@ -345,8 +371,11 @@ type PsampleReader struct {
 	p      *Psample
 	id     int
 	conn   *psample.Conn
-	stats  *psample.StatsReader
+	stats  *psample.StatsReader // nil with PsampleConfig.Pool
+	counts PortCounters
 	listen psample.Seq // listen-only mode: the group's sequence
+	// listenEg is the egress group's sequence (PsampleConfig.EgressGroup).
+	listenEg psample.Seq
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
@@ -361,17 +390,23 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	if err != nil {
 		return nil, err
 	}
-	st, err := psample.NewStatsReader()
-	if err != nil {
-		conn.Close()
-		return nil, err
+	r := &PsampleReader{p: p, id: w, conn: conn, counts: p.cfg.Pool, Stats: &PsampleReaderStats{}}
+	if p.cfg.Pool == nil {
+		st, err := psample.NewStatsReader()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		r.stats, r.counts = st, st
 	}
-	r := &PsampleReader{p: p, id: w, conn: conn, stats: st, Stats: &PsampleReaderStats{}}
 	r.conv = r.convert
 	return r, nil
 }
 
 func (r *PsampleReader) close() error {
+	if r.stats == nil {
+		return r.conn.Close()
+	}
 	return errors.Join(r.conn.Close(), r.stats.Close())
 }
 
@@ -401,16 +436,31 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	egress := false
 	var lost uint64 // samples lost before this one, charged to its port
 	if g := r.p.cfg.ListenGroup; g != 0 {
-		if s.Group != g {
+		eg := r.p.cfg.EgressGroup
+		if s.Group != g && (eg == 0 || s.Group != eg) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
-		lost = r.observe(&r.listen, s.Seq)
-		// A sample taken at egress names the port it leaves by
-		// (OIFINDEX); a port sampled at egress here takes it.
-		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
-			pp, egress = o, true
-		} else {
+		if m := r.p.cfg.PortMap; m != nil {
+			// The kernel's ifindex numbers to the agent's; a port it
+			// does not know is reported unknown (0).
+			s.IIfIndex, _ = m(s.IIfIndex)
+			if s.Has&psample.HasOIf != 0 {
+				s.OIfIndex, _ = m(s.OIfIndex)
+			}
+		}
+		if eg != 0 && s.Group == eg {
+			// The egress group: the port the sample leaves by.
+			lost = r.observe(&r.listenEg, s.Seq)
+			if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
+				pp, egress = o, true
+			}
+		} else if lost = r.observe(&r.listen, s.Seq); eg == 0 && s.Has&psample.HasOIf != 0 && t.ports[s.OIfIndex] != nil &&
+			t.ports[s.OIfIndex].dir&agent.DirectionEgress != 0 {
+			// A sample taken at egress names the port it leaves by
+			// (OIFINDEX); a port sampled at egress here takes it.
+			pp, egress = t.ports[s.OIfIndex], true
+		} else if eg == 0 || t.ports[s.IIfIndex] == nil || t.ports[s.IIfIndex].dir&agent.DirectionIngress != 0 {
 			pp = t.ports[s.IIfIndex]
 		}
 		if pp == nil || pp.worker != r.id {
@@ -475,7 +525,7 @@ func (r *PsampleReader) observe(q *psample.Seq, seq uint32) uint64 {
 // read to its pool: rx for ingress, tx for egress, both for both.
 func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 	pp.gen = batch
-	c, err := r.stats.Read(pp.ifindex)
+	c, err := r.counts.Read(pp.ifindex)
 	if err != nil {
 		r.Stats.PoolErrors.Add(1)
 		return
