@@ -103,7 +103,13 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
-func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
+func (d *Daemon) Reload(s config.Settings) error {
+	if d.sonic != nil {
+		// SONiC mode: Redis's configuration stays over the file's.
+		s = d.sonic.reloadBase(s)
+	}
+	return d.reload(s)
+}
 
 // Daemon is the composition: it ties the dataplane, the agent, port
 // discovery, the MIB, the application sub-agent, drop notifications and
@@ -181,6 +187,8 @@ type Daemon struct {
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
+	// sonic is SONiC mode (sonic.go); nil otherwise.
+	sonic *sonicMode
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -191,6 +199,12 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
+	var sm *sonicMode
+	if s.Sonic {
+		// Nothing sent and no port until Redis is read.
+		sm = newSonicMode(s, log)
+		s = sonicStartSettings(s)
+	}
 	var dh *dataplane.Handover
 	if h != nil {
 		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
@@ -214,6 +228,10 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		ready:    make(chan struct{}),
 		start:    time.Now(),
 		version:  version,
+		sonic:    sm,
+	}
+	if sm != nil {
+		sm.d = d
 	}
 	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
@@ -244,6 +262,16 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	}
 	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
 	switch {
+	case sm != nil:
+		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}}
+		if d.psample, err = kernel.NewPsample(sm.psampleConfig(s, log)); err != nil {
+			// Counters still come from Redis; say loudly that no flow
+			// sample will.
+			log.Error("sonic: psample unavailable: NO FLOW SAMPLES, counters only", "err", err)
+			d.psample, sampling = nil, noSampling{}
+		} else {
+			sampling = d.psample
+		}
 	case usePsample(s):
 		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
@@ -276,7 +304,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		},
 	})
 	d.start = d.agent.Start()
-	if d.psample == nil {
+	if d.psample == nil && sm == nil {
 		d.agent.Adopt(kernel.Adopted(dp))
 	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
@@ -285,6 +313,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
+	if sm != nil {
+		d.metrics.MustRegister(sonicCollector{sm})
+	}
 	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
 		FailedPorts:       d.portFail.Failed,
 		Collectors:        d.resolver.Stats,
@@ -408,7 +439,11 @@ func (d *Daemon) applyConfig(cfg agent.Config) error {
 	d.mu.Lock()
 	states := make(map[uint32]portState, len(rates))
 	for idx, rs := range rates {
-		states[idx] = portState{name: d.ports[int(idx)].Name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
+		name := d.ports[int(idx)].Name
+		if d.sonic != nil {
+			name = d.sonic.portName(idx)
+		}
+		states[idx] = portState{name: name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
 	}
 	d.sampled = states
 	d.mu.Unlock()
@@ -426,6 +461,9 @@ func minRate(rs []uint32) uint32 {
 
 // portName returns the name of port ifindex, or "" if unknown.
 func (d *Daemon) portName(ifindex uint32) string {
+	if d.sonic != nil {
+		return d.sonic.portName(ifindex)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ports[int(ifindex)].Name

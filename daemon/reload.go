@@ -161,10 +161,22 @@ func (d *Daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
 
+	var linux map[int]string
+	if d.sonic != nil {
+		// SONiC's ports, not the kernel's (sonic.go).
+		linux = make(map[int]string, len(ports))
+		for _, p := range ports {
+			linux[p.Index] = p.Name
+		}
+		ports = nil
+	}
 	m, err := buildModel(s, ports, d.resolver, d.log)
 	if err != nil {
 		d.reconfigureFailed(err)
 		return
+	}
+	if d.sonic != nil {
+		m = d.sonic.model(s, m, linux)
 	}
 	d.reconfigured()
 	d.noteSelection(s, ports)
@@ -173,6 +185,9 @@ func (d *Daemon) reconfigure() {
 		m.AgentAddr = d.agentAddr
 	}
 	d.agentAddr = m.AgentAddr
+	if d.sonic != nil {
+		d.sonic.writeAuto(s, m.AgentAddr)
+	}
 	if err := d.mib.SetStatic(m.Static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}
