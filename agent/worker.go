@@ -217,10 +217,13 @@ type worker struct {
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
-	output     OutputLookup
-	router     RouterLookup
-	tunnels    TunnelLookup
-	start      time.Time
+	// firstPoll bounds a new poller's first countdown, in ticks (0: its
+	// interval; Options.FirstPollWithin).
+	firstPoll int
+	output    OutputLookup
+	router    RouterLookup
+	tunnels   TunnelLookup
+	start     time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
 	state *persist.Store
@@ -723,12 +726,15 @@ func (w *worker) apply(cfg workerConfig) {
 		p := oldP[pk]
 		delete(oldP, pk)
 		if p == nil || p.cfg.Interval != pc.Interval {
+			secs := int(pc.Interval / time.Second)
 			if p == nil {
 				p = &poller{seq: w.claim(persist.PollerKey(uint32(pc.Source.Type), pc.Source.Index, pc.Instance))}
+				if w.firstPoll > 0 {
+					secs = min(secs, w.firstPoll)
+				}
 			}
 			// Random start phase so that pollers do not fire together
 			// (sflow_agent_design.txt, "Counter Samples").
-			secs := int(pc.Interval / time.Second)
 			if secs < 1 {
 				secs = 1
 			}

@@ -286,15 +286,16 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
-		Workers:   s.Workers,
-		Dataplane: sampling,
-		Counters:  d.counters,
-		Output:    d.output,
-		Router:    d.output,
-		Tunnels:   d.output,
-		Logger:    log,
-		State:     store,
-		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		Workers:         s.Workers,
+		Dataplane:       sampling,
+		Counters:        d.counters,
+		Output:          d.output,
+		Router:          d.output,
+		Tunnels:         d.output,
+		Logger:          log,
+		State:           store,
+		Backoff:         agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		FirstPollWithin: sonicFirstPoll(sm),
 		OnBackoff: func(st agent.BackoffStep) {
 			if st.To > st.From {
 				d.backoffUp.Add(1)

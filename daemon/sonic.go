@@ -85,6 +85,21 @@ func newSonicMode(s config.Settings, log *slog.Logger) *sonicMode {
 	return m
 }
 
+// sonicFirstPollWithin bounds the first poll of SONiC's ports: every
+// port's counters reach the collectors within seconds of SYSTEM_READY
+// (hsflowd needs minutes on large switches), still spread over those
+// seconds.
+const sonicFirstPollWithin = 3 * time.Second
+
+// sonicFirstPoll is the agent's FirstPollWithin: sonicFirstPollWithin in
+// SONiC mode, 0 otherwise.
+func sonicFirstPoll(m *sonicMode) time.Duration {
+	if m == nil {
+		return 0
+	}
+	return sonicFirstPollWithin
+}
+
 // sonicStartSettings are the settings a daemon in SONiC mode starts with,
 // before Redis is read: nothing sent, no port (Redis's configuration
 // follows within a second of its first read).

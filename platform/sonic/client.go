@@ -236,9 +236,6 @@ func (c *Client) session(ctx context.Context) error {
 	if err := c.readAll(ctx, d); err != nil {
 		return err
 	}
-	if err := c.readCounters(ctx, d); err != nil {
-		return err
-	}
 	c.Connected.Store(true)
 	c.log.Info("sonic: reading Redis", "db_config", c.opts.DBConfig, "ports", len(c.State().Ports), "ready", c.State().Ready)
 	counterT := time.NewTicker(c.opts.CounterInterval)
@@ -275,7 +272,7 @@ func (c *Client) session(ctx context.Context) error {
 				return err
 			}
 		case <-counterT.C:
-			if err := c.readCounters(ctx, d); err != nil {
+			if err := c.readCounters(ctx, d, c.State()); err != nil {
 				return err
 			}
 		}
@@ -433,6 +430,13 @@ func (c *Client) readAll(ctx context.Context, d *dbs) error {
 	if st.equal(old) {
 		return nil
 	}
+	if c.missingCounters(st) {
+		// New ports: their counters are read before they are reported,
+		// so that their first polls have them.
+		if err := c.readCounters(ctx, d, st); err != nil {
+			return err
+		}
+	}
 	c.state.Store(st)
 	if c.opts.OnChange != nil {
 		c.opts.OnChange(st)
@@ -485,9 +489,19 @@ func (c *Client) noteOIDs(st *State) {
 	}
 }
 
-// readCounters reads COUNTERS:<oid> of every port, pipelined.
-func (c *Client) readCounters(ctx context.Context, d *dbs) error {
-	st := c.State()
+// missingCounters tells whether a port of st has no counters read yet.
+func (c *Client) missingCounters(st *State) bool {
+	t := *c.counters.Load()
+	for _, p := range st.Ports {
+		if _, ok := t[p.OID]; !ok && !p.IsLAG() {
+			return true
+		}
+	}
+	return false
+}
+
+// readCounters reads COUNTERS:<oid> of every port of st, pipelined.
+func (c *Client) readCounters(ctx context.Context, d *dbs, st *State) error {
 	if st == nil || len(st.Ports) == 0 {
 		return nil
 	}

@@ -41,7 +41,7 @@ const (
 
 // Server is a redis-server of a test.
 type Server struct {
-	t *testing.T
+	t testing.TB
 	// Dir holds the socket, the log and database_config.json.
 	Dir string
 	// Socket is the unix socket.
@@ -52,7 +52,7 @@ type Server struct {
 }
 
 // Start runs a redis-server for t; it is killed when t ends.
-func Start(t *testing.T) *Server {
+func Start(t testing.TB) *Server {
 	t.Helper()
 	if _, err := os.Stat(ServerPath); err != nil {
 		testskip.Skip(t, "redis-server not installed (Debian package redis-server; scripts/install-deps.sh test)")
