@@ -56,7 +56,7 @@ func (c *counterSource) CountersReset(ds sflow.DataSource) bool {
 	if c.sonic == nil || ds.Type != sflow.SourceIfIndex {
 		return false
 	}
-	return c.sonic.m.client.TakeReset(ds.Index)
+	return c.sonic.countersReset(ds.Index)
 }
 
 // Close releases the port and host readers. Pollers must have stopped.

@@ -263,7 +263,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
 	switch {
 	case sm != nil:
-		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}}
+		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, reset: map[uint32]bool{}}
 		if d.psample, err = kernel.NewPsample(sm.psampleConfig(s, log)); err != nil {
 			// Counters still come from Redis; say loudly that no flow
 			// sample will.

@@ -313,6 +313,22 @@ type counterRecords struct {
 	m    *sonicMode
 	mu   sync.Mutex
 	recs map[uint32]*sonicRecords
+	// ids are where each port's last counters came from
+	// (sonic.CounterID); reset the ports whose source changed since.
+	ids   map[uint32]string
+	reset map[uint32]bool
+}
+
+// countersReset tells whether SONiC port idx's counters sent last came
+// from a new source (a new SAI object, other LAG members) and clears it:
+// decided from the counters actually sent, so that a poll racing the
+// change cannot take the discontinuity with the old values.
+func (c *counterRecords) countersReset(idx uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.reset[idx]
+	delete(c.reset, idx)
+	return r
 }
 
 // appendCounters appends SONiC port idx's if_counters (the ASIC's
@@ -331,12 +347,17 @@ func (c *counterRecords) appendCounters(recs []sflow.Record, idx uint32) ([]sflo
 	if !ok {
 		return recs, fmt.Errorf("sonic: no counters of %s in COUNTERS_DB", p.Name)
 	}
+	id := sonic.CounterID(st, p)
 	c.mu.Lock()
 	r := c.recs[idx]
 	if r == nil {
 		r = &sonicRecords{}
 		c.recs[idx] = r
 	}
+	if old, ok := c.ids[idx]; ok && old != id {
+		c.reset[idx] = true
+	}
+	c.ids[idx] = id
 	c.mu.Unlock()
 	sonic.IfCounters(p, ct, &r.ifc)
 	recs = append(recs, &r.ifc)

@@ -468,15 +468,7 @@ func (c *Client) noteOIDs(st *State) {
 	defer c.mu.Unlock()
 	now := make(map[string]string, len(st.Ports))
 	for _, p := range st.Ports {
-		id := p.OID
-		if p.IsLAG() {
-			var b strings.Builder
-			for _, m := range p.Members {
-				mp, _ := st.PortByName(m)
-				b.WriteString(m + "=" + mp.OID + ",")
-			}
-			id = b.String()
-		}
+		id := CounterID(st, &p)
 		key := fmt.Sprintf("%d", p.Index)
 		now[key] = id
 		if old, ok := c.oids[key]; ok && old != id {
@@ -498,6 +490,24 @@ func (c *Client) missingCounters(st *State) bool {
 		}
 	}
 	return false
+}
+
+// CounterID identifies where port p's counters come from: its SAI
+// object (OID), a LAG's members and theirs. When it changes, the counters
+// restarted (a discontinuity).
+func CounterID(st *State, p *Port) string {
+	if !p.IsLAG() {
+		return p.OID
+	}
+	var b strings.Builder
+	for _, m := range p.Members {
+		oid := ""
+		if mp, ok := st.PortByName(m); ok {
+			oid = mp.OID
+		}
+		b.WriteString(m + "=" + oid + ",")
+	}
+	return b.String()
 }
 
 // readCounters reads COUNTERS:<oid> of every port of st, pipelined.
