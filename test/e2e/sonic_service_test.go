@@ -269,4 +269,3 @@ files = %[2]s/conf.d/*.conf
 	}
 	quietAfter(t, sl.c1, stop)
 }
-
