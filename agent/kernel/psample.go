@@ -132,6 +132,12 @@ type Psample struct {
 	readers       []*PsampleReader
 	// rstats are the readers' counters, kept after Close.
 	rstats []*PsampleReaderStats
+	// open opens a reader's socket (psample.Open, or a test's).
+	open func() (*psample.Conn, error)
+	// Rejoins counts the re-creations of the psample family the readers
+	// re-joined (WatchFamily); FamilyGone is set while the family is gone.
+	Rejoins    atomic.Uint64
+	FamilyGone atomic.Bool
 }
 
 // NewPsample opens the psample path in the calling thread's network
@@ -153,7 +159,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}}
+	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open}
 	p.table.Store(&psTable{ports: map[uint32]*psPort{}, groups: map[uint32]*psPort{}})
 	var err error
 	if cfg.Pool != nil {
@@ -363,17 +369,27 @@ type PsampleReaderStats struct {
 	// socket's ENOBUFS reports; Foreign the samples of groups or ports
 	// not this reader's; PoolErrors the counter reads that failed.
 	Lost, Overruns, Foreign, PoolErrors, Restarts atomic.Uint64
+	// RejoinErrors counts the sockets that could not be opened again
+	// after the family was made anew (retried at the next check).
+	RejoinErrors atomic.Uint64
 }
 
 // PsampleReader is one worker's psample socket (agent.SampleReader and
 // agent.Waker).
 type PsampleReader struct {
-	p      *Psample
-	id     int
-	conn   *psample.Conn
-	stats  *psample.StatsReader // nil with PsampleConfig.Pool
-	counts PortCounters
-	listen psample.Seq // listen-only mode: the group's sequence
+	p  *Psample
+	id int
+	// conn is swapped by the reader itself when the family was made anew
+	// (rejoin); Wake reads it from other goroutines.
+	conn   atomic.Pointer[psample.Conn]
+	rejoin atomic.Bool
+	// fresh: the groups' sequences are new ones (after a rejoin): the
+	// first number seen counts the samples numbered before it as lost
+	// (a new group numbers its samples from 0, net/psample/psample.c).
+	freshIn, freshEg bool
+	stats            *psample.StatsReader // nil with PsampleConfig.Pool
+	counts           PortCounters
+	listen           psample.Seq // listen-only mode: the group's sequence
 	// listenEg is the egress group's sequence (PsampleConfig.EgressGroup).
 	listenEg psample.Seq
 	// pending are listen-only losses revealed by a sample of a port this
@@ -390,7 +406,8 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	if err != nil {
 		return nil, err
 	}
-	r := &PsampleReader{p: p, id: w, conn: conn, counts: p.cfg.Pool, Stats: &PsampleReaderStats{}}
+	r := &PsampleReader{p: p, id: w, counts: p.cfg.Pool, Stats: &PsampleReaderStats{}}
+	r.conn.Store(conn)
 	if p.cfg.Pool == nil {
 		st, err := psample.NewStatsReader()
 		if err != nil {
@@ -405,17 +422,21 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 
 func (r *PsampleReader) close() error {
 	if r.stats == nil {
-		return r.conn.Close()
+		return r.conn.Load().Close()
 	}
-	return errors.Join(r.conn.Close(), r.stats.Close())
+	return errors.Join(r.conn.Load().Close(), r.stats.Close())
 }
 
 // ReadSamples implements agent.SampleReader.
 func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
-	before := r.conn.Overruns.Load()
-	n, err := r.conn.Read(deadline, r.conv)
-	if d := r.conn.Overruns.Load() - before; d > 0 {
+	if r.rejoin.Swap(false) {
+		r.reopen()
+	}
+	conn := r.conn.Load()
+	before := conn.Overruns.Load()
+	n, err := conn.Read(deadline, r.conv)
+	if d := conn.Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
 	if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -425,7 +446,7 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 }
 
 // Wake implements agent.Waker.
-func (r *PsampleReader) Wake() error { return r.conn.Wake() }
+func (r *PsampleReader) Wake() error { return r.conn.Load().Wake() }
 
 // convert turns a psample message into the worker's PacketSample.
 func (r *PsampleReader) convert(s *psample.Sample) {
@@ -451,11 +472,11 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		}
 		if eg != 0 && s.Group == eg {
 			// The egress group: the port the sample leaves by.
-			lost = r.observe(&r.listenEg, s.Seq)
+			lost = r.observe(&r.listenEg, s.Seq) + r.numberedBefore(&r.freshEg, s.Seq)
 			if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&agent.DirectionEgress != 0 {
 				pp, egress = o, true
 			}
-		} else if lost = r.observe(&r.listen, s.Seq); eg == 0 && s.Has&psample.HasOIf != 0 && t.ports[s.OIfIndex] != nil &&
+		} else if lost = r.observe(&r.listen, s.Seq) + r.numberedBefore(&r.freshIn, s.Seq); eg == 0 && s.Has&psample.HasOIf != 0 && t.ports[s.OIfIndex] != nil &&
 			t.ports[s.OIfIndex].dir&agent.DirectionEgress != 0 {
 			// A sample taken at egress names the port it leaves by
 			// (OIFINDEX); a port sampled at egress here takes it.
