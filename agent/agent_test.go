@@ -15,6 +15,7 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -107,45 +108,13 @@ func (f countersFunc) AppendCounters(recs []sflow.Record, ds sflow.DataSource) (
 }
 
 // collector is a UDP listener on loopback keeping every datagram.
-type collector struct {
-	conn *net.UDPConn
-	mu   sync.Mutex
-	got  [][]byte
-}
+type collector struct{ *testutil.Collector }
 
-func newCollector(t *testing.T) *collector {
-	t.Helper()
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.SetReadBuffer(8 << 20); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{conn: conn}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.got = append(c.got, append([]byte(nil), buf[:n]...))
-			c.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { conn.Close() })
-	return c
-}
+func newCollector(t *testing.T) *collector { return &collector{testutil.NewCollector(t)} }
 
-func (c *collector) addr() netip.AddrPort { return c.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (c *collector) addr() netip.AddrPort { return c.Addr() }
 
-func (c *collector) datagrams() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([][]byte(nil), c.got...)
-}
+func (c *collector) datagrams() [][]byte { return c.Datagrams() }
 
 func testFrame() []byte {
 	f := make([]byte, 300)
@@ -170,7 +139,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 	)
 	dp := newFakeDataplane()
 	c1, c2 := newCollector(t), newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
+	a := New(Options{Workers: 1, Source: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
 	cfg := Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers: []ReceiverConfig{
@@ -274,7 +243,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 // TestApplyRefusesInvalid checks that a bad configuration is refused whole.
 func TestApplyRefusesInvalid(t *testing.T) {
 	dp := newFakeDataplane()
-	a := New(Options{Dataplane: dp})
+	a := New(Options{Source: dp})
 	bad := Config{Samplers: []SamplerConfig{{IfIndex: 1, Receiver: 9, Rate: 10, HeaderBytes: 128}}}
 	if err := a.Apply(bad); err == nil {
 		t.Fatal("sampler naming a missing receiver accepted")
@@ -413,7 +382,7 @@ func (r *sleepyReader) Wake() error {
 func TestApplyReachesIdleWorkerAtOnce(t *testing.T) {
 	dp := newFakeDataplane()
 	c := newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp})
+	a := New(Options{Workers: 1, Source: dp})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &sleepyReader{wake: make(chan struct{}, 1)}

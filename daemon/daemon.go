@@ -22,11 +22,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
@@ -36,9 +34,13 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/source"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/host"
 )
 
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
@@ -119,10 +121,10 @@ type Daemon struct {
 	dp  *dataplane.Dataplane
 	// psample samples the ports instead of dp's BPF samplers (hook
 	// psample, or listen-only psample_group); nil otherwise.
-	psample *kernel.Psample
+	psample *source.Psample
 	// mixed routes each port to dp or psample (hook auto on a switch
 	// whose ports offload tc); nil otherwise.
-	mixed    *kernel.Mixed
+	mixed    *source.Mixed
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
@@ -130,14 +132,14 @@ type Daemon struct {
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
 	apps        *appsubagent.Subagent
-	apmSubagent *snmpd.Subagent
+	apmSubagent *agentx.Subagent
 	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
 	// and the ports feed it, SNMP SETs change it, and it applies the
 	// result to the agent (applyConfig).
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
-	subagent *snmpd.Subagent
+	subagent *agentx.Subagent
 	// drops runs dropped-packet notifications.
 	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.
@@ -165,8 +167,8 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	settings config.Settings
-	ports    map[int]dataplane.PortInfo // every link, by ifindex
-	sampled  map[uint32]portState       // what is configured now
+	ports    map[int]ports.Info   // every link, by ifindex
+	sampled  map[uint32]portState // what is configured now
 	changed  chan struct{}
 	portFail *portfail.Tracker
 	// resolver resolves collector host names in the background.
@@ -205,9 +207,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		sm = newSonicMode(s, log)
 		s = sonicStartSettings(s)
 	}
-	var dh *dataplane.Handover
+	var dh *pin.Handover
 	if h != nil {
-		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
+		dh = &pin.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
 	}
 	dpc, err := dataplaneConfig(s, log, dh)
 	if err != nil {
@@ -222,7 +224,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		log:      log,
 		dp:       dp,
 		settings: s,
-		ports:    map[int]dataplane.PortInfo{},
+		ports:    map[int]ports.Info{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		ready:    make(chan struct{}),
@@ -260,11 +262,11 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
+	var sampling agent.SampleSource = source.BPF{DP: dp}
 	switch {
 	case sm != nil:
 		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, reset: map[uint32]bool{}}
-		if d.psample, err = kernel.NewPsample(sm.psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(sm.psampleConfig(s, log)); err != nil {
 			// Counters still come from Redis; say loudly that no flow
 			// sample will.
 			log.Error("sonic: psample unavailable: NO FLOW SAMPLES, counters only", "err", err)
@@ -273,21 +275,21 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 			sampling = d.psample
 		}
 	case usePsample(s):
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
 	case s.Hook == "auto" && autoPsample(dp.Features(), log):
 		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
 		}
-		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)
+		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
 		Workers:         s.Workers,
-		Dataplane:       sampling,
+		Source:          sampling,
 		Counters:        d.counters,
 		Output:          d.output,
 		Router:          d.output,
@@ -306,7 +308,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	})
 	d.start = d.agent.Start()
 	if d.psample == nil && sm == nil {
-		d.agent.Adopt(kernel.Adopted(dp))
+		d.agent.Adopt(source.Adopted(dp))
 	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)

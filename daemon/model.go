@@ -6,11 +6,10 @@ import (
 	"net/netip"
 	"path"
 
-	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -30,7 +29,7 @@ type model struct {
 // reports to receiver r, at the port's configured rate and the polling
 // interval; the host poller entPhysicalEntry.1 likewise), and every
 // selected port as a data source.
-func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
+func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
 	var m model
 	addrs, err := agentaddr.List()
 	if err != nil {
@@ -42,26 +41,26 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	}
 	m.Static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.PollInterval()}
 	m.Static.Receivers = staticReceivers(s, res)
-	sel, err := dataplane.SelectPorts(s.Ports)
+	sel, err := ports.Select(s.Ports)
 	if err != nil {
 		return m, err
 	}
-	var monSel dataplane.PortSelector
+	var monSel ports.Selector
 	if len(s.MonitorPorts) > 0 {
-		if monSel, err = dataplane.SelectPorts(s.MonitorPorts); err != nil {
+		if monSel, err = ports.Select(s.MonitorPorts); err != nil {
 			return m, err
 		}
 	}
-	var selected []dataplane.PortInfo
-	for _, p := range ports {
+	var selected []ports.Info
+	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && !sel(p) {
 			continue
 		}
-		dir := agent.DirectionIngress
+		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only
 			// Validated with the settings: an error is not expected.
-			if dir, err = agent.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
+			if dir, err = sflow.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
 				return m, err
 			}
 		}
@@ -69,13 +68,13 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
 		selected = append(selected, p)
 	}
-	m.Ports = append(m.Ports, l2Sources(ports, selected, log)...)
+	m.Ports = append(m.Ports, l2Sources(present, selected, log)...)
 	return m, nil
 }
 
 // statsVLANs lists the VLAN data sources of the selected ports
-// (dataplane.StatsVLANs; a variable for tests).
-var statsVLANs = dataplane.StatsVLANs
+// (ports.StatsVLANs; a variable for tests).
+var statsVLANs = ports.StatsVLANs
 
 // l2Sources returns the counter-only data sources the selected ports
 // bring (docs/ARCHITECTURE.md, "Ports, LAGs and VLANs"):
@@ -86,8 +85,8 @@ var statsVLANs = dataplane.StatsVLANs
 //     selected port on a VLAN-filtering bridge that keeps per-VLAN
 //     statistics. A failure to read them is logged and leaves the VLAN
 //     data sources out: ports and bonds are unaffected.
-func l2Sources(all, selected []dataplane.PortInfo, log *slog.Logger) []mib.Port {
-	byIndex := make(map[int]dataplane.PortInfo, len(all))
+func l2Sources(all, selected []ports.Info, log *slog.Logger) []mib.Port {
+	byIndex := make(map[int]ports.Info, len(all))
 	for _, p := range all {
 		byIndex[p.Index] = p
 	}
@@ -141,11 +140,11 @@ func staticReceivers(s config.Settings, res *collectoraddr.Resolver) []mib.Stati
 }
 
 // unmatched returns the patterns that match none of ports.
-func unmatched(patterns []string, ports []dataplane.PortInfo) []string {
+func unmatched(patterns []string, present []ports.Info) []string {
 	var out []string
 	for _, pat := range patterns {
 		hit := false
-		for _, p := range ports {
+		for _, p := range present {
 			if ok, _ := path.Match(pat, p.Name); ok {
 				hit = true
 				break
@@ -164,21 +163,21 @@ func unmatched(patterns []string, ports []dataplane.PortInfo) []string {
 // start-up), or a port selection that matches none of the ports present
 // while the running one matches some (a typo in ports would silence the
 // agent). Ports that do not exist yet can still be named next to others.
-func checkReload(s, old config.Settings, ports []dataplane.PortInfo, mibRows int) error {
+func checkReload(s, old config.Settings, present []ports.Info, mibRows int) error {
 	if n := len(s.StaticCollectors()); n > mibRows {
 		return fmt.Errorf("%d collectors, but the SFLOW-MIB was sized at start-up for %d (snmp_receivers, snmp_instances): restart to add collectors", n, mibRows)
 	}
 	selects := func(pats, mon []string) bool {
-		return len(pats) == 0 || len(unmatched(pats, ports)) < len(pats) || len(unmatched(mon, ports)) < len(mon)
+		return len(pats) == 0 || len(unmatched(pats, present)) < len(pats) || len(unmatched(mon, present)) < len(mon)
 	}
 	if !selects(s.Ports, s.MonitorPorts) && selects(old.Ports, old.MonitorPorts) {
-		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(ports))
+		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(present))
 	}
 	return nil
 }
 
 // requireAgentAddress refuses to start when no agent address can be
-// chosen (issue 10, defect 12). sFlow v5 allows an agent address of type
+// chosen. sFlow v5 allows an agent address of type
 // UNKNOWN (sflow_version_5.txt, address_type 0), but common collectors
 // drop such datagrams whole (goflow2's decoder: "unknown IP version 0"),
 // so sending them would be sampling into nothing at those collectors;

@@ -16,18 +16,18 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
-// whole before anything changes (issue 10: validate a configuration whole;
-// defect 6: a typo in ports would stop sampling on every port).
+// whole before anything changes (validate a configuration whole: a
+// typo in ports would stop sampling on every port).
 func TestCheckReload(t *testing.T) {
 	old := config.Defaults()
 	old.Ports = []string{"swp*"}
 	old.Collectors = []config.Collector{{Address: "198.18.0.1"}}
 	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), settings: old, mibRows: 3,
-		ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
+		ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
 	for _, c := range []struct {
 		name   string
 		change func(*config.Settings)
@@ -76,7 +76,7 @@ func TestReloadOn(t *testing.T) {
 	old.Workers = 2
 	level := new(slog.LevelVar)
 	d := &Daemon{log: log, level: level, settings: old, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
-		drops: dropnotify.New(2, nil, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
+		drops: dropnotify.New(2, nil, log), ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}}}
 
 	typo, next := old, old
 	typo.Ports = []string{"sw*p"}
@@ -108,8 +108,7 @@ func TestReloadOn(t *testing.T) {
 		return d.settings
 	}
 
-	// A SIGHUP during start-up waits until start-up completed (issue 25,
-	// defect 5).
+	// A SIGHUP during start-up waits until start-up completed.
 	early := make(chan os.Signal, 1)
 	early <- syscall.SIGHUP
 	go d.ReloadOn(ctx, early, load)

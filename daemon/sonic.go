@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
+	"github.com/sflowswitchd/sflowswitchd/source"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
@@ -218,9 +218,9 @@ func (m *sonicMode) model(s config.Settings, m0 model, linux map[int]string) mod
 		for idx, name := range linux {
 			byName[name] = uint32(idx)
 		}
-		dir, err := agent.ParseDirection(s.Direction)
+		dir, err := sflow.ParseDirection(s.Direction)
 		if err != nil {
-			dir = agent.DirectionIngress // validated with the settings
+			dir = sflow.DirectionIngress // validated with the settings
 		}
 		for _, p := range st.Ports {
 			if p.IsLAG() {
@@ -295,8 +295,8 @@ func (m *sonicMode) Read(idx uint32) (psample.PortCounts, error) {
 
 // psampleConfig is SONiC mode's psample: listen-only, groups 1 and 2,
 // SONiC's ifIndex, pools from COUNTERS_DB.
-func (m *sonicMode) psampleConfig(s config.Settings, log *slog.Logger) kernel.PsampleConfig {
-	return kernel.PsampleConfig{Workers: s.Workers, ListenGroup: sonicIngressGroup, EgressGroup: sonicEgressGroup,
+func (m *sonicMode) psampleConfig(s config.Settings, log *slog.Logger) source.PsampleConfig {
+	return source.PsampleConfig{Workers: s.Workers, ListenGroup: sonicIngressGroup, EgressGroup: sonicEgressGroup,
 		Pool: m, PortMap: m.mapPort, Logger: log}
 }
 

@@ -16,15 +16,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/xdptest"
-
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
-// Integration tests: each builds its own lab (testkit/netlab) and loads
+// Integration tests: each builds its own lab (internal/testkit/netlab) and loads
 // the sampler in the lab's switch namespace. Root only.
 
 // testLogger logs through t.
@@ -74,16 +74,6 @@ func openAuto(t testing.TB, lab *netlab.Lab, cfg Config) *Dataplane {
 		}
 	})
 	return d
-}
-
-// portIndex returns the ifindex of switch port Ports[i].
-func portIndex(t *testing.T, lab *netlab.Lab, i int) int {
-	t.Helper()
-	idx := lab.LinkIndex(lab.Switch, lab.Ports[i])
-	if idx == 0 {
-		t.Fatalf("no ifindex for %s in %s", lab.Ports[i], lab.Switch)
-	}
-	return idx
 }
 
 // switchLink returns the netlink view (stats, XDP state) of a switch port.
@@ -140,27 +130,44 @@ func frameSeq(h []byte) (uint32, bool) {
 	return binary.BigEndian.Uint32(h[udpPayloadOff+4:]), true
 }
 
-// collector reads a ring in the background, keeping copies of the samples.
+// collector reads a ring in the background, keeping copies of the samples
+// and, for a meta collector, of their whole records (Meta aliases the
+// ring).
 type collector struct {
-	r    *Source
-	mu   sync.Mutex
-	got  []RawSample
-	done chan error
+	r        *Source
+	mu       sync.Mutex
+	got      []RawSample
+	keepMeta bool
+	meta     []bpf.SamplerSampleMeta
+	done     chan error
 }
 
 func startCollector(t *testing.T, d *Dataplane, worker int) *collector {
+	t.Helper()
+	return startCollecting(t, d, worker, false)
+}
+
+func startCollecting(t *testing.T, d *Dataplane, worker int, keepMeta bool) *collector {
 	t.Helper()
 	r, err := d.Source(worker)
 	if err != nil {
 		t.Fatalf("Source(%d): %v", worker, err)
 	}
-	c := &collector{r: r, done: make(chan error, 1)}
+	c := &collector{r: r, keepMeta: keepMeta, done: make(chan error, 1)}
 	go func() {
 		for {
 			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *RawSample) {
 				cp := *s
 				cp.Header = bytes.Clone(s.Header)
 				c.mu.Lock()
+				if c.keepMeta {
+					cp.Meta = nil
+					m := bpf.SamplerSampleMeta{}
+					if s.Meta != nil {
+						m = *s.Meta
+					}
+					c.meta = append(c.meta, m)
+				}
 				c.got = append(c.got, cp)
 				c.mu.Unlock()
 			})
@@ -173,19 +180,24 @@ func startCollector(t *testing.T, d *Dataplane, worker int) *collector {
 	return c
 }
 
-// waitFor waits until the collector holds n samples (or timeout), then
-// returns a copy of what it holds.
-func (c *collector) waitFor(n int, timeout time.Duration) []RawSample {
+// wait waits until the collector holds n samples (or timeout).
+func (c *collector) wait(n int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		c.mu.Lock()
 		have := len(c.got)
 		c.mu.Unlock()
 		if have >= n || time.Now().After(deadline) {
-			break
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitFor waits until the collector holds n samples (or timeout), then
+// returns a copy of what it holds.
+func (c *collector) waitFor(n int, timeout time.Duration) []RawSample {
+	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]RawSample(nil), c.got...)
@@ -223,7 +235,7 @@ func bpftoolNet(t *testing.T, lab *netlab.Lab) string {
 func TestAttachAndSampleFields(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 2, MaxPorts: 8})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 100, Worker: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +331,7 @@ func TestAttachAndSampleFields(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 1})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	bad := []PortConfig{
 		{Rate: 0, HeaderBytes: 64},
 		{Rate: 3, HeaderBytes: 64},
@@ -389,7 +401,7 @@ func benchXDP(b *testing.B, prog func(d *Dataplane) *ebpf.Program, setup func(b 
 	b.ReportMetric(float64(ns), "kernel-ns/pkt")
 }
 
-// testRun is BPF_PROG_TEST_RUN with a context (testkit/xdptest).
+// testRun is BPF_PROG_TEST_RUN with a context (internal/testkit/xdptest).
 var testRun = xdptest.Run
 
 // sampler returns the sampler instance of an attached port (every port
@@ -480,7 +492,7 @@ func BenchmarkPortCounters(b *testing.B) {
 func TestRingReadNoAlloc(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 4 << 20})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}

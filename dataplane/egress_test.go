@@ -1,93 +1,33 @@
 package dataplane
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// metaCollector reads a ring in the background keeping copies of the
-// samples and of their whole records (Meta aliases the ring).
-type metaCollector struct {
-	r    *Source
-	mu   sync.Mutex
-	got  []RawSample
-	meta []bpf.SamplerSampleMeta
-	done chan error
-}
+// metaCollector is a collector that keeps the samples' whole records.
+type metaCollector struct{ *collector }
 
-func startMetaCollector(t *testing.T, d *Dataplane, worker int) *metaCollector {
+func startMetaCollector(t *testing.T, d *Dataplane, worker int) metaCollector {
 	t.Helper()
-	r, err := d.Source(worker)
-	if err != nil {
-		t.Fatalf("Source(%d): %v", worker, err)
-	}
-	c := &metaCollector{r: r, done: make(chan error, 1)}
-	go func() {
-		for {
-			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *RawSample) {
-				cp := *s
-				cp.Header = bytes.Clone(s.Header)
-				cp.Meta = nil
-				c.mu.Lock()
-				c.got = append(c.got, cp)
-				if s.Meta != nil {
-					c.meta = append(c.meta, *s.Meta)
-				} else {
-					c.meta = append(c.meta, bpf.SamplerSampleMeta{})
-				}
-				c.mu.Unlock()
-			})
-			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				c.done <- err
-				return
-			}
-		}
-	}()
-	return c
+	return metaCollector{startCollecting(t, d, worker, true)}
 }
 
 // waitFor waits until the collector holds n samples (or timeout) and
 // returns copies of the samples and records.
-func (c *metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		have := len(c.got)
-		c.mu.Unlock()
-		if have >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+func (c metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
+	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
-}
-
-func (c *metaCollector) stop(t *testing.T) {
-	t.Helper()
-	if err := c.r.Close(); err != nil {
-		t.Errorf("closing ring reader: %v", err)
-	}
-	select {
-	case err := <-c.done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("read loop ended with %v, want os.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("Close did not unblock the reader")
-	}
 }
 
 // linkTx returns a switch port's tx_packets and rx_packets.
@@ -151,11 +91,11 @@ func TestEgressSampling(t *testing.T) { forTCModes(t, testEgressSampling) }
 func testEgressSampling(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 3)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 8, TCMode: tc.mode})
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.AttachPort(p2, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionEgress}); err != nil {
+	if err := d.AttachPort(p2, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
 	if m := d.EgressAttachMode(p1); m != tc.want {
@@ -293,16 +233,16 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	}
 
 	// Direction changes at run time.
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionIngress}); err != nil {
+	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != DirectionIngress {
+	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != sflow.DirectionIngress {
 		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionEgress}); err != nil {
+	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != DirectionEgress {
+	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != sflow.DirectionEgress {
 		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
 	}
 	base = readPortsAndPools(t, lab, d, p1, p2)
@@ -367,7 +307,7 @@ func BenchmarkTCEgressUnsampled(b *testing.B) {
 	lab := netlab.New(b, 1)
 	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 64 << 20})
 	p1 := lab.LinkIndex(lab.Switch, "p1")
-	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: DirectionEgress})(b, d, p1)
+	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: sflow.DirectionEgress})(b, d, p1)
 	d.mu.Lock()
 	prog := d.ports[p1].out.prog
 	d.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // withoutFeatures returns a copy of the running kernel's probed features
@@ -68,7 +68,7 @@ func TestProbeFeatures(t *testing.T) {
 	for i, f := range fs.List {
 		t.Logf("%-24s since %-22s required=%-5v err=%v", f.Name, f.Since, f.Required, f.Err)
 		if f.Name != featureProbes[i].Name {
-			t.Errorf("feature %d is %s, want %s (the order of docs/KERNELS.md)", i, f.Name, featureProbes[i].Name)
+			t.Errorf("feature %d is %s, want %s (the order of docs/reference/kernels.md)", i, f.Name, featureProbes[i].Name)
 		}
 		if seen[f.Name] {
 			t.Errorf("feature %s probed twice", f.Name)
@@ -194,7 +194,7 @@ func TestWithoutAFXDP(t *testing.T) {
 	if typ := d.objs.Xsks.Type(); typ != ebpf.DevMap {
 		t.Errorf("xsks map type %v, want DevMap in place of the XSKMAP", typ)
 	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 
 	err := d.AttachPort(p2, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64})
 	var fe *FeatureError

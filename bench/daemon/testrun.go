@@ -1,6 +1,6 @@
 package main
 
-// The testrun source of `live` (issue 11, samples/s end to end): the
+// The testrun source of `live` (samples/s end to end): the
 // frames come from BPF_PROG_TEST_RUN of the sampler program the dataplane
 // attached to p1 and p2 (the port's own instance of xdp_sampler, with an
 // xdp_md whose ingress_ifindex is the port), not from a NIC or veth. The
@@ -9,7 +9,7 @@ package main
 // generator thread only the sampler itself (~0.25 us per sampled frame at
 // rate 1) and the frame goes nowhere after XDP_PASS. Everything after the
 // sampler is the daemon's real path: ring buffer, dataplane.Source via
-// agent/kernel, agent worker, sender (sendmmsg + GSO), UDP over veth into the
+// source, agent worker, sender (sendmmsg + GSO), UDP over veth into the
 // collector namespace, the sink.
 
 import (
@@ -27,7 +27,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // startTestrunSource starts the generator goroutine: locked to its OS

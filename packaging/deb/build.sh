@@ -2,10 +2,11 @@
 # build.sh — builds sflowswitchd_VERSION_ARCH.deb with dpkg-deb (`make deb`).
 #
 # Contents: /usr/sbin/sflowswitchd (static, stripped), the systemd unit of
-# deploy/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
+# packaging/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
 # configuration as the conffile /etc/sflowswitchd/sflowswitchd.conf, the MIB
-# modules of mibs/ in /usr/share/sflowswitchd/mibs, the man page
-# sflowswitchd(8), README.md and docs/KERNELS.md. The package does not
+# modules of mib/modules/ in /usr/share/sflowswitchd/mibs, the man page
+# sflowswitchd(8), README.md and docs/reference/kernels.md, and the license
+# in copyright (DEP-5). The package does not
 # enable or start the service (see postinst).
 #
 # Environment: VERSION (default: git describe, else 0.1.0~gitDATE.HASH),
@@ -40,12 +41,13 @@ install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/etc/sfl
 # sFlowVersion.
 CGO_ENABLED=0 GOARCH=$arch $go build -buildmode=pie -trimpath -buildvcs=false \
 	-ldflags "-s -w -X main.version=$VERSION" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
-install -m 0644 deploy/sflowswitchd.service "$pkg/lib/systemd/system/"
-install -m 0644 deploy/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
-install -m 0644 deploy/sflowswitchd.conf.example "$doc/examples/"
-install -m 0644 mibs/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
+install -m 0644 packaging/sflowswitchd.service "$pkg/lib/systemd/system/"
+install -m 0644 packaging/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
+install -m 0644 packaging/sflowswitchd.conf.example "$doc/examples/"
+install -m 0644 mib/modules/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
 gzip -9n <"$here/sflowswitchd.8" >"$pkg/usr/share/man/man8/sflowswitchd.8.gz"
-install -m 0644 README.md docs/KERNELS.md "$doc/"
+install -m 0644 README.md "$doc/"
+install -m 0644 docs/reference/kernels.md "$doc/KERNELS.md" # the man page names it
 install -m 0644 "$here/copyright" "$doc/copyright"
 # A native package's changelog: one entry for this build.
 {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/redistest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 )
 
 // fixture is the SONiC content of these tests: 32 ports, PortChannel0001

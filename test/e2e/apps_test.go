@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
-// TestApplications is the "Applications on the switch" issue end to end:
+// TestApplications is the applications on the switch, end to end:
 // the daemon runs in the switch namespace with its local JSON API
 // (-app-api), 2 s APM reports, and an AgentX connection to a real snmpd
 // (in a temp dir, reached through its unix socket) serving the APM-MIB.

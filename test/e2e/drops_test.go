@@ -15,9 +15,9 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	protoproducer "github.com/netsampler/goflow2/v2/producer/proto"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // dropRec is one discarded_packet sample as our decoder read it.
@@ -242,7 +242,7 @@ func TestDrops(t *testing.T) {
 	// Frames from a packet socket's transmit ring (trafgen's way: only
 	// the Ethernet header in the skb's linear area), bridged from p1 to p3
 	// and dropped by the bridge forward chain's rule: the samples carry
-	// the whole 60-byte frame (issue 18: 34 bytes, no UDP header, before),
+	// the whole 60-byte frame (34 bytes, no UDP header, before),
 	// and an independent decoder reads the UDP ports from them.
 	before := len(recs)
 	const nFwd = 20

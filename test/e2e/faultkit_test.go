@@ -23,9 +23,9 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // durationEnv returns the duration in environment variable name (`make
@@ -44,7 +44,7 @@ func durationEnv(t *testing.T, name string, def time.Duration) time.Duration {
 }
 
 // faultRow is one fault tried and what was observed: a row of the table in
-// docs/OPERATIONS.md.
+// test/e2e/README.md.
 type faultRow struct {
 	Fault    string
 	Done     string // what the test did

@@ -1,6 +1,6 @@
 package e2e
 
-// Hitless (issue 22): a crash restart, an upgrade in place and a
+// Hitless: a crash restart, an upgrade in place and a
 // reconfiguration under steady traffic, each checked end to end with a
 // collector and goflow2: pools equal the kernel's frame counts (the
 // frames of any gap included), samples + drops within binomial bounds of
@@ -23,10 +23,10 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // hitlessRate is the sampling rate of the hitless tests: a power of two,

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// TestIdleCPU (issue 11, "Idle cost near zero"): the daemon sampling two
+// TestIdleCPU (idle means asleep): the daemon sampling two
 // ports with its defaults (counter polling every 20 s, metrics, AgentX
 // attached to a real snmpd) and no traffic uses less than 0.2% of a core
 // over 10 s, by utime+stime of /proc/PID/stat. The bound is generous for

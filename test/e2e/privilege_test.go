@@ -16,14 +16,14 @@ import (
 	"github.com/gosnmp/gosnmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // daemonCaps is the capability set the daemon runs with (README
-// "Privileges", deploy/sflowswitchd.service): loading and attaching XDP
+// "Privileges", packaging/sflowswitchd.service): loading and attaching XDP
 // (CAP_BPF, CAP_NET_ADMIN), ring buffers and BPF helpers that read kernel
 // memory (CAP_PERFMON), AF_XDP sockets (CAP_NET_RAW).
 const daemonCaps = "bpf,net_admin,perfmon,net_raw"
@@ -176,7 +176,7 @@ func procCaps(t *testing.T, pid int) map[string]string {
 }
 
 // TestLeastPrivilege runs the real daemon with only CAP_BPF,
-// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (issue 10, defect 5: it used
+// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (it used
 // to need CAP_SYS_ADMIN) and checks that it attaches, samples, polls and
 // exports: as user nobody, and as root with every other capability
 // dropped, there also serving the SFLOW-MIB through a real snmpd.
@@ -337,7 +337,7 @@ const sflowAgentAddressOID = ".1.3.6.1.4.1.14706.1.1.3.0"
 // more (NoNewPrivileges), mounts the system read-only, gives the daemon
 // a private state directory, and lets systemd know when it is ready.
 func TestSystemdUnit(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/sflowswitchd.service")
+	b, err := os.ReadFile("../../packaging/sflowswitchd.service")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	// Type=notify: a reload waits for the daemon's READY=1; a death by
-	// SIGHUP before it catches signals is restarted (issue 25, defect 5).
+	// SIGHUP before it catches signals is restarted.
 	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077",
 		"Type": "notify", "RestartForceExitStatus": "SIGHUP", "ExecReload": "/bin/kill -HUP $MAINPID"} {
 		if len(set[k]) != 1 || set[k][0] != v {

@@ -13,8 +13,7 @@ import (
 	"strings"
 )
 
-// The daemon needs exactly these capabilities (docs/OPERATIONS.md
-// "Privileges"); numbers from linux/capability.h.
+// The daemon needs exactly these capabilities (docs/reference/privileges.md); numbers from linux/capability.h.
 var neededCaps = []struct {
 	name string
 	bit  uint
@@ -42,7 +41,7 @@ func LogCapabilities(log *slog.Logger) {
 			"missing", strings.Join(missing, ","), "effective", fmt.Sprintf("%#x", eff))
 	}
 	if eff&(1<<capSysAdmin) != 0 {
-		log.Info("running with CAP_SYS_ADMIN, which the daemon does not need; CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW suffice (deploy/sflowswitchd.service)")
+		log.Info("running with CAP_SYS_ADMIN, which the daemon does not need; CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW suffice (packaging/sflowswitchd.service)")
 	}
 }
 
