@@ -141,16 +141,16 @@ type CounterSource interface {
 	AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
 }
 
-// CounterResets is a CounterSource that knows when a data source's
+// CounterGenerations is a CounterSource that knows when a data source's
 // counters restarted (a switch port made anew under the same ifIndex):
-// the poller then restarts its sequence numbers, which is how sFlow
-// tells a collector of a counter discontinuity (sflow_version_5.txt,
-// "counters_sample": "If the agent resets any of the counters then it
-// must also reset the sequence_number").
-type CounterResets interface {
-	// CountersReset tells whether ds's counters restarted since it was
-	// last asked, and clears it.
-	CountersReset(ds sflow.DataSource) bool
+// each poller of the source then restarts its sequence numbers, which is
+// how sFlow tells a collector of a counter discontinuity
+// (sflow_version_5.txt, "counters_sample": "If the agent resets any of
+// the counters then it must also reset the sequence_number").
+type CounterGenerations interface {
+	// CounterGeneration is the generation of ds's counters as the last
+	// AppendCounters of ds read them: it changes when they restarted.
+	CounterGeneration(ds sflow.DataSource) uint64
 }
 
 // OutputLookup tells the egress port of a sampled frame where the agent can
@@ -190,6 +190,10 @@ type poller struct {
 	out       *receiverOut
 	countdown int     // seconds to the next poll
 	seq       *uint64 // last sequence number, persistent as a sampler's
+	// gen is the generation of the counters last sent (genSet: one was;
+	// CounterGenerations).
+	gen    uint64
+	genSet bool
 }
 
 // workerConfig is the part of the configuration one worker runs.
@@ -599,8 +603,13 @@ func (w *worker) poll(p *poller) {
 			return
 		}
 	}
-	if r, ok := w.counters.(CounterResets); ok && r.CountersReset(p.cfg.Source) {
-		*p.seq = 0
+	if g, ok := w.counters.(CounterGenerations); ok {
+		// Per poller: every instance of the source sees the restart.
+		gen := g.CounterGeneration(p.cfg.Source)
+		if p.genSet && gen != p.gen {
+			*p.seq = 0
+		}
+		p.gen, p.genSet = gen, true
 	}
 	*p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: uint32(*p.seq), Source: p.cfg.Source, Records: recs}

@@ -50,13 +50,13 @@ func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource)
 	}
 }
 
-// CountersReset implements agent.CounterResets: a SONiC port whose
-// counters restarted (its SAI object changed).
-func (c *counterSource) CountersReset(ds sflow.DataSource) bool {
+// CounterGeneration implements agent.CounterGenerations: SONiC ports'
+// counters restart when their SAI object changes.
+func (c *counterSource) CounterGeneration(ds sflow.DataSource) uint64 {
 	if c.sonic == nil || ds.Type != sflow.SourceIfIndex {
-		return false
+		return 0
 	}
-	return c.sonic.countersReset(ds.Index)
+	return c.sonic.generation(ds.Index)
 }
 
 // Close releases the port and host readers. Pollers must have stopped.

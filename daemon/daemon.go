@@ -265,7 +265,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	var sampling agent.SampleSource = source.BPF{DP: dp}
 	switch {
 	case sm != nil:
-		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, reset: map[uint32]bool{}}
+		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, gens: map[uint32]uint64{}}
 		if d.psample, err = source.NewPsample(sm.psampleConfig(s, log)); err != nil {
 			// Counters still come from Redis; say loudly that no flow
 			// sample will.

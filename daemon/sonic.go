@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/source"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
@@ -23,6 +22,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // SONiC mode (docs/guides/sonic.md): the agent runs in SONiC's sflow
@@ -314,21 +314,19 @@ type counterRecords struct {
 	mu   sync.Mutex
 	recs map[uint32]*sonicRecords
 	// ids are where each port's last counters came from
-	// (sonic.CounterID); reset the ports whose source changed since.
-	ids   map[uint32]string
-	reset map[uint32]bool
+	// (sonic.CounterID); gens count the changes of source.
+	ids  map[uint32]string
+	gens map[uint32]uint64
 }
 
-// countersReset tells whether SONiC port idx's counters sent last came
-// from a new source (a new SAI object, other LAG members) and clears it:
-// decided from the counters actually sent, so that a poll racing the
-// change cannot take the discontinuity with the old values.
-func (c *counterRecords) countersReset(idx uint32) bool {
+// generation is SONiC port idx's counter generation as last read: it
+// changes when the counters came from a new source (a new SAI object,
+// other LAG members), decided from the counters actually read, so that a
+// poll racing the change cannot pass the discontinuity with old values.
+func (c *counterRecords) generation(idx uint32) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r := c.reset[idx]
-	delete(c.reset, idx)
-	return r
+	return c.gens[idx]
 }
 
 // appendCounters appends SONiC port idx's if_counters (the ASIC's
@@ -355,7 +353,7 @@ func (c *counterRecords) appendCounters(recs []sflow.Record, idx uint32) ([]sflo
 		c.recs[idx] = r
 	}
 	if old, ok := c.ids[idx]; ok && old != id {
-		c.reset[idx] = true
+		c.gens[idx]++
 	}
 	c.ids[idx] = id
 	c.mu.Unlock()

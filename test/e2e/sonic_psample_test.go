@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // asicFactor is how many packets the test's "ASIC" counts per packet its

@@ -15,10 +15,10 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // sonicLab is a SONiC switch for SONiC mode's tests: a real redis-server
@@ -261,6 +261,12 @@ func TestSonicRedis(t *testing.T) {
 	if s := newValues(both, 13, 3); s[0].seq != 1 {
 		t.Errorf("Ethernet12 made anew (OID changed): its first counter sample on the new object has sequence %d (all: %v), want 1",
 			s[0].seq, seqsOf(counterSamplesOf(both, sflow.DataSource{Type: sflow.SourceIfIndex, Index: 13})))
+	}
+	// The mgmt collector's poller of the same port (another instance)
+	// restarts too.
+	mg := sl.c2.waitFor(t, timeout, "Ethernet12's new counters at the mgmt collector", func(dgs []datagram) bool { return len(newValues(dgs, 13, 3)) > 0 })
+	if s := newValues(mg, 13, 3); s[0].seq != 1 {
+		t.Errorf("Ethernet12 at the mgmt collector: first counter sample on the new object has sequence %d, want 1", s[0].seq)
 	}
 	if s := newValues(both, 21, 5); s[0].seq < 2 {
 		t.Errorf("Ethernet20: counter sample sequence %d, want it continued", s[0].seq)
