@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,6 +292,15 @@ func TestSonicRedis(t *testing.T) {
 	after := c3.waitFor(t, timeout, "datagrams after admin_state up", func(dgs []datagram) bool { return lastDatagramSeq(dgs) > seqDown })
 	if last := after[len(after)-1]; last.our.Uptime <= dgs3[0].our.Uptime {
 		t.Errorf("uptime restarted: %d", last.our.Uptime)
+	}
+	// SIGHUP reads the file and flags again; Redis's settings stay over
+	// them (the file names no collector: without them nothing would be
+	// sent).
+	hup := time.Now()
+	d.signal(t, syscall.SIGHUP)
+	waitNewCounters(t, c3, hup.Add(time.Second), "counter samples after SIGHUP")
+	if auto := waitAuto(t, sl.auto, time.Second, func(s string) bool { return true }); !strings.Contains(auto, lab.CollectorAddr.String()+" 6345") {
+		t.Errorf("hsflowd.auto after SIGHUP lost Redis's collector:\n%s", auto)
 	}
 	// A bad value is reported and skipped alone.
 	sl.srv.HSet(redistest.ApplDB, "PORT_TABLE:Ethernet16", "speed", "fast")
