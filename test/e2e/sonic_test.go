@@ -7,6 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -319,6 +320,16 @@ func TestSonicRedis(t *testing.T) {
 	}
 	if !strings.Contains(d.log(), "bad value in Redis") {
 		t.Error("the bad value is not in the log")
+	}
+	// Redis gone: retried with backoff, the last configuration and
+	// counters keep running.
+	sl.srv.Kill()
+	gone := time.Now()
+	waitNewCounters(t, c3, gone.Add(time.Second), "counter samples while Redis is gone")
+	if m, err := fetchMetrics(lab); err != nil {
+		t.Error(err)
+	} else if !slices.Contains(m, "sflowswitchd_sonic_redis_connected 0") {
+		t.Errorf("no sflowswitchd_sonic_redis_connected 0 while Redis is gone")
 	}
 }
 
