@@ -227,7 +227,10 @@ func (m *sonicMode) model(s config.Settings, m0 model, linux map[int]string) mod
 				m0.Ports = append(m0.Ports, mib.Port{IfIndex: p.Index, CountersOnly: true})
 				continue
 			}
-			m0.Ports = append(m0.Ports, mib.Port{IfIndex: p.Index, Direction: dir, StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
+			// Rate 1: the ASIC samples at the rate SONiC set per port
+			// (SFLOW_SESSION_TABLE); the agent keeps every sample and
+			// reports the rate it carries.
+			m0.Ports = append(m0.Ports, mib.Port{IfIndex: p.Index, Direction: dir, StaticRate: 1})
 			os := p.OSIndex
 			if os == 0 {
 				os = byName[p.Name]
