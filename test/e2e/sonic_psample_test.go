@@ -88,21 +88,26 @@ func TestSonicPsample(t *testing.T) {
 	const n = 2000
 	frame := netlab.UDPFrame(netlab.HostMAC(1), netlab.PortMAC(1), netip.AddrPortFrom(netip4(198, 18, 0, 11), 1000), netip.AddrPortFrom(netip4(198, 18, 0, 12), 2000), make([]byte, 64))
 	send := func(dev string) {
-		t.Helper()
 		// Five bursts 1.5 s apart: COUNTERS_DB (copied every 200 ms, read
 		// by the agent every second) has counted the earlier bursts by
 		// the time the last one is sampled.
 		script := fmt.Sprintf("import socket, time\ns=socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\ns.bind((%q, 0))\nf=bytes.fromhex(%q)\nfor b in range(5):\n    [s.send(f) for _ in range(%d)]\n    time.sleep(1.5)\n", dev, fmt.Sprintf("%x", frame), n/5)
 		path := filepath.Join(dir, "send-"+dev+".py")
 		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-			t.Fatal(err)
+			t.Error(err)
+			return
 		}
-		run("python3", path)
+		if out, err := lab.Run(lab.Switch, "python3", path); err != nil {
+			t.Errorf("sending on %s: %v\n%s", dev, err, out) // not Fatal: another goroutine
+		}
 	}
 	var sends sync.WaitGroup
 	sends.Go(func() { send("soe0") })      // into Ethernet0: its ingress, group 1
 	sends.Go(func() { send("Ethernet4") }) // out of Ethernet4: its egress, group 2
 	sends.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
 	var in, eg []flowRec
 	sl.c1.waitFor(t, testutil.Scaled(30*time.Second), "flow samples of Ethernet0 (ingress) and Ethernet4 (egress)", func(dgs []datagram) bool {
 		in, eg = flowSamplesOf(dgs, 1), flowSamplesOf(dgs, 5)
