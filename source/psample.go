@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
@@ -133,8 +134,12 @@ type Psample struct {
 	readers       []*PsampleReader
 	// rstats are the readers' counters, kept after Close.
 	rstats []*PsampleReaderStats
-	// open opens a reader's socket (psample.Open, or a test's).
+	// open opens a reader's socket (psample.Open, or a test's), in ns:
+	// the namespace the Psample was made in, whose psample groups the
+	// samples come from (the kernel multicasts them to the group's
+	// namespace only).
 	open func() (*psample.Conn, error)
+	ns   netns.NsHandle
 	// Rejoins counts the re-creations of the psample family the readers
 	// re-joined (WatchFamily); FamilyGone is set while the family is gone.
 	Rejoins    atomic.Uint64
@@ -160,7 +165,10 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open}
+	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None()}
+	if ns, err := netns.Get(); err == nil {
+		p.ns = ns
+	}
 	p.table.Store(&psTable{ports: map[uint32]*psPort{}, groups: map[uint32]*psPort{}})
 	var err error
 	if cfg.Pool != nil {
@@ -360,6 +368,10 @@ func (p *Psample) Close() error {
 	if p.stats != nil {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
+	}
+	if p.ns.IsOpen() {
+		errs = append(errs, p.ns.Close())
+		p.ns = netns.None()
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
 // generic netlink's controller (linux/genetlink.h).
@@ -116,7 +117,11 @@ func (p *Psample) joined(f psample.Family) bool {
 // reopen replaces the reader's socket with one joined to the family as
 // it is now (the reader's own goroutine).
 func (r *PsampleReader) reopen() {
-	conn, err := r.p.open()
+	var conn *psample.Conn
+	err := netnsutil.Do(r.p.ns, func() (err error) {
+		conn, err = r.p.open()
+		return err
+	})
 	if err != nil {
 		r.Stats.RejoinErrors.Add(1)
 		r.p.log.Error("psample: re-joining the family", "worker", r.id, "err", err)
