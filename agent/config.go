@@ -20,7 +20,8 @@ type ReceiverConfig struct {
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize: no datagram sent to
 	// this receiver is longer (0 = sflow.DefaultMaxDatagramSize).
 	MaxDatagramSize int
-	// Unresolved is the collector's host name while it cannot be resolved
+	// Unresolved is the collector as configured (host name and port)
+	// while its name cannot be resolved to an address it can be sent to
 	// (Address is then the zero AddrPort): the receiver's samplers and
 	// pollers keep running and everything they would send is counted as
 	// lost (send errors, samples unsent) until the name resolves.

@@ -178,7 +178,7 @@ func (r *DropReporter) applyReceivers() {
 	keep := make(map[CollectorKey]bool, len(rcv))
 	for _, c := range rcv {
 		want[c.Index] = c
-		keep[CollectorKey{c.Index, c.Address}] = true
+		keep[CollectorKey{c.Index, c.Address, c.Unresolved}] = true
 	}
 	r.stats.Collectors.Keep(keep)
 	// Streams whose receiver and agent address stay are kept as they are.
@@ -203,7 +203,7 @@ func (r *DropReporter) applyReceivers() {
 			last = uint32(*slot) // an earlier process's
 		}
 		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
-			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
+			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address, c.Unresolved}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue

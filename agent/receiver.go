@@ -49,7 +49,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 // worker's totals and in its counters of the collector; lastSent keeps its
 // last sequence number (agent/persist).
 func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32, lastSent *uint64) (*receiverOut, error) {
-	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
+	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address, cfg.Unresolved})
 	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
 }
 

@@ -649,7 +649,7 @@ func (w *worker) apply(cfg workerConfig) {
 		}
 		if err := r.DialErr(); err != nil && w.id == 0 {
 			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
-				"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", err)
+				"receiver", rc.Index, "collector", CollectorKey{rc.Index, rc.Address, rc.Unresolved}.Collector(), "err", err)
 		}
 		w.receivers[rc.Index] = r
 	}
@@ -661,7 +661,7 @@ func (w *worker) apply(cfg workerConfig) {
 	}
 	keep := make(map[CollectorKey]bool, len(cfg.receivers))
 	for _, rc := range cfg.receivers {
-		keep[CollectorKey{rc.Index, rc.Address}] = true
+		keep[CollectorKey{rc.Index, rc.Address, rc.Unresolved}] = true
 	}
 	w.collectors.keep(keep)
 	w.agent = cfg.agent

@@ -42,6 +42,17 @@ func (s *Settings) validateSonic() []error {
 	if s.Hook != "auto" && s.Hook != "psample" {
 		errs = append(errs, fmt.Errorf("hook %s with sonic: SONiC's ASIC samples, the agent reads psample (hook auto or psample)", s.Hook))
 	}
+	if s.DNSSD {
+		errs = append(errs, fmt.Errorf("dns_sd with sonic: SONiC's collectors are in its Redis (CONFIG_DB SFLOW_COLLECTOR)"))
+	}
+	// The sflow container's hsflowd.conf says psample { group = 1
+	// egress = on }: groups 1 and 2, what SONiC mode reads anyway.
+	if (s.PsampleIngressGroup != 0 && s.PsampleIngressGroup != 1) || (s.PsampleEgressGroup != 0 && s.PsampleEgressGroup != 2) {
+		errs = append(errs, fmt.Errorf("psample groups %d/%d with sonic: SONiC's orchagent fills groups 1 (ingress) and 2 (egress)", s.PsampleIngressGroup, s.PsampleEgressGroup))
+	}
+	if s.Dent {
+		errs = append(errs, fmt.Errorf("dent with sonic: SONiC's orchagent programs the sampling, the agent installs no rule"))
+	}
 	if len(s.MonitorPorts) > 0 {
 		errs = append(errs, fmt.Errorf("monitor_ports with sonic: SONiC's ports are the ASIC's"))
 	}

@@ -107,8 +107,11 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // changes, and the running ones stay in force (reload.go).
 func (d *Daemon) Reload(s config.Settings) error {
 	if d.sonic != nil {
-		// SONiC mode: Redis's configuration stays over the file's.
+		// SONiC mode: Redis's configuration stays over the file's
+		// (DNS-SD is refused with it: config.validateSonic).
 		s = d.sonic.reloadBase(s)
+	} else if d.dnssd != nil {
+		return d.dnssd.reloadBase(d, s) // under the DNS-SD answer in force (dnssd.go)
 	}
 	return d.reload(s)
 }
@@ -186,6 +189,10 @@ type Daemon struct {
 	reconfFailures atomic.Uint64
 	reconfFailing  atomic.Bool
 	reconfWait     time.Duration
+	// dnssd is configuration by DNS-SD (dnssd.go); nil when off.
+	dnssd *dnssdState
+	// snmpRefused counts what restoreSNMP refused.
+	snmpRefused snmpRefused
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -315,6 +322,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	d.drops.Reporter().SetState(store)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
+	d.dnssd = newDNSSD(s)
 	d.metrics = d.newMetrics()
 	if sm != nil {
 		d.metrics.MustRegister(sonicCollector{sm})
@@ -379,30 +387,69 @@ func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*
 
 // restoreSNMP gives the MIB the SNMP-set configuration the previous
 // program kept, when this one took its samplers over (an upgrade, a
-// restart after a crash); a start that adopts nothing begins afresh.
+// restart after a crash); a start that adopts nothing begins afresh. The
+// file is another process's to write as well (the state directory is the
+// administrator's): a damaged file is set aside and each row the MIB
+// refuses (as it would refuse its SET) is dropped, each logged and
+// counted (snmp_restore_refused_total); what is valid is restored and the
+// daemon starts either way.
 func (d *Daemon) restoreSNMP(s config.Settings) error {
 	if d.dp.PinDir() == "" {
 		return nil
 	}
-	store := handover.NewSNMPStore(s.StateDir)
-	if d.dp.Adopted() {
-		snap, err := store.Load()
-		if err != nil {
-			return err
+	for _, dir := range []string{s.StateDir, d.dp.PinDir()} {
+		if err := handover.CheckDir(dir); err != nil {
+			d.log.Error("directory open to other users: what the daemon keeps in it for an upgrade or a restart may be replaced; make it the daemon's alone (owned by its user, mode 0700 or 0755)", "err", err)
 		}
-		if len(snap.Receivers) > 0 {
-			d.log.Info("SNMP-set configuration restored", "receivers", len(snap.Receivers), "samplers", len(snap.Samplers), "pollers", len(snap.Pollers))
-		}
-		if err := d.mib.Import(snap); err != nil {
-			return err
-		}
-	} else if err := store.Remove(); err != nil {
-		return err
 	}
+	store := handover.NewSNMPStore(s.StateDir, handover.SNMPLimit(max(s.SNMPReceivers, len(s.StaticCollectors())),
+		max(s.SNMPInstances, len(s.StaticCollectors())), s.MaxPorts+maxVLANSources))
 	d.mu.Lock()
 	d.snmp = store
 	d.mu.Unlock()
+	if !d.dp.Adopted() {
+		return store.Remove()
+	}
+	snap, err := store.Load()
+	if err != nil {
+		d.snmpRefused.file.Add(1)
+		return err
+	}
+	if len(snap.Receivers) > 0 {
+		d.log.Info("SNMP-set configuration restored", "receivers", len(snap.Receivers), "samplers", len(snap.Samplers), "pollers", len(snap.Pollers))
+	}
+	refused, err := d.mib.Import(snap)
+	for _, r := range refused {
+		d.snmpRefused.count(r.Table)
+		d.log.Warn("SNMP-set configuration: a restored row refused as its SET would be; dropped", "table", r.Table, "row", r.Row, "err", r.Err)
+	}
+	if err != nil {
+		d.snmpRefused.file.Add(1)
+		return err
+	}
 	return nil
+}
+
+// maxVLANSources bounds the VLAN data sources (smonVlanDataSource): one
+// per VLAN ID.
+const maxVLANSources = 4094
+
+// snmpRefused counts what a start refused of the SNMP-set configuration
+// kept by the previous program: rows by table, and whole files (damaged,
+// or refused by the agent as a whole).
+type snmpRefused struct {
+	receiver, sampler, poller, file atomic.Uint64
+}
+
+func (r *snmpRefused) count(table string) {
+	switch table {
+	case "receiver":
+		r.receiver.Add(1)
+	case "sampler":
+		r.sampler.Add(1)
+	default:
+		r.poller.Add(1)
+	}
 }
 
 // persistSNMP keeps the MIB's SNMP-set part (mib.Config.Persist).

@@ -31,11 +31,14 @@ type model struct {
 // selected port as a data source.
 func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
 	var m model
+	// Listing the addresses can fail for a reason from outside (no
+	// descriptor left): the agent address is then unknown for now and
+	// the caller keeps the last one, and the rest (ports gone, which
+	// frees their descriptors) is applied all the same.
 	addrs, err := agentaddr.List()
-	if err != nil {
-		return m, err
+	if err == nil {
+		m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	}
-	m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -51,11 +54,12 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 			return m, err
 		}
 	}
+	switchPort := s.SwitchPorts()
 	var selected []ports.Info
 	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
-		if !monitor && !sel(p) {
-			continue
+		if !monitor && (!sel(p) || !switchPort(p.Name)) {
+			continue // dent: switch ports only (hsflowd's mod_dent)
 		}
 		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only

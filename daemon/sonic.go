@@ -299,7 +299,7 @@ func (m *sonicMode) Read(idx uint32) (psample.PortCounts, error) {
 // psampleConfig is SONiC mode's psample: listen-only, groups 1 and 2,
 // SONiC's ifIndex, pools from COUNTERS_DB.
 func (m *sonicMode) psampleConfig(s config.Settings, log *slog.Logger) source.PsampleConfig {
-	return source.PsampleConfig{Workers: s.Workers, ListenGroup: sonicIngressGroup, EgressGroup: sonicEgressGroup,
+	return source.PsampleConfig{Workers: s.Workers, IngressGroup: sonicIngressGroup, EgressGroup: sonicEgressGroup,
 		Pool: m, PortMap: m.mapPort, Logger: log}
 }
 

@@ -444,7 +444,7 @@ func (d *Dataplane) load() error {
 		if err != nil {
 			return err
 		}
-		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
+		if err := d.inNetns(func() error { return d.openPins(layout, sizes, spec) }); err != nil {
 			return fmt.Errorf("dataplane: pin directory: %w", err)
 		}
 	}
@@ -462,7 +462,7 @@ func (d *Dataplane) load() error {
 			}
 		}()
 	}
-	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
@@ -594,6 +594,11 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 		return false, "pinned state of another layout", nil
 	case old.Sizes != sizes:
 		return false, "pinned state made with other sizes: " + sizes.Differs(old.Sizes), nil
+	}
+	// What Open will adopt, opened now: a damaged directory is replaced
+	// (said here), not found out by the new program half-way.
+	if err := pin.CheckAdoptable(cfg.PinDir, spec, cfg.Workers, cfg.MaxPorts); err != nil {
+		return false, "pinned state damaged (replaced, a gap in the data): " + err.Error(), nil
 	}
 	return true, "adopts the pinned samplers", nil
 }
@@ -1208,7 +1213,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 	}
 	// Only the maps the per-port program itself uses: the sampled path is
 	// the shared xdp_take_sample, reached by tail call.
-	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.SamplerMapCounters:    d.objs.Counters,
 		bpf.SamplerMapSampleHands: d.objs.SampleHands,
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,

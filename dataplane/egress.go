@@ -107,7 +107,7 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		Hands     *ebpf.Map     `ebpf:"sample_hands"`
 		Counters  *ebpf.Map     `ebpf:"counters"`
 	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
 		return nil, bpf.LoadError("loading the egress sampler", err)
 	}
 	e := &egressObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs, hands: o.Hands, counters: o.Counters}
@@ -153,7 +153,7 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 	var o struct {
 		Prog *ebpf.Program `ebpf:"tc_out_sampler"`
 	}
-	err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err = bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.TcEgressMapCounters:    e.counters,
 		bpf.TcEgressMapSampleHands: e.hands,
 		bpf.TcEgressMapTakeProgs:   e.takeProgs,

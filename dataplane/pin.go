@@ -38,7 +38,7 @@ func attachCode(mode string) uint8 {
 // adopted (same layout and sizes) or replaced (anything else there is
 // detached and unpinned, with a log line saying why). Runs in the
 // Dataplane's namespace (clsact filters of replaced state).
-func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes) error {
+func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes, spec *ebpf.CollectionSpec) error {
 	dir := d.cfg.PinDir
 	lock, err := pin.Lock(dir, d.cfg.Handover)
 	if err != nil {
@@ -55,22 +55,32 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes) error {
 	case !ok && len(pin.Names(dir)) == 0:
 		return nil // a new directory
 	case ok && old.Format == pin.MetaFormat && old.Layout == layout && old.Sizes == sizes:
+		if err := pin.CheckAdoptable(dir, spec, d.cfg.Workers, d.cfg.MaxPorts); err != nil {
+			p.Replaced = "damaged"
+			d.log.Error("pinned sampler state damaged: detached and replaced, pools and samples start afresh (a gap in the data)",
+				"pin_dir", dir, "err", err)
+			break
+		}
 		p.Meta = old
 		p.Adopt = true
 		return nil
 	case !ok:
+		p.Replaced = "unreadable"
 		d.log.Warn("pin directory holds state without a readable description: replaced", "pin_dir", dir, "entries", len(pin.Names(dir)))
 	case old.Format != pin.MetaFormat || old.Layout != layout:
+		p.Replaced = "layout"
 		d.log.Warn("pinned sampler state of another layout (another sflowswitchd version): detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "state_format", old.Format, "state_layout", hex.EncodeToString(old.Layout[:8]), "layout", hex.EncodeToString(layout[:8]))
 	default:
+		p.Replaced = "sizes"
 		d.log.Warn("pinned sampler state made with other sizes: detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "differs", sizes.Differs(old.Sizes))
 	}
 	return clearPinDir(d.pin.Dir, old.OwnerID(), d.log)
 }
 
-// clearPinDir detaches and unpins everything in the pin directory dir:
+// clearPinDir detaches and unpins what the daemon made in the pin
+// directory dir (pin.OwnName; anything else is left, logged):
 // links are detached (unpinned, then closed: the last reference), the
 // clsact filters of owner (the state's, "" if unknown) are deleted, maps
 // are unpinned. Runs in the Dataplane's namespace (openPins) or the
@@ -79,6 +89,10 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 	var errs []error
 	for _, name := range pin.Names(dir) {
 		path := filepath.Join(dir, name)
+		if !pin.OwnName(name) {
+			log.Warn("pin directory entry the daemon does not make: left alone", "pin_dir", dir, "entry", name)
+			continue
+		}
 		if strings.HasPrefix(name, pin.LinkPrefix) {
 			l, err := link.LoadPinnedLink(path, nil)
 			if err == nil {
@@ -331,6 +345,18 @@ func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 	return out
 }
 
+// PinReplaced is why Open replaced the pinned state it found ("" when it
+// adopted it, or found none): "layout" (another program version),
+// "sizes" (other settings), "unreadable" (no valid meta), "damaged" (an
+// object it would adopt missing or not the daemon's). Samples and pools
+// start afresh: a gap in the data.
+func (d *Dataplane) PinReplaced() string {
+	if d.pin == nil {
+		return ""
+	}
+	return d.pin.Replaced
+}
+
 // Adopted reports whether Open took over pinned state.
 func (d *Dataplane) Adopted() bool { return d.pin != nil && d.pin.Adopt }
 
@@ -365,9 +391,12 @@ func Cleanup(dir string, log *slog.Logger) error {
 		return err
 	}
 	defer lock.Close()
-	meta, _, err := pin.ReadMeta(dir)
-	if err != nil {
-		log.Warn("pinned state unreadable; removing it anyway", "err", err)
+	meta, ok, err := pin.ReadMeta(dir)
+	if n := len(pin.Names(dir)); !ok && n > 0 {
+		// Only the daemon's own state is removed: without its meta the
+		// directory may be another tool's (or a daemon's that crashed
+		// before writing it: remove it by hand, rm -r).
+		return fmt.Errorf("cleaning up %s: no sflowswitchd state description (meta) among its %d entries (%v): not the daemon's pin directory, or damaged; nothing removed", dir, n, err)
 	}
 	n := len(pin.Names(dir))
 	err = clearPinDir(dir, meta.OwnerID(), log)

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -410,9 +412,17 @@ func (m *MIB) SetAgentAddress(a netip.Addr) error {
 	return m.install(m.cur, false)
 }
 
-// install makes next the current state (rebuilding the key list when the
-// data sources changed) and applies it.
+// install applies next and makes it the current state (rebuilding the
+// key list when the data sources changed). A configuration the agent
+// refuses as a whole (not a port the kernel cannot sample) is not
+// installed: the current state stays what the agent runs, and later
+// changes are made against it (a state the agent refused would make every
+// later one fail too).
 func (m *MIB) install(next *state, sourcesChanged bool) error {
+	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
+	if err != nil {
+		return fmt.Errorf("mib: applying configuration: %w", err)
+	}
 	m.cur = next
 	m.gen++
 	select { // Run sleeps until the earliest timeout of the new state
@@ -422,16 +432,12 @@ func (m *MIB) install(next *state, sourcesChanged bool) error {
 	if sourcesChanged {
 		m.keys = buildKeys(next)
 	}
-	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
 	if m.cfg.Persist != nil {
 		m.cfg.Persist(m.snapshot(next))
 	}
 	// A port the kernel cannot sample affects only that port: the rest is
 	// applied and the SET (or change) stands; the port reads rate 0.
 	m.failed = failed
-	if err != nil {
-		return fmt.Errorf("mib: applying configuration: %w", err)
-	}
 	return nil
 }
 
@@ -538,7 +544,8 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 			// Samplers and pollers keep running; the agent counts what
 			// they would send as lost until the name resolves.
 			active[int32(i+1)] = true
-			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Unresolved: r.unresolved,
+			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
+				Unresolved:      net.JoinHostPort(r.unresolved, strconv.Itoa(int(r.port))),
 				MaxDatagramSize: int(r.maxSize), Device: r.device})
 			continue
 		}

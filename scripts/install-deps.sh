@@ -9,15 +9,16 @@
 #   test      everything a test of `make test` runs: iproute2 (ip, tc,
 #             bridge), nsenter/setpriv, trafgen, nftables, snmpd and its
 #             tools, tshark, python3, bpftool, sysctl, ethtool (psample's
-#             offload check is compared with it), redis-server and
-#             redis-cli (SONiC mode's tests), supervisor (the SONiC
-#             supervisor entry's test); staticcheck and
-#             gotestsum
+#             offload check is compared with it), dnsmasq (the DNS
+#             server of the DNS-SD tests), redis-server and redis-cli
+#             (SONiC mode's tests), supervisor (the SONiC supervisor
+#             entry's test); staticcheck and gotestsum
 #   stress    stress-ng (`make stress-exact`)
 #   lab       iproute2, nsenter, trafgen, nftables, python3 (`make lab`)
 #   bench     the test profile plus perf, and the C toolchain of the
 #             baselines (`make bench`)
-#   deb       dpkg-dev, lintian, fakeroot (`make deb`)
+#   deb       dpkg-dev, lintian, fakeroot, systemd-analyze (`make deb`: the
+#             unit's exposure score)
 #   vm        the box build and the test VMs (`make vagrant-box`,
 #             `make vagrant-test`): debootstrap, qemu-img, sfdisk, GRUB for
 #             BIOS, qemu-system-x86 (TCG or KVM, 9p shares, user
@@ -38,12 +39,12 @@ declare -A profile=(
 	[generate]="clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev bpftool:bpftool"
 	[test]="ip:iproute2 tc:iproute2 bridge:iproute2 nsenter:util-linux setpriv:util-linux
 		trafgen:netsniff-ng nft:nftables snmpd:snmpd snmpget:snmp tshark:tshark python3:python3
-		bpftool:bpftool sysctl:procps ethtool:ethtool redis-server:redis-server redis-cli:redis-tools
-		supervisord:supervisor"
+		bpftool:bpftool sysctl:procps ethtool:ethtool dnsmasq:dnsmasq-base redis-server:redis-server
+		redis-cli:redis-tools supervisord:supervisor"
 	[stress]="stress-ng:stress-ng"
 	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
 	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"
-	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot"
+	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot systemd-analyze:systemd"
 	[vm]="debootstrap:debootstrap qemu-img:qemu-utils mkfs.ext4:e2fsprogs sfdisk:fdisk
 		grub-mkimage:grub-common /usr/lib/grub/i386-pc:grub-pc-bin
 		qemu-system-x86_64:qemu-system-x86 rsync:rsync jq:jq"

@@ -394,7 +394,7 @@ func TestPsampleRejoin(t *testing.T) {
 	lab.MustCmd(t, rule[0], rule[1:]...)
 	var p *Psample
 	lab.Do(t, func() (err error) {
-		p, err = NewPsample(PsampleConfig{Workers: 1, ListenGroup: 1, EgressGroup: 2})
+		p, err = NewPsample(PsampleConfig{Workers: 1, IngressGroup: 1, EgressGroup: 2})
 		return err
 	})
 	r := startAgent(t, lab, p, 1)

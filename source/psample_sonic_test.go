@@ -58,7 +58,7 @@ func TestPsampleSonicGroups(t *testing.T) {
 	var p *Psample
 	var conn *psample.Conn
 	lab.Do(t, func() (err error) {
-		p, err = newPsample(PsampleConfig{Workers: 1, ListenGroup: 1, EgressGroup: 2, Pool: pool, PortMap: portMap}, func() (*psample.Conn, error) {
+		p, err = newPsample(PsampleConfig{Workers: 1, IngressGroup: 1, EgressGroup: 2, Pool: pool, PortMap: portMap}, func() (*psample.Conn, error) {
 			conn, err = psample.OpenSynthetic(psample.ConnConfig{}, fam)
 			return conn, err
 		})

@@ -51,8 +51,8 @@ func TestHsflowdConfLikeTOML(t *testing.T) {
 	}
 	for _, want := range []string{
 		":12:3: hsflowd setting sampling.app.myapp ignored: application sampling",
-		":22:3: hsflowd setting psample ignored: another packet-sampling source",
-		":23:3: hsflowd setting dns-sd ignored:",
+		":22:3: hsflowd setting ulog ignored: another packet-sampling source",
+		":23:3: hsflowd setting nflog ignored:",
 		":24:3: hsflowd setting k8s ignored:",
 		":25:3: hsflowd setting systemd ignored:",
 		":26:3: hsflowd setting Cumulus ignored:",

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 )
 
 // fixture is the SONiC content of these tests: 32 ports, PortChannel0001
