@@ -204,6 +204,8 @@ func TestSonicRedis(t *testing.T) {
 	rows := tsharkFields(t, []datagram{one}, sl.p1, "sflow_245.ifindex", "sflow_245.ifinoct", "sflow_245.ifoutoct")
 	found := false
 	for i, idx := range rows[0]["sflow_245.ifindex"] {
+		// The evidence, as tshark reads one datagram.
+		t.Logf("tshark: if_counters ifIndex %s in octets %s out octets %s", idx, rows[0]["sflow_245.ifinoct"][i], rows[0]["sflow_245.ifoutoct"][i])
 		if idx == "1001" {
 			found = true
 			if rows[0]["sflow_245.ifinoct"][i] != fmt.Sprint(redistest.Counter(0, 0, 0)+redistest.Counter(1, 0, 0)) {
@@ -345,6 +347,8 @@ func checkGoflowCounters(t *testing.T, dgs []datagram, idx uint32, in, out uint6
 			}
 			for _, r := range cs.Records {
 				if v, ok := r.Data.(goflow.IfCounters); ok {
+					t.Logf("goflow2: source ifIndex %d: if_counters ifIndex %d speed %d in octets %d in ucast %d out octets %d out errors %d",
+						cs.Header.SourceIdValue, v.IfIndex, v.IfSpeed, v.IfInOctets, v.IfInUcastPkts, v.IfOutOctets, v.IfOutErrors)
 					if v.IfIndex != idx || v.IfInOctets != in || v.IfOutOctets != out {
 						t.Errorf("goflow2: if_counters of %d: %+v, want in %d out %d", idx, v, in, out)
 					}
