@@ -78,6 +78,10 @@ type Config struct {
 	// (sflow.DirectionEgress, sflow.DirectionBoth); a port absent is sampled at
 	// ingress. A monitor port is sampled at ingress only.
 	Directions map[uint32]sflow.Direction
+	// Hooks are the ports' own hooks (port_hook: "auto", "xdp", "tc" or
+	// "psample"; PortSampling.Hook); a port absent takes the source's
+	// choice. Not for a monitor port (XDP).
+	Hooks map[uint32]string
 }
 
 // MaxHeaderBytes is the largest sFlowFsMaximumHeaderSize the dataplane
@@ -164,6 +168,9 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 		p.Direction = sflow.DirectionIngress
 		if d := c.Directions[idx]; d != 0 && !p.Monitor {
 			p.Direction = d
+		}
+		if !p.Monitor {
+			p.Hook = c.Hooks[idx]
 		}
 		plans[idx] = p
 	}

@@ -25,7 +25,7 @@ type sendTuning struct {
 // newReceiverOut opens sub-agent subAgent's stream to receiver cfg,
 // continuing the datagram sequence after lastSeq. What it sends is counted
 // in every set of counts.
-func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, lastSent *uint64, uptime func() uint32, tune sendTuning, counts ...sender.Counters) (*receiverOut, error) {
+func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, lastSent *uint64, uptime func() uint32, tune sendTuning, beforeSend func(), counts ...sender.Counters) (*receiverOut, error) {
 	s, err := sender.New(sender.Config{
 		Collector:       cfg.Address,
 		MaxDatagramSize: cfg.MaxDatagramSize,
@@ -38,6 +38,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 		Uptime:          uptime,
 		Counters:        counts,
 		Device:          cfg.Device,
+		BeforeSend:      beforeSend,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
@@ -50,7 +51,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 // last sequence number (agent/persist).
 func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32, lastSent *uint64) (*receiverOut, error) {
 	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address, cfg.Unresolved})
-	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.commitFn, w.stats.senderCounters(), coll.senderCounters())
 }
 
 // senderCounters points a sender's counts at s.

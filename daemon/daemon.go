@@ -269,11 +269,14 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.SampleSource = source.BPF{DP: dp}
+	bpfSource := source.BPF{DP: dp}
+	var sampling agent.SampleSource = bpfSource
 	switch {
 	case sm != nil:
 		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, gens: map[uint32]uint64{}}
-		if d.psample, err = source.NewPsample(sm.psampleConfig(s, log)); err != nil {
+		pc := sm.psampleConfig(s, log)
+		pc.State = store
+		if d.psample, err = source.NewPsample(pc); err != nil {
 			// Counters still come from Redis; say loudly that no flow
 			// sample will.
 			log.Error("sonic: psample unavailable: NO FLOW SAMPLES, counters only", "err", err)
@@ -281,17 +284,20 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		} else {
 			sampling = d.psample
 		}
-	case usePsample(s):
-		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
+	case s.PsampleGroup != 0 || (usePsample(s) && !bpfPortHooks(s)):
+		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
-	case s.Hook == "auto" && autoPsample(dp.Features(), log):
-		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
-			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
+	case s.PortHooks("psample") || (s.PortHooks("auto") && autoPsample(dp.Features(), log)):
+		// Ports whose hook is psample, and under auto the switch ports
+		// that offload tc: psample there, BPF elsewhere.
+		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
+			return fail(fmt.Errorf("psample sampling of the ports that offload tc or are set to psample: %w", err))
 		}
-		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
+		// Each port by its hook (agent.PortSampling.Hook, from
+		// port_hook): psample, or under auto if it offloads tc.
+		d.mixed = source.NewMixed(bpfSource, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{

@@ -68,7 +68,11 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 				return m, err
 			}
 		}
-		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir,
+		var hook string
+		if len(s.PortHook) > 0 && !monitor {
+			hook = s.PortHookOf(p.Name)
+		}
+		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir, Hook: hook,
 			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
 		selected = append(selected, p)
 	}

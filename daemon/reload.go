@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -129,6 +130,10 @@ func (d *Daemon) reload(s config.Settings) error {
 	if s.Hook != old.Hook {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook
+	}
+	if !maps.Equal(s.PortHook, old.PortHook) {
+		d.log.Warn("a change of port_hook takes effect at restart", "running", old.PortHook, "configured", s.PortHook)
+		s.PortHook = old.PortHook
 	}
 	if s.PsampleIngressGroup != old.PsampleIngressGroup || s.PsampleEgressGroup != old.PsampleEgressGroup ||
 		s.Dent != old.Dent || s.DentSW != old.DentSW || s.DentSwitchPort != old.DentSwitchPort {

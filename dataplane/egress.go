@@ -114,6 +114,11 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
 		return nil, errors.Join(fmt.Errorf("installing tc_out_take: %w", err), e.close())
 	}
+	if err := d.pinEgress(o.Counters); err != nil {
+		// Sampled all the same; a take-over then restarts the egress
+		// pools (their base misses what the egress samplers counted).
+		d.log.Warn("egress counters not pinned: a crash or an upgrade loses the egress pools", "err", err)
+	}
 	pages, err := mapCounters(o.Counters, d.cfg.MaxPorts, d.cpuSlots)
 	if err != nil {
 		return nil, errors.Join(err, e.close())

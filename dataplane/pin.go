@@ -20,6 +20,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Attach modes as stored in map_ports.
@@ -128,7 +129,10 @@ func (d *Dataplane) recordPort(ifindex int, p *port) error {
 		}
 		p.pinned = true
 	}
-	v := pin.PortValue{Slot: p.slot, Attach: attachCode(p.mode)}
+	v := pin.PortValue{Slot: p.slot, Attach: attachCode(p.mode), Dirs: uint8(p.direction())}
+	if p.link == nil {
+		v.Attach = 0
+	}
 	if f, ok := p.link.(*clsactFilter); ok && f.ownQdisc {
 		v.OwnQdisc = 1
 	}
@@ -181,8 +185,26 @@ func (d *Dataplane) adoptPorts() error {
 	}
 	used := map[uint32]bool{}
 	d.adopted = map[int]PortConfig{}
+	// What the egress samplers counted: they ended with the previous
+	// program (pinegress.go).
+	d.adoptedEgress = d.endedEgress(func(yield func(int, pin.PortValue) bool) {
+		for _, e := range es {
+			if !yield(int(e.ifindex), e.v) {
+				return
+			}
+		}
+	})
 	for _, e := range es {
 		ifindex := int(e.ifindex)
+		if e.v.Attach == 0 {
+			// Sampled at egress only: nothing of it is attached any
+			// more; it is attached anew if still configured.
+			d.dropPinned(ifindex, e.v)
+			if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
+				d.adopted[ifindex] = PortConfig{Direction: dirs}
+			}
+			continue
+		}
 		p, err := d.adoptPort(ifindex, e.v, used)
 		if err != nil {
 			d.log.Warn("pinned port not taken over: detached, it is attached afresh if still configured",
@@ -192,7 +214,11 @@ func (d *Dataplane) adoptPorts() error {
 		}
 		used[p.slot] = true
 		d.ports[ifindex] = p
-		d.adopted[ifindex] = p.cfg
+		pc := p.cfg
+		if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
+			pc.Direction = dirs // as configured; attached now: ingress
+		}
+		d.adopted[ifindex] = pc
 		d.log.Info("sampler taken over", "ifindex", ifindex, "hook", p.hook, "mode", p.mode,
 			"rate", p.cfg.Rate, "delivery", p.cfg.Mode.String(), "worker", p.cfg.Worker, "slot", p.slot)
 	}
@@ -334,7 +360,11 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 }
 
 // AdoptedPorts returns the ports this Dataplane took over from pinned
-// state at Open, with their configuration; nil when none.
+// state at Open, with their configuration; nil when none. A port's
+// Direction is the directions the previous program sampled it in; of
+// those only ingress is still attached (AttachMode), the egress sampler
+// having ended with that program (AdoptedEgress). A port the previous
+// program sampled at egress only has nothing attached and no rate (0).
 func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 	d.mu.Lock()
 	defer d.mu.Unlock()

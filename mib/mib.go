@@ -95,6 +95,9 @@ type Port struct {
 	// Direction is which way the port is sampled (agent.Config.Directions);
 	// 0 = ingress.
 	Direction sflow.Direction
+	// Hook is the port's own hook (agent.Config.Hooks); "" = the
+	// daemon's.
+	Hook string
 	// StaticRate is the sampling rate of the static samplers on this port
 	// (0 = off).
 	StaticRate uint32
@@ -537,7 +540,8 @@ func (m *MIB) AgentConfig() agent.Config {
 // sFlowRcvrAddress), and the samplers and pollers bound to those receivers
 // with a non-zero rate or interval.
 func (m *MIB) agentConfig(s *state) agent.Config {
-	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{}}
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{},
+		Hooks: map[uint32]string{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
 		if r.static && r.unresolved != "" {
@@ -563,6 +567,9 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		}
 		if d := src.port.Direction; d != 0 && d != sflow.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
 			cfg.Directions[src.ds.Index] = d
+		}
+		if h := src.port.Hook; h != "" && src.ds.Type == sflow.SourceIfIndex {
+			cfg.Hooks[src.ds.Index] = h
 		}
 		for j, f := range src.fs {
 			if active[f.receiver] && f.rate > 0 {

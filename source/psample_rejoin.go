@@ -95,6 +95,9 @@ func (p *Psample) checkFamily(cur psample.Family) psample.Family {
 		"family", f.ID, "packets_group", f.Packets, "was_family", cur.ID, "was_group", cur.Packets)
 	p.mu.Lock()
 	for _, r := range p.readers {
+		if r.conn.Load() == nil {
+			continue // a follower: its samples come through the first reader
+		}
 		r.rejoin.Store(true)
 		_ = r.Wake() // a reader that cannot be woken re-joins at its next second
 	}
@@ -107,7 +110,7 @@ func (p *Psample) joined(f psample.Family) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.readers {
-		if r.conn.Load().Family() != f {
+		if c := r.conn.Load(); c != nil && c.Family() != f { // followers have none
 			return false
 		}
 	}
@@ -127,6 +130,7 @@ func (r *PsampleReader) reopen() {
 		r.p.log.Error("psample: re-joining the family", "worker", r.id, "err", err)
 		return
 	}
+	conn.OnGroup = r.groupChanged
 	old := r.conn.Swap(conn)
 	if err := old.Close(); err != nil {
 		r.p.log.Debug("psample: closing the socket of the old family", "err", err)

@@ -125,6 +125,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"max-ports":                   "300",
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
+		"port-hook":                   "p1=tc",
 		"psample-group":               "7",
 		"sonic":                       "true",
 		"sonic-db-config":             "/run/elsewhere/database_config.json",

@@ -76,6 +76,8 @@ const (
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
+	// EgressCounters is the egress samplers' counters map.
+	EgressCounters = "tc_out_counters"
 )
 
 // layoutVersion is part of the layout fingerprint: bump it when a pinned
@@ -137,9 +139,12 @@ func (s Sizes) Differs(o Sizes) string {
 // PortValue is map_ports' value: how a port is attached.
 type PortValue struct {
 	Slot     uint32
-	Attach   uint8 // attachCode
+	Attach   uint8 // attachCode; 0: not sampled at ingress (egress only)
 	OwnQdisc uint8 // clsact: the owner created the qdisc
-	_        [2]uint8
+	// Dirs are the directions the port is sampled in (dataplane.Direction;
+	// 0, as states written before it: ingress).
+	Dirs uint8
+	_    uint8
 }
 
 // State is an open pin directory.

@@ -45,6 +45,7 @@ fail() {
 pin=/sys/fs/bpf/sflowswitchd
 work=$(mktemp -d)
 cleanup() {
+	[ -z "${paranoid0:-}" ] || sysctl -qw kernel.perf_event_paranoid="$paranoid0" || true
 	[ -z "${ping_pid:-}" ] || kill "$ping_pid" 2>/dev/null || true
 	[ -z "${dec_pid:-}" ] || kill "$dec_pid" 2>/dev/null || true
 	[ -z "${cap_pid:-}" ] || kill "$cap_pid" 2>/dev/null || true
@@ -125,6 +126,12 @@ dec_pid=$!
 dumpcap -q -i lo -B 64 -f 'udp dst port 6343' -w "$work/cap.pcapng" 2>"$work/dumpcap.err" &
 cap_pid=$!
 sleep 3
+# Debian's kernels default to kernel.perf_event_paranoid=3, at which
+# Debian 12's 6.1 refuses the drop notifications' perf events to
+# CAP_PERFMON alone (docs/reference/kernels.md): set as the
+# documentation tells the operator to, and restored at the end.
+paranoid0=$(sysctl -n kernel.perf_event_paranoid)
+sysctl -qw kernel.perf_event_paranoid=2
 echo "== the unit: $(systemd-analyze security sflowswitchd.service 2>/dev/null | tail -1)"
 systemctl start sflowswitchd || fail "systemctl start"
 pid0=$(systemctl show -P MainPID sflowswitchd)
@@ -190,7 +197,11 @@ sleep 5
 snmp_check "after the restart"
 drops_burst 9003
 sleep 2
-journalctl -u sflowswitchd --no-pager -o cat | grep -iE 'drop notifications off|not permitted|operation not permitted|seccomp' && fail "a feature refused under the unit (above)"
+# Each program of the run (the first, the upgraded one, the restarted
+# one) turned drop notifications on under the unit.
+n=$(journalctl -u sflowswitchd --no-pager -o cat | grep -c 'drop notifications on' || true)
+[ "$n" -ge 3 ] || fail "drop notifications on in $n of the 3 programs: $(journalctl -u sflowswitchd --no-pager -o cat | grep 'drop notifications' | tail -3)"
+journalctl -u sflowswitchd --no-pager -o cat | grep -iE 'seccomp|bad system call|read-only file system' && fail "refused by the unit's sandbox (above)"
 
 echo "== traffic stops"
 kill "$ping_pid"
