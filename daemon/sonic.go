@@ -17,6 +17,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/mib"
@@ -466,6 +467,27 @@ func (c sonicCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(sonicReady, prometheus.GaugeValue, b(ready))
 	ch <- prom.Counter(sonicNotifications, cl.Notifications.Load())
 	ch <- prom.Counter(sonicRefused, c.m.reloadErrors.Load())
+}
+
+// outputLookup is the agent's egress-port lookup: the kernel's FDB and
+// FIB, numbered by the kernel's ifindex, know nothing of what SONiC's ASIC
+// forwards, and a port of theirs is not SONiC's ifIndex: in SONiC mode
+// none (an ingress sample's output is reported unknown; an egress
+// sample's output is its port).
+func outputLookup(t *forwarding.Table, m *sonicMode) agent.OutputLookup {
+	if m != nil {
+		return nil
+	}
+	return t
+}
+
+// tunnelLookup is the agent's tunnel lookup, by the kernel's devices:
+// none in SONiC mode (SONiC's ports are not the kernel's tunnels).
+func tunnelLookup(t *forwarding.Table, m *sonicMode) agent.TunnelLookup {
+	if m != nil {
+		return nil
+	}
+	return t
 }
 
 // noSampling is SONiC mode's dataplane where the kernel has no psample:
