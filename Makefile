@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate reference deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
+.PHONY: all build generate reference deps lint test fuzz bench lab clean deb deb-sonic vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
 
 all: build
 
@@ -142,6 +142,12 @@ lab: build
 deb:
 	$(DEPS) deb
 	./packaging/deb/build.sh
+
+# The SONiC variant bin/sflowswitchd-sonic_VERSION_ARCH.deb (packaging/sonic/):
+# Provides, Conflicts with and Replaces hsflowd (docs/guides/sonic.md).
+deb-sonic:
+	$(DEPS) deb
+	./packaging/sonic/build.sh
 
 # The lab VMs (vagrant/README.md): Debian boxes built from Debian's
 # packages, one per release (RELEASE: bookworm = Debian 12, kernel 6.1;

@@ -59,6 +59,13 @@ type Options struct {
 	// UDP GSO could carry a run of equal-size datagrams as one. SendBatch
 	// and SendNoGSO are for comparisons (bench/daemon live -send).
 	SendNoGSO bool
+	// FirstPollWithin, when set, bounds when a new poller first polls:
+	// at a random second within it (or within its interval, when
+	// shorter), then every interval. 0: within its interval, the spread
+	// sflow_agent_design.txt "Counter Samples" asks for. A switch whose
+	// ports all appear at once (SONiC's SYSTEM_READY) reports every port
+	// within seconds, still spread.
+	FirstPollWithin time.Duration
 	// State keeps the sequence numbers, the agent's start and the ports'
 	// pool bases where they outlive the process (agent/persist, in the
 	// daemon a pinned BPF map): an upgrade or a restart continues them.
@@ -128,6 +135,7 @@ func New(opts Options) *Agent {
 		w.router = opts.Router
 		w.tunnels = opts.Tunnels
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
+		w.firstPoll = int(opts.FirstPollWithin / time.Second)
 		a.workers = append(a.workers, w)
 	}
 	return a

@@ -26,6 +26,9 @@ type ReceiverConfig struct {
 	// pollers keep running and everything they would send is counted as
 	// lost (send errors, samples unsent) until the name resolves.
 	Unresolved string
+	// Device, when set, is the device the datagrams leave through
+	// (sender.Config.Device).
+	Device string
 }
 
 // SamplerConfig is a flow sampler: a row of sFlowFsTable.

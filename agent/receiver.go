@@ -37,6 +37,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 		NoGSO:           tune.noGSO,
 		Uptime:          uptime,
 		Counters:        counts,
+		Device:          cfg.Device,
 		BeforeSend:      beforeSend,
 	})
 	if err != nil {

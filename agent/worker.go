@@ -147,6 +147,18 @@ type CounterSource interface {
 	AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error)
 }
 
+// CounterGenerations is a CounterSource that knows when a data source's
+// counters restarted (a switch port made anew under the same ifIndex):
+// each poller of the source then restarts its sequence numbers, which is
+// how sFlow tells a collector of a counter discontinuity
+// (sflow_version_5.txt, "counters_sample": "If the agent resets any of
+// the counters then it must also reset the sequence_number").
+type CounterGenerations interface {
+	// CounterGeneration is the generation of ds's counters as the last
+	// AppendCounters of ds read them: it changes when they restarted.
+	CounterGeneration(ds sflow.DataSource) uint64
+}
+
 // OutputLookup tells the egress port of a sampled frame where the agent can
 // know it (bridge FDB, FIB), and the VLANs and priorities of the frame as
 // the switch classified and forwarded it (dataplane/forwarding: the
@@ -186,6 +198,10 @@ type poller struct {
 	out       *receiverOut
 	countdown int     // seconds to the next poll
 	seq       *uint64 // last sequence number, persistent as a sampler's
+	// gen is the generation of the counters last sent (genSet: one was;
+	// CounterGenerations).
+	gen    uint64
+	genSet bool
 }
 
 // workerConfig is the part of the configuration one worker runs.
@@ -220,10 +236,13 @@ type worker struct {
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
-	output     OutputLookup
-	router     RouterLookup
-	tunnels    TunnelLookup
-	start      time.Time
+	// firstPoll bounds a new poller's first countdown, in ticks (0: its
+	// interval; Options.FirstPollWithin).
+	firstPoll int
+	output    OutputLookup
+	router    RouterLookup
+	tunnels   TunnelLookup
+	start     time.Time
 	// state holds the sequence numbers of the worker's samplers, pollers
 	// and datagram streams (agent/persist).
 	state *persist.Store
@@ -673,6 +692,14 @@ func (w *worker) poll(p *poller) {
 			return
 		}
 	}
+	if g, ok := w.counters.(CounterGenerations); ok {
+		// Per poller: every instance of the source sees the restart.
+		gen := g.CounterGeneration(p.cfg.Source)
+		if p.genSet && gen != p.gen {
+			*p.seq = 0
+		}
+		p.gen, p.genSet = gen, true
+	}
 	*p.seq++
 	w.cs = sflow.CounterSample{SequenceNumber: uint32(*p.seq), Source: p.cfg.Source, Records: recs}
 	if p.out.Add(&w.cs) == nil {
@@ -806,12 +833,15 @@ func (w *worker) apply(cfg workerConfig) {
 		p := oldP[pk]
 		delete(oldP, pk)
 		if p == nil || p.cfg.Interval != pc.Interval {
+			secs := int(pc.Interval / time.Second)
 			if p == nil {
 				p = &poller{seq: w.claim(persist.PollerKey(uint32(pc.Source.Type), pc.Source.Index, pc.Instance))}
+				if w.firstPoll > 0 {
+					secs = min(secs, w.firstPoll)
+				}
 			}
 			// Random start phase so that pollers do not fire together
 			// (sflow_agent_design.txt, "Counter Samples").
-			secs := int(pc.Interval / time.Second)
 			if secs < 1 {
 				secs = 1
 			}

@@ -33,6 +33,7 @@ import (
 //	pcap { dev sampling }      Ports, PortSampling[dev]
 //	json { udpport }           AppAPI 127.0.0.1:udpport (0 = off)
 //	dropmon { limit }          Drops on, DropsLimit
+//	sonic { waitReady unixsock }  Sonic on, SonicWaitReady, SonicTCP
 //	DNS-SD { domain }          DNSSD on, DNSSDDomain (also DNSSD = on,
 //	                           DNSSD_domain)
 //	psample { group ingress    PsampleIngressGroup = group, and
@@ -154,6 +155,13 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 		s.AppAPI = ""
 		if v.V != 0 {
 			s.AppAPI = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(v.V)).String()
+		}
+	}
+	if c.Sonic != nil {
+		// SONiC's sflow container: configuration from Redis (sonic.go).
+		s.Sonic, s.SonicTCP = true, !c.Sonic.UnixSock
+		if c.Sonic.WaitReady != nil {
+			s.SonicWaitReady = int(c.Sonic.WaitReady.V)
 		}
 	}
 	applyPlatform(c, s)

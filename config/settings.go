@@ -174,6 +174,21 @@ type Settings struct {
 	// start.
 	MaxSamplesPerSecond     int `toml:"max_samples_per_second"`
 	MaxPortSamplesPerSecond int `toml:"max_port_samples_per_second"`
+	// SONiC mode (sonic.go): the configuration, ports and counters come
+	// from SONiC's Redis, as with hsflowd's sonic { } module.
+	Sonic bool `toml:"sonic"`
+	// SonicDBConfig is SONiC's database_config.json.
+	SonicDBConfig string `toml:"sonic_db_config"`
+	// SonicWaitReady is how long, in seconds, the agent waits for
+	// SYSTEM_READY before reporting the ports anyway (hsflowd's
+	// waitReady).
+	SonicWaitReady int `toml:"sonic_wait_ready"`
+	// SonicTCP connects to Redis over TCP rather than its unix socket
+	// (hsflowd's sonic { unixsock = off }).
+	SonicTCP bool `toml:"sonic_tcp"`
+	// SonicAutoFile is where the running configuration is written as
+	// hsflowd writes /etc/hsflowd.auto ("" = not written).
+	SonicAutoFile string `toml:"sonic_auto_file"`
 	// DNSSD is configuration by DNS-SD (hsflowd.conf's DNS-SD { }): the
 	// SRV records of _sflow._udp<DNSSDDomain> name the collectors, its
 	// TXT records carry settings that override the files' and the flags'
@@ -199,6 +214,10 @@ type Collector struct {
 	Address string `toml:"address"`
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize; 0 = the default.
 	MaxDatagramSize int `toml:"max_datagram_size"`
+	// Device, when set, is the network device (or VRF device) the
+	// collector's datagrams leave through (SO_BINDTODEVICE): SONiC's
+	// collector_vrf mgmt, hsflowd's collector { dev }.
+	Device string `toml:"device"`
 }
 
 // Defaults of a daemon started with no configuration at all. Where a
@@ -259,6 +278,9 @@ func Defaults() Settings {
 		Drops:                "on",
 		DropsLimit:           DefaultDropsLimit,
 		DropsHeaderBytes:     DefaultDropsHeaderBytes,
+		SonicDBConfig:        DefaultSonicDBConfig,
+		SonicWaitReady:       DefaultSonicWaitReady,
+		SonicAutoFile:        DefaultSonicAutoFile,
 		DNSSDResolvConf:      DefaultDNSSDResolvConf,
 		DNSSDStartDelay:      DefaultDNSSDStartDelay,
 		DentSwitchPort:       DefaultDentSwitchPort,
@@ -407,11 +429,15 @@ func (s *Settings) Validate() error {
 		if _, err := ParseCollector(c.Address); err != nil {
 			errs = append(errs, fmt.Errorf("collector %d: %w", i+1, err))
 		}
+		if c.Device != "" && !validDevice(c.Device) {
+			errs = append(errs, fmt.Errorf("collector %d: device %q is not an interface name", i+1, c.Device))
+		}
 		if c.MaxDatagramSize != 0 && (c.MaxDatagramSize < 200 || c.MaxDatagramSize > 65507) {
 			errs = append(errs, fmt.Errorf("collector %d: max_datagram_size %d outside 200..65507", i+1, c.MaxDatagramSize))
 		}
 	}
 	errs = append(errs, s.validateHsflowdSettings()...)
+	errs = append(errs, s.validateSonic()...)
 	if s.SamplingUnknownSpeed == 0 {
 		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
 	}

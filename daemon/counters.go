@@ -17,6 +17,9 @@ import (
 // source/counters/host.
 type counterSource struct {
 	*link.Reader
+	// sonic reads SONiC's ports instead of the kernel's (sonic.go); nil
+	// outside SONiC mode.
+	sonic  *counterRecords
 	hostMu sync.Mutex
 	host   *host.Reader
 }
@@ -32,6 +35,8 @@ func newCounterSource(hr *host.Reader) (*counterSource, error) {
 // AppendCounters implements agent.CounterSource.
 func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource) ([]sflow.Record, error) {
 	switch {
+	case ds.Type == sflow.SourceIfIndex && c.sonic != nil:
+		return c.sonic.appendCounters(recs, ds.Index)
 	case ds.Type == sflow.SourceIfIndex:
 		return c.AppendRecords(recs, ds.Index)
 	case ds.Type == sflow.SourceSmonVlan:
@@ -45,6 +50,15 @@ func (c *counterSource) AppendCounters(recs []sflow.Record, ds sflow.DataSource)
 	}
 }
 
+// CounterGeneration implements agent.CounterGenerations: SONiC ports'
+// counters restart when their SAI object changes.
+func (c *counterSource) CounterGeneration(ds sflow.DataSource) uint64 {
+	if c.sonic == nil || ds.Type != sflow.SourceIfIndex {
+		return 0
+	}
+	return c.sonic.generation(ds.Index)
+}
+
 // Close releases the port and host readers. Pollers must have stopped.
 func (c *counterSource) Close() error {
 	c.hostMu.Lock()
@@ -54,6 +68,9 @@ func (c *counterSource) Close() error {
 
 // adapters lists the sampled ports' MACs for host_adapters.
 func (d *Daemon) adapters() []host.Adapter {
+	if d.sonic != nil {
+		return nil // the kernel's ifindex numbers are not SONiC's
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]host.Adapter, 0, len(d.ports))

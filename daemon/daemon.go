@@ -106,7 +106,11 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
 func (d *Daemon) Reload(s config.Settings) error {
-	if d.dnssd != nil {
+	if d.sonic != nil {
+		// SONiC mode: Redis's configuration stays over the file's
+		// (DNS-SD is refused with it: config.validateSonic).
+		s = d.sonic.reloadBase(s)
+	} else if d.dnssd != nil {
 		return d.dnssd.reloadBase(d, s) // under the DNS-SD answer in force (dnssd.go)
 	}
 	return d.reload(s)
@@ -192,6 +196,8 @@ type Daemon struct {
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
+	// sonic is SONiC mode (sonic.go); nil otherwise.
+	sonic *sonicMode
 }
 
 // portState is a sampled port as configured, for metrics.
@@ -202,6 +208,12 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
+	var sm *sonicMode
+	if s.Sonic {
+		// Nothing sent and no port until Redis is read.
+		sm = newSonicMode(s, log)
+		s = sonicStartSettings(s)
+	}
 	var dh *pin.Handover
 	if h != nil {
 		dh = &pin.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
@@ -225,6 +237,10 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		ready:    make(chan struct{}),
 		start:    time.Now(),
 		version:  version,
+		sonic:    sm,
+	}
+	if sm != nil {
+		sm.d = d
 	}
 	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
@@ -256,6 +272,18 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	bpfSource := source.BPF{DP: dp}
 	var sampling agent.SampleSource = bpfSource
 	switch {
+	case sm != nil:
+		d.counters.sonic = &counterRecords{m: sm, recs: map[uint32]*sonicRecords{}, ids: map[uint32]string{}, gens: map[uint32]uint64{}}
+		pc := sm.psampleConfig(s, log)
+		pc.State = store
+		if d.psample, err = source.NewPsample(pc); err != nil {
+			// Counters still come from Redis; say loudly that no flow
+			// sample will.
+			log.Error("sonic: psample unavailable: NO FLOW SAMPLES, counters only", "err", err)
+			d.psample, sampling = nil, noSampling{}
+		} else {
+			sampling = d.psample
+		}
 	case s.PsampleGroup != 0 || (usePsample(s) && !bpfPortHooks(s)):
 		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
@@ -273,15 +301,16 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
-		Workers:  s.Workers,
-		Source:   sampling,
-		Counters: d.counters,
-		Output:   d.output,
-		Router:   d.output,
-		Tunnels:  d.output,
-		Logger:   log,
-		State:    store,
-		Backoff:  agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		Workers:         s.Workers,
+		Source:          sampling,
+		Counters:        d.counters,
+		Output:          outputLookup(d.output, sm),
+		Router:          d.output,
+		Tunnels:         tunnelLookup(d.output, sm),
+		Logger:          log,
+		State:           store,
+		Backoff:         agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		FirstPollWithin: sonicFirstPoll(sm),
 		OnBackoff: func(st agent.BackoffStep) {
 			if st.To > st.From {
 				d.backoffUp.Add(1)
@@ -291,7 +320,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		},
 	})
 	d.start = d.agent.Start()
-	if d.psample == nil {
+	if d.psample == nil && sm == nil {
 		d.agent.Adopt(source.Adopted(dp))
 	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
@@ -301,6 +330,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.dnssd = newDNSSD(s)
 	d.metrics = d.newMetrics()
+	if sm != nil {
+		d.metrics.MustRegister(sonicCollector{sm})
+	}
 	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
 		FailedPorts:       d.portFail.Failed,
 		Collectors:        d.resolver.Stats,
@@ -463,7 +495,11 @@ func (d *Daemon) applyConfig(cfg agent.Config) error {
 	d.mu.Lock()
 	states := make(map[uint32]portState, len(rates))
 	for idx, rs := range rates {
-		states[idx] = portState{name: d.ports[int(idx)].Name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
+		name := d.ports[int(idx)].Name
+		if d.sonic != nil {
+			name = d.sonic.portName(idx)
+		}
+		states[idx] = portState{name: name, rate: minRate(rs), kernelRate: agent.KernelRate(rs...)}
 	}
 	d.sampled = states
 	d.mu.Unlock()
@@ -481,6 +517,9 @@ func minRate(rs []uint32) uint32 {
 
 // portName returns the name of port ifindex, or "" if unknown.
 func (d *Daemon) portName(ifindex uint32) string {
+	if d.sonic != nil {
+		return d.sonic.portName(ifindex)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ports[int(ifindex)].Name

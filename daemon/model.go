@@ -133,7 +133,7 @@ func staticReceivers(s config.Settings, res *collectoraddr.Resolver) []mib.Stati
 		if err != nil {
 			continue
 		}
-		r := mib.StaticReceiver{Address: netip.AddrPortFrom(ca.IP, ca.Port), MaxDatagramSize: c.MaxDatagramSize}
+		r := mib.StaticReceiver{Address: netip.AddrPortFrom(ca.IP, ca.Port), MaxDatagramSize: c.MaxDatagramSize, Device: c.Device}
 		if ca.Host != "" {
 			hosts = append(hosts, ca.Host)
 			r.Name = ca.Host

@@ -3,6 +3,7 @@ package daemon
 import (
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
@@ -88,13 +89,21 @@ var (
 		"Port counter reads (RTM_GETSTATS) that failed: the samples of that batch carried the pool of the previous read.", "worker")
 	psampleEgressRefused = prom.Desc("psample_egress_refused_total",
 		"Ports whose egress sampling rule the kernel refused (sampled at ingress only).")
+	psampleRejoins = prom.Desc("psample_family_rejoins_total",
+		"Times the psample family was made anew (module reload) and the readers re-joined it.")
+	psampleFamilyGone = prom.Desc("psample_family_gone",
+		"1 while the kernel has no psample family (module unloaded): no sample can arrive.")
 )
+
+// psampleFamilyCheck is how often the psample family is resolved when
+// generic netlink announced nothing (source.Psample.WatchFamily).
+const psampleFamilyCheck = 5 * time.Second
 
 // psampleCollector exports the psample readers' counters.
 type psampleCollector struct{ p *source.Psample }
 
 func (c psampleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleEgressRefused} {
+	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleEgressRefused, psampleRejoins, psampleFamilyGone} {
 		ch <- d
 	}
 }
@@ -110,4 +119,10 @@ func (c psampleCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(psamplePoolErrors, st.PoolErrors.Load(), l)
 	}
 	ch <- prom.Counter(psampleEgressRefused, c.p.EgressRefused.Load())
+	ch <- prom.Counter(psampleRejoins, c.p.Rejoins.Load())
+	gone := 0.0
+	if c.p.FamilyGone.Load() {
+		gone = 1
+	}
+	ch <- prometheus.MustNewConstMetric(psampleFamilyGone, prometheus.GaugeValue, gone)
 }

@@ -172,10 +172,22 @@ func (d *Daemon) reconfigure() {
 	d.mu.Unlock()
 	sort.Slice(present, func(i, j int) bool { return present[i].Index < present[j].Index })
 
+	var linux map[int]string
+	if d.sonic != nil {
+		// SONiC's ports, not the kernel's (sonic.go).
+		linux = make(map[int]string, len(present))
+		for _, p := range present {
+			linux[p.Index] = p.Name
+		}
+		present = nil
+	}
 	m, err := buildModel(s, present, d.resolver, d.log)
 	if err != nil {
 		d.reconfigureFailed(err)
 		return
+	}
+	if d.sonic != nil {
+		m = d.sonic.model(s, m, linux)
 	}
 	d.noteSelection(s, present)
 	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
@@ -183,6 +195,9 @@ func (d *Daemon) reconfigure() {
 		m.AgentAddr = d.agentAddr
 	}
 	d.agentAddr = m.AgentAddr
+	if d.sonic != nil {
+		d.sonic.writeAuto(s, m.AgentAddr)
+	}
 	// A change the agent refuses as a whole leaves the configuration it
 	// runs stale (configuration_stale): retried with backoff like a
 	// failure from outside. A port the kernel cannot sample is not such a

@@ -104,6 +104,13 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	if err := d.drops.Start(ctx, dropsConfig(s)); err != nil {
 		d.dropsOff(err)
 	}
+	if d.sonic != nil {
+		d.sonic.start(ctx, &running)
+	}
+	if d.psample != nil {
+		// The family made anew (module reload, warm reboot): re-join.
+		running.Go(func() { d.psample.WatchFamily(ctx, psampleFamilyCheck) })
+	}
 	d.startAgent(ctx, readers, &running)
 	d.startResolver(ctx, s)
 	running.Go(func() { d.sweepState(ctx) })

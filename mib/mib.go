@@ -126,6 +126,9 @@ type StaticReceiver struct {
 	Name string
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize (0 = 1400).
 	MaxDatagramSize int
+	// Device, when set, is the device the datagrams leave through
+	// (agent.ReceiverConfig.Device); not an SFLOW-MIB object.
+	Device string
 }
 
 // HostSource is the data source of the host counters, entPhysicalEntry.1.
@@ -144,6 +147,8 @@ type receiver struct {
 	// yet (addrType unknown, addr empty).
 	unresolved string
 	version    int32
+	// device is a static receiver's Device.
+	device string
 }
 
 func defaultReceiver() receiver {
@@ -327,7 +332,7 @@ func (m *MIB) SetStatic(st Static) error {
 	for i, r := range st.Receivers {
 		a := r.Address.Addr().Unmap()
 		rc := receiver{owner: StaticOwner, static: true, maxSize: defMaxDatagramSize,
-			addrType: inetAddressTypeV4, addr: a.AsSlice(), port: int32(r.Address.Port()), version: defDatagramVersion}
+			addrType: inetAddressTypeV4, addr: a.AsSlice(), port: int32(r.Address.Port()), version: defDatagramVersion, device: r.Device}
 		switch {
 		case !a.IsValid():
 			rc.addrType, rc.addr, rc.unresolved = inetAddressUnknown, []byte{}, r.Name
@@ -545,7 +550,7 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 			active[int32(i+1)] = true
 			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
 				Unresolved:      net.JoinHostPort(r.unresolved, strconv.Itoa(int(r.port))),
-				MaxDatagramSize: int(r.maxSize)})
+				MaxDatagramSize: int(r.maxSize), Device: r.device})
 			continue
 		}
 		a, ok := netip.AddrFromSlice(r.addr)
@@ -554,7 +559,7 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		}
 		active[int32(i+1)] = true
 		cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
-			Address: netip.AddrPortFrom(a, uint16(r.port)), MaxDatagramSize: int(r.maxSize)})
+			Address: netip.AddrPortFrom(a, uint16(r.port)), MaxDatagramSize: int(r.maxSize), Device: r.device})
 	}
 	for _, src := range s.src {
 		if src.ds.Type == sflow.SourceIfIndex && src.port.Monitor {

@@ -135,7 +135,7 @@ func (r *MixedReader) watch() {
 			continue
 		}
 		for !r.stop.Load() {
-			ok, err := r.ps.conn.WaitReadable(watchPoll)
+			ok, err := r.ps.conn.Load().WaitReadable(watchPoll)
 			if err != nil {
 				return
 			}
@@ -178,9 +178,9 @@ func (r *MixedReader) Close() {
 // tryRead is ReadSamples without a wait.
 func (r *PsampleReader) tryRead(fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
-	before := r.conn.Overruns.Load()
-	n, err := r.conn.TryRead(r.conv)
-	if d := r.conn.Overruns.Load() - before; d > 0 {
+	before := r.conn.Load().Overruns.Load()
+	n, err := r.conn.Load().TryRead(r.conv)
+	if d := r.conn.Load().Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
 	return n, err

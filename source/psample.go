@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
@@ -80,6 +81,20 @@ type PsampleConfig struct {
 	// place, a crash restart) continues them, as it continues the
 	// sequence numbers, rather than restarting them from 0.
 	State *persist.Store
+	// Pool, when set, gives the ports' packet counters for the pools in
+	// place of the netdevs' (RTM_GETSTATS): SONiC's ASIC counters. It is
+	// read by the agent's port index and must be safe for concurrent use.
+	Pool PortCounters
+	// PortMap, when set, maps the kernel's ifindex of a sample's ports to
+	// the agent's port index (SONiC's ifIndex) in the listen-only modes; a
+	// port it does not know is not the agent's (its samples counted as
+	// foreign, its other port reported unknown).
+	PortMap func(ifindex uint32) (uint32, bool)
+}
+
+// PortCounters reads a port's packet counters, by the agent's port index.
+type PortCounters interface {
+	Read(ifindex uint32) (psample.PortCounts, error)
 }
 
 // DefaultGroupBase puts the agent's groups at 0x73000000 ("s"), out of
@@ -167,8 +182,10 @@ type Psample struct {
 
 	mu    sync.Mutex
 	stats *psample.StatsReader
-	ports map[uint32]*psPort
-	table atomic.Pointer[psTable]
+	// counts reads the pools' counters: stats, or cfg.Pool.
+	counts PortCounters
+	ports  map[uint32]*psPort
+	table  atomic.Pointer[psTable]
 	// EgressRefused counts ports whose egress rule the kernel refused
 	// (sampled at ingress only).
 	EgressRefused atomic.Uint64
@@ -179,6 +196,16 @@ type Psample struct {
 	// 2^23 or more (groupFor), largeFree the pairs given back.
 	large     map[uint32]uint32
 	largeFree []uint32
+	// open opens a reader's socket (psample.Open, or a test's), in ns:
+	// the namespace the Psample was made in, whose psample groups the
+	// samples come from (the kernel multicasts them to the group's
+	// namespace only).
+	open func() (*psample.Conn, error)
+	ns   netns.NsHandle
+	// Rejoins counts the re-creations of the psample family the readers
+	// re-joined (WatchFamily); FamilyGone is set while the family is gone.
+	Rejoins    atomic.Uint64
+	FamilyGone atomic.Bool
 }
 
 // groupFor returns port ifindex's group in one direction (rules mode).
@@ -238,11 +265,18 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}}
+	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None()}
+	if ns, err := netns.Get(); err == nil {
+		p.ns = ns
+	}
 	p.table.Store(&psTable{ports: map[uint32]*psPort{}, groups: map[uint32]*psPort{}})
 	var err error
-	if p.stats, err = psample.NewStatsReader(); err != nil {
+	if cfg.Pool != nil {
+		p.counts = cfg.Pool
+	} else if p.stats, err = psample.NewStatsReader(); err != nil {
 		return nil, err
+	} else {
+		p.counts = p.stats
 	}
 	if !cfg.listenOnly() || cfg.InstallRules {
 		n, err := psample.RemoveStale()
@@ -250,7 +284,9 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 			p.log.Info("startup psample cleanup", "stale_removed", n, "err", err)
 		}
 		if p.owner, err = psample.NewOwner(); err != nil {
-			p.stats.Close()
+			if p.stats != nil {
+				p.stats.Close()
+			}
 			return nil, err
 		}
 	}
@@ -340,7 +376,7 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 		// sequences); only the rule changes.
 		pp = old
 	} else {
-		c, err := p.stats.Read(ifindex)
+		c, err := p.counts.Read(ifindex)
 		if err != nil {
 			return fmt.Errorf("psample: counters of ifindex %d: %w", ifindex, err)
 		}
@@ -512,6 +548,10 @@ func (p *Psample) Close() error {
 		errs = append(errs, p.stats.Close())
 		p.stats = nil
 	}
+	if p.ns.IsOpen() {
+		errs = append(errs, p.ns.Close())
+		p.ns = netns.None()
+	}
 	return errors.Join(errs...)
 }
 
@@ -521,16 +561,27 @@ type PsampleReaderStats struct {
 	// socket's ENOBUFS reports; Foreign the samples of groups or ports
 	// not this reader's; PoolErrors the counter reads that failed.
 	Lost, Overruns, Foreign, PoolErrors, Restarts atomic.Uint64
+	// RejoinErrors counts the sockets that could not be opened again
+	// after the family was made anew (retried at the next check).
+	RejoinErrors atomic.Uint64
 }
 
 // PsampleReader is one worker's psample socket (agent.SampleReader and
 // agent.Waker).
 type PsampleReader struct {
-	p      *Psample
-	id     int
-	conn   *psample.Conn
-	stats  *psample.StatsReader
-	listen psample.Seq // listen-only mode: the group's sequence
+	p  *Psample
+	id int
+	// conn is swapped by the reader itself when the family was made anew
+	// (rejoin); Wake reads it from other goroutines. nil for a follower.
+	conn   atomic.Pointer[psample.Conn]
+	rejoin atomic.Bool
+	// fresh: the groups' sequences are new ones (after a rejoin): the
+	// first number seen counts the samples numbered before it as lost
+	// (a new group numbers its samples from 0, net/psample/psample.c).
+	freshIn, freshEg bool
+	stats            *psample.StatsReader // nil with PsampleConfig.Pool
+	counts           PortCounters
+	listen           psample.Seq // listen-only mode: the group's sequence
 	// listenEg is the egress group's sequence (listen-only by group).
 	listenEg psample.Seq
 	// pending are listen-only losses revealed by a sample of a port this
@@ -552,14 +603,18 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	if err != nil {
 		return nil, err
 	}
-	st, err := psample.NewStatsReader()
-	if err != nil {
-		conn.Close()
-		return nil, err
+	r := &PsampleReader{p: p, id: w, counts: p.cfg.Pool, Stats: &PsampleReaderStats{}}
+	if p.cfg.Pool == nil {
+		st, err := psample.NewStatsReader()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		r.stats, r.counts = st, st
 	}
-	r := &PsampleReader{p: p, id: w, conn: conn, stats: st, Stats: &PsampleReaderStats{}}
 	r.conv = r.convert
 	conn.OnGroup = r.groupChanged
+	r.conn.Store(conn)
 	return r, nil
 }
 
@@ -577,7 +632,10 @@ func (r *PsampleReader) close() error {
 	if r.queue != nil {
 		return r.queue.close()
 	}
-	return errors.Join(r.conn.Close(), r.stats.Close())
+	if r.stats == nil {
+		return r.conn.Load().Close()
+	}
+	return errors.Join(r.conn.Load().Close(), r.stats.Close())
 }
 
 // ReadSamples implements agent.SampleReader.
@@ -586,8 +644,12 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 		return r.queue.read(deadline, fn)
 	}
 	r.fn = fn
-	before := r.conn.Overruns.Load()
-	n, err := r.conn.Read(deadline, r.conv)
+	if r.rejoin.Swap(false) {
+		r.reopen()
+	}
+	conn := r.conn.Load()
+	before := conn.Overruns.Load()
+	n, err := conn.Read(deadline, r.conv)
 	for _, q := range r.followers {
 		if q != nil {
 			if kerr := q.kick(); kerr != nil {
@@ -595,7 +657,7 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 			}
 		}
 	}
-	if d := r.conn.Overruns.Load() - before; d > 0 {
+	if d := conn.Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
 	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
@@ -612,7 +674,7 @@ func (r *PsampleReader) Wake() error {
 	if r.queue != nil {
 		return r.queue.wake()
 	}
-	return r.conn.Wake()
+	return r.conn.Load().Wake()
 }
 
 // convert turns a psample message into the worker's PacketSample.
@@ -623,16 +685,25 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	var pp *psPort
 	egress := false
 	var lost uint64 // samples lost before this one, charged to its port
+	if c := &r.p.cfg; c.listenOnly() && c.PortMap != nil {
+		// The kernel's ifindex numbers to the agent's (SONiC's); a port
+		// it does not know is reported unknown (0), and is no port of the
+		// agent's.
+		s.IIfIndex, _ = c.PortMap(s.IIfIndex)
+		if s.Has&psample.HasOIf != 0 {
+			s.OIfIndex, _ = c.PortMap(s.OIfIndex)
+		}
+	}
 	if c := &r.p.cfg; c.byGroup() {
 		// The direction comes from the group (mod_psample.c): an ingress
 		// sample belongs to the port it came in by, an egress sample to
 		// the port it leaves by.
 		switch {
 		case c.IngressGroup != 0 && s.Group == c.IngressGroup:
-			lost = r.observe(&r.listen, s.Seq)
+			lost = r.observe(&r.listen, s.Seq) + r.numberedBefore(&r.freshIn, s.Seq)
 			pp = t.ports[s.IIfIndex]
 		case c.EgressGroup != 0 && s.Group == c.EgressGroup:
-			lost = r.observe(&r.listenEg, s.Seq)
+			lost = r.observe(&r.listenEg, s.Seq) + r.numberedBefore(&r.freshEg, s.Seq)
 			if s.Has&psample.HasOIf != 0 {
 				pp, egress = t.ports[s.OIfIndex], true
 			}
@@ -651,7 +722,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
-		lost = r.observe(&r.listen, s.Seq)
+		lost = r.observe(&r.listen, s.Seq) + r.numberedBefore(&r.freshIn, s.Seq)
 		// A sample taken at egress names the port it leaves by
 		// (OIFINDEX); a port sampled at egress here takes it.
 		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&sflow.DirectionEgress != 0 {
@@ -851,7 +922,7 @@ func (r *PsampleReader) observe(q *psample.Seq, seq uint32) uint64 {
 // have been sampled (sflow_version_5.txt section 4, sample_pool).
 func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 	pp.gen = batch
-	c, err := r.stats.Read(pp.ifindex)
+	c, err := r.counts.Read(pp.ifindex)
 	if err != nil {
 		r.Stats.PoolErrors.Add(1)
 		return

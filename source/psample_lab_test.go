@@ -2,6 +2,8 @@ package source
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +16,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -377,4 +380,77 @@ func TestPsampleGapsInDrops(t *testing.T) {
 	if last.SamplePool != n+2 {
 		t.Errorf("last pool %d, want %d", last.SamplePool, n+2)
 	}
+}
+
+// TestPsampleRejoin: the psample module unloaded and loaded again (a
+// driver reload, a warm reboot) makes the family anew; the listen-only
+// readers re-join it (WatchFamily) and samples flow again, the family's
+// absence and the rejoin counted.
+func TestPsampleRejoin(t *testing.T) {
+	needActSample(t)
+	if _, err := os.Stat("/sys/module/psample/initstate"); err != nil {
+		testskip.Feature(t, builtinPsample{}, "psample as a module")
+	}
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	rule := []string{"tc", "filter", "add", "dev", "sfps0", "ingress", "matchall", "action", "sample", "rate", "1", "group", "1"}
+	lab.MustCmd(t, "tc", "qdisc", "add", "dev", "sfps0", "clsact")
+	lab.MustCmd(t, rule[0], rule[1:]...)
+	var p *Psample
+	lab.Do(t, func() (err error) {
+		p, err = NewPsample(PsampleConfig{Workers: 1, IngressGroup: 1, EgressGroup: 2})
+		return err
+	})
+	r := startAgent(t, lab, p, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.WatchFamily(ctx, time.Second); close(done) }()
+	defer func() { cancel(); <-done }()
+	r.apply(t, map[int]uint32{i0: 1}, nil)
+	lab.Send(t, "sfps1", udpFrames(20))
+	waitQuiet(t, r)
+	before := len(r.col.samples(t)[uint32(i0)])
+	if before != 20 {
+		t.Fatalf("%d samples before the reload, want 20", before)
+	}
+	lab.MustCmd(t, "tc", "filter", "del", "dev", "sfps0", "ingress")
+	if out, err := exec.Command("modprobe", "-r", "act_sample", "psample").CombinedOutput(); err != nil {
+		t.Fatalf("modprobe -r act_sample psample: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	for !p.FamilyGone.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the family's removal not noticed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out, err := exec.Command("modprobe", "psample").CombinedOutput(); err != nil {
+		t.Fatalf("modprobe psample: %v: %s", err, out)
+	}
+	_ = exec.Command("modprobe", "act_sample").Run() // tc loads it too
+	deadline = time.Now().Add(testutil.Scaled(5 * time.Second))
+	for p.Rejoins.Load() == 0 || p.FamilyGone.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rejoin after the family came back (rejoins %d, gone %v)", p.Rejoins.Load(), p.FamilyGone.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(testutil.Scaled(1500 * time.Millisecond)) // the reader's next second: its new socket
+	lab.MustCmd(t, rule[0], rule[1:]...)
+	lab.Send(t, "sfps1", udpFrames(30))
+	waitQuiet(t, r)
+	after := len(r.col.samples(t)[uint32(i0)]) - before
+	t.Logf("after the reload: %d samples of 30 frames, rejoins %d, reader lost %d, rejoin errors %d",
+		after, p.Rejoins.Load(), p.ReaderStats(0).Lost.Load(), p.ReaderStats(0).RejoinErrors.Load())
+	if after != 30 {
+		t.Errorf("%d samples after the family came back, want 30", after)
+	}
+}
+
+// builtinPsample is the probe of a psample built into the kernel (it
+// cannot be unloaded).
+type builtinPsample struct{}
+
+func (builtinPsample) Unavailable(string) error {
+	return errors.New("psample is built into the kernel: it cannot be reloaded")
 }

@@ -362,7 +362,7 @@ func TestPsamplePoolCountsInstalledRules(t *testing.T) {
 			return err
 		}
 		t.Cleanup(func() { st.Close() })
-		r = &PsampleReader{stats: st, Stats: &PsampleReaderStats{}}
+		r = &PsampleReader{stats: st, counts: st, Stats: &PsampleReaderStats{}}
 		pp.raw, err = st.Read(uint32(i1))
 		return err
 	})
@@ -636,7 +636,7 @@ func TestPsampleListenOnlyOneSocket(t *testing.T) {
 	if r.a.WorkerOf(sflow.DataSource{Index: uint32(i0)}) == r.a.WorkerOf(sflow.DataSource{Index: uint32(i1)}) {
 		t.Fatalf("ports %d and %d of one worker", i0, i1)
 	}
-	pid, err := p.readers[0].conn.PortID()
+	pid, err := p.readers[0].conn.Load().PortID()
 	if err != nil {
 		t.Fatal(err)
 	}

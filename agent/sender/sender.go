@@ -116,6 +116,11 @@ type Config struct {
 	LastSent *uint64
 	// Counters are the sets of counters that each receive every count.
 	Counters []Counters
+	// Device, when set, is the device the datagrams leave through
+	// (SO_BINDTODEVICE): a VRF's device sends through the VRF's routing
+	// table (SONiC's collector_vrf mgmt), another device through its
+	// routes only.
+	Device string
 	// BeforeSend, when not nil, is called before every system call that
 	// sends datagrams (on the owner's goroutine): the owner marks the
 	// input the datagrams were made of as consumed (the agent's ring
@@ -508,7 +513,7 @@ func (s *Sender) connect() bool {
 	if now.Before(s.nextDial) {
 		return false
 	}
-	conn, raw, err := dial(s.cfg.Collector)
+	conn, raw, err := dial(s.cfg.Collector, s.cfg.Device)
 	if err != nil {
 		s.dialWait = min(max(2*s.dialWait, redialMin), redialMax)
 		s.nextDial = now.Add(s.dialWait)
@@ -522,8 +527,8 @@ func (s *Sender) connect() bool {
 // dial opens a connected UDP socket to ap with SO_BROADCAST off (Go turns
 // it on for every IPv4 UDP socket): connecting to a broadcast address,
 // limited or subnet-directed, then fails with EACCES instead of flooding a
-// subnet.
-func dial(ap netip.AddrPort) (*net.UDPConn, syscall.RawConn, error) {
+// subnet. A device, when given, is bound before connecting.
+func dial(ap netip.AddrPort, device string) (*net.UDPConn, syscall.RawConn, error) {
 	if !ap.IsValid() {
 		return nil, nil, errUnresolved
 	}
@@ -531,6 +536,13 @@ func dial(ap netip.AddrPort) (*net.UDPConn, syscall.RawConn, error) {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
 			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 0)
+			if serr == nil && device != "" {
+				// Before connect(2), so that the route is looked up
+				// through the device (its VRF's table).
+				if err := unix.BindToDevice(int(fd), device); err != nil {
+					serr = fmt.Errorf("binding to device %s: %w", device, err)
+				}
+			}
 		}); err != nil {
 			return err
 		}

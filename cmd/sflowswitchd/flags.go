@@ -73,6 +73,8 @@ func newFlags() *flagValues {
 		f.s.PsampleGroup = uint32(g)
 		return nil
 	})
+	fs.BoolVar(&f.s.Sonic, "sonic", false, "SONiC mode: configuration, ports and ASIC counters from SONiC's Redis, samples from psample groups 1 and 2 (as hsflowd's sonic { } module)")
+	fs.StringVar(&f.s.SonicDBConfig, "sonic-db-config", "", "SONiC's Redis database `file` (default "+config.DefaultSonicDBConfig+")")
 	groupFlag := func(name, usage string, set func(uint32)) {
 		fs.Func(name, usage, func(v string) error {
 			g, err := strconv.ParseUint(v, 10, 32)
@@ -172,6 +174,8 @@ func (f *flagValues) override(s *config.Settings) {
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"port-hook":              func() { s.PortHook = parsePortDirection(f.portHook) },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"sonic":                  func() { s.Sonic = f.s.Sonic },
+		"sonic-db-config":        func() { s.SonicDBConfig = f.s.SonicDBConfig },
 		"psample-ingress-group":  func() { s.PsampleIngressGroup = f.s.PsampleIngressGroup },
 		"psample-egress-group":   func() { s.PsampleEgressGroup = f.s.PsampleEgressGroup },
 		"dent":                   func() { s.Dent = f.s.Dent },

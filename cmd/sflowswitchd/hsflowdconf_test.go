@@ -55,7 +55,7 @@ func TestHsflowdConfLikeTOML(t *testing.T) {
 		":23:3: hsflowd setting nflog ignored:",
 		":24:3: hsflowd setting k8s ignored:",
 		":25:3: hsflowd setting systemd ignored:",
-		":26:3: hsflowd setting SONIC ignored:",
+		":26:3: hsflowd setting Cumulus ignored:",
 		":27:24: hsflowd setting start ignored: drop sources are the kernel's",
 	} {
 		if strings.Count(notes, want) != 1 {

@@ -127,6 +127,8 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"hook":                        "xdp",
 		"port-hook":                   "p1=tc",
 		"psample-group":               "7",
+		"sonic":                       "true",
+		"sonic-db-config":             "/run/elsewhere/database_config.json",
 		"psample-ingress-group":       "5",
 		"psample-egress-group":        "6",
 		"dent":                        "true",

@@ -99,6 +99,8 @@ type Config struct {
 	// DropmonLimit is dropmon { limit } (hsflowd's default 100 when the
 	// block has none); nil without a dropmon block.
 	DropmonLimit *Uint
+	// Sonic is the sonic { } block (sonic.go); nil without one.
+	Sonic *Sonic
 	// DNSSD is configuration by DNS-SD (a DNS-SD { domain } block, or
 	// DNSSD = on); nil when off (dnssd.go).
 	DNSSD *DNSSD
@@ -339,7 +341,6 @@ var ignoredBlocks = map[string]string{
 	"ovs":        whyNoPlatform,
 	"os10":       whyNoPlatform,
 	"opx":        whyNoPlatform,
-	"sonic":      whyNoPlatform,
 	"eapi":       whyNoPlatform,
 	"vpp":        whyNoPlatform,
 	"nlroute":    "route and link notifications are not supported; the kernel's FIB and FDB are read for each sample's forwarding records instead",
@@ -380,6 +381,8 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.json(key, depth+1, open)
 		case "dropmon":
 			return p.dropmon(key, depth+1, open)
+		case "sonic":
+			return p.sonic(key, depth+1, open)
 		case "dns-sd":
 			return p.dnssdBlock(key, depth+1, open)
 		case "psample":

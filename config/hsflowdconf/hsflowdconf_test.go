@@ -54,7 +54,7 @@ func TestParseRepresentative(t *testing.T) {
 		}
 		names = append(names, ig.Setting)
 	}
-	if got := strings.Join(names, " "); got != "sampling.app.myapp ulog nflog k8s systemd SONIC start" {
+	if got := strings.Join(names, " "); got != "sampling.app.myapp ulog nflog k8s systemd Cumulus start" {
 		t.Fatalf("ignored %q", got)
 	}
 }

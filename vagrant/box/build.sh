@@ -89,7 +89,8 @@ case $flavor in
 lab)
 	pkgs=("${base[@]}"
 		openssh-server sudo rsync procps less iputils-ping ethtool
-		iproute2 util-linux make netsniff-ng nftables snmpd snmp tshark python3 bpftool)
+		iproute2 util-linux make netsniff-ng nftables snmpd snmp tshark python3 bpftool
+		redis-server redis-tools)
 	variant=minbase
 	;;
 fresh)
@@ -133,6 +134,8 @@ EOF
 chroot "$rootfs" systemctl enable systemd-networkd ssh >/dev/null 2>&1
 # snmpd is started by the tests themselves, on private ports.
 [ "$flavor" != lab ] || chroot "$rootfs" systemctl disable snmpd >/dev/null 2>&1 || true
+# redis-server likewise: SONiC mode's tests start their own (testkit/redistest).
+[ "$flavor" != lab ] || chroot "$rootfs" systemctl disable redis-server >/dev/null 2>&1 || true
 chroot "$rootfs" id vagrant >/dev/null 2>&1 || chroot "$rootfs" useradd -m -s /bin/bash -U vagrant
 echo 'vagrant:vagrant' | chroot "$rootfs" chpasswd
 echo 'root:vagrant' | chroot "$rootfs" chpasswd
