@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
+	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
+	"github.com/sflowswitchd/sflowswitchd/internal/instancelock"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/snmpd"
@@ -54,11 +58,21 @@ type Config struct {
 	// log_level at start and at every reload.
 	Level *slog.LevelVar
 	// Version is the software revision; "" = the module version the
-	// binary was built from, or "dev".
-	Version string
+	// binary was built from, or "dev". Commit is the VCS revision it was
+	// built from; "" = the Go toolchain's stamp (internal/buildinfo).
+	Version, Commit string
+	// Sources are where each setting came from (config.Layers.Sources),
+	// for the state file and `sflowswitchd show`; nil = unknown.
+	Sources config.Sources
+	// ConfigFile is the config file read ("" = none), for the state file.
+	ConfigFile string
 	// Handover is the previous program's, when this one was exec'ed by an
 	// upgrade in place (TakeHandover); nil otherwise.
 	Handover *Handover
+	// InstanceLock is the network namespace's instance lock
+	// (TakeInstanceLock), passed on to the program an upgrade in place
+	// execs; nil = none (tests).
+	InstanceLock *instancelock.Lock
 }
 
 // revision returns v, or the module version the binary was built from,
@@ -79,16 +93,34 @@ func revision(v string) string {
 // chosen (ErrNoAgentAddress).
 func New(c Config) (*Daemon, error) {
 	setLevel(c.Level, c.Settings.LogLevel)
+	build := buildinfo.Get(c.Version, c.Commit)
+	c.Logger.Info("sflowswitchd starting", "version", build.Version, "commit", build.Commit, "go", build.GoVersion, "pid", os.Getpid())
 	privilege.LogCapabilities(c.Logger)
 	if err := requireAgentAddress(c.Settings); err != nil {
 		return nil, err
 	}
-	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover)
+	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover, build)
 	if d != nil {
+		d.sources = c.Sources
+		d.configFile = c.ConfigFile
 		d.level = c.Level
+		d.instanceLock = c.InstanceLock
 		d.upgraded(c.Handover)
 	}
 	return d, err
+}
+
+// TakeInstanceLock takes the network namespace's instance lock: one
+// sflowswitchd per network namespace (internal/instancelock), whatever
+// its pin directory, state directory or metrics address. A program
+// exec'ed by an upgrade in place takes over its predecessor's (h). The
+// refusal names the running daemon's PID.
+func TakeInstanceLock(h *Handover) (*instancelock.Lock, error) {
+	fd := -1
+	if h != nil {
+		fd = h.InstanceLockFD
+	}
+	return instancelock.Take(instancelock.DefaultName, fd)
 }
 
 // ErrNoAgentAddress is New's refusal to start when no agent address can
@@ -103,7 +135,7 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
-func (d *Daemon) Reload(s config.Settings) error { return d.reload(s) }
+func (d *Daemon) Reload(s config.Settings) error { return d.reload(s, nil) }
 
 // Daemon is the composition: it ties the dataplane, the agent, port
 // discovery, the MIB, the application sub-agent, drop notifications and
@@ -139,6 +171,8 @@ type Daemon struct {
 
 	// level is the logger's level (Config.Level; nil = not ours to set).
 	level *slog.LevelVar
+	// instanceLock is Config.InstanceLock.
+	instanceLock *instancelock.Lock
 
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
@@ -178,6 +212,23 @@ type Daemon struct {
 	reconfFailures atomic.Uint64
 	reconfFailing  atomic.Bool
 	reconfWait     time.Duration
+	// reloadFailures counts the reloads refused, reloadFailing is set
+	// while the last one was (ReloadOn).
+	reloadFailures atomic.Uint64
+	reloadFailing  atomic.Bool
+	// sources are where each setting in force came from (under mu).
+	sources config.Sources
+	// build is the running build, for the state file.
+	build buildinfo.Info
+	// configFile is the config file read, for the state file.
+	configFile string
+	// agentChoice is the agent address in force and why (under mu).
+	agentChoice agentChoice
+	// stateMu orders the state file's writes; auto writes hsflowd.auto
+	// and stateErr is the last write's failure (under stateMu).
+	stateMu  sync.Mutex
+	auto     *autofile.Writer
+	stateErr error
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -190,7 +241,7 @@ type portState struct {
 	kernelRate uint32
 }
 
-func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
+func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover, build buildinfo.Info) (*Daemon, error) {
 	var dh *dataplane.Handover
 	if h != nil {
 		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
@@ -214,6 +265,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		ready:    make(chan struct{}),
 		start:    time.Now(),
 		version:  version,
+		build:    build,
 	}
 	d.portFail = portfail.New(log, d.portName)
 	d.resolver = collectoraddr.NewResolver(log, d.poke)
@@ -285,14 +337,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.metrics = d.newMetrics()
-	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
-		FailedPorts:       d.portFail.Failed,
-		Collectors:        d.resolver.Stats,
-		UnmatchedPatterns: d.unmatchedPatterns,
-		Reconfigure: func() (uint64, bool) {
-			return d.reconfFailures.Load(), d.reconfFailing.Load()
-		},
-	}))
+	d.metrics.MustRegister(d.configCollector())
 	if err := d.newMIB(s, version); err != nil {
 		return fail(err)
 	}
@@ -303,6 +348,24 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		return fail(err)
 	}
 	return d, nil
+}
+
+// configCollector exports the configuration plane's state: ports not
+// sampled, collector names, unmatched patterns, reconfigurations and
+// reloads that failed, the build.
+func (d *Daemon) configCollector() prometheus.Collector {
+	return metrics.NewConfigCollector(metrics.ConfigState{
+		FailedPorts:       d.portFail.Failed,
+		Collectors:        d.resolver.Stats,
+		UnmatchedPatterns: d.unmatchedPatterns,
+		Reconfigure: func() (uint64, bool) {
+			return d.reconfFailures.Load(), d.reconfFailing.Load()
+		},
+		Reload: func() (uint64, bool) {
+			return d.reloadFailures.Load(), !d.reloadFailing.Load()
+		},
+		Build: metrics.BuildInfo{Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion},
+	})
 }
 
 // newMIB builds the SFLOW-MIB, the daemon's configuration model. It is
@@ -413,6 +476,7 @@ func (d *Daemon) applyConfig(cfg agent.Config) error {
 	d.sampled = states
 	d.mu.Unlock()
 	d.counters.Forget(keep)
+	d.writeState(cfg)
 	return err
 }
 

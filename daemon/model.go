@@ -19,6 +19,9 @@ import (
 type model struct {
 	// AgentAddr is the agent address chosen; invalid when none could be.
 	AgentAddr netip.Addr
+	// AgentIf is the interface that has it ("" = none of this host's), and
+	// AgentWhy says how it was chosen.
+	AgentIf, AgentWhy string
 	// Static is the static configuration (mib.MIB.SetStatic).
 	Static mib.Static
 	// Ports are the selected ports as data sources (mib.MIB.SetPorts).
@@ -36,10 +39,12 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	if err != nil {
 		return m, err
 	}
-	m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
+	var how string
+	m.AgentAddr, how, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
+	m.AgentIf, m.AgentWhy = agentWhy(s, how, m.AgentAddr, addrs)
 	m.Static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.PollInterval()}
 	m.Static.Receivers = staticReceivers(s, res)
 	sel, err := dataplane.SelectPorts(s.Ports)
@@ -71,6 +76,29 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	}
 	m.Ports = append(m.Ports, l2Sources(ports, selected, log)...)
 	return m, nil
+}
+
+// agentWhy names the interface that has the agent address a and says
+// why it was chosen, from agentaddr.Choose's how.
+func agentWhy(s config.Settings, how string, a netip.Addr, addrs []agentaddr.HostAddr) (string, string) {
+	iface := ""
+	for _, h := range addrs {
+		if h.Addr == a {
+			iface = h.IfName
+			break
+		}
+	}
+	switch {
+	case !a.IsValid():
+		return "", "none available"
+	case how == "configured":
+		return iface, "agent_address set"
+	case s.AgentInterface != "":
+		return iface, "the address of agent_interface " + s.AgentInterface
+	case len(s.AgentCIDR) > 0:
+		return iface, "preferred by agent_cidr, then ranked: up, IPv4 before IPv6, global before private before link-local, lowest ifindex"
+	}
+	return iface, "ranked among the host's addresses: up, IPv4 before IPv6, global before private before link-local, lowest ifindex"
 }
 
 // statsVLANs lists the VLAN data sources of the selected ports

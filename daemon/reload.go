@@ -64,11 +64,14 @@ func (d *Daemon) checkReload(s config.Settings) error {
 }
 
 // ReloadOn reloads the settings load returns (the config file and flags
-// read again) at each signal on hup (SIGHUP), until ctx ends. Settings
-// that cannot be read, or could only be applied in part, are refused and
-// logged; the running ones stay in force. A signal that arrives while Run
-// starts waits in hup and is applied once start-up completed.
-func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, error)) {
+// read again), with where each came from, at each signal on hup (SIGHUP),
+// until ctx ends. Settings that cannot be read, or could only be applied
+// in part, are refused, logged and counted
+// (sflowswitchd_config_reload_failures_total,
+// sflowswitchd_config_last_reload_success); the running ones stay in
+// force. A signal that arrives while Run starts waits in hup and is
+// applied once start-up completed.
+func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, config.Sources, error)) {
 	select {
 	case <-ctx.Done():
 		return
@@ -79,19 +82,24 @@ func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func()
 		case <-ctx.Done():
 			return
 		case <-hup:
-			s, err := load()
+			s, src, err := load()
 			if err == nil {
-				err = d.Reload(s)
+				err = d.reload(s, src)
 			}
 			if err != nil {
-				d.log.Error("config reload refused; previous settings stay in force", "err", err)
+				n := d.reloadFailures.Add(1)
+				d.reloadFailing.Store(true)
+				d.log.Error("config reload refused; previous settings stay in force", "err", err, "refused_total", n)
+				continue
 			}
+			d.reloadFailing.Store(false)
 		}
 	}
 }
 
-// reload installs new settings (SIGHUP).
-func (d *Daemon) reload(s config.Settings) error {
+// reload installs new settings (SIGHUP) and where they came from (nil:
+// as before), and logs what changed.
+func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 	setLevel(d.level, s.LogLevel)
 	if err := d.checkReload(s); err != nil {
 		return err
@@ -139,11 +147,22 @@ func (d *Daemon) reload(s config.Settings) error {
 		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances
 	}
 	d.settings = s
+	if src != nil {
+		d.sources = src
+	}
 	d.mu.Unlock()
 	if err := d.drops.Apply(dropsConfig(s)); err != nil {
 		d.dropsOff(err)
 	}
-	d.log.Info("configuration reloaded")
+	changes := config.Changes(old, s)
+	what := make([]string, len(changes))
+	for i, c := range changes {
+		what[i] = c.String()
+	}
+	if len(what) == 0 {
+		what = []string{"nothing"}
+	}
+	d.log.Info("configuration reloaded", "changed", strings.Join(what, "; "))
 	d.poke()
 	return nil
 }
@@ -168,11 +187,22 @@ func (d *Daemon) reconfigure() {
 	}
 	d.reconfigured()
 	d.noteSelection(s, ports)
+	choice := agentChoice{addr: m.AgentAddr, iface: m.AgentIf, why: m.AgentWhy}
 	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
 		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
 		m.AgentAddr = d.agentAddr
+		d.mu.Lock()
+		choice = d.agentChoice
+		d.mu.Unlock()
+		choice.why = "kept: no address available now, the last one chosen stays"
+	}
+	if m.AgentAddr != d.agentAddr {
+		d.log.Info("agent address", "agent_address", m.AgentAddr, "interface", choice.iface, "why", choice.why)
 	}
 	d.agentAddr = m.AgentAddr
+	d.mu.Lock()
+	d.agentChoice = choice
+	d.mu.Unlock()
 	if err := d.mib.SetStatic(m.Static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
 	}

@@ -39,7 +39,7 @@ install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/etc/sfl
 # Go team's toolchain), reproducible paths, stripped, version in
 # sFlowVersion.
 CGO_ENABLED=0 GOARCH=$arch $go build -buildmode=pie -trimpath -buildvcs=false \
-	-ldflags "-s -w -X main.version=$VERSION" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
+	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$(git rev-parse --short=12 HEAD)" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
 install -m 0644 deploy/sflowswitchd.service "$pkg/lib/systemd/system/"
 install -m 0644 deploy/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
 install -m 0644 deploy/sflowswitchd.conf.example "$doc/examples/"
