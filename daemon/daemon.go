@@ -206,6 +206,9 @@ type Daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// mgmtLeftOut is the ports the default selection left out, as last
+	// logged (reconfigure only).
+	mgmtLeftOut string
 	// reconfFailures counts reconfigurations that failed (reload.go),
 	// reconfFailing is set while the last one failed, reconfWait is the
 	// backoff (reconfigure only).

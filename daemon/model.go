@@ -22,6 +22,9 @@ type model struct {
 	// AgentIf is the interface that has it ("" = none of this host's), and
 	// AgentWhy says how it was chosen.
 	AgentIf, AgentWhy string
+	// Management are the ports the default selection (no ports setting)
+	// leaves out, sorted: the management interface (managementPorts).
+	Management []string
 	// Static is the static configuration (mib.MIB.SetStatic).
 	Static mib.Static
 	// Ports are the selected ports as data sources (mib.MIB.SetPorts).
@@ -57,10 +60,18 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 			return m, err
 		}
 	}
+	mgmt := map[int]bool{}
+	if len(s.Ports) == 0 {
+		mgmt = managementPorts(m.AgentAddr, addrs, log)
+	}
 	var selected []dataplane.PortInfo
 	for _, p := range ports {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && !sel(p) {
+			continue
+		}
+		if !monitor && mgmt[p.Index] {
+			m.Management = append(m.Management, p.Name)
 			continue
 		}
 		dir := agent.DirectionIngress
@@ -76,6 +87,24 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	}
 	m.Ports = append(m.Ports, l2Sources(ports, selected, log)...)
 	return m, nil
+}
+
+// managementPorts are the ports the default port selection leaves out:
+// the interface of the agent address and those of the default routes,
+// which on a switch are its management port (eth0), not a switch port.
+// A configured ports setting samples what it lists, these included.
+func managementPorts(agentAddr netip.Addr, addrs []agentaddr.HostAddr, log *slog.Logger) map[int]bool {
+	out, err := agentaddr.DefaultRouteLinks()
+	if err != nil {
+		log.Warn("default routes unknown: the default port selection may include the management interface", "err", err)
+		out = map[int]bool{}
+	}
+	for _, h := range addrs {
+		if agentAddr.IsValid() && h.Addr == agentAddr {
+			out[h.IfIndex] = true
+		}
+	}
+	return out
 }
 
 // agentWhy names the interface that has the agent address a and says

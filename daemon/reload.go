@@ -187,6 +187,12 @@ func (d *Daemon) reconfigure() {
 	}
 	d.reconfigured()
 	d.noteSelection(s, ports)
+	if mg := strings.Join(m.Management, ","); mg != d.mgmtLeftOut {
+		if mg != "" {
+			d.log.Info("management interface left out of the default port selection (the agent address's or the default route's); list it in ports to sample it", "ports", mg)
+		}
+		d.mgmtLeftOut = mg
+	}
 	choice := agentChoice{addr: m.AgentAddr, iface: m.AgentIf, why: m.AgentWhy}
 	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
 		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)

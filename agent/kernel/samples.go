@@ -29,7 +29,7 @@ func PortConfig(p agent.PortSampling) dataplane.PortConfig {
 		mode = dataplane.ModeMonitor
 	}
 	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
-		Direction: Direction(p.Direction)}
+		Direction: Direction(p.Direction), ConfiguredRate: p.Rate}
 }
 
 // Direction is the dataplane's direction of an agent direction (0:

@@ -138,8 +138,9 @@ func Render(w io.Writer, st State) error {
 	if st.Agent.Interface != "" {
 		agent += " (" + st.Agent.Interface + ")"
 	}
-	fmt.Fprintf(tw, "agent address:\t%s\t%s\t[%s]\n", agent, st.Agent.Why, st.Agent.Source)
-	fmt.Fprintf(tw, "polling:\t%s\t\t[%s]\n", polling(st.Polling), st.PollingSource)
+	fmt.Fprintf(tw, "agent address:\t%s\t[%s]\n", agent, st.Agent.Source)
+	fmt.Fprintf(tw, "  chosen:\t%s\n", st.Agent.Why)
+	fmt.Fprintf(tw, "polling:\t%s\t[%s]\n", polling(st.Polling), st.PollingSource)
 	fmt.Fprintf(tw, "header bytes:\t%d\n", st.HeaderBytes)
 	fmt.Fprintf(tw, "\ncollectors:\n")
 	if len(st.Collectors) == 0 {

@@ -259,7 +259,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	t.Logf("kernel.perf_event_paranoid=%d; a process with %s only opens a BPF output perf event: %v (%s)",
 		sysctlInt(t, "kernel/perf_event_paranoid"), daemonCaps, allowed, answer)
 	if !allowed {
-		if _, on := m.value("sflowswitchd_drops_counted_total"); on {
+		if _, on := m.value("sflowswitchd_switch_dropped_packets_counted_total"); on {
 			t.Errorf("drop notifications are on although the kernel refuses the daemon a perf event (%s)", answer)
 		}
 		if v, ok := m.get("sflowswitchd_kernel_feature", `feature="tp_btf_kfree_skb"`); !ok || v != 0 {
@@ -286,8 +286,8 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	// allows them the perf event: their per-CPU perf buffers
 	// (perf_event_open needs CAP_PERFMON; their locked memory stays
 	// within perf_event_mlock_kb without CAP_IPC_LOCK) opened.
-	if _, ok := m.value("sflowswitchd_drops_counted_total"); allowed && !ok {
-		t.Errorf("drop notifications are not on (no sflowswitchd_drops_counted_total)\n%s", d.log())
+	if _, ok := m.value("sflowswitchd_switch_dropped_packets_counted_total"); allowed && !ok {
+		t.Errorf("drop notifications are not on (no sflowswitchd_switch_dropped_packets_counted_total)\n%s", d.log())
 	}
 	if logged := strings.Contains(d.log(), "carry no extended_function"); allowed && logged != (names == 0) {
 		t.Errorf("log says drop locations cannot be named: %v, want %v", logged, names == 0)

@@ -146,13 +146,13 @@ func (d *Runner) stopLocked() error {
 var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)
 	dropNotifUnsent = prometheus.NewDesc("sflowswitchd_drop_notifications_unsent_total", "Notifications that arrived while no receiver was configured (counted in the drops field).", nil, nil)
-	dropsCounted    = prometheus.NewDesc("sflowswitchd_drops_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
+	dropsCounted    = prometheus.NewDesc("sflowswitchd_switch_dropped_packets_counted_total", "Packets dropped in the switch's namespace (all reasons, all ports), exact.", nil, nil)
 	dropNotif       = prometheus.NewDesc("sflowswitchd_drop_notifications_total", "What became of each drop's notification in the kernel: notified, suppressed (over drops_limit) or ring_full (the CPU's perf buffer was full).", []string{"outcome"}, nil)
 	dropBufLost     = prometheus.NewDesc("sflowswitchd_drop_notifications_buffer_lost_total", "Lost records the perf buffers reported to the reader (each one is also counted in outcome ring_full, which may be ahead: the kernel reports a loss when the buffer next takes a record).", nil, nil)
-	dropsUncounted  = prometheus.NewDesc("sflowswitchd_drops_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
-	dropsByReason   = prometheus.NewDesc("sflowswitchd_drops_total", "Packets dropped in the switch's namespace, by kernel reason (and its sFlow drop_reason), exact.", []string{"reason", "sflow_reason"}, nil)
+	dropsUncounted  = prometheus.NewDesc("sflowswitchd_switch_dropped_packets_uncounted_total", "Drops missing from the per-reason or per-port counts (their maps were full).", nil, nil)
+	dropsByReason   = prometheus.NewDesc("sflowswitchd_switch_dropped_packets_total", "Packets the switch dropped (in its namespace), by kernel reason (and its sFlow drop_reason), exact; not samples the agent lost (sflowswitchd_samples_dropped_total, sflowswitchd_port_kernel_drops_total).", []string{"reason", "sflow_reason"}, nil)
 	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
-	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_drops_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
+	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_switch_dropped_packets_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
 )
 
 // dropCollector exports the drop metrics. The kernel's counters restart
