@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -34,7 +35,9 @@ func unknownSettings(name string, data []byte, und []toml.Key) error {
 			continue
 		}
 		msg := fmt.Sprintf("config %s:%d: unknown setting %q", name, keyLine(data, k), shortError(k.String()))
-		if s := suggest(k); s != "" {
+		if k.String() == "sflow" {
+			msg += ` (hsflowd.conf syntax: keep that file and name it with hsflowd_conf = "/etc/hsflowd.conf")`
+		} else if s := suggest(k); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		} else {
 			msg += " (see sflowswitchd(8), CONFIGURATION)"
@@ -144,6 +147,9 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
+// decodeErrRE splits the decoder's plain errors.
+var decodeErrRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
 // tomlTypeRE finds the TOML value's type in the decoder's type mismatch.
 var tomlTypeRE = regexp.MustCompile(`TOML value has type ([^;]+);`)
 
@@ -152,7 +158,14 @@ var tomlTypeRE = regexp.MustCompile(`TOML value has type ([^;]+);`)
 func decodeError(name string, err error) error {
 	var pe toml.ParseError
 	if !errors.As(err, &pe) {
-		return fmt.Errorf("config %s: %s", name, shortError(err.Error()))
+		// A type mismatch is a plain error: "toml: line N (last key
+		// "k"): incompatible types: ...".
+		m := decodeErrRE.FindStringSubmatch(err.Error())
+		if m == nil {
+			return fmt.Errorf("config %s: %s", name, shortError(err.Error()))
+		}
+		pe.Position.Line, _ = strconv.Atoi(m[1])
+		pe.LastKey, pe.Message = m[2], m[3]
 	}
 	key := pe.LastKey
 	where := fmt.Sprintf("config %s:%d", name, pe.Position.Line)

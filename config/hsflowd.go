@@ -223,12 +223,12 @@ func (s *Settings) validateHsflowdSettings() []error {
 			errs = append(errs, fmt.Errorf("sampling_speed %q: want a speed such as 100M, 1G, 10G, 25G", k))
 		}
 		if v == 0 {
-			errs = append(errs, fmt.Errorf("sampling_speed %q: rate must be positive", k))
+			errs = append(errs, fmt.Errorf("sampling_speed %q = 0: %s", k, RateZero))
 		}
 	}
 	for k, v := range s.PortSampling {
 		if v == 0 {
-			errs = append(errs, fmt.Errorf("port_sampling %q: rate must be positive", k))
+			errs = append(errs, fmt.Errorf("port_sampling %q = 0: %s", k, RateZero))
 		}
 	}
 	if _, err := parseAgentCIDRs(s.AgentCIDR); err != nil {

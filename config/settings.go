@@ -360,9 +360,7 @@ func parse(name string, data []byte, s *Settings) (toml.MetaData, error) {
 // config file, hsflowd.conf and the flags refuse it; only the SFLOW-MIB
 // (sFlowFsPacketSamplingRate, RFC 3176 / sFlow v5 MIB: "0 disables
 // sampling") turns a sampler off with it.
-const RateZero = "a sampling rate is 1 in N packets, N at least 1; 0 is refused: " +
-	"leave sampling out for the rate from link speed, leave a port out of ports not to sample it " +
-	"(only over SNMP, in the SFLOW-MIB, does sFlowFsPacketSamplingRate 0 turn a sampler off)"
+const RateZero = "0 is not a rate (sample 1 in N, N >= 1): for the rate from link speed leave the setting out; not to sample a port leave it out of ports"
 
 // MaxConfigBytes bounds the config file (and hsflowd.conf): a real one
 // is a few KiB. With the nesting bounded (checkTOMLShape) the decoder
@@ -424,21 +422,11 @@ func (s *Settings) Validate() error {
 	if s.SamplingUnknownSpeed == 0 {
 		errs = append(errs, errors.New("sampling_unknown_speed = 0: "+RateZero))
 	}
-	for _, m := range []struct {
-		key   string
-		rates map[string]uint32
-	}{{"port_sampling", s.PortSampling}, {"sampling_speed", s.SamplingSpeed}} {
-		for k, r := range m.rates {
-			if r == 0 {
-				errs = append(errs, fmt.Errorf("%s %q = 0: %s", m.key, k, RateZero))
-			}
-		}
-	}
 	if s.Polling < 0 {
 		errs = append(errs, errors.New("polling must not be negative"))
 	}
 	if s.HeaderBytes < 20 || s.HeaderBytes > 256 {
-		errs = append(errs, fmt.Errorf("header_bytes %d outside 20..256", s.HeaderBytes))
+		errs = append(errs, fmt.Errorf("header_bytes %d: want %d..256 (bytes of each sampled frame)", s.HeaderBytes, MinHeaderBytes))
 	}
 	if !validDirection(s.Direction) {
 		errs = append(errs, fmt.Errorf("direction %q: want ingress, egress or both", s.Direction))
