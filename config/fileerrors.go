@@ -35,10 +35,18 @@ func unknownSettings(name string, data []byte, und []toml.Key) error {
 			continue
 		}
 		msg := fmt.Sprintf("config %s:%d: unknown setting %q", name, keyLine(data, k), shortError(k.String()))
+		top := ""
+		if len(k) == 2 && k[0] == "collector" {
+			top = suggest(toml.Key{k[1]})
+		}
 		if k.String() == "sflow" {
 			msg += ` (hsflowd.conf syntax: keep that file and name it with hsflowd_conf = "/etc/hsflowd.conf")`
 		} else if s := suggest(k); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		} else if top != "" {
+			// TOML: every key after a [[collector]] header is that
+			// collector's, up to the next header.
+			msg += fmt.Sprintf(" (the setting %q goes before the first [[collector]]: the keys after it belong to that collector)", top)
 		} else {
 			msg += " (see sflowswitchd(8), CONFIGURATION)"
 		}
