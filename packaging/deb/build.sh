@@ -5,7 +5,8 @@
 # deploy/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
 # configuration as the conffile /etc/sflowswitchd/sflowswitchd.conf, the MIB
 # modules of mibs/ in /usr/share/sflowswitchd/mibs, the man page
-# sflowswitchd(8), README.md and docs/KERNELS.md. The package does not
+# sflowswitchd(8), README.md and docs/*.md (OPERATIONS: the health
+# checklist and the log messages). The package does not
 # enable or start the service (see postinst).
 #
 # Environment: VERSION (default: git describe, else 0.1.0~gitDATE.HASH),
@@ -45,7 +46,17 @@ install -m 0644 deploy/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswi
 install -m 0644 deploy/sflowswitchd.conf.example "$doc/examples/"
 install -m 0644 mibs/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
 gzip -9n <"$here/sflowswitchd.8" >"$pkg/usr/share/man/man8/sflowswitchd.8.gz"
+# The operator's documents, where the README's relative links (docs/...)
+# lead from /usr/share/doc/sflowswitchd/README.md; KERNELS.md also at the
+# top, where the man page names it.
 install -m 0644 README.md docs/KERNELS.md "$doc/"
+install -d "$doc/docs"
+install -m 0644 docs/*.md "$doc/docs/"
+# Every document the README links to is in the package (a link to a
+# folder, docs/spec/, is left to the web).
+for f in $(grep -o '](docs/[^)#]*' README.md | sed 's/^](//' | grep -v '/$' | sort -u); do
+	[ -f "$doc/$f" ] || { echo "deb: README.md links to $f, which the package lacks" >&2; exit 1; }
+done
 install -m 0644 "$here/copyright" "$doc/copyright"
 # A native package's changelog: one entry for this build.
 {
