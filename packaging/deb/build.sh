@@ -47,9 +47,8 @@ install -m 0644 deploy/sflowswitchd.conf.example "$doc/examples/"
 install -m 0644 mibs/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
 gzip -9n <"$here/sflowswitchd.8" >"$pkg/usr/share/man/man8/sflowswitchd.8.gz"
 # The operator's documents, where the README's relative links (docs/...)
-# lead from /usr/share/doc/sflowswitchd/README.md; KERNELS.md also at the
-# top, where the man page names it.
-install -m 0644 README.md docs/KERNELS.md "$doc/"
+# lead from /usr/share/doc/sflowswitchd/README.md.
+install -m 0644 README.md "$doc/"
 install -d "$doc/docs"
 install -m 0644 docs/*.md "$doc/docs/"
 # Every document the README links to is in the package (a link to a
