@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/sflowswitchd/sflowswitchd/daemon"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
@@ -62,7 +63,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
 	f.fs.SetOutput(stderr) // hsflowd.conf's notes
 	s, err := f.load()
 	if f.checkConfig {
-		return checkConfig(f, err, stdout, stderr)
+		return checkConfig(f.configFile, s.HsflowdConf, err, stdout, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sflowswitchd: configuration refused:\n%v\n", err)
@@ -138,15 +139,21 @@ func (f *flagValues) parse(args []string, stdout, stderr io.Writer) (code int, d
 // checkConfig reports the outcome of loading the settings exactly as a
 // start or a reload does (flagValues.load: config.Load with
 // daemon.Validate): every problem found, or what would be in force.
-func checkConfig(f *flagValues, err error, stdout, stderr io.Writer) int {
+func checkConfig(file, hsflowd string, err error, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "sflowswitchd: configuration refused:\n%v\n", err)
 		return exitFailed
 	}
-	what := "defaults and flags"
-	if f.configFile != "" {
-		what = f.configFile
+	var read []string
+	if file != "" {
+		read = append(read, file)
 	}
-	fmt.Fprintf(stdout, "sflowswitchd: configuration valid: %s\n", what)
+	if hsflowd != "" {
+		read = append(read, hsflowd)
+	}
+	if len(read) == 0 {
+		read = append(read, "defaults and flags")
+	}
+	fmt.Fprintf(stdout, "sflowswitchd: configuration valid: %s\n", strings.Join(read, ", "))
 	return exitOK
 }
