@@ -368,6 +368,14 @@ func (d *Daemon) configCollector() prometheus.Collector {
 			return d.reloadFailures.Load(), !d.reloadFailing.Load()
 		},
 		Build: metrics.BuildInfo{Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion},
+		Agent: func() (string, string, string) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if !d.agentChoice.addr.IsValid() {
+				return "", "", ""
+			}
+			return d.agentChoice.addr.String(), d.agentChoice.iface, d.agentChoice.why
+		},
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"reflect"
 	"runtime"
@@ -138,11 +139,13 @@ func TestReloadOn(t *testing.T) {
 	d.portFail = portfail.New(log, func(uint32) string { return "" })
 	d.resolver = collectoraddr.NewResolver(log, func() {})
 	d.build = buildinfo.Get("1.2.3", "abc")
+	d.agentChoice = agentChoice{addr: netip.MustParseAddr("198.18.0.1"), iface: "eth0", why: "agent_address set"}
 	scraped := metricstest.Scrape(t, d.configCollector())
 	for _, want := range []string{
 		"sflowswitchd_config_reload_failures_total 2\n",
 		"sflowswitchd_config_last_reload_success 0\n",
 		`sflowswitchd_build_info{commit="abc",goversion="` + runtime.Version() + `",version="1.2.3"} 1`,
+		`sflowswitchd_agent_address_info{address="198.18.0.1",interface="eth0",why="agent_address set"} 1`,
 	} {
 		if !strings.Contains(scraped, want) {
 			t.Errorf("metrics after two refused reloads lack %q:\n%s", want, scraped)

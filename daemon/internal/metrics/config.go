@@ -30,6 +30,9 @@ type ConfigState struct {
 	Reload func() (failures uint64, lastOK bool)
 	// Build is the running build (sflowswitchd_build_info).
 	Build BuildInfo
+	// Agent returns the agent address in force, the interface that has
+	// it and how it was chosen ("" address: none yet); nil: none.
+	Agent func() (address, iface, why string)
 }
 
 // BuildInfo is the running build's identity (internal/buildinfo).
@@ -54,6 +57,8 @@ var (
 		"Reloads (SIGHUP, systemctl reload) refused: the file, hsflowd.conf or the flags did not validate, or could only be applied in part; the settings in force stayed (see the log).")
 	reloadOK = prom.Desc("config_last_reload_success",
 		"1 if the last reload (or the start, before any) was applied, 0 if it was refused.")
+	agentAddress = prom.Desc("agent_address_info",
+		"The agent address in force (sFlowAgentAddress, in every datagram): always 1; the address, the interface that has it and how it was chosen in the labels.", "address", "interface", "why")
 	buildInfo = prom.Desc("build_info",
 		"The running build: always 1; its version, commit and Go toolchain in the labels.", "version", "commit", "goversion")
 	unmatchedPattern = prom.Desc("port_pattern_unmatched",
@@ -78,6 +83,7 @@ func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- reloadFailures
 	ch <- reloadOK
 	ch <- buildInfo
+	ch <- agentAddress
 }
 
 func (c configCollector) Collect(ch chan<- prometheus.Metric) {
@@ -109,6 +115,11 @@ func (c configCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prom.Counter(reloadFailures, n)
 		ch <- prom.Gauge(reloadOK, v)
+	}
+	if c.s.Agent != nil {
+		if a, iface, why := c.s.Agent(); a != "" {
+			ch <- prom.Gauge(agentAddress, 1, a, iface, why)
+		}
 	}
 	if b := c.s.Build; b.Version != "" {
 		ch <- prom.Gauge(buildInfo, 1, b.Version, b.Commit, b.GoVersion)
