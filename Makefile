@@ -23,11 +23,11 @@ deps:
 	$(DEPS) test
 
 # Regenerates the XDP programs' objects and Go bindings (committed, so a plain
-# `go build` needs no clang): the daemon's (bpf/) and the benchmarks' frame
+# `go build` needs no clang): the daemon's (dataplane/bpf/) and the benchmarks' frame
 # generator (bench/gen).
 generate:
 	$(DEPS) generate
-	$(GO) generate ./bpf/...
+	$(GO) generate ./dataplane/bpf/...
 	cd bench && $(GO) generate ./gen/...
 
 # bench/ is a Go module of its own (its plotting libraries stay out of the
@@ -43,7 +43,7 @@ lint: deps
 # The README's test command: lint, a short fuzz run of each decoder that
 # takes untrusted input, then every unit and integration test. Under CI
 # (.ci/run sets CI=1) a test may skip only for a kernel feature the probe
-# reports missing (testkit/testskip); the run ends with gotestsum's list
+# reports missing (internal/testkit/testskip); the run ends with gotestsum's list
 # of the tests skipped, each with its reason. The events are kept in
 # bin/test.json (bench/'s module: bin/test-bench.json).
 test: deps lint build fuzz
@@ -61,7 +61,7 @@ FUZZ_TARGETS := \
 	./sflow:FuzzDecode \
 	./cmd/sflowswitchd/internal/decode:FuzzPcapReader \
 	./cmd/sflowswitchd/internal/decode:FuzzRender \
-	./snmpd:FuzzDecodePDU \
+	./internal/agentx:FuzzDecodePDU \
 	./apps/app:FuzzParseJSON \
 	./apps/app:FuzzParseRT \
 	./config/hsflowdconf:FuzzParse \
@@ -128,7 +128,7 @@ stress-exact: deps
 
 lab: build
 	$(DEPS) lab
-	./lab/demo.sh
+	./test/lab/demo.sh
 
 # Debian package bin/sflowswitchd_VERSION_ARCH.deb (packaging/deb/).
 deb:

@@ -31,59 +31,15 @@ type PortSampling struct {
 	Monitor bool
 	// Direction is which way the port's frames are sampled; 0 means
 	// ingress.
-	Direction Direction
+	Direction sflow.Direction
 }
 
-// Direction is which way a port's frames are sampled (-direction): the
-// frames it receives, the frames it sends, or both. Each direction has
-// its own exact pool in the kernel; a port's data source covers the
-// directions it is sampled in, so its flow samples' sample_pool is their
-// sum (sflow_version_5.txt section 4, flow_sample.sample_pool: the
-// packets that could have been sampled).
-type Direction uint8
-
-const (
-	// DirectionIngress samples received frames (input = the port).
-	DirectionIngress Direction = 1 << iota
-	// DirectionEgress samples sent frames (output = the port).
-	DirectionEgress
-	// DirectionBoth samples both ways.
-	DirectionBoth = DirectionIngress | DirectionEgress
-)
-
-// orIngress is d with 0 read as DirectionIngress, as the dataplane does.
-func (d Direction) orIngress() Direction {
-	if d == 0 {
-		return DirectionIngress
-	}
-	return d
-}
-
-// String returns "ingress", "egress" or "both".
-func (d Direction) String() string {
-	switch d {
-	case DirectionIngress, 0:
-		return "ingress"
-	case DirectionEgress:
-		return "egress"
-	case DirectionBoth:
-		return "both"
-	}
-	return fmt.Sprintf("Direction(%d)", uint8(d))
-}
-
-// ParseDirection parses "ingress", "egress" or "both".
-func ParseDirection(s string) (Direction, error) {
-	for _, d := range []Direction{DirectionIngress, DirectionEgress, DirectionBoth} {
-		if s == d.String() {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown sampling direction %q (want ingress, egress or both)", s)
-}
-
-// Dataplane is the kernel side the agent drives.
-type Dataplane interface {
+// SampleSource is the one thing the agent knows of a sample source
+// (package source: the BPF rings, psample, both mixed): it samples the
+// ports the agent configures and reports their pools. Its samples reach
+// the workers through the SampleReaders given to Run; it may also be a
+// SampleCounter (for the backoff).
+type SampleSource interface {
 	PoolReader
 	// SetPort starts or changes sampling of port ifindex.
 	SetPort(ifindex uint32, p PortSampling) error
@@ -95,9 +51,9 @@ type Dataplane interface {
 // Options are the fixed parts of an Agent.
 type Options struct {
 	// Workers is the number of sub-agents (default 1), normally one per CPU.
-	Workers   int
-	Dataplane Dataplane
-	Counters  CounterSource
+	Workers  int
+	Source   SampleSource
+	Counters CounterSource
 	// Output finds egress ports; nil reports every output as unknown.
 	Output OutputLookup
 	// Router gives routed samples their extended_router; nil sends none.
@@ -123,7 +79,7 @@ type Options struct {
 	// nil: memory of this process only.
 	State *persist.Store
 	// Backoff sets the sampling quotas (off when zero; backoff.go), read
-	// every BackoffInterval (DefaultBackoffInterval) from a Dataplane that is a
+	// every BackoffInterval (DefaultBackoffInterval) from a Source that is a
 	// SampleCounter. OnBackoff, when set, is told each step.
 	Backoff         Backoff
 	BackoffInterval time.Duration
@@ -174,7 +130,7 @@ func New(opts Options) *Agent {
 	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
 		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}, override: map[uint32]uint32{}}
 	for i := 0; i < opts.Workers; i++ {
-		w := newWorker(i, a.log, opts.Dataplane, opts.Counters, opts.Output, opts.State, rand.Uint64())
+		w := newWorker(i, a.log, opts.Source, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.router = opts.Router
 		w.tunnels = opts.Tunnels
 		w.send = sendTuning{batch: opts.SendBatch, noGSO: opts.SendNoGSO}
@@ -263,7 +219,7 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 			}
 		}
 	}()
-	if sc, ok := a.opts.Dataplane.(SampleCounter); ok && a.opts.Backoff.on() {
+	if sc, ok := a.opts.Source.(SampleCounter); ok && a.opts.Backoff.on() {
 		interval := a.opts.BackoffInterval
 		if interval <= 0 {
 			interval = DefaultBackoffInterval
@@ -345,9 +301,9 @@ func (a *Agent) EndAdoption() error {
 // removePort stops sampling port idx, its pool kept in its base. Called
 // with mu held.
 func (a *Agent) removePort(idx uint32) error {
-	pool, _ := a.opts.Dataplane.PortPool(idx)
+	pool, _ := a.opts.Source.PortPool(idx)
 	var err error
-	if rerr := a.opts.Dataplane.RemovePort(idx); rerr != nil {
+	if rerr := a.opts.Source.RemovePort(idx); rerr != nil {
 		err = &PortError{IfIndex: idx, Err: rerr}
 	}
 	*a.base(idx) += pool
@@ -365,7 +321,7 @@ func (a *Agent) Config() Config {
 // Apply validates cfg and makes it the running configuration: the
 // dataplane is updated port by port (kernel rate, header length, owning
 // worker, mode) and every worker receives its share. An invalid cfg is
-// refused whole and changes nothing. Dataplane failures on single ports
+// refused whole and changes nothing. Source failures on single ports
 // (a port that vanished, no free port slot) are returned joined, one
 // *PortError each (see SplitPortErrors), the rest is applied; a port that
 // failed is tried again by the next Apply.
@@ -395,7 +351,7 @@ func (a *Agent) Apply(cfg Config) error {
 		// An adopted port is pinned at ingress only (dataplane pins no
 		// egress sampler): one configured with egress too is detached
 		// and attached anew, its pool continued over poolBase.
-		if p, keep := plans[idx]; keep && p.Direction.orIngress() == a.ports[idx].Direction.orIngress() {
+		if p, keep := plans[idx]; keep && p.Direction.OrIngress() == a.ports[idx].Direction.OrIngress() {
 			delete(a.held, idx) // configured: adopted for good
 			continue
 		}
@@ -465,7 +421,7 @@ func (a *Agent) Apply(cfg Config) error {
 				continue
 			}
 		}
-		if err := a.opts.Dataplane.SetPort(idx, p); err != nil {
+		if err := a.opts.Source.SetPort(idx, p); err != nil {
 			errs = append(errs, &PortError{IfIndex: idx, Err: err})
 			continue
 		}

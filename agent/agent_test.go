@@ -170,7 +170,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 	)
 	dp := newFakeDataplane()
 	c1, c2 := newCollector(t), newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
+	a := New(Options{Workers: 1, Source: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
 	cfg := Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers: []ReceiverConfig{
@@ -274,7 +274,7 @@ func TestAgentEndToEndSubsampling(t *testing.T) {
 // TestApplyRefusesInvalid checks that a bad configuration is refused whole.
 func TestApplyRefusesInvalid(t *testing.T) {
 	dp := newFakeDataplane()
-	a := New(Options{Dataplane: dp})
+	a := New(Options{Source: dp})
 	bad := Config{Samplers: []SamplerConfig{{IfIndex: 1, Receiver: 9, Rate: 10, HeaderBytes: 128}}}
 	if err := a.Apply(bad); err == nil {
 		t.Fatal("sampler naming a missing receiver accepted")
@@ -413,7 +413,7 @@ func (r *sleepyReader) Wake() error {
 func TestApplyReachesIdleWorkerAtOnce(t *testing.T) {
 	dp := newFakeDataplane()
 	c := newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp})
+	a := New(Options{Workers: 1, Source: dp})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := &sleepyReader{wake: make(chan struct{}, 1)}

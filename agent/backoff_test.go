@@ -25,7 +25,7 @@ func (c *countingDataplane) PortSamples(i uint32) (uint64, bool) {
 // configured rate only after backoffHold intervals within half the quota.
 func TestBackoffSteps(t *testing.T) {
 	dp := &countingDataplane{fakeDataplane: newFakeDataplane(), samples: map[uint32]uint64{3: 0}}
-	a := New(Options{Workers: 1, Dataplane: dp, Backoff: Backoff{PortQuota: 1000}})
+	a := New(Options{Workers: 1, Source: dp, Backoff: Backoff{PortQuota: 1000}})
 	cfg := Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers:    []ReceiverConfig{{Index: 1, Address: netip.MustParseAddrPort("198.18.0.2:6343")}},

@@ -28,7 +28,7 @@ func TestCollectorStats(t *testing.T) {
 	}
 	refused := l.LocalAddr().(*net.UDPAddr).AddrPort()
 	l.Close()
-	a := New(Options{Workers: 2, Dataplane: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
+	a := New(Options{Workers: 2, Source: dp, Counters: countersFunc(func(r []sflow.Record, _ sflow.DataSource) ([]sflow.Record, error) { return r, nil })})
 	cfg := Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers: []ReceiverConfig{

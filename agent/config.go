@@ -71,9 +71,9 @@ type Config struct {
 	// dropped (docs/ARCHITECTURE.md "Two delivery paths").
 	MonitorPorts map[uint32]bool
 	// Directions are the ports sampled in another direction than ingress
-	// (DirectionEgress, DirectionBoth); a port absent is sampled at
+	// (sflow.DirectionEgress, sflow.DirectionBoth); a port absent is sampled at
 	// ingress. A monitor port is sampled at ingress only.
-	Directions map[uint32]Direction
+	Directions map[uint32]sflow.Direction
 }
 
 // MaxHeaderBytes is the largest sFlowFsMaximumHeaderSize the dataplane
@@ -157,7 +157,7 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 		p.Rate = minRate(rates[idx])
 		p.Worker = workerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: idx})
 		p.Monitor = c.MonitorPorts[idx]
-		p.Direction = DirectionIngress
+		p.Direction = sflow.DirectionIngress
 		if d := c.Directions[idx]; d != 0 && !p.Monitor {
 			p.Direction = d
 		}

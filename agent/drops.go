@@ -16,7 +16,7 @@ import (
 )
 
 // DropNotification is one dropped packet reported by the kernel
-// (dataplane.DropEvent in the agent's terms). Header is valid only during
+// (drops.Event in the agent's terms). Header is valid only during
 // the callback that receives it.
 type DropNotification struct {
 	// ReasonName is the kernel's reason name, e.g. "NETFILTER_DROP".

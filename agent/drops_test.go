@@ -165,7 +165,7 @@ func TestDropReporter(t *testing.T) {
 	}
 	// The reporter's datagrams are in the agent's per-collector counters
 	// once its set is registered: the two datagrams the collector got.
-	a := New(Options{Workers: 1, Dataplane: newFakeDataplane()})
+	a := New(Options{Workers: 1, Source: newFakeDataplane()})
 	a.AddCollectorSet(&r.Stats().Collectors)
 	// The sender counts right after its send returns, which may be just
 	// after the collector has read the datagram.

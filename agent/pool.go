@@ -12,7 +12,7 @@ import (
 // sflow_version_5.txt section 4, flow_sample.sample_pool: the frames that
 // could have been sampled up to this one. The kernel counts a port's
 // frames per CPU. Its sampled path sums every CPU's count at the sampled
-// frame (bpf/sampler.h port_pool_sum) and the record carries that sum
+// frame (dataplane/bpf/sampler.h port_pool_sum) and the record carries that sum
 // (PacketSample.PoolSum): the sample's pool is then exact at its frame.
 //
 // A record without the sum (from a program older than the sum, still in a
@@ -133,7 +133,7 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 }
 
 // late returns the pool (without base) of a sample delivered after samples
-// taken later (its record waited for its frame, bpf/transit.h): all is
+// taken later (its record waited for its frame, dataplane/bpf/transit.h): all is
 // the kernel's every-CPU sum of its direction at its frame, to which the
 // other direction's pool adds. It keeps the pools of the samples in
 // sequence as they are: it only raises the direction's sum, should this

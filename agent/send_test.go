@@ -41,7 +41,7 @@ func TestWorkerSendsCompleteDatagramsWhenDrained(t *testing.T) {
 	const ifindex = 9
 	dp := newFakeDataplane()
 	col := newCollector(t)
-	a := New(Options{Workers: 1, Dataplane: dp})
+	a := New(Options{Workers: 1, Source: dp})
 	if err := a.Apply(Config{
 		AgentAddress: netip.MustParseAddr("198.18.0.1"),
 		Receivers:    []ReceiverConfig{{Index: 1, Address: col.addr(), MaxDatagramSize: 1400}},

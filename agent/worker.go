@@ -39,19 +39,19 @@ type PacketSample struct {
 	CPUPool uint64
 	// PoolSum says CPUPool is the port's pool in the sample's direction
 	// summed over every CPU at the sampled frame, not CPU's alone
-	// (bpf/sampler.h port_pool_sum; pool.go).
+	// (dataplane/bpf/sampler.h port_pool_sum; pool.go).
 	PoolSum bool
 	// Transit is what became of the frame after it was sampled, for a
-	// sample whose record waited for it (bpf/transit.h); zero otherwise.
+	// sample whose record waited for it (dataplane/bpf/transit.h); zero otherwise.
 	Transit Transit
 	// Route is what the kernel answered about the packet's routes at
-	// sample time (bpf/route.h); zero when it asked nothing (not IP, or
+	// sample time (dataplane/bpf/route.h); zero when it asked nothing (not IP, or
 	// a source that cannot tell).
 	Route forwarding.RouterQuery
 	// TunnelPort says IfIndex is a tunnel device (VXLAN, GRE): the sample
 	// may carry tunnel records; Tunnel holds what the kernel's tunnel
 	// metadata said (Tunnel.Known) and the sample's port, direction and
-	// length (bpf/tunnel.h).
+	// length (dataplane/bpf/tunnel.h).
 	TunnelPort bool
 	Tunnel     forwarding.TunnelQuery
 	// Header holds the first bytes of the frame; it is valid only during
@@ -77,7 +77,7 @@ type QueueInfo struct {
 }
 
 // Transit is how a sampled frame went on after it was sampled, known for
-// a sample whose record waited for its frame (bpf/transit.h). Such a
+// a sample whose record waited for its frame (dataplane/bpf/transit.h). Such a
 // sample arrives when its frame has left, after samples taken later.
 type Transit struct {
 	// Waited says the record waited; Left that the frame then left the
@@ -499,7 +499,7 @@ func (w *worker) handle(ps *PacketSample) {
 }
 
 // transitRecords adds the records of a sample followed to where its frame
-// left (bpf/transit.h) after the first nrecs, and returns the new count:
+// left (dataplane/bpf/transit.h) after the first nrecs, and returns the new count:
 // extended_egress_queue (1036) with the transmit queue; extended_queue
 // (1040) with the bytes queued ahead of it, where it went through a
 // qdisc (sflow_transit.txt: only with an extended_egress_queue); and,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # daemon.sh — sflowswitchd daemon benchmarks (bench/README.md, sections
 # 3 "CPU per million packets", 4 "Samples per second end to end" and 5 "Idle"). Run as root (bench/run.sh, `make bench`): the Go program in
-# bench/daemon builds its own namespace lab with lab/lab.sh and removes it
+# bench/daemon builds its own namespace lab with test/lab/lab.sh and removes it
 # at the end, also on SIGINT/SIGTERM; this script removes its build dir.
 #
 #   1. cpu:    whole-daemon CPU (utime+stime) and RSS while the 4-port lab

@@ -28,7 +28,7 @@ echo "== Go micro-benchmarks (count=$count, benchtime=$benchtime; benchstat-frie
 	go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" \
 		./sflow/ ./agent/... ./apps/app/ ./apps/httpsflow/ ./apps/apm/ ./dataplane/ ./dataplane/forwarding/
 	# AgentX PDU encode/decode only (the package's other benchmarks go through a real snmpd).
-	go test -run '^$' -bench PDU -benchmem -count "$count" -benchtime "$benchtime" ./snmpd/
+	go test -run '^$' -bench PDU -benchmem -count "$count" -benchtime "$benchtime" ./internal/agentx/
 	# The benchmarks' frame generator (bench/gen, issue 24): frames/s and its
 	# thread's CPU per frame, into an XDP drop on the switch port.
 	go -C bench test -run '^$' -bench Send -benchtime 2000000x -count "$count" ./gen/

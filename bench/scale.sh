@@ -3,7 +3,7 @@
 # RSS, the XDP program's per-frame cost with 1 and 1000 ports configured,
 # and a full GETBULK walk of the SFLOW-MIB through a real snmpd. Runs
 # BenchmarkScale (test/e2e/scale_bench_test.go) as root; it builds its own
-# scale labs (lab/lab.sh scale, veth pairs in namespaces) and removes them.
+# scale labs (test/lab/lab.sh scale, veth pairs in namespaces) and removes them.
 # Results: bench/README.md, "Scale to 1000 ports".
 #
 # Extra arguments go to `go test`, e.g. bench/scale.sh -benchtime 1x

@@ -10,7 +10,7 @@
 # a namespace lab of its own; prints Markdown. Results: bench/README.md,
 # "Per-packet cost".
 #
-# Self-cleaning: the lab (lab/lab.sh down PREFIX) is removed and
+# Self-cleaning: the lab (test/lab/lab.sh down PREFIX) is removed and
 # kernel.bpf_stats_enabled is put back to its previous value on every exit,
 # including errors and Ctrl-C. (The Go program enables the stats with
 # BPF_ENABLE_STATS, which the kernel drops when the process ends; the sysctl
@@ -26,7 +26,7 @@ prefix="xb$(printf '%06x' $(($$ & 0xffffff)))"
 prev_stats=$(sysctl -n kernel.bpf_stats_enabled)
 bin=$(mktemp -d)
 cleanup() {
-	lab/lab.sh down "$prefix" >/dev/null 2>&1 || true
+	test/lab/lab.sh down "$prefix" >/dev/null 2>&1 || true
 	sysctl -q -w kernel.bpf_stats_enabled="$prev_stats" || true
 	rm -rf "$bin"
 }

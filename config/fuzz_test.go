@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // FuzzParse feeds arbitrary text to the TOML config parser and then to
 // Validate, as a SIGHUP with that file would: neither may panic, and a
 // text parse accepts must leave settings Validate can judge.
 func FuzzParse(f *testing.F) {
-	example, err := os.ReadFile(filepath.Join(testutil.RepoDir(), "deploy", "sflowswitchd.conf.example"))
+	example, err := os.ReadFile(filepath.Join(testutil.RepoDir(), "packaging", "sflowswitchd.conf.example"))
 	if err != nil {
 		f.Fatal(err)
 	}

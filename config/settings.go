@@ -122,7 +122,7 @@ type Settings struct {
 	// to leave (extended_transit), through which transmit queue
 	// (extended_egress_queue) and how many bytes were queued ahead of it
 	// (extended_queue): the record waits in the kernel until the frame
-	// left (bpf/transit.h). Needs Linux 6.2; read at start.
+	// left (dataplane/bpf/transit.h). Needs Linux 6.2; read at start.
 	Transit bool `toml:"transit"`
 	// Hook is where ports are sampled: "auto" (TC ingress on veth ports,
 	// XDP elsewhere), "xdp", "tc" or "psample" (a tc matchall + sample
@@ -169,7 +169,7 @@ type Collector struct {
 
 // Defaults of a daemon started with no configuration at all. Where a
 // component has a default of its own (mib.DefaultReceivers,
-// dataplane.DefaultDropLimit, ...) the two agree: the daemon's tests
+// drops.DefaultLimit, ...) the two agree: the daemon's tests
 // check it, since this package imports no other of the project.
 const (
 	DefaultCollector            = "127.0.0.1:6343"
@@ -187,7 +187,7 @@ const (
 	DefaultStateDir      = "/var/lib/sflowswitchd"
 	// DefaultPinDir pins nothing: a daemon started by hand or by a test
 	// leaves nothing in the machine's BPF file system. The packaged
-	// configuration sets PackagedPinDir (deploy/sflowswitchd.conf.example).
+	// configuration sets PackagedPinDir (packaging/sflowswitchd.conf.example).
 	DefaultPinDir = PinOff
 	// PackagedPinDir is the pin directory of the packaged daemon.
 	PackagedPinDir = "/sys/fs/bpf/sflowswitchd"
@@ -514,7 +514,7 @@ func (s *Settings) StaticCollectors() []Collector {
 }
 
 // ParseAgentX splits the agentx setting into a network and an address for
-// snmpd.Config; network "" means off.
+// agentx.Config; network "" means off.
 func ParseAgentX(v string) (network, addr string, err error) {
 	switch {
 	case v == "off":

@@ -8,19 +8,19 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // agentxSubagent returns the AgentX subagent serving h on subtree to the
-// master the agentx setting names, or nil when agentx is off. The
+// master the agentx setting (master) names, or nil when it is off. The
 // subagent logs every reconnect attempt; those go to debug, and
 // watchAgentX reports state changes once.
-func (d *Daemon) agentxSubagent(agentx string, subtree snmpd.OID, description string, h snmpd.Handler) (*snmpd.Subagent, error) {
-	network, addr, err := config.ParseAgentX(agentx)
+func (d *Daemon) agentxSubagent(master string, subtree agentx.OID, description string, h agentx.Handler) (*agentx.Subagent, error) {
+	network, addr, err := config.ParseAgentX(master)
 	if err != nil || network == "" {
 		return nil, err
 	}
-	return snmpd.New(snmpd.Config{
+	return agentx.New(agentx.Config{
 		Network:     network,
 		Address:     addr,
 		Subtree:     subtree,

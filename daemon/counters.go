@@ -6,15 +6,15 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
-	"github.com/sflowswitchd/sflowswitchd/counters/link"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/host"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/link"
 )
 
 // counterSource is the agent's agent.CounterSource: port data sources read
-// through counters/link, the host (entPhysicalEntry.1) through
-// counters/host.
+// through source/counters/link, the host (entPhysicalEntry.1) through
+// source/counters/host.
 type counterSource struct {
 	*link.Reader
 	hostMu sync.Mutex
@@ -67,7 +67,7 @@ func (d *Daemon) adapters() []host.Adapter {
 	return out
 }
 
-func sortedIndexes(m map[int]dataplane.PortInfo) []int {
+func sortedIndexes(m map[int]ports.Info) []int {
 	keys := make([]int, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -23,11 +23,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/counters/host"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
@@ -37,12 +35,16 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/privilege"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
 	"github.com/sflowswitchd/sflowswitchd/internal/instancelock"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/source"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/host"
 )
 
 // hostSource is the data source of the host counters: entPhysicalEntry.1.
@@ -145,10 +147,10 @@ type Daemon struct {
 	dp  *dataplane.Dataplane
 	// psample samples the ports instead of dp's BPF samplers (hook
 	// psample, or listen-only psample_group); nil otherwise.
-	psample *kernel.Psample
+	psample *source.Psample
 	// mixed routes each port to dp or psample (hook auto on a switch
 	// whose ports offload tc); nil otherwise.
-	mixed    *kernel.Mixed
+	mixed    *source.Mixed
 	agent    *agent.Agent
 	output   *forwarding.Table
 	counters *counterSource
@@ -156,14 +158,14 @@ type Daemon struct {
 	// apmSubagent serves its APM-MIB reports over AgentX (nil when either
 	// is off).
 	apps        *appsubagent.Subagent
-	apmSubagent *snmpd.Subagent
+	apmSubagent *agentx.Subagent
 	start       time.Time
 	// mib is the sampling configuration model (SFLOW-MIB): the settings
 	// and the ports feed it, SNMP SETs change it, and it applies the
 	// result to the agent (applyConfig).
 	mib *mib.MIB
 	// subagent serves mib to the AgentX master; nil when agentx is off.
-	subagent *snmpd.Subagent
+	subagent *agentx.Subagent
 	// drops runs dropped-packet notifications.
 	drops *dropnotify.Runner
 	// metrics is the Prometheus registry every part registers on.
@@ -193,8 +195,8 @@ type Daemon struct {
 
 	mu       sync.Mutex
 	settings config.Settings
-	ports    map[int]dataplane.PortInfo // every link, by ifindex
-	sampled  map[uint32]portState       // what is configured now
+	ports    map[int]ports.Info   // every link, by ifindex
+	sampled  map[uint32]portState // what is configured now
 	changed  chan struct{}
 	portFail *portfail.Tracker
 	// resolver resolves collector host names in the background.
@@ -245,9 +247,9 @@ type portState struct {
 }
 
 func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover, build buildinfo.Info) (*Daemon, error) {
-	var dh *dataplane.Handover
+	var dh *pin.Handover
 	if h != nil {
-		dh = &dataplane.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
+		dh = &pin.Handover{LockFD: h.LockFD, OwnerFD: h.OwnerFD}
 	}
 	dpc, err := dataplaneConfig(s, log, dh)
 	if err != nil {
@@ -262,7 +264,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 		log:      log,
 		dp:       dp,
 		settings: s,
-		ports:    map[int]dataplane.PortInfo{},
+		ports:    map[int]ports.Info{},
 		sampled:  map[uint32]portState{},
 		changed:  make(chan struct{}, 1),
 		ready:    make(chan struct{}),
@@ -297,31 +299,31 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.Dataplane = kernel.Dataplane{DP: dp}
+	var sampling agent.SampleSource = source.BPF{DP: dp}
 	switch {
 	case usePsample(s):
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
 	case s.Hook == "auto" && autoPsample(dp.Features(), log):
 		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = kernel.NewPsample(psampleConfig(s, log)); err != nil {
+		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
 			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
 		}
-		d.mixed = kernel.NewMixed(kernel.Dataplane{DP: dp}, d.psample, offloads)
+		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
-		Workers:   s.Workers,
-		Dataplane: sampling,
-		Counters:  d.counters,
-		Output:    d.output,
-		Router:    d.output,
-		Tunnels:   d.output,
-		Logger:    log,
-		State:     store,
-		Backoff:   agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
+		Workers:  s.Workers,
+		Source:   sampling,
+		Counters: d.counters,
+		Output:   d.output,
+		Router:   d.output,
+		Tunnels:  d.output,
+		Logger:   log,
+		State:    store,
+		Backoff:  agent.Backoff{AgentQuota: uint64(s.MaxSamplesPerSecond), PortQuota: uint64(s.MaxPortSamplesPerSecond)},
 		OnBackoff: func(st agent.BackoffStep) {
 			if st.To > st.From {
 				d.backoffUp.Add(1)
@@ -332,7 +334,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	})
 	d.start = d.agent.Start()
 	if d.psample == nil {
-		d.agent.Adopt(kernel.Adopted(dp))
+		d.agent.Adopt(source.Adopted(dp))
 	}
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)

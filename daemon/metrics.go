@@ -16,9 +16,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/featurereport"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/listener"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // newMetrics returns the daemon's Prometheus registry: Go runtime and
@@ -88,7 +88,7 @@ func (d *Daemon) portMetrics() []metrics.Port {
 		eff, _ := d.agent.EffectiveRate(idx)
 		mp := metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
 			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
-		if d.dp.PortDirection(int(idx)).Has(dataplane.DirectionEgress) {
+		if d.dp.PortDirection(int(idx)).Has(sflow.DirectionEgress) {
 			if e, err := d.dp.PortCountersEgress(int(idx)); err == nil {
 				mp.Egress, mp.EgressPool, mp.EgressSamples, mp.EgressDrops = true, e.Pool, e.Samples, e.Drops
 			}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
@@ -49,18 +49,18 @@ func TestManagementPortLeftOut(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			var ports []dataplane.PortInfo
+			var present []ports.Info
 			for _, l := range links {
 				if a := l.Attrs(); a.Name != "lo" {
-					ports = append(ports, dataplane.PortInfo{Index: a.Index, Name: a.Name, Up: true})
+					present = append(present, ports.Info{Index: a.Index, Name: a.Name, Up: true})
 				}
 			}
-			m, err := buildModel(s, ports, res, log)
+			m, err := buildModel(s, present, res, log)
 			if err != nil {
 				return err
 			}
 			byIndex := map[uint32]string{}
-			for _, p := range ports {
+			for _, p := range present {
 				byIndex[uint32(p.Index)] = p.Name
 			}
 			for _, p := range m.Ports {

@@ -6,11 +6,10 @@ import (
 	"net/netip"
 	"path"
 
-	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -36,7 +35,7 @@ type model struct {
 // reports to receiver r, at the port's configured rate and the polling
 // interval; the host poller entPhysicalEntry.1 likewise), and every
 // selected port as a data source.
-func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
+func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
 	var m model
 	addrs, err := agentaddr.List()
 	if err != nil {
@@ -50,13 +49,13 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	m.AgentIf, m.AgentWhy = agentWhy(s, how, m.AgentAddr, addrs)
 	m.Static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.PollInterval()}
 	m.Static.Receivers = staticReceivers(s, res)
-	sel, err := dataplane.SelectPorts(s.Ports)
+	sel, err := ports.Select(s.Ports)
 	if err != nil {
 		return m, err
 	}
-	var monSel dataplane.PortSelector
+	var monSel ports.Selector
 	if len(s.MonitorPorts) > 0 {
-		if monSel, err = dataplane.SelectPorts(s.MonitorPorts); err != nil {
+		if monSel, err = ports.Select(s.MonitorPorts); err != nil {
 			return m, err
 		}
 	}
@@ -64,8 +63,8 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 	if len(s.Ports) == 0 {
 		mgmt = managementPorts(m.AgentAddr, addrs, log)
 	}
-	var selected []dataplane.PortInfo
-	for _, p := range ports {
+	var selected []ports.Info
+	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && !sel(p) {
 			continue
@@ -74,10 +73,10 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 			m.Management = append(m.Management, p.Name)
 			continue
 		}
-		dir := agent.DirectionIngress
+		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only
 			// Validated with the settings: an error is not expected.
-			if dir, err = agent.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
+			if dir, err = sflow.ParseDirection(s.PortDirectionOf(p.Name)); err != nil {
 				return m, err
 			}
 		}
@@ -85,7 +84,7 @@ func buildModel(s config.Settings, ports []dataplane.PortInfo, res *collectoradd
 			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
 		selected = append(selected, p)
 	}
-	m.Ports = append(m.Ports, l2Sources(ports, selected, log)...)
+	m.Ports = append(m.Ports, l2Sources(present, selected, log)...)
 	return m, nil
 }
 
@@ -131,8 +130,8 @@ func agentWhy(s config.Settings, how string, a netip.Addr, addrs []agentaddr.Hos
 }
 
 // statsVLANs lists the VLAN data sources of the selected ports
-// (dataplane.StatsVLANs; a variable for tests).
-var statsVLANs = dataplane.StatsVLANs
+// (ports.StatsVLANs; a variable for tests).
+var statsVLANs = ports.StatsVLANs
 
 // l2Sources returns the counter-only data sources the selected ports
 // bring (docs/ARCHITECTURE.md, "Ports, LAGs and VLANs"):
@@ -143,8 +142,8 @@ var statsVLANs = dataplane.StatsVLANs
 //     selected port on a VLAN-filtering bridge that keeps per-VLAN
 //     statistics. A failure to read them is logged and leaves the VLAN
 //     data sources out: ports and bonds are unaffected.
-func l2Sources(all, selected []dataplane.PortInfo, log *slog.Logger) []mib.Port {
-	byIndex := make(map[int]dataplane.PortInfo, len(all))
+func l2Sources(all, selected []ports.Info, log *slog.Logger) []mib.Port {
+	byIndex := make(map[int]ports.Info, len(all))
 	for _, p := range all {
 		byIndex[p.Index] = p
 	}
@@ -198,11 +197,11 @@ func staticReceivers(s config.Settings, res *collectoraddr.Resolver) []mib.Stati
 }
 
 // unmatched returns the patterns that match none of ports.
-func unmatched(patterns []string, ports []dataplane.PortInfo) []string {
+func unmatched(patterns []string, present []ports.Info) []string {
 	var out []string
 	for _, pat := range patterns {
 		hit := false
-		for _, p := range ports {
+		for _, p := range present {
 			if ok, _ := path.Match(pat, p.Name); ok {
 				hit = true
 				break
@@ -221,15 +220,15 @@ func unmatched(patterns []string, ports []dataplane.PortInfo) []string {
 // start-up), or a port selection that matches none of the ports present
 // while the running one matches some (a typo in ports would silence the
 // agent). Ports that do not exist yet can still be named next to others.
-func checkReload(s, old config.Settings, ports []dataplane.PortInfo, mibRows int) error {
+func checkReload(s, old config.Settings, present []ports.Info, mibRows int) error {
 	if n := len(s.StaticCollectors()); n > mibRows {
 		return fmt.Errorf("%d collectors, but the SFLOW-MIB was sized at start-up for %d (snmp_receivers, snmp_instances): restart to add collectors", n, mibRows)
 	}
 	selects := func(pats, mon []string) bool {
-		return len(pats) == 0 || len(unmatched(pats, ports)) < len(pats) || len(unmatched(mon, ports)) < len(mon)
+		return len(pats) == 0 || len(unmatched(pats, present)) < len(pats) || len(unmatched(mon, present)) < len(mon)
 	}
 	if !selects(s.Ports, s.MonitorPorts) && selects(old.Ports, old.MonitorPorts) {
-		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(ports))
+		return fmt.Errorf("ports %q match none of the %d ports present: sampling would stop on every port", s.Ports, len(present))
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // TestCollectorNameStopsResolving (issue 10, defect 3): the collector's
@@ -39,9 +39,9 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	s := config.Defaults()
 	s.Collectors = []config.Collector{{Address: "collector.test:6343"}, {Address: "198.18.0.5"}}
 	s.Ports = []string{"p*"}
-	ports := []dataplane.PortInfo{{Index: 5, Name: "p1", Up: true}}
+	present := []ports.Info{{Index: 5, Name: "p1", Up: true}}
 
-	m, err := buildModel(s, ports, res, log)
+	m, err := buildModel(s, present, res, log)
 	if err != nil {
 		t.Fatalf("BuildModel before the name resolved: %v", err)
 	}
@@ -54,7 +54,7 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	if changes != 1 {
 		t.Errorf("%d reconfigurations after the name resolved, want 1", changes)
 	}
-	if m, err = buildModel(s, ports, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
+	if m, err = buildModel(s, present, res, log); err != nil || m.Static.Receivers[0].Address != netip.MustParseAddrPort("198.18.0.77:6343") {
 		t.Fatalf("after resolution: %+v %v", m.Static.Receivers, err)
 	}
 
@@ -68,8 +68,8 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 		now = now.Add(time.Hour) // due again
 		next = res.ResolveDue(ctx)
 	}
-	ports = append(ports, dataplane.PortInfo{Index: 6, Name: "p2", Up: true})
-	m, err = buildModel(s, ports, res, log)
+	present = append(present, ports.Info{Index: 6, Name: "p2", Up: true})
+	m, err = buildModel(s, present, res, log)
 	if err != nil {
 		t.Fatalf("port change refused while the collector name fails: %v", err)
 	}

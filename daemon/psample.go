@@ -7,11 +7,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // autoPsample tells whether hook auto samples some ports through psample:
@@ -54,8 +54,8 @@ func usePsample(s config.Settings) bool {
 
 // psampleConfig is the psample path's part of the settings (start-up
 // only).
-func psampleConfig(s config.Settings, log *slog.Logger) kernel.PsampleConfig {
-	return kernel.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log}
+func psampleConfig(s config.Settings, log *slog.Logger) source.PsampleConfig {
+	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log}
 }
 
 // The psample readers' metrics: every sample the kernel numbered and the
@@ -77,7 +77,7 @@ var (
 )
 
 // psampleCollector exports the psample readers' counters.
-type psampleCollector struct{ p *kernel.Psample }
+type psampleCollector struct{ p *source.Psample }
 
 func (c psampleCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleEgressRefused} {

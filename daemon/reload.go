@@ -11,7 +11,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // unmatchedPatterns returns the port patterns matching no port present,
@@ -31,18 +31,18 @@ func (d *Daemon) unmatchedPatterns() []string {
 // monitor_ports that matches no port present (a typo would otherwise stop
 // sampling silently), and loudly when the selection matches nothing at
 // all. Called by reconfigure only (one goroutine).
-func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
+func (d *Daemon) noteSelection(s config.Settings, present []ports.Info) {
 	now := map[string]bool{}
-	for _, p := range unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), ports) {
+	for _, p := range unmatched(append(slices.Clone(s.Ports), s.MonitorPorts...), present) {
 		now[p] = true
 		if !d.unmatchedPats[p] {
 			d.log.Warn("port pattern matches no port; nothing is sampled through it until a matching port appears", "pattern", p)
 		}
 	}
-	if len(s.Ports) > 0 && len(unmatched(s.Ports, ports)) == len(s.Ports) && len(s.MonitorPorts) == 0 && !d.selectionEmpty {
-		d.log.Error("no port matches the port selection: NOTHING IS SAMPLED until a matching port appears", "ports", strings.Join(s.Ports, ","), "ports_present", len(ports))
+	if len(s.Ports) > 0 && len(unmatched(s.Ports, present)) == len(s.Ports) && len(s.MonitorPorts) == 0 && !d.selectionEmpty {
+		d.log.Error("no port matches the port selection: NOTHING IS SAMPLED until a matching port appears", "ports", strings.Join(s.Ports, ","), "ports_present", len(present))
 		d.selectionEmpty = true
-	} else if d.selectionEmpty && len(unmatched(s.Ports, ports)) < len(s.Ports) {
+	} else if d.selectionEmpty && len(unmatched(s.Ports, present)) < len(s.Ports) {
 		d.selectionEmpty = false
 	}
 	d.mu.Lock()
@@ -54,13 +54,13 @@ func (d *Daemon) noteSelection(s config.Settings, ports []dataplane.PortInfo) {
 // only be applied in part (checkReload) over the running ones.
 func (d *Daemon) checkReload(s config.Settings) error {
 	d.mu.Lock()
-	ports := make([]dataplane.PortInfo, 0, len(d.ports))
+	present := make([]ports.Info, 0, len(d.ports))
 	for _, p := range d.ports {
-		ports = append(ports, p)
+		present = append(present, p)
 	}
 	old := d.settings
 	d.mu.Unlock()
-	return checkReload(s, old, ports, d.mibRows)
+	return checkReload(s, old, present, d.mibRows)
 }
 
 // ReloadOn reloads the settings load returns (the config file and flags
@@ -173,20 +173,20 @@ func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 func (d *Daemon) reconfigure() {
 	d.mu.Lock()
 	s := d.settings
-	ports := make([]dataplane.PortInfo, 0, len(d.ports))
+	present := make([]ports.Info, 0, len(d.ports))
 	for _, p := range d.ports {
-		ports = append(ports, p)
+		present = append(present, p)
 	}
 	d.mu.Unlock()
-	sort.Slice(ports, func(i, j int) bool { return ports[i].Index < ports[j].Index })
+	sort.Slice(present, func(i, j int) bool { return present[i].Index < present[j].Index })
 
-	m, err := buildModel(s, ports, d.resolver, d.log)
+	m, err := buildModel(s, present, d.resolver, d.log)
 	if err != nil {
 		d.reconfigureFailed(err)
 		return
 	}
 	d.reconfigured()
-	d.noteSelection(s, ports)
+	d.noteSelection(s, present)
 	if mg := strings.Join(m.Management, ","); mg != d.mgmtLeftOut {
 		if mg != "" {
 			d.log.Info("management interface left out of the default port selection (the agent address's or the default route's); list it in ports to sample it", "ports", mg)

@@ -20,9 +20,9 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
@@ -33,7 +33,7 @@ func TestCheckReload(t *testing.T) {
 	old.Ports = []string{"swp*"}
 	old.Collectors = []config.Collector{{Address: "198.18.0.1"}}
 	d := &Daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil)), settings: old, mibRows: 3,
-		ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
+		ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}, 4: {Index: 4, Name: "swp2"}}}
 	for _, c := range []struct {
 		name   string
 		change func(*config.Settings)
@@ -82,7 +82,7 @@ func TestReloadOn(t *testing.T) {
 	old.Workers = 2
 	level := new(slog.LevelVar)
 	d := &Daemon{log: log, level: level, settings: old, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
-		drops: dropnotify.New(2, nil, log), ports: map[int]dataplane.PortInfo{3: {Index: 3, Name: "swp1"}}}
+		drops: dropnotify.New(2, nil, log), ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}}}
 
 	typo, next := old, old
 	typo.Ports = []string{"sw*p"}

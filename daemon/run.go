@@ -9,10 +9,10 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/sdnotify"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // run serves until ctx ends, then detaches everything. Everything started
@@ -66,17 +66,17 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	d.mu.Lock()
 	s := d.settings
 	d.mu.Unlock()
-	readers, err := kernel.Readers(d.dp, d.agent.Workers())
+	readers, err := source.BPFReaders(d.dp, d.agent.Workers())
 	if err != nil {
 		return fmt.Errorf("sample readers: %w", err)
 	}
 	switch {
 	case d.mixed != nil:
-		readers = kernel.MixedReaders(readers, d.psample)
+		readers = source.MixedReaders(readers, d.psample)
 		defer func() { // the watchers end within a second, together
 			var wg sync.WaitGroup
 			for _, r := range readers {
-				if mr, ok := r.(*kernel.MixedReader); ok {
+				if mr, ok := r.(*source.MixedReader); ok {
 					wg.Go(mr.Close)
 				}
 			}
@@ -85,9 +85,9 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	case d.psample != nil:
 		readers = d.psample.Readers()
 	}
-	events := make(chan dataplane.PortEvent, 256)
+	events := make(chan ports.Event, 256)
 	watchErr := make(chan error, 1)
-	go func() { watchErr <- dataplane.WatchPorts(ctx, netns.None(), events) }()
+	go func() { watchErr <- ports.Watch(ctx, netns.None(), events) }()
 	go func() {
 		if err := d.output.Run(ctx); err != nil {
 			d.log.Error("forwarding table: output ports will be reported unknown", "err", err)
@@ -163,7 +163,7 @@ func (d *Daemon) startResolver(ctx context.Context, s config.Settings) {
 
 // startAgentX serves the SFLOW-MIB to the AgentX master, when agentx is
 // on, and logs the session's state changes.
-func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.WaitGroup) {
+func (d *Daemon) startAgentX(ctx context.Context, master string, running *sync.WaitGroup) {
 	if d.subagent == nil {
 		return
 	}
@@ -172,13 +172,13 @@ func (d *Daemon) startAgentX(ctx context.Context, agentx string, running *sync.W
 			d.log.Error("AgentX subagent stopped", "err", err)
 		}
 	})
-	running.Go(func() { d.watchAgentX(ctx, agentx) })
+	running.Go(func() { d.watchAgentX(ctx, master) })
 }
 
 // watch follows the ports until ctx ends. Port events are coalesced: a
 // burst of netlink messages (a port created, renamed, brought up)
 // triggers one reconfiguration.
-func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, watchErr <-chan error) error {
+func (d *Daemon) watch(ctx context.Context, events <-chan ports.Event, watchErr <-chan error) error {
 	// The first reconfiguration, once the ports present at start are
 	// known (their events settled; at the latest after a second), ends
 	// the adoption of pinned samplers (agent.Agent.EndAdoption).
@@ -194,7 +194,7 @@ func (d *Daemon) watch(ctx context.Context, events <-chan dataplane.PortEvent, w
 			}
 		case ev := <-events:
 			d.mu.Lock()
-			if ev.Kind == dataplane.PortRemoved {
+			if ev.Kind == ports.Removed {
 				delete(d.ports, ev.Port.Index)
 			} else {
 				d.ports[ev.Port.Index] = ev.Port

@@ -14,6 +14,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
 // Validate checks the settings against the components they configure,
@@ -21,7 +23,7 @@ import (
 // collectors' literal addresses (agent.CheckCollectorAddress: unicast,
 // not this host's SNMP ports), max_ports (dataplane.MaxPortsLimit),
 // ring_bytes (dataplane.CheckRingBytes), hook (dataplane.ParseHook) and
-// drops_header_bytes (dataplane.MaxDropHeaderBytes), and the products of
+// drops_header_bytes (drops.MaxHeaderBytes), and the products of
 // settings that size its memory (checkBudget). The command gives it to config.Load
 // (Layers.Check), so a file is refused whole, with every error at once.
 func Validate(s config.Settings) error {
@@ -45,8 +47,8 @@ func Validate(s config.Settings) error {
 	} else if s.PsampleGroup != 0 && h != dataplane.HookAuto && h != dataplane.HookPsample {
 		errs = append(errs, fmt.Errorf("psample_group %d (listen-only psample sampling) with hook %s: the hook must be auto or psample", s.PsampleGroup, s.Hook))
 	}
-	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > dataplane.MaxDropHeaderBytes {
-		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, dataplane.MaxDropHeaderBytes))
+	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > drops.MaxHeaderBytes {
+		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, drops.MaxHeaderBytes))
 	}
 	return errors.Join(append(errs, checkBudget(s)...)...)
 }
@@ -97,7 +99,7 @@ func checkBudget(s config.Settings) []error {
 // pinned in pin_dir when that is on a BPF file system (otherwise said,
 // and nothing is pinned), with h the previous program's handover when
 // this one was started by an upgrade in place.
-func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover) (dataplane.Config, error) {
+func dataplaneConfig(s config.Settings, log *slog.Logger, h *pin.Handover) (dataplane.Config, error) {
 	hook, err := dataplane.ParseHook(s.Hook)
 	if err != nil {
 		return dataplane.Config{}, err // validated with the settings: not expected
@@ -107,7 +109,7 @@ func dataplaneConfig(s config.Settings, log *slog.Logger, h *dataplane.Handover)
 		c.TransitEntries = dataplane.DefaultTransitEntries
 	}
 	if s.PinDir != config.PinOff {
-		if err := dataplane.CheckPinDir(s.PinDir); err != nil {
+		if err := pin.CheckDir(s.PinDir); err != nil {
 			log.Warn("samplers not pinned: an upgrade in place or a restart after a crash leaves a gap in the data", "pin_dir", s.PinDir, "err", err)
 		} else {
 			c.PinDir = s.PinDir

@@ -9,6 +9,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 )
 
@@ -23,8 +24,8 @@ func TestSettingsAgreeWithComponents(t *testing.T) {
 		{"snmp_receivers / mib.DefaultReceivers", config.DefaultSNMPReceivers, mib.DefaultReceivers},
 		{"snmp_instances / mib.DefaultInstances", config.DefaultSNMPInstances, mib.DefaultInstances},
 		{"ring_bytes / dataplane.DefaultRingBytes", config.DefaultRingBytes, dataplane.DefaultRingBytes},
-		{"drops_limit / dataplane.DefaultDropLimit", config.DefaultDropsLimit, dataplane.DefaultDropLimit},
-		{"drops_header_bytes / dataplane.DefaultDropHeaderBytes", config.DefaultDropsHeaderBytes, dataplane.DefaultDropHeaderBytes},
+		{"drops_limit / drops.DefaultLimit", config.DefaultDropsLimit, drops.DefaultLimit},
+		{"drops_header_bytes / drops.DefaultHeaderBytes", config.DefaultDropsHeaderBytes, drops.DefaultHeaderBytes},
 	} {
 		if c.config != c.compon {
 			t.Errorf("%s: config has %d, the component %d", c.name, c.config, c.compon)

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
 )
 
 // shutdownChildEnv marks the re-executed test process that runs the

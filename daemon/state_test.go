@@ -7,6 +7,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // TestStateOf: the account of the settings in force names each
@@ -27,7 +28,7 @@ func TestStateOf(t *testing.T) {
 		Samplers: []agent.SamplerConfig{{IfIndex: 3, Instance: 1, Receiver: 1, Rate: 1000}, {IfIndex: 4, Instance: 1, Receiver: 1, Rate: 300},
 			{IfIndex: 5, Instance: 2, Receiver: 3, Rate: 50}},
 		Pollers:    []agent.PollerConfig{{Instance: 1, Receiver: 1, Interval: 5 * time.Second}},
-		Directions: map[uint32]agent.Direction{4: agent.DirectionBoth},
+		Directions: map[uint32]sflow.Direction{4: sflow.DirectionBoth},
 	}
 	st := stateOf(s, src, agentChoice{addr: cfg.AgentAddress, iface: "eth0", why: "ranked"}, cfg,
 		map[uint32]string{3: "swp1", 4: "swp2", 5: "swp3"}, map[uint32]uint64{3: 1000, 4: 1000, 5: 1000})

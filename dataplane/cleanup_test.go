@@ -13,7 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // helperEnv selects the helper role of a re-executed test binary;

@@ -15,7 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TC verdicts of the operators' programs below (linux/pkt_cls.h).
@@ -157,7 +157,7 @@ func TestClsactOperatorFilters(t *testing.T) {
 	}{{"clsact", "clsact", 10}, {"ingress", "ingress", 10}, {"shared-priority-1", "clsact", 1}} {
 		t.Run(c.name, func(t *testing.T) {
 			lab := netlab.New(t, 2)
-			p1 := portIndex(t, lab, 0)
+			p1 := lab.PortIndex(t, 0)
 			tcCmd(t, lab, "qdisc", "add", "dev", "p1", c.qdisc)
 			acl := operatorProg(t, "op_acl", 0, true)
 			addOperatorFilter(t, lab, p1, c.prio, 7, "operator-acl", acl)
@@ -226,7 +226,7 @@ func TestClsactOperatorFilters(t *testing.T) {
 // meanwhile keeps it (and the filter) in place.
 func TestClsactQdiscKept(t *testing.T) {
 	lab := netlab.New(t, 2)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	var logs logBuffer
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TCMode: TCModeClsact, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
@@ -258,7 +258,7 @@ func TestClsactQdiscKept(t *testing.T) {
 // and leaves nothing behind; hook auto samples the port with XDP instead.
 func TestClsactPriorityTaken(t *testing.T) {
 	lab := netlab.New(t, 2)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	tcCmd(t, lab, "qdisc", "add", "dev", "p1", "clsact")
 	tcCmd(t, lab, "filter", "add", "dev", "p1", "ingress", "prio", "1", "protocol", "ip", "u32", "match", "ip", "protocol", "17", "0xff")
 	theirs := tcIngress(t, lab, p1)
@@ -300,7 +300,7 @@ func TestClsactPriorityTaken(t *testing.T) {
 // every port of the block; hook auto samples it with XDP.
 func TestClsactSharedBlock(t *testing.T) {
 	lab := netlab.New(t, 2)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	tcCmd(t, lab, "qdisc", "add", "dev", "p1", "ingress_block", "7", "clsact")
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TCMode: TCModeClsact})
 	err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64})
@@ -364,7 +364,7 @@ func TestCleanupClsactAfterKill(t *testing.T) {
 	lab := netlab.New(t, 4)
 	p := make([]int, 4)
 	for i := range p {
-		p[i] = portIndex(t, lab, i)
+		p[i] = lab.PortIndex(t, i)
 	}
 	// p2: a filter at our priority and handle, named like ours (of an
 	// owner that does not live), but not running tc_sampler.

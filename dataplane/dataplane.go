@@ -25,12 +25,14 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // MaxIfIndex is the exclusive upper bound of the ifindexes whose config
 // lives in the BPF array indexed directly by ifindex (the per-packet fast
-// path, see bpf/sampler.h, MAX_IFINDEX). Ports with a larger ifindex (any
+// path, see dataplane/bpf/sampler.h, MAX_IFINDEX). Ports with a larger ifindex (any
 // positive 32-bit value the kernel gives) are configured in a hash map
 // instead: they are sampled the same way at the cost of a hash lookup.
 const MaxIfIndex = 65536
@@ -117,7 +119,7 @@ type Config struct {
 	// Open (ProbeFeatures). Tests pass a copy with features switched off
 	// to exercise the degraded paths.
 	Features *Features
-	// PinDir is a directory on a BPF file system (CheckPinDir) where the
+	// PinDir is a directory on a BPF file system (CheckDir) where the
 	// sampler's maps and links are pinned, so that they outlive the
 	// process and the next Open there adopts them (pin.go); "" pins
 	// nothing (the samplers end with the process). One directory per
@@ -125,18 +127,18 @@ type Config struct {
 	PinDir string
 	// Handover are the descriptors the previous program of this process
 	// passed across exec (Release); nil otherwise.
-	Handover *Handover
+	Handover *pin.Handover
 	// StateWords is the size, in 64-bit words, of the agent's state
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
-	// followed to where they leave (transit.go, bpf/transit.h), on every
+	// followed to where they leave (transit.go, dataplane/bpf/transit.h), on every
 	// port sampled at TC; 0 follows none and loads no transit program.
 	// DefaultTransitEntries is a sensible value.
 	TransitEntries int
 }
 
-// Mode is a port's sample delivery path (values shared with bpf/sampler.h).
+// Mode is a port's sample delivery path (values shared with dataplane/bpf/sampler.h).
 type Mode uint32
 
 const (
@@ -172,8 +174,8 @@ type PortConfig struct {
 	// Worker is the index of the ring the port's samples go to.
 	Worker int
 	// Direction is which way the port's frames are sampled; 0 means
-	// DirectionIngress. A monitor port is sampled at ingress only.
-	Direction Direction
+	// sflow.DirectionIngress. A monitor port is sampled at ingress only.
+	Direction sflow.Direction
 	// Kind tells the sampled path what it may read of a tunnel device's
 	// frames (PortKind, KindOf); PortPlain otherwise.
 	Kind PortKind
@@ -216,7 +218,7 @@ type port struct {
 // an attached port: its counter slot and the directions it is sampled in.
 type portSlot struct {
 	slot uint32
-	dirs Direction
+	dirs sflow.Direction
 }
 
 // Dataplane is the loaded sampler: programs, maps, attached ports.
@@ -266,7 +268,7 @@ type Dataplane struct {
 
 	// pin is the pin directory (nil: nothing pinned); adopted the ports
 	// taken over from it at Open, with their configuration.
-	pin     *pinState
+	pin     *pin.State
 	adopted map[int]PortConfig
 	// state is the agent's state memory (StateMemory).
 	state    *ebpf.Map
@@ -327,19 +329,19 @@ func Open(cfg Config) (*Dataplane, error) {
 			return err
 		}
 		d.owner = o
-		if d.pin != nil && !d.pin.adopt {
+		if d.pin != nil && !d.pin.Adopt {
 			// Written last: state without meta is replaced, never read.
-			if _, err := hex.Decode(d.pin.meta.Owner[:], []byte(o.id)); err != nil {
+			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.id)); err != nil {
 				return err
 			}
-			if err := writeMeta(d.pin.dir, d.pin.meta); err != nil {
+			if err := pin.WriteMeta(d.pin.Dir, d.pin.Meta); err != nil {
 				return err
 			}
 		}
 		if err := d.removeStaleTC(); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		if d.pin != nil && d.pin.adopt {
+		if d.pin != nil && d.pin.Adopt {
 			return d.adoptPorts()
 		}
 		return nil
@@ -348,7 +350,7 @@ func Open(cfg Config) (*Dataplane, error) {
 		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
 	}
 	if d.pin != nil {
-		d.log.Info("sampler state pinned", "pin_dir", d.pin.dir, "adopted", d.pin.adopt, "ports", len(d.ports))
+		d.log.Info("sampler state pinned", "pin_dir", d.pin.Dir, "adopted", d.pin.Adopt, "ports", len(d.ports))
 	}
 	if d.cfg.TransitEntries > 0 {
 		// A setting the kernel cannot serve stays small: sampling runs,
@@ -382,8 +384,8 @@ func (d *Dataplane) claimOwner() (*owner, error) {
 	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
 		return ownerFromFD(h.OwnerFD)
 	}
-	if d.pin != nil && d.pin.adopt {
-		if id := d.pin.meta.ownerID(); id != "" {
+	if d.pin != nil && d.pin.Adopt {
+		if id := d.pin.Meta.OwnerID(); id != "" {
 			fd, err := bindOwner(id)
 			if errors.Is(err, unix.EADDRINUSE) {
 				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
@@ -451,11 +453,11 @@ func (d *Dataplane) load() error {
 		}
 	}
 	var repl map[string]*ebpf.Map
-	if d.pin != nil && d.pin.adopt {
+	if d.pin != nil && d.pin.Adopt {
 		// The pinned maps, which hold the counters, configs and rings
 		// of the samplers still attached (LoadAndAssign checks that
 		// each matches its spec, and clones it).
-		if repl, err = d.pin.adoptMaps(); err != nil {
+		if repl, err = d.pin.AdoptMaps(); err != nil {
 			return fmt.Errorf("dataplane: %w", err)
 		}
 		defer func() {
@@ -465,15 +467,15 @@ func (d *Dataplane) load() error {
 		}()
 	}
 	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return loadError("dataplane: loading sampler", err)
+		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
-	if d.pin != nil && !d.pin.adopt {
-		if err := d.pin.pinMaps(&d.objs); err != nil {
+	if d.pin != nil && !d.pin.Adopt {
+		if err := d.pin.PinMaps(&d.objs); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
-	// The sampled path of every port's program (bpf/sampler.c
+	// The sampled path of every port's program (dataplane/bpf/sampler.c
 	// xdp_take_sample), reached by tail call. Adopted state: this
 	// replaces the previous program's in one step, so the ports' old
 	// programs reach the new sampled path until their links are updated.
@@ -491,7 +493,7 @@ func (d *Dataplane) load() error {
 		}
 	}
 	if d.pin != nil {
-		if d.pin.ports, err = d.mapPinned(pinPortsMap, portsSpec(d.cfg.MaxPorts)); err != nil {
+		if d.pin.Ports, err = d.mapPinned(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -545,16 +547,16 @@ func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
 
 // pinIdentity is what pinned state must share with this program to be
 // adopted: the layout fingerprint of its objects and the sizes of cfg.
-func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pinSizes, error) {
+func pinIdentity(cfg *Config, spec *ebpf.CollectionSpec, cpus int) ([32]byte, pin.Sizes, error) {
 	tcSpec, err := bpf.LoadTcSampler()
 	if err != nil {
-		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
+		return [32]byte{}, pin.Sizes{}, fmt.Errorf("dataplane: loading TC sampler spec: %w", err)
 	}
-	layout, err := layoutFingerprint(spec, tcSpec)
+	layout, err := pin.LayoutFingerprint(spec, tcSpec)
 	if err != nil {
-		return [32]byte{}, pinSizes{}, fmt.Errorf("dataplane: %w", err)
+		return [32]byte{}, pin.Sizes{}, fmt.Errorf("dataplane: %w", err)
 	}
-	return layout, pinSizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
+	return layout, pin.Sizes{CPUSlots: uint32(cpus), Workers: uint32(cfg.Workers), RingBytes: uint32(cfg.RingBytes),
 		MaxPorts: uint32(cfg.MaxPorts), MaxQueues: uint32(cfg.MaxQueues), Transit: uint32(cfg.TransitEntries)}, nil
 }
 
@@ -586,24 +588,24 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	if err != nil {
 		return false, "", err
 	}
-	old, ok, err := readMeta(cfg.PinDir)
+	old, ok, err := pin.ReadMeta(cfg.PinDir)
 	switch {
 	case err != nil:
 		return false, "pinned state unreadable: " + err.Error(), nil
 	case !ok:
 		return false, "no pinned state", nil
-	case old.Format != metaFormat || old.Layout != layout:
+	case old.Format != pin.MetaFormat || old.Layout != layout:
 		return false, "pinned state of another layout", nil
 	case old.Sizes != sizes:
-		return false, "pinned state made with other sizes: " + sizes.differs(old.Sizes), nil
+		return false, "pinned state made with other sizes: " + sizes.Differs(old.Sizes), nil
 	}
 	return true, "adopts the pinned samplers", nil
 }
 
 // mapState makes (or adopts) the agent's state memory and maps it.
 func (d *Dataplane) mapState() error {
-	spec := stateSpec(d.cfg.StateWords)
-	m, err := d.mapPinned(pinStateMap, spec)
+	spec := pin.StateSpec(d.cfg.StateWords)
+	m, err := d.mapPinned(pin.StateMap, spec)
 	if err != nil {
 		return fmt.Errorf("dataplane: agent state: %w", err)
 	}
@@ -616,7 +618,7 @@ func (d *Dataplane) mapState() error {
 			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
 		}
 		if m, err = ebpf.NewMap(spec); err == nil {
-			if err = m.Pin(d.pin.path(pinMapPrefix + pinStateMap)); err != nil {
+			if err = m.Pin(d.pin.Path(pin.MapPrefix + pin.StateMap)); err != nil {
 				m.Close()
 			}
 		}
@@ -761,7 +763,7 @@ func (d *Dataplane) Close() error {
 		errs = append(errs, err)
 	}
 	if d.pin != nil && !d.released {
-		if err := d.pin.unpinAll(); err != nil {
+		if err := d.pin.UnpinAll(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -771,7 +773,7 @@ func (d *Dataplane) Close() error {
 			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
 		}
 		if d.pin != nil {
-			errs = append(errs, d.pin.lock.Close())
+			errs = append(errs, d.pin.Lock.Close())
 		}
 	}
 	d.ns.Close()
@@ -786,14 +788,14 @@ func (d *Dataplane) Close() error {
 // take meanwhile wait in the rings (or are counted as drops when a ring
 // is full; a monitor port's, whose sockets close, always are). It needs a
 // pin directory.
-func (d *Dataplane) Release() (*Handover, error) {
+func (d *Dataplane) Release() (*pin.Handover, error) {
 	if d.pin == nil {
 		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
 	}
 	d.mu.Lock()
 	d.released, d.handingOver = true, true
 	d.mu.Unlock()
-	h := &Handover{LockFD: int(d.pin.lock.Fd()), OwnerFD: d.owner.fd, lock: d.pin.lock}
+	h := d.pin.Handover(d.owner.fd)
 	err := d.Close()
 	for _, fd := range []int{h.LockFD, h.OwnerFD} {
 		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
@@ -808,12 +810,12 @@ func (pc *PortConfig) validate(workers int) error {
 		pc.Mode = ModeInline
 	}
 	if pc.Direction == 0 {
-		pc.Direction = DirectionIngress
+		pc.Direction = sflow.DirectionIngress
 	}
 	switch {
-	case pc.Direction&^DirectionBoth != 0:
+	case pc.Direction&^sflow.DirectionBoth != 0:
 		return fmt.Errorf("unknown direction %d", pc.Direction)
-	case pc.Mode == ModeMonitor && pc.Direction != DirectionIngress:
+	case pc.Mode == ModeMonitor && pc.Direction != sflow.DirectionIngress:
 		return fmt.Errorf("a monitor port is sampled at ingress only, not %s", pc.Direction)
 	case pc.Rate == 0 || bits.OnesCount32(pc.Rate) != 1:
 		return fmt.Errorf("rate %d is not a power of two", pc.Rate)
@@ -842,7 +844,7 @@ func (d *Dataplane) bpfConfig(pc PortConfig, slot uint32) bpf.SamplerPortConfig 
 	}
 }
 
-// portFlag* are port_config.flags (bpf/sampler.h PORT_F_*).
+// portFlag* are port_config.flags (dataplane/bpf/sampler.h PORT_F_*).
 const portFlagTransit = 1 << 0
 
 // portFlags are the kernel flags of a port's config: with transit on,
@@ -910,7 +912,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	slot := d.freeSlots[len(d.freeSlots)-1]
 	if pc.Kind == PortPlain {
 		// A tunnel device's samples carry its outer header
-		// (bpf/tunnel.h): the kind is the link's, read here once (a
+		// (dataplane/bpf/tunnel.h): the kind is the link's, read here once (a
 		// link's kind never changes).
 		pc.Kind = d.linkKind(ifindex)
 	}
@@ -925,12 +927,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	p := &port{slot: slot, cfg: pc}
 	err := d.inNetns(func() error {
-		if pc.Direction.Has(DirectionIngress) {
+		if pc.Direction.Has(sflow.DirectionIngress) {
 			if err := d.attachIngress(p, ifindex, pc.Mode); err != nil {
 				return err
 			}
 		}
-		if pc.Direction.Has(DirectionEgress) {
+		if pc.Direction.Has(sflow.DirectionEgress) {
 			if err := d.attachEgressPort(p, ifindex); err != nil {
 				return errors.Join(err, p.closeIngress())
 			}
@@ -977,7 +979,7 @@ func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
 		// higher cost, and runs before TC anyway. Not when the
 		// process ran out of descriptors or memory: XDP would fail
 		// alike, and the port is retried at TC.
-		d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", firstLine(err))
+		d.log.Warn("TC ingress refused the sampler, sampling with XDP instead", "ifindex", ifindex, "err", bpf.FirstLine(err))
 		hook = HookXDP
 		l, prog, mode, err = d.attachHook(hook, ifindex, p.slot, m)
 	}
@@ -1015,13 +1017,13 @@ func (p *port) closeIngress() error {
 }
 
 // direction is the directions p's samplers are attached in.
-func (p *port) direction() Direction {
-	var d Direction
+func (p *port) direction() sflow.Direction {
+	var d sflow.Direction
 	if p.link != nil {
-		d |= DirectionIngress
+		d |= sflow.DirectionIngress
 	}
 	if p.out != nil {
-		d |= DirectionEgress
+		d |= sflow.DirectionEgress
 	}
 	return d
 }
@@ -1039,10 +1041,10 @@ func (p *port) egressMode() string {
 // in dir, its config already written for mode m. A direction added starts
 // from zeroed counters. It reports whether the ingress sampler was
 // attached anew (for m: no program swap needed). Called with mu held.
-func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (freshIngress bool, err error) {
+func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mode) (freshIngress bool, err error) {
 	old := p.cfg.Direction
 	err = d.inNetns(func() error {
-		if dir.Has(DirectionIngress) && !old.Has(DirectionIngress) {
+		if dir.Has(sflow.DirectionIngress) && !old.Has(sflow.DirectionIngress) {
 			d.counters.zero(p.slot)
 			if err := d.attachIngress(p, ifindex, m); err != nil {
 				return err
@@ -1052,14 +1054,14 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 				d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 			}
 		}
-		if dir.Has(DirectionEgress) && !old.Has(DirectionEgress) {
+		if dir.Has(sflow.DirectionEgress) && !old.Has(sflow.DirectionEgress) {
 			if err := d.attachEgressPort(p, ifindex); err != nil {
 				return err
 			}
 		}
 		// Detach after attaching: a port moving from one direction to
 		// the other keeps a qdisc it created in between.
-		if !dir.Has(DirectionIngress) && old.Has(DirectionIngress) {
+		if !dir.Has(sflow.DirectionIngress) && old.Has(sflow.DirectionIngress) {
 			if err := d.forgetPort(ifindex, p); err != nil {
 				d.log.Warn("unpinning the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
@@ -1067,7 +1069,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir Direction, m Mode) (f
 				d.log.Warn("detaching the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
 		}
-		if !dir.Has(DirectionEgress) && old.Has(DirectionEgress) {
+		if !dir.Has(sflow.DirectionEgress) && old.Has(sflow.DirectionEgress) {
 			if err := p.out.close(); err != nil {
 				d.log.Warn("detaching the port's egress sampler", "ifindex", ifindex, "err", err)
 			}
@@ -1120,7 +1122,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		freshIngress = fresh
 	}
 	switch {
-	case freshIngress || !pc.Direction.Has(DirectionIngress):
+	case freshIngress || !pc.Direction.Has(sflow.DirectionIngress):
 		// Attached for pc.Mode just now, or not sampled at ingress.
 	case pc.Mode != p.cfg.Mode && p.hook == HookTC:
 		// Only XDP can deliver a monitor port's frames (AF_XDP): the port
@@ -1156,7 +1158,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
-// Magic 64-bit immediates of bpf/sampler.h (PORT_IMM_*) that patchImm
+// Magic 64-bit immediates of dataplane/bpf/sampler.h (PORT_IMM_*) that patchImm
 // replaces with a port's values.
 const (
 	immCounterBase = 0x5f5f5eb1c0b4a5e1
@@ -1164,17 +1166,7 @@ const (
 	immIfIndex     = 0x5f5f5eb1c0b4a5e3
 )
 
-// loadError wraps err, the failure of doing what (a program's load), with
-// the verifier's whole log when the verifier refused the program.
-func loadError(what string, err error) error {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) {
-		return fmt.Errorf("%s: %+v", what, ve)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// patchPortImms patches a port's own program instance (bpf/sampler.h,
+// patchPortImms patches a port's own program instance (dataplane/bpf/sampler.h,
 // "Per-port constants"): its counter lines' base (slot * cpu_slots) and
 // its ifindex, and the delivery mode where the program has one
 // (xdp_sampler).
@@ -1205,7 +1197,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (bpf/sampler.h PORT_IMM)", magic)
+		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (dataplane/bpf/sampler.h PORT_IMM)", magic)
 	}
 	return nil
 }
@@ -1213,7 +1205,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
-// (bpf/sampler.h, "Per-port constants"). The instance is a few dozen
+// (dataplane/bpf/sampler.h, "Per-port constants"). The instance is a few dozen
 // instructions (the sampled path is the shared xdp_take_sample), so its
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
@@ -1232,7 +1224,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,
 	}})
 	if err != nil {
-		return nil, loadError("loading the port's sampler", err)
+		return nil, bpf.LoadError("loading the port's sampler", err)
 	}
 	return o.Prog, nil
 }
@@ -1322,7 +1314,7 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(DirectionIngress) {
+			if !s.dirs.Has(sflow.DirectionIngress) {
 				return PortCounters{}, nil
 			}
 			return d.counters.sum(s.slot), nil
@@ -1391,17 +1383,4 @@ func outOfResources(err error) bool {
 		}
 	}
 	return false
-}
-
-// firstLine is an error's first line, at most 300 bytes: a loader's
-// error can carry a whole BTF or verifier dump.
-func firstLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " …"
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }

@@ -16,15 +16,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/xdptest"
-
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
-// Integration tests: each builds its own lab (testkit/netlab) and loads
+// Integration tests: each builds its own lab (internal/testkit/netlab) and loads
 // the sampler in the lab's switch namespace. Root only.
 
 // testLogger logs through t.
@@ -74,16 +73,6 @@ func openAuto(t testing.TB, lab *netlab.Lab, cfg Config) *Dataplane {
 		}
 	})
 	return d
-}
-
-// portIndex returns the ifindex of switch port Ports[i].
-func portIndex(t *testing.T, lab *netlab.Lab, i int) int {
-	t.Helper()
-	idx := lab.LinkIndex(lab.Switch, lab.Ports[i])
-	if idx == 0 {
-		t.Fatalf("no ifindex for %s in %s", lab.Ports[i], lab.Switch)
-	}
-	return idx
 }
 
 // switchLink returns the netlink view (stats, XDP state) of a switch port.
@@ -223,7 +212,7 @@ func bpftoolNet(t *testing.T, lab *netlab.Lab) string {
 func TestAttachAndSampleFields(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 2, MaxPorts: 8})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 100, Worker: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +308,7 @@ func TestAttachAndSampleFields(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 1})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	bad := []PortConfig{
 		{Rate: 0, HeaderBytes: 64},
 		{Rate: 3, HeaderBytes: 64},
@@ -389,7 +378,7 @@ func benchXDP(b *testing.B, prog func(d *Dataplane) *ebpf.Program, setup func(b 
 	b.ReportMetric(float64(ns), "kernel-ns/pkt")
 }
 
-// testRun is BPF_PROG_TEST_RUN with a context (testkit/xdptest).
+// testRun is BPF_PROG_TEST_RUN with a context (internal/testkit/xdptest).
 var testRun = xdptest.Run
 
 // sampler returns the sampler instance of an attached port (every port
@@ -480,7 +469,7 @@ func BenchmarkPortCounters(b *testing.B) {
 func TestRingReadNoAlloc(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 4 << 20})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,10 @@
-// Package dataplane is sflowswitchd's view of the Linux kernel dataplane of
-// a switch: it samples packets on the switch ports with an XDP program,
-// discovers the ports and follows them as they come and go, and reads
-// their interface counters.
+// Package dataplane is the sampler loader: it loads the XDP sampler (and
+// its TC twin), attaches it to the switch ports, sets each port's
+// sampling through BPF maps, and hands the samples to the sample sources
+// of package source. The ports themselves (dataplane/ports), their
+// counters (dataplane/linkstats), dropped-packet notifications
+// (dataplane/drops) and the pin directory (dataplane/internal/pindir) are
+// packages of their own.
 //
 // # Sampling
 //
@@ -16,29 +19,9 @@
 // (inline ports) or through AF_XDP sockets (monitor ports). See
 // docs/ARCHITECTURE.md, "Packet sampling" and "Hooks".
 //
-// # Ports
-//
-// WatchPorts reports the links of a network namespace (PortAdded for every
-// existing link, then PortAdded / PortChanged / PortRemoved) from netlink
-// link notifications, and resynchronises by listing all links again when
-// the notification socket fails, so no hot-plug is missed. ListPorts is a
-// one-shot listing, and SelectPorts turns the configured port names or
-// shell globs into a PortSelector.
-//
-// # Counters
-//
-// ReadLinkCounters (or a LinkCounterReader, for pollers) returns the 64-bit
-// netlink link statistics, speed and duplex from ethtool, admin/oper
-// status and promiscuity of one interface, for sFlow if_counters.
-// ReadEthernetCounters returns the dot3 counters of sFlow
-// ethernet_counters where the driver exposes them in its ethtool
-// statistics. Counters Linux does not keep are UnknownCounter, the value
-// sFlow v5 prescribes for an unavailable counter.
-//
 // # Namespaces
 //
-// The daemon runs inside the switch's network namespace. The port and
-// counter functions take a netns.NsHandle so that tests can watch a lab
-// namespace without moving the process; a handle <= 0 means the namespace
-// of the calling thread.
+// The daemon runs inside the switch's network namespace. Open takes the
+// namespace of the calling thread and does its netlink and tc work there
+// even when called later from another thread.
 package dataplane

@@ -1,6 +1,6 @@
 package dataplane
 
-// Egress sampling: the TC egress sampler (bpf/tc_egress.c), attached per
+// Egress sampling: the TC egress sampler (dataplane/bpf/tc_egress.c), attached per
 // port next to (or instead of) the ingress sampler. Each direction has its
 // own counters (pool, samples, drops, skip) at the port's slot: the
 // ingress samplers' `counters` array, and the egress object's own, loaded
@@ -14,56 +14,12 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
-
-// Direction is which way a port's frames are sampled: frames it receives
-// (ingress), frames it sends (egress), or both. Each direction has its own
-// exact pool; a frame is counted (and may be sampled) once in each
-// direction it crosses the port.
-type Direction uint8
-
-const (
-	// DirectionIngress samples frames the port receives (XDP or TC
-	// ingress, Config.Hook). The zero Direction of a PortConfig means
-	// ingress.
-	DirectionIngress Direction = 1 << iota
-	// DirectionEgress samples frames the port sends, at TC egress (a TCX
-	// link, or a cls_bpf filter on the clsact qdisc's egress side before
-	// Linux 6.6), before the port's qdisc.
-	DirectionEgress
-	// DirectionBoth samples both ways.
-	DirectionBoth = DirectionIngress | DirectionEgress
-)
-
-// String returns "ingress", "egress" or "both".
-func (d Direction) String() string {
-	switch d {
-	case DirectionIngress:
-		return "ingress"
-	case DirectionEgress:
-		return "egress"
-	case DirectionBoth:
-		return "both"
-	}
-	return fmt.Sprintf("Direction(%d)", uint8(d))
-}
-
-// Has reports whether d includes every direction of e.
-func (d Direction) Has(e Direction) bool { return d&e == e }
-
-// ParseDirection parses "ingress", "egress" or "both".
-func ParseDirection(s string) (Direction, error) {
-	for _, d := range []Direction{DirectionIngress, DirectionEgress, DirectionBoth} {
-		if s == d.String() {
-			return d, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown sampling direction %q (want ingress, egress or both)", s)
-}
 
 // PortKind tells the sampled path what it may read about a port's frames
-// beyond their bytes (bpf/sampler.h PORT_KIND_*): a tunnel device's outer
+// beyond their bytes (dataplane/bpf/sampler.h PORT_KIND_*): a tunnel device's outer
 // header.
 type PortKind uint32
 
@@ -87,7 +43,7 @@ func KindOf(k string) PortKind {
 	return PortPlain
 }
 
-// egressObjects is the egress sampler's shared part (bpf/tc_egress.c),
+// egressObjects is the egress sampler's shared part (dataplane/bpf/tc_egress.c),
 // loaded with the first port sampled at egress: tc_out_take and its
 // program array, the hand-over map, and the egress counters (mapped like
 // the ingress ones).
@@ -152,7 +108,7 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		Counters  *ebpf.Map     `ebpf:"counters"`
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		return nil, loadError("loading the egress sampler", err)
+		return nil, bpf.LoadError("loading the egress sampler", err)
 	}
 	e := &egressObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs, hands: o.Hands, counters: o.Counters}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
@@ -203,7 +159,7 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 		bpf.TcEgressMapTakeProgs:   e.takeProgs,
 	}})
 	if err != nil {
-		return nil, loadError("loading the port's egress sampler", err)
+		return nil, bpf.LoadError("loading the port's egress sampler", err)
 	}
 	return o.Prog, nil
 }
@@ -259,7 +215,7 @@ func (p *port) ownsQdisc() bool {
 func (d *Dataplane) PortCountersEgress(ifindex int) (PortCounters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(DirectionEgress) {
+			if !s.dirs.Has(sflow.DirectionEgress) {
 				return PortCounters{}, nil
 			}
 			if pages := d.egressPages.Load(); pages != nil {
@@ -273,7 +229,7 @@ func (d *Dataplane) PortCountersEgress(ifindex int) (PortCounters, error) {
 
 // PortDirection returns the directions ifindex is sampled in (0 when it is
 // not attached). No lock.
-func (d *Dataplane) PortDirection(ifindex int) Direction {
+func (d *Dataplane) PortDirection(ifindex int) sflow.Direction {
 	if slots := d.slotOf.Load(); slots != nil {
 		return (*slots)[ifindex].dirs
 	}

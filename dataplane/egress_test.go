@@ -12,8 +12,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // metaCollector reads a ring in the background keeping copies of the
@@ -151,11 +152,11 @@ func TestEgressSampling(t *testing.T) { forTCModes(t, testEgressSampling) }
 func testEgressSampling(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 3)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 8, TCMode: tc.mode})
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
-	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.AttachPort(p2, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionEgress}); err != nil {
+	if err := d.AttachPort(p2, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
 	if m := d.EgressAttachMode(p1); m != tc.want {
@@ -293,16 +294,16 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	}
 
 	// Direction changes at run time.
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionIngress}); err != nil {
+	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != DirectionIngress {
+	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != sflow.DirectionIngress {
 		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionEgress}); err != nil {
+	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != DirectionEgress {
+	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != sflow.DirectionEgress {
 		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
 	}
 	base = readPortsAndPools(t, lab, d, p1, p2)
@@ -367,7 +368,7 @@ func BenchmarkTCEgressUnsampled(b *testing.B) {
 	lab := netlab.New(b, 1)
 	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: 64 << 20})
 	p1 := lab.LinkIndex(lab.Switch, "p1")
-	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: DirectionEgress})(b, d, p1)
+	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: sflow.DirectionEgress})(b, d, p1)
 	d.mu.Lock()
 	prog := d.ports[p1].out.prog
 	d.mu.Unlock()

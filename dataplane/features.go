@@ -164,7 +164,7 @@ type featureProbe struct {
 	probe func() error
 }
 
-// Why each feature is needed (bpf/sampler.c, bpf/tc_sampler.c and their shared bpf/sampler.h are the reference):
+// Why each feature is needed (dataplane/bpf/sampler.c, dataplane/bpf/tc_sampler.c and their shared dataplane/bpf/sampler.h are the reference):
 var featureProbes = []featureProbe{
 	{Feature{Name: FeatureXDP, Since: "4.8", Required: true,
 		UsedFor: "the packet sampler is an XDP program",
@@ -219,11 +219,11 @@ var featureProbes = []featureProbe{
 		Without: "the TC samplers are attached as cls_bpf filters (priority 1, direct-action) on the port's clsact qdisc instead, ingress and egress side; a filter outlives a killed daemon until the next start removes it"},
 		probeTCX},
 	{Feature{Name: FeatureKernCtx, Since: "6.2",
-		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
+		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (dataplane/bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
 		Without: "samples carry no extended_router; everything else is unaffected"},
 		probeKernCtx},
 	{Feature{Name: FeatureTransit, Since: "5.15 (with kernel BTF)",
-		UsedFor: "BTF-typed tracepoints qdisc:qdisc_enqueue, net:net_dev_start_xmit and skb:consume_skb (tp_btf): with transit on, a sampled frame is followed to where it leaves (extended_transit, extended_queue, extended_egress_queue; bpf/transit.c), which also needs kfunc_cast_to_kern_ctx",
+		UsedFor: "BTF-typed tracepoints qdisc:qdisc_enqueue, net:net_dev_start_xmit and skb:consume_skb (tp_btf): with transit on, a sampled frame is followed to where it leaves (extended_transit, extended_queue, extended_egress_queue; dataplane/bpf/transit.c), which also needs kfunc_cast_to_kern_ctx",
 		Without: "samples carry no transit, queue depth or egress queue records; everything else is unaffected"},
 		probeTransit},
 	{Feature{Name: FeaturePsample, Since: "4.11",
@@ -316,7 +316,7 @@ func probeBTFTracepoint() error {
 }
 
 // probeTransit loads (does not attach) an empty tp_btf program for each
-// tracepoint the transit programs use (bpf/transit.c): qdisc_enqueue came
+// tracepoint the transit programs use (dataplane/bpf/transit.c): qdisc_enqueue came
 // in Linux 5.15.
 func probeTransit() error {
 	for _, tp := range []string{"qdisc_enqueue", "net_dev_start_xmit", "consume_skb", "kfree_skb"} {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // withoutFeatures returns a copy of the running kernel's probed features
@@ -194,7 +194,7 @@ func TestWithoutAFXDP(t *testing.T) {
 	if typ := d.objs.Xsks.Type(); typ != ebpf.DevMap {
 		t.Errorf("xsks map type %v, want DevMap in place of the XSKMAP", typ)
 	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 
 	err := d.AttachPort(p2, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64})
 	var fe *FeatureError

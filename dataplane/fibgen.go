@@ -1,9 +1,9 @@
 package dataplane
 
-// The FIB generation (bpf/fib_seq.h): the kernel's own count of the
+// The FIB generation (dataplane/bpf/fib_seq.h): the kernel's own count of the
 // changes of a namespace's forwarding tables (net->ipv4.fib_seq +
 // net->ipv6.fib_seq), which the samplers read around their
-// bpf_fib_lookup calls (bpf/route.h). User space reads it around each copy
+// bpf_fib_lookup calls (dataplane/bpf/route.h). User space reads it around each copy
 // of the routing table (FIBGen), so that a sample is given a route's
 // prefix length only by a copy of the table that was in force when the
 // sample was taken (dataplane/forwarding, router.go).
@@ -14,10 +14,10 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
-// fibGen is the loaded reader of the FIB generation (bpf/fibgen.c).
+// fibGen is the loaded reader of the FIB generation (dataplane/bpf/fibgen.c).
 type fibGen struct {
 	prog *ebpf.Program
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestForwardingUntouched: with rate 1 inline sampling on p1, every frame
@@ -26,7 +26,7 @@ func testForwardingUntouched(t *testing.T, hook Hook, tc *tcCase) {
 		cfg.TCMode, want = tc.mode, tc.want
 	}
 	d := openIn(t, lab, cfg)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 256}); err != nil {
 		t.Fatal(err)
 	}

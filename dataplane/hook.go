@@ -34,7 +34,7 @@ const (
 	// HookPsample samples with tc's sample action (a matchall filter per
 	// port, offloaded to a switch ASIC where the port offloads tc), the
 	// samples read from the kernel's PSAMPLE channel (dataplane/psample,
-	// agent/kernel/psample.go): the path of switchdev switches, whose
+	// source/psample.go): the path of switchdev switches, whose
 	// forwarded traffic never reaches an XDP or TC program. The BPF
 	// samplers attach to no port under it.
 	HookPsample

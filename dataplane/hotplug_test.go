@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // xdpShown reports whether `bpftool net show` in the switch namespace
@@ -95,7 +95,7 @@ func TestHotPlugAttachDetach(t *testing.T) {
 	if err := d.DetachPort(idx); err != nil {
 		t.Errorf("DetachPort after the device vanished: %v", err)
 	}
-	if err := d.AttachPort(portIndex(t, lab, 0), pc); err != nil {
+	if err := d.AttachPort(lab.PortIndex(t, 0), pc); err != nil {
 		t.Errorf("slot not released after unplug: %v", err)
 	}
 }

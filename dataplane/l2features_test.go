@@ -3,7 +3,7 @@ package dataplane
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // TestProbeL2Features runs the layer-2 probe and logs what it found; each

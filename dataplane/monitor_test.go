@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // Integration tests of the monitor (AF_XDP) delivery path: root, netlab.
@@ -119,7 +119,7 @@ func checkNotForwarded(t *testing.T, lab *netlab.Lab, capt *netlab.Capture, rxBe
 func TestMonitorDeliversIntact(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, MaxQueues: 8})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestMonitorNothingLostSilently(t *testing.T) {
 		{"fill ring empty", afxdp.Options{NumFrames: 32, RxRingSize: 64, FillRingSize: 64}, 32},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			port := portIndex(t, lab, i)
+			port := lab.PortIndex(t, i)
 			if err := d.AttachPort(port, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64}); err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestMonitorNothingLostSilently(t *testing.T) {
 func TestMonitorRate16(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, MaxQueues: 8})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 16, Mode: ModeMonitor, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestMonitorRate16(t *testing.T) {
 func TestOpenMonitorRefusesInline(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, MaxQueues: 4})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if _, err := d.OpenMonitor(p1, 128, afxdp.Options{}); err == nil {
 		t.Error("OpenMonitor on a detached port succeeded")
 	}

@@ -14,9 +14,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pinfs"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // Environment of the "pin" helper role: its pin directory and how it
@@ -185,7 +186,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 	if !d.Adopted() {
 		t.Fatalf("Open did not adopt the pinned state; log:\n%s", logs.String())
 	}
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if pc, ok := d.AdoptedPorts()[p1]; !ok || pc.Rate != 16 || pc.HeaderBytes != 64 {
 		t.Fatalf("adopted ports %v, want p1 (%d) at rate 16", d.AdoptedPorts(), p1)
 	}
@@ -243,7 +244,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 
 // TestPinnedReleaseAdopt: the exec path. Release leaves the port attached
 // and pinned and hands the lock and owner over; an Open with that
-// Handover adopts it, the pool exact over the release.
+// pin.Handover adopts it, the pool exact over the release.
 func TestPinnedReleaseAdopt(t *testing.T) {
 	for _, c := range pinCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -257,7 +258,7 @@ func TestPinnedReleaseAdopt(t *testing.T) {
 			cfg.Logger = testLogger(t)
 			var d *Dataplane
 			must(t, lab.Do(lab.Switch, func() (err error) { d, err = Open(cfg); return }))
-			p1 := portIndex(t, lab, 0)
+			p1 := lab.PortIndex(t, 0)
 			must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}))
 			lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, 3000, 32))
 			h, err := d.Release()
@@ -302,7 +303,7 @@ func TestPinnedStateReplaced(t *testing.T) {
 			cfg.Logger = testLogger(t)
 			var d *Dataplane
 			must(t, lab.Do(lab.Switch, func() (err error) { d, err = Open(cfg); return }))
-			p1 := portIndex(t, lab, 0)
+			p1 := lab.PortIndex(t, 0)
 			must(t, d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}))
 			h, err := d.Release()
 			must(t, err)
@@ -310,12 +311,12 @@ func TestPinnedStateReplaced(t *testing.T) {
 			if what == "sizes" {
 				cfg.MaxPorts = 4
 			} else {
-				meta, ok, err := readMeta(dir)
+				meta, ok, err := pin.ReadMeta(dir)
 				if !ok || err != nil {
 					t.Fatalf("meta: %v %v", ok, err)
 				}
 				meta.Layout[0] ^= 0xff
-				must(t, writeMeta(dir, meta))
+				must(t, pin.WriteMeta(dir, meta))
 				want = "of another layout"
 			}
 			var logs logBuffer
@@ -346,7 +347,7 @@ func TestPinnedCleanup(t *testing.T) {
 			cfg.Logger = testLogger(t)
 			var d *Dataplane
 			must(t, lab.Do(lab.Switch, func() (err error) { d, err = Open(cfg); return }))
-			must(t, d.AttachPort(portIndex(t, lab, 0), PortConfig{Rate: 4, HeaderBytes: 64}))
+			must(t, d.AttachPort(lab.PortIndex(t, 0), PortConfig{Rate: 4, HeaderBytes: 64}))
 			err := lab.Do(lab.Switch, func() error { return Cleanup(dir, testLogger(t)) })
 			if err == nil || !strings.Contains(err.Error(), "in use") {
 				t.Errorf("Cleanup while the directory is held: %v, want refused", err)

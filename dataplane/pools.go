@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// counterSize is the size of one struct port_counters (bpf/sampler.h): one
+// counterSize is the size of one struct port_counters (dataplane/bpf/sampler.h): one
 // CPU's pool, samples and drops of one port, padded to a cache line.
 const counterSize = 64
 
@@ -24,7 +24,7 @@ const (
 )
 
 // counterPages is the memory-mapped BPF_F_MMAPABLE counter array. Element
-// slot*cpus+cpu is written only by that CPU (see bpf/sampler.h); user space
+// slot*cpus+cpu is written only by that CPU (see dataplane/bpf/sampler.h); user space
 // reads it with atomic 64-bit loads.
 //
 // The array is mapped here with unix.Mmap on the map's FD rather than

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestPoolSumAtFrame: a sample's pool is every CPU's count of the port at
-// the sampled frame (bpf/sampler.h port_pool_sum, SamplePoolSum), not the
+// the sampled frame (dataplane/bpf/sampler.h port_pool_sum, SamplePoolSum), not the
 // sampling CPU's alone. Frames numbered 0..k-1 are sent in rounds from
 // alternating CPUs, each round counted in full before the next starts, so
 // the port's pool at frame n is exactly base + n + 1 whichever CPU
@@ -38,7 +38,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		cfg.TCMode = tc.mode
 	}
 	d := openIn(t, lab, cfg)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
 	if err := d.AttachPort(p1, PortConfig{Rate: 8, Mode: ModeInline, HeaderBytes: 128}); err != nil {

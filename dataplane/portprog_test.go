@@ -3,7 +3,7 @@ package dataplane
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestUpdatePortMode: the delivery mode is compiled into the port's own
@@ -13,7 +13,7 @@ import (
 func TestUpdatePortMode(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // withoutCaps runs fn on a thread whose effective set lacks caps; the

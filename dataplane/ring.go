@@ -9,18 +9,18 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // metaSize is the size of the fixed part of a ring record, struct
-// sample_meta (bpf/sampler.h), as bpf2go generated its Go twin
-// bpf.SamplerSampleMeta from the object's BTF (bpf/gen.go): regenerating
+// sample_meta (dataplane/bpf/sampler.h), as bpf2go generated its Go twin
+// bpf.SamplerSampleMeta from the object's BTF (dataplane/bpf/gen.go): regenerating
 // the object regenerates the layout read here. It is the offset of the
 // header bytes (data[]), not the Go struct's size: Go pads a struct that
 // ends in a zero-size field, C does not (bpf's TestGeneratedLayouts).
 const metaSize = int(unsafe.Offsetof(bpf.SamplerSampleMeta{}.Data))
 
-// Flags of a ring record (bpf/sample_info.h SAMPLE_F_*): what its Meta
+// Flags of a ring record (dataplane/bpf/sample_info.h SAMPLE_F_*): what its Meta
 // holds beyond the frame.
 const (
 	SampleEgress     = 1 << 0 // sampled leaving the port; InIfIndex is where it came in
@@ -30,7 +30,7 @@ const (
 	SamplePoolSum    = 1 << 4 // CPUPool is every CPU's pool of the port in this direction, at this frame
 	SampleTransit    = 1 << 5 // the record waited for its frame to leave: Transit says how that ended
 	SampleQueue      = 1 << 6 // Transit.Depth: the frame went through a qdisc
-	SampleTunnel     = 1 << 7 // Meta.Tunnel is the kernel's tunnel metadata of the frame (bpf/tunnel.h)
+	SampleTunnel     = 1 << 7 // Meta.Tunnel is the kernel's tunnel metadata of the frame (dataplane/bpf/tunnel.h)
 	SampleTunnelPort = 1 << 8 // the port is a tunnel device (PortKind): the sample may have tunnel records
 )
 

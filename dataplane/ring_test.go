@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestRingBatchesInOrderUnderLoad: a reader draining a small ring in
@@ -20,7 +20,7 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 	lab := netlab.New(t, 1)
 	const ringBytes = 64 << 10
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, RingBytes: ringBytes})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // TestPoolExact: sample_pool is every frame the port received
@@ -33,7 +33,7 @@ func TestPoolExact(t *testing.T) {
 			}
 			lab := netlab.New(t, 2)
 			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook, TCMode: tcMode})
-			p1 := portIndex(t, lab, 0)
+			p1 := lab.PortIndex(t, 0)
 			if err := d.AttachPort(p1, PortConfig{Rate: 16, Mode: mode, HeaderBytes: 128}); err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 		cfg.TCMode = tc.mode
 	}
 	d := openIn(t, lab, cfg)
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
 	attached := false

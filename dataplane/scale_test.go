@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // addVethAt creates a veth pair name/name+"p" inside the lab's switch
@@ -55,7 +55,7 @@ func addVethAt(t testing.TB, lab *netlab.Lab, name string, idx int) int {
 func TestLargeIfIndex(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	indexes := []int{
 		addVethAt(t, lab, "big0", MaxIfIndex),
 		addVethAt(t, lab, "big1", 1<<24+7),

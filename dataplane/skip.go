@@ -2,12 +2,12 @@ package dataplane
 
 import "math"
 
-// skipScaleShift is SKIP_SCALE_SHIFT of bpf/sampler.h: the fraction bits of
+// skipScaleShift is SKIP_SCALE_SHIFT of dataplane/bpf/sampler.h: the fraction bits of
 // port_config.skip_scale.
 const skipScaleShift = 12
 
 // skipScale is the kernel's factor turning -log2(U) (U uniform in (0,1])
-// into a geometric skip of mean rate-1 (bpf/sampler.h draw_skip):
+// into a geometric skip of mean rate-1 (dataplane/bpf/sampler.h draw_skip):
 // 1/-log2(1-1/rate) in fixed point with skipScaleShift fraction bits, so
 // that floor(-log2(U) * scale) = floor(ln U / ln(1-p)), the inverse of the
 // geometric distribution's CDF (sflow_version_5.txt Appendix B: a random

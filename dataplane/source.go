@@ -31,7 +31,7 @@ import (
 // (measured in bench/README.md, daemon part 4, "Idle cost").
 //
 // When a sample is picked up: the sampler wakes a waiting reader only once
-// the ring holds Config.WakeupBytes (bpf/sampler.h wakeup_bytes), so at
+// the ring holds Config.WakeupBytes (dataplane/bpf/sampler.h wakeup_bytes), so at
 // high rates one wake-up carries a batch; below that, samples wait in the
 // ring until the caller's deadline, which a worker sets to its next
 // one-second tick, the moment it flushes its datagrams anyway. A sample is

@@ -235,7 +235,7 @@ func TestSourceWakes(t *testing.T) {
 }
 
 // TestSourceWake: Wake makes a waiting Read return at once
-// with nothing and no error (agent.Waker, through agent/kernel), so the worker can apply a new
+// with nothing and no error (agent.Waker, through source), so the worker can apply a new
 // configuration; the next call waits again.
 func TestSourceWake(t *testing.T) {
 	s, _ := newTestSource(t)

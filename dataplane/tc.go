@@ -9,7 +9,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
 // AttachTCX is the attach mode AttachMode reports for a port sampled at
@@ -50,7 +51,7 @@ func (fs *Features) TCAttachMode() string {
 	return AttachClsact
 }
 
-// tcObjects is the TC sampler's shared part (bpf/tc_sampler.c), loaded on
+// tcObjects is the TC sampler's shared part (dataplane/bpf/tc_sampler.c), loaded on
 // the first TC port: tc_take_sample and the program array that port
 // programs tail-call it through. Every other map is the XDP sampler's
 // (counters, configs, rings, hand-over), so a port's counters and samples
@@ -105,7 +106,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		// The program array the ports' TC programs tail-call through is
 		// pinned too: after an exec or a crash it still leads the old
 		// programs to a sampled path (adopted here, then replaced).
-		tp, err := d.mapPinned(pinTCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
+		tp, err := d.mapPinned(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
 		if err != nil {
 			return nil, fmt.Errorf("TC sampler: %w", err)
 		}
@@ -113,7 +114,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		repl[bpf.TcSamplerMapTakeProgs] = tp
 	}
 	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
-		return nil, loadError("loading TC sampler", err)
+		return nil, bpf.LoadError("loading TC sampler", err)
 	}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
 		return nil, errors.Join(fmt.Errorf("installing tc_take_sample: %w", err), o.Take.Close(), o.TakeProgs.Close())
@@ -150,7 +151,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 		bpf.TcSamplerMapTakeProgs:   tc.takeProgs,
 	}})
 	if err != nil {
-		return nil, loadError("loading the port's TC sampler", err)
+		return nil, bpf.LoadError("loading the port's TC sampler", err)
 	}
 	return o.Prog, nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // tagged returns f with 802.1Q/802.1ad tags inserted after the MAC
@@ -213,7 +213,7 @@ func TestTCSampleFields(t *testing.T) { forTCModes(t, testTCSampleFields) }
 func testTCSampleFields(t *testing.T, tc tcCase) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 2, MaxPorts: 8, Hook: HookTC, TCMode: tc.mode})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 100, Worker: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 	if d.cfg.Hook != HookAuto {
 		t.Fatalf("Config.Hook %v, want auto", d.cfg.Hook)
 	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 func TestHookAutoWithoutTCX(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, FeatureTCX)})
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Transit: sampled frames followed to where they leave the switch, for
 // extended_egress_queue (1036), extended_transit (1039) and
-// extended_queue (1040) (issue 23; bpf/transit.h says how).
+// extended_queue (1040) (issue 23; dataplane/bpf/transit.h says how).
 
 package dataplane
 
@@ -13,10 +13,10 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
-// How a transit wait ended (RawSample.Transit.Status; bpf/sample_info.h
+// How a transit wait ended (RawSample.Transit.Status; dataplane/bpf/sample_info.h
 // TRANSIT_*).
 const (
 	TransitSent     = 1 // the frame left through Transit.OutIfIndex
@@ -76,7 +76,7 @@ type transit struct {
 	done  sync.WaitGroup
 }
 
-// startTransit loads and attaches the transit programs (bpf/transit.c) on
+// startTransit loads and attaches the transit programs (dataplane/bpf/transit.c) on
 // the samplers' maps and starts the sweep. Called from Open when
 // Config.TransitEntries > 0, before any port is configured (or adopted
 // ports are rewritten); an error leaves transit off (the samplers park
@@ -103,7 +103,7 @@ func (d *Dataplane) startTransit() error {
 	}
 	t := &transit{stop: make(chan struct{})}
 	if err := spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		return loadError("loading the transit programs", err)
+		return bpf.LoadError("loading the transit programs", err)
 	}
 	for _, p := range []*ebpf.Program{t.objs.TransitEnqueue, t.objs.TransitXmit, t.objs.TransitDrop, t.objs.TransitConsume} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
@@ -182,16 +182,7 @@ func (d *Dataplane) TransitStats() (TransitStats, error) {
 		return TransitStats{}, fmt.Errorf("dataplane: reading transit outcomes: %w", err)
 	}
 	var s TransitStats
-	for _, c := range per {
-		s.Parked += c.Parked
-		s.Unparked += c.Unparked
-		s.Sent += c.Sent
-		s.Dropped += c.Dropped
-		s.Consumed += c.Consumed
-		s.Stale += c.Stale
-		s.Deferred += c.Deferred
-		s.Queued += c.Queued
-	}
+	bpf.SumPerCPU(&s, per)
 	return s, nil
 }
 

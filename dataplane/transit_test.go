@@ -9,9 +9,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestTransitQueue follows sampled frames to where they leave (transit.go):
@@ -108,7 +108,7 @@ func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Datap
 	if !d.TransitOn() {
 		t.Fatal("transit is off although the kernel has its features")
 	}
-	p1, p2 := portIndex(t, lab, 0), portIndex(t, lab, 1)
+	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
 	c := startCollector(t, d, 0)
 	t.Cleanup(func() { c.stop(t) })
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
@@ -125,7 +125,7 @@ func TestTransitOff(t *testing.T) {
 	if d.TransitOn() {
 		t.Fatal("transit on without TransitEntries")
 	}
-	p1 := portIndex(t, lab, 0)
+	p1 := lab.PortIndex(t, 0)
 	c := startCollector(t, d, 0)
 	defer c.stop(t)
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {

@@ -11,11 +11,11 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // tunnelCases are the tunnels the sampler reports: VXLAN with a fixed VNI
@@ -70,7 +70,7 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 	lab.AddTunnel(t, &tun)
 	port := lab.LinkIndex(lab.Switch, tun.Name)
 	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: hook})
-	if err := d.AttachPort(port, PortConfig{Rate: 1, HeaderBytes: 128, Direction: DirectionBoth}); err != nil {
+	if err := d.AttachPort(port, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionBoth}); err != nil {
 		t.Fatal(err)
 	}
 	// A VXLAN device has no native XDP: generic mode under HookXDP.

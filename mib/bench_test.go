@@ -3,7 +3,7 @@ package mib
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // Benchmarks through a real snmpd (net-snmp master, AgentX over a unix
@@ -75,7 +75,7 @@ func BenchmarkHandlerGetNext(b *testing.B) {
 	}
 	from := fsOID(colFsRate, 3+37*40, 2)
 	for b.Loop() {
-		if v, err := m.GetNext(from, false, nil); err != nil || v.Type != snmpd.Integer {
+		if v, err := m.GetNext(from, false, nil); err != nil || v.Type != agentx.Integer {
 			b.Fatal(err, v)
 		}
 	}

@@ -1,8 +1,8 @@
 // Package mib is the SFLOW-MIB (sFlow.org, version 1.3;
-// mibs/SFLOW-MIB.txt) bound to the running agent: it is the
+// mib/modules/SFLOW-MIB.txt) bound to the running agent: it is the
 // sampling configuration model of sflowswitchd. It holds the rows of
 // sFlowRcvrTable, sFlowFsTable and sFlowCpTable, serves them to SNMP
-// managers through an AgentX subagent (it implements snmpd.Handler) and,
+// managers through an AgentX subagent (it implements agentx.Handler) and,
 // after every change, derives the agent's whole configuration and hands it
 // to Config.Apply (agent.Agent.Apply in the daemon).
 //
@@ -57,7 +57,7 @@
 // InetAddress). sFlowRcvrPort: 1..65535. sFlowRcvrOwner: at most 127
 // octets (OwnerString, wrongLength), valid UTF-8 (wrongValue).
 //
-// A SET is one transaction (snmpd.Handler): TestSet validates every
+// A SET is one transaction (agentx.Handler): TestSet validates every
 // varbind and stages the new state, CommitSet installs it and calls
 // Config.Apply (commitFailed and rollback if that fails), UndoSet restores
 // the previous state. A SET with one bad varbind changes nothing.

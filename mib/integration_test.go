@@ -20,8 +20,8 @@ import (
 	"github.com/gosnmp/gosnmp"
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // daemonBin is the sflowswitchd binary, built once by TestMain when the
@@ -216,7 +216,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 
 // getVar reads one object through snmpd; it fails the test on a
 // transport error.
-func getVar(t *testing.T, g *gosnmp.GoSNMP, o snmpd.OID) gosnmp.SnmpPDU {
+func getVar(t *testing.T, g *gosnmp.GoSNMP, o agentx.OID) gosnmp.SnmpPDU {
 	t.Helper()
 	res, err := g.Get([]string{"." + o.String()})
 	if err != nil {
@@ -225,7 +225,7 @@ func getVar(t *testing.T, g *gosnmp.GoSNMP, o snmpd.OID) gosnmp.SnmpPDU {
 	return res.Variables[0]
 }
 
-func getInt(t *testing.T, g *gosnmp.GoSNMP, o snmpd.OID) int64 {
+func getInt(t *testing.T, g *gosnmp.GoSNMP, o agentx.OID) int64 {
 	t.Helper()
 	v := getVar(t, g, o)
 	if v.Type != gosnmp.Integer {
@@ -280,12 +280,12 @@ func TestDaemonOverAgentX(t *testing.T) {
 	}
 	// A second manager (its own session) cannot take it.
 	g2 := s.Client(t, "private")
-	if st, _ := snmpSet(t, g2, octets(rcvrOID(colRcvrOwner, 1), "intruder"), integer(rcvrOID(colRcvrTimeout, 1), 60)); st != snmpd.InconsistentValue {
+	if st, _ := snmpSet(t, g2, octets(rcvrOID(colRcvrOwner, 1), "intruder"), integer(rcvrOID(colRcvrTimeout, 1), 60)); st != agentx.InconsistentValue {
 		t.Fatalf("second manager's claim: %s, want inconsistentValue", st)
 	}
 	// A multi-varbind SET with one bad varbind changes nothing.
 	if st, idx := snmpSet(t, g, integer(fsOID(colFsReceiver, p1, 1), 1), integer(fsOID(colFsRate, p1, 1), 7),
-		integer(fsOID(colFsHeader, p1, 1), -1)); st != snmpd.WrongValue || idx != 3 {
+		integer(fsOID(colFsHeader, p1, 1), -1)); st != agentx.WrongValue || idx != 3 {
 		t.Fatalf("bad multi-varbind SET: %s at %d, want wrongValue at 3", st, idx)
 	}
 	if getInt(t, g, fsOID(colFsReceiver, p1, 1)) != 0 || getInt(t, g, fsOID(colFsRate, p1, 1)) != 0 {

@@ -5,19 +5,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // smonVlanDataSource.V = 1.3.6.1.2.1.16.22.1.4.1.V (SMON-MIB, RFC 2613,
 // smonRegistrationPoints.1): 12 sub-identifiers, written out from the MIB
 // text.
-func vlanCpOID(col int, vid uint32, inst int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.6.1.%d.12.1.3.6.1.2.1.16.22.1.4.1.%d.%d", agentPrefix, col, vid, inst))
+func vlanCpOID(col int, vid uint32, inst int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.6.1.%d.12.1.3.6.1.2.1.16.22.1.4.1.%d.%d", agentPrefix, col, vid, inst))
 }
 
-func vlanFsOID(col int, vid uint32, inst int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.5.1.%d.12.1.3.6.1.2.1.16.22.1.4.1.%d.%d", agentPrefix, col, vid, inst))
+func vlanFsOID(col int, vid uint32, inst int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.5.1.%d.12.1.3.6.1.2.1.16.22.1.4.1.%d.%d", agentPrefix, col, vid, inst))
 }
 
 // TestCounterOnlySources: a bond (counters only) and VLANs 100 and 200 are
@@ -35,13 +35,13 @@ func TestCounterOnlySources(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []snmpd.OID{cpOID(colCpInterval, 7, 1), vlanCpOID(colCpInterval, 100, 1), vlanCpOID(colCpInterval, 200, 1)} {
+	for _, o := range []agentx.OID{cpOID(colCpInterval, 7, 1), vlanCpOID(colCpInterval, 100, 1), vlanCpOID(colCpInterval, 200, 1)} {
 		if got := m.getInt(o); got != 20 {
 			t.Errorf("%s = %d, want the static interval 20", o, got)
 		}
 	}
-	for _, o := range []snmpd.OID{fsOID(colFsRate, 7, 1), vlanFsOID(colFsRate, 100, 1)} {
-		if v, _ := m.Get(o); v.Type != snmpd.NoSuchInstance && v.Type != snmpd.NoSuchObject {
+	for _, o := range []agentx.OID{fsOID(colFsRate, 7, 1), vlanFsOID(colFsRate, 100, 1)} {
+		if v, _ := m.Get(o); v.Type != agentx.NoSuchInstance && v.Type != agentx.NoSuchObject {
 			t.Errorf("%s: %v %v, want no sampler row", o, v.Type, v.Value)
 		}
 	}
@@ -74,7 +74,7 @@ func TestCounterOnlySources(t *testing.T) {
 	if err := m.SetPorts([]Port{{IfIndex: 1, StaticRate: 1000}, {IfIndex: 2, StaticRate: 1000}, {IfIndex: 7, CountersOnly: true}}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := m.Get(vlanCpOID(colCpInterval, 100, 1)); v.Type == snmpd.Integer {
+	if v, _ := m.Get(vlanCpOID(colCpInterval, 100, 1)); v.Type == agentx.Integer {
 		t.Errorf("VLAN 100 removed but its poller row remains")
 	}
 }

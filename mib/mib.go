@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // Defaults for Config fields left zero.
@@ -92,7 +92,7 @@ type Port struct {
 	Monitor bool
 	// Direction is which way the port is sampled (agent.Config.Directions);
 	// 0 = ingress.
-	Direction agent.Direction
+	Direction sflow.Direction
 	// StaticRate is the sampling rate of the static samplers on this port
 	// (0 = off).
 	StaticRate uint32
@@ -157,7 +157,7 @@ type poller struct{ receiver, interval int32 }
 // source is a data source and its sampler and poller rows.
 type source struct {
 	ds    sflow.DataSource
-	index snmpd.OID // the table index: length-prefixed data source OID
+	index agentx.OID // the table index: length-prefixed data source OID
 	port  Port
 	fs    []sampler // nil for the host
 	cp    []poller
@@ -197,7 +197,7 @@ func (s *state) release(r int32) {
 	}
 }
 
-// MIB is the SFLOW-MIB model. It implements snmpd.Handler; all methods
+// MIB is the SFLOW-MIB model. It implements agentx.Handler; all methods
 // are safe for concurrent use.
 type MIB struct {
 	cfg     Config
@@ -526,7 +526,7 @@ func (m *MIB) AgentConfig() agent.Config {
 // sFlowRcvrAddress), and the samplers and pollers bound to those receivers
 // with a non-zero rate or interval.
 func (m *MIB) agentConfig(s *state) agent.Config {
-	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]agent.Direction{}}
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
 		if r.static && r.unresolved != "" {
@@ -549,7 +549,7 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		if src.ds.Type == sflow.SourceIfIndex && src.port.Monitor {
 			cfg.MonitorPorts[src.ds.Index] = true
 		}
-		if d := src.port.Direction; d != 0 && d != agent.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
+		if d := src.port.Direction; d != 0 && d != sflow.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
 			cfg.Directions[src.ds.Index] = d
 		}
 		for j, f := range src.fs {

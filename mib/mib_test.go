@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // fakeClock is the injectable clock of the receiver timeouts.
@@ -105,73 +105,73 @@ func newTestMIB(t *testing.T, nports, nstatic int) *testMIB {
 // tables: sFlowAgent = 1.3.6.1.4.1.14706.1.1.
 const agentPrefix = "1.3.6.1.4.1.14706.1.1"
 
-func rcvrOID(col, r int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.4.1.%d.%d", agentPrefix, col, r))
+func rcvrOID(col, r int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.4.1.%d.%d", agentPrefix, col, r))
 }
 
 // ifIndex.N as a length-prefixed OID index: 11 sub-identifiers.
-func fsOID(col int, ifIndex uint32, inst int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.5.1.%d.11.1.3.6.1.2.1.2.2.1.1.%d.%d", agentPrefix, col, ifIndex, inst))
+func fsOID(col int, ifIndex uint32, inst int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.5.1.%d.11.1.3.6.1.2.1.2.2.1.1.%d.%d", agentPrefix, col, ifIndex, inst))
 }
 
-func cpOID(col int, ifIndex uint32, inst int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.6.1.%d.11.1.3.6.1.2.1.2.2.1.1.%d.%d", agentPrefix, col, ifIndex, inst))
+func cpOID(col int, ifIndex uint32, inst int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.6.1.%d.11.1.3.6.1.2.1.2.2.1.1.%d.%d", agentPrefix, col, ifIndex, inst))
 }
 
 // entPhysicalEntry.1 = 1.3.6.1.2.1.47.1.1.1.1.1: 12 sub-identifiers.
-func hostCpOID(col, inst int) snmpd.OID {
-	return snmpd.MustParseOID(fmt.Sprintf("%s.6.1.%d.12.1.3.6.1.2.1.47.1.1.1.1.1.%d", agentPrefix, col, inst))
+func hostCpOID(col, inst int) agentx.OID {
+	return agentx.MustParseOID(fmt.Sprintf("%s.6.1.%d.12.1.3.6.1.2.1.47.1.1.1.1.1.%d", agentPrefix, col, inst))
 }
 
-func integer(o snmpd.OID, n int32) snmpd.Variable {
-	return snmpd.Variable{Name: o, Type: snmpd.Integer, Value: n}
+func integer(o agentx.OID, n int32) agentx.Variable {
+	return agentx.Variable{Name: o, Type: agentx.Integer, Value: n}
 }
 
-func octets(o snmpd.OID, s string) snmpd.Variable {
-	return snmpd.Variable{Name: o, Type: snmpd.OctetString, Value: []byte(s)}
+func octets(o agentx.OID, s string) agentx.Variable {
+	return agentx.Variable{Name: o, Type: agentx.OctetString, Value: []byte(s)}
 }
 
 var txSeq uint32
 
 // set runs one whole set transaction as the master does.
-func (m *testMIB) set(vbs ...snmpd.Variable) (snmpd.ErrorStatus, int) {
+func (m *testMIB) set(vbs ...agentx.Variable) (agentx.ErrorStatus, int) {
 	txSeq++
 	tx := txSeq
 	defer m.CleanupSet(tx)
-	if st, i := m.TestSet(tx, vbs); st != snmpd.NoError {
+	if st, i := m.TestSet(tx, vbs); st != agentx.NoError {
 		return st, i
 	}
 	return m.CommitSet(tx)
 }
 
-func (m *testMIB) mustSet(vbs ...snmpd.Variable) {
+func (m *testMIB) mustSet(vbs ...agentx.Variable) {
 	m.t.Helper()
-	if st, i := m.set(vbs...); st != snmpd.NoError {
+	if st, i := m.set(vbs...); st != agentx.NoError {
 		m.t.Fatalf("set %v: %s at %d", vbs, st, i)
 	}
 }
 
-func (m *testMIB) getInt(o snmpd.OID) int32 {
+func (m *testMIB) getInt(o agentx.OID) int32 {
 	m.t.Helper()
 	v, err := m.Get(o)
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	n, ok := v.Value.(int32)
-	if v.Type != snmpd.Integer || !ok {
+	if v.Type != agentx.Integer || !ok {
 		m.t.Fatalf("get %s: %s %v, want Integer", o, v.Type, v.Value)
 	}
 	return n
 }
 
-func (m *testMIB) getString(o snmpd.OID) string {
+func (m *testMIB) getString(o agentx.OID) string {
 	m.t.Helper()
 	v, err := m.Get(o)
 	if err != nil {
 		m.t.Fatal(err)
 	}
 	b, ok := v.Value.([]byte)
-	if v.Type != snmpd.OctetString || !ok {
+	if v.Type != agentx.OctetString || !ok {
 		m.t.Fatalf("get %s: %s %v, want OctetString", o, v.Type, v.Value)
 	}
 	return string(b)
@@ -179,16 +179,16 @@ func (m *testMIB) getString(o snmpd.OID) string {
 
 // walk returns every variable of the MIB by GetNext, checking that names
 // strictly increase.
-func (m *testMIB) walk() []snmpd.Variable {
+func (m *testMIB) walk() []agentx.Variable {
 	m.t.Helper()
-	var out []snmpd.Variable
+	var out []agentx.Variable
 	from := Subtree
 	for {
 		v, err := m.GetNext(from, false, nil)
 		if err != nil {
 			m.t.Fatal(err)
 		}
-		if v.Type == snmpd.EndOfMibView {
+		if v.Type == agentx.EndOfMibView {
 			return out
 		}
 		if v.Name.Compare(from) <= 0 {
@@ -199,7 +199,7 @@ func (m *testMIB) walk() []snmpd.Variable {
 	}
 }
 
-func dump(vs []snmpd.Variable) string {
+func dump(vs []agentx.Variable) string {
 	var b strings.Builder
 	for _, v := range vs {
 		fmt.Fprintf(&b, "%s=%v\n", v.Name, v.Value)
@@ -222,35 +222,35 @@ func TestIndexEncoding(t *testing.T) {
 	if got := fsOID(colFsRate, 5, 2).String(); got != want {
 		t.Fatalf("helper %s, want %s", got, want)
 	}
-	if v, _ := m.Get(fsOID(colFsRate, 5, 2)); v.Type != snmpd.Integer {
+	if v, _ := m.Get(fsOID(colFsRate, 5, 2)); v.Type != agentx.Integer {
 		t.Fatalf("Get %s: %s", want, v.Type)
 	}
-	if v, _ := m.Get(hostCpOID(colCpInterval, 3)); v.Type != snmpd.Integer {
+	if v, _ := m.Get(hostCpOID(colCpInterval, 3)); v.Type != agentx.Integer {
 		t.Fatalf("Get host poller: %s", v.Type)
 	}
 	for _, c := range []struct {
 		oid  string
-		want snmpd.VarType
+		want agentx.VarType
 	}{
-		{agentPrefix + ".1.0", snmpd.OctetString},
-		{agentPrefix + ".1.1", snmpd.NoSuchInstance},
-		{agentPrefix + ".4.1.2.11", snmpd.NoSuchInstance},                         // receiver 11 of 10
-		{agentPrefix + ".5.1.4.11.1.3.6.1.2.1.2.2.1.1.6.1", snmpd.NoSuchInstance}, // no port 6
-		{agentPrefix + ".4.1.1.1", snmpd.NoSuchObject},                            // index column: not-accessible
-		{agentPrefix + ".7.0", snmpd.NoSuchObject},
+		{agentPrefix + ".1.0", agentx.OctetString},
+		{agentPrefix + ".1.1", agentx.NoSuchInstance},
+		{agentPrefix + ".4.1.2.11", agentx.NoSuchInstance},                         // receiver 11 of 10
+		{agentPrefix + ".5.1.4.11.1.3.6.1.2.1.2.2.1.1.6.1", agentx.NoSuchInstance}, // no port 6
+		{agentPrefix + ".4.1.1.1", agentx.NoSuchObject},                            // index column: not-accessible
+		{agentPrefix + ".7.0", agentx.NoSuchObject},
 	} {
-		v, err := m.Get(snmpd.MustParseOID(c.oid))
+		v, err := m.Get(agentx.MustParseOID(c.oid))
 		if err != nil || v.Type != c.want {
 			t.Errorf("Get %s = %s, %v; want %s", c.oid, v.Type, err, c.want)
 		}
 	}
-	if got := m.getString(snmpd.MustParseOID(agentPrefix + ".1.0")); got != "1.3;sflowswitchd;test" {
+	if got := m.getString(agentx.MustParseOID(agentPrefix + ".1.0")); got != "1.3;sflowswitchd;test" {
 		t.Errorf("sFlowVersion %q", got)
 	}
-	if got := m.getInt(snmpd.MustParseOID(agentPrefix + ".2.0")); got != 1 {
+	if got := m.getInt(agentx.MustParseOID(agentPrefix + ".2.0")); got != 1 {
 		t.Errorf("sFlowAgentAddressType %d, want ipv4(1)", got)
 	}
-	if got := m.getString(snmpd.MustParseOID(agentPrefix + ".3.0")); got != "\xc6\x13\xff\x01" {
+	if got := m.getString(agentx.MustParseOID(agentPrefix + ".3.0")); got != "\xc6\x13\xff\x01" {
 		t.Errorf("sFlowAgentAddress % x", got)
 	}
 }
@@ -260,18 +260,18 @@ func TestIndexEncoding(t *testing.T) {
 // free; ports 1..4; sampler 1.2 bound to receiver 2.
 type badSet struct {
 	name string
-	vb   snmpd.Variable
-	want snmpd.ErrorStatus
+	vb   agentx.Variable
+	want agentx.ErrorStatus
 }
 
 // badSetSetup is the SETs that build the state of badSets on a MIB with
 // one static receiver.
-func badSetSetup() [][]snmpd.Variable {
-	claim := func(r int, owner string) []snmpd.Variable {
-		return []snmpd.Variable{octets(rcvrOID(colRcvrOwner, r), owner), integer(rcvrOID(colRcvrTimeout, r), 600),
+func badSetSetup() [][]agentx.Variable {
+	claim := func(r int, owner string) []agentx.Variable {
+		return []agentx.Variable{octets(rcvrOID(colRcvrOwner, r), owner), integer(rcvrOID(colRcvrTimeout, r), 600),
 			octets(rcvrOID(colRcvrAddress, r), "\xc6\x13\xff\x02"), integer(rcvrOID(colRcvrPort, r), 6343)}
 	}
-	return [][]snmpd.Variable{claim(2, "mgr-a"), claim(4, "mgr-c"),
+	return [][]agentx.Variable{claim(2, "mgr-a"), claim(4, "mgr-c"),
 		{integer(fsOID(colFsReceiver, 1, 2), 2), integer(fsOID(colFsRate, 1, 2), 100)}}
 }
 
@@ -279,59 +279,59 @@ func badSets() []badSet {
 	long := strings.Repeat("x", 128)
 	return []badSet{
 		// wrongType
-		{"owner integer", integer(rcvrOID(colRcvrOwner, 2), 1), snmpd.WrongType},
-		{"timeout string", octets(rcvrOID(colRcvrTimeout, 2), "30"), snmpd.WrongType},
-		{"address integer", integer(rcvrOID(colRcvrAddress, 2), 1), snmpd.WrongType},
-		{"rate gauge", snmpd.Variable{Name: fsOID(colFsRate, 1, 2), Type: snmpd.Gauge32, Value: uint32(10)}, snmpd.WrongType},
-		{"interval string", octets(cpOID(colCpInterval, 1, 2), "10"), snmpd.WrongType},
-		{"cp receiver ipaddress", snmpd.Variable{Name: cpOID(colCpReceiver, 1, 2), Type: snmpd.IPAddress, Value: []byte{1, 2, 3, 4}}, snmpd.WrongType},
+		{"owner integer", integer(rcvrOID(colRcvrOwner, 2), 1), agentx.WrongType},
+		{"timeout string", octets(rcvrOID(colRcvrTimeout, 2), "30"), agentx.WrongType},
+		{"address integer", integer(rcvrOID(colRcvrAddress, 2), 1), agentx.WrongType},
+		{"rate gauge", agentx.Variable{Name: fsOID(colFsRate, 1, 2), Type: agentx.Gauge32, Value: uint32(10)}, agentx.WrongType},
+		{"interval string", octets(cpOID(colCpInterval, 1, 2), "10"), agentx.WrongType},
+		{"cp receiver ipaddress", agentx.Variable{Name: cpOID(colCpReceiver, 1, 2), Type: agentx.IPAddress, Value: []byte{1, 2, 3, 4}}, agentx.WrongType},
 		// wrongLength
-		{"owner 128 octets", octets(rcvrOID(colRcvrOwner, 3), long), snmpd.WrongLength},
-		{"address 5 octets", octets(rcvrOID(colRcvrAddress, 2), "\x01\x02\x03\x04\x05"), snmpd.WrongLength},
-		{"address empty", octets(rcvrOID(colRcvrAddress, 2), ""), snmpd.WrongLength},
+		{"owner 128 octets", octets(rcvrOID(colRcvrOwner, 3), long), agentx.WrongLength},
+		{"address 5 octets", octets(rcvrOID(colRcvrAddress, 2), "\x01\x02\x03\x04\x05"), agentx.WrongLength},
+		{"address empty", octets(rcvrOID(colRcvrAddress, 2), ""), agentx.WrongLength},
 		// wrongValue
-		{"owner not utf-8", octets(rcvrOID(colRcvrOwner, 3), "\xff\xfe"), snmpd.WrongValue},
-		{"timeout negative", integer(rcvrOID(colRcvrTimeout, 2), -1), snmpd.WrongValue},
-		{"datagram size 199", integer(rcvrOID(colRcvrMaxSize, 2), 199), snmpd.WrongValue},
-		{"datagram size 65508", integer(rcvrOID(colRcvrMaxSize, 2), 65508), snmpd.WrongValue},
-		{"address type dns", integer(rcvrOID(colRcvrAddrTyp, 2), 16), snmpd.WrongValue},
-		{"address type unknown", integer(rcvrOID(colRcvrAddrTyp, 2), 0), snmpd.WrongValue},
-		{"port 0", integer(rcvrOID(colRcvrPort, 2), 0), snmpd.WrongValue},
-		{"port 65536", integer(rcvrOID(colRcvrPort, 2), 65536), snmpd.WrongValue},
-		{"datagram version 4", integer(rcvrOID(colRcvrVersion, 2), 4), snmpd.WrongValue},
-		{"fs receiver 11", integer(fsOID(colFsReceiver, 1, 3), 11), snmpd.WrongValue},
-		{"fs receiver -1", integer(fsOID(colFsReceiver, 1, 3), -1), snmpd.WrongValue},
-		{"rate negative", integer(fsOID(colFsRate, 1, 2), -5), snmpd.WrongValue},
-		{"header negative", integer(fsOID(colFsHeader, 1, 2), -1), snmpd.WrongValue},
-		{"interval negative", integer(cpOID(colCpInterval, 1, 2), -1), snmpd.WrongValue},
+		{"owner not utf-8", octets(rcvrOID(colRcvrOwner, 3), "\xff\xfe"), agentx.WrongValue},
+		{"timeout negative", integer(rcvrOID(colRcvrTimeout, 2), -1), agentx.WrongValue},
+		{"datagram size 199", integer(rcvrOID(colRcvrMaxSize, 2), 199), agentx.WrongValue},
+		{"datagram size 65508", integer(rcvrOID(colRcvrMaxSize, 2), 65508), agentx.WrongValue},
+		{"address type dns", integer(rcvrOID(colRcvrAddrTyp, 2), 16), agentx.WrongValue},
+		{"address type unknown", integer(rcvrOID(colRcvrAddrTyp, 2), 0), agentx.WrongValue},
+		{"port 0", integer(rcvrOID(colRcvrPort, 2), 0), agentx.WrongValue},
+		{"port 65536", integer(rcvrOID(colRcvrPort, 2), 65536), agentx.WrongValue},
+		{"datagram version 4", integer(rcvrOID(colRcvrVersion, 2), 4), agentx.WrongValue},
+		{"fs receiver 11", integer(fsOID(colFsReceiver, 1, 3), 11), agentx.WrongValue},
+		{"fs receiver -1", integer(fsOID(colFsReceiver, 1, 3), -1), agentx.WrongValue},
+		{"rate negative", integer(fsOID(colFsRate, 1, 2), -5), agentx.WrongValue},
+		{"header negative", integer(fsOID(colFsHeader, 1, 2), -1), agentx.WrongValue},
+		{"interval negative", integer(cpOID(colCpInterval, 1, 2), -1), agentx.WrongValue},
 		// inconsistentValue
-		{"claim without timeout", octets(rcvrOID(colRcvrOwner, 3), "mgr-b"), snmpd.InconsistentValue},
-		{"claim held receiver", octets(rcvrOID(colRcvrOwner, 2), "mgr-b"), snmpd.InconsistentValue},
-		{"port of free receiver", integer(rcvrOID(colRcvrPort, 3), 7000), snmpd.InconsistentValue},
-		{"timeout of free receiver", integer(rcvrOID(colRcvrTimeout, 3), 30), snmpd.InconsistentValue},
-		{"bind to free receiver", integer(fsOID(colFsReceiver, 2, 3), 3), snmpd.InconsistentValue},
-		{"bind to static receiver", integer(fsOID(colFsReceiver, 2, 3), 1), snmpd.InconsistentValue},
-		{"rebind held sampler", integer(fsOID(colFsReceiver, 1, 2), 4), snmpd.InconsistentValue},
-		{"rate of free sampler", integer(fsOID(colFsRate, 2, 3), 100), snmpd.InconsistentValue},
-		{"interval of free poller", integer(hostCpOID(colCpInterval, 2), 10), snmpd.InconsistentValue},
-		{"ipv6 address on ipv4 type", octets(rcvrOID(colRcvrAddress, 2), strings.Repeat("\x20", 16)), snmpd.InconsistentValue},
-		{"ipv6 type on ipv4 address", integer(rcvrOID(colRcvrAddrTyp, 2), 2), snmpd.InconsistentValue},
+		{"claim without timeout", octets(rcvrOID(colRcvrOwner, 3), "mgr-b"), agentx.InconsistentValue},
+		{"claim held receiver", octets(rcvrOID(colRcvrOwner, 2), "mgr-b"), agentx.InconsistentValue},
+		{"port of free receiver", integer(rcvrOID(colRcvrPort, 3), 7000), agentx.InconsistentValue},
+		{"timeout of free receiver", integer(rcvrOID(colRcvrTimeout, 3), 30), agentx.InconsistentValue},
+		{"bind to free receiver", integer(fsOID(colFsReceiver, 2, 3), 3), agentx.InconsistentValue},
+		{"bind to static receiver", integer(fsOID(colFsReceiver, 2, 3), 1), agentx.InconsistentValue},
+		{"rebind held sampler", integer(fsOID(colFsReceiver, 1, 2), 4), agentx.InconsistentValue},
+		{"rate of free sampler", integer(fsOID(colFsRate, 2, 3), 100), agentx.InconsistentValue},
+		{"interval of free poller", integer(hostCpOID(colCpInterval, 2), 10), agentx.InconsistentValue},
+		{"ipv6 address on ipv4 type", octets(rcvrOID(colRcvrAddress, 2), strings.Repeat("\x20", 16)), agentx.InconsistentValue},
+		{"ipv6 type on ipv4 address", integer(rcvrOID(colRcvrAddrTyp, 2), 2), agentx.InconsistentValue},
 		// notWritable
-		{"sFlowVersion", octets(snmpd.MustParseOID(agentPrefix+".1.0"), "x"), snmpd.NotWritable},
-		{"sFlowAgentAddress", octets(snmpd.MustParseOID(agentPrefix+".3.0"), "\x01\x02\x03\x04"), snmpd.NotWritable},
-		{"receiver index column", integer(snmpd.MustParseOID(agentPrefix+".4.1.1.2"), 2), snmpd.NotWritable},
-		{"static receiver owner", octets(rcvrOID(colRcvrOwner, 1), ""), snmpd.NotWritable},
-		{"static receiver port", integer(rcvrOID(colRcvrPort, 1), 7000), snmpd.NotWritable},
-		{"static sampler rate", integer(fsOID(colFsRate, 1, 1), 10), snmpd.NotWritable},
-		{"static poller receiver", integer(hostCpOID(colCpReceiver, 1), 0), snmpd.NotWritable},
-		{"unknown object", integer(snmpd.MustParseOID(agentPrefix+".7.0"), 1), snmpd.NotWritable},
-		{"outside the MIB", integer(snmpd.MustParseOID("1.3.6.1.4.1.14706.2.1.0"), 1), snmpd.NotWritable},
+		{"sFlowVersion", octets(agentx.MustParseOID(agentPrefix+".1.0"), "x"), agentx.NotWritable},
+		{"sFlowAgentAddress", octets(agentx.MustParseOID(agentPrefix+".3.0"), "\x01\x02\x03\x04"), agentx.NotWritable},
+		{"receiver index column", integer(agentx.MustParseOID(agentPrefix+".4.1.1.2"), 2), agentx.NotWritable},
+		{"static receiver owner", octets(rcvrOID(colRcvrOwner, 1), ""), agentx.NotWritable},
+		{"static receiver port", integer(rcvrOID(colRcvrPort, 1), 7000), agentx.NotWritable},
+		{"static sampler rate", integer(fsOID(colFsRate, 1, 1), 10), agentx.NotWritable},
+		{"static poller receiver", integer(hostCpOID(colCpReceiver, 1), 0), agentx.NotWritable},
+		{"unknown object", integer(agentx.MustParseOID(agentPrefix+".7.0"), 1), agentx.NotWritable},
+		{"outside the MIB", integer(agentx.MustParseOID("1.3.6.1.4.1.14706.2.1.0"), 1), agentx.NotWritable},
 		// noCreation
-		{"receiver 11", octets(rcvrOID(colRcvrOwner, 11), "x"), snmpd.NoCreation},
-		{"sampler of absent port", integer(fsOID(colFsRate, 99, 2), 10), snmpd.NoCreation},
-		{"sampler instance 4", integer(fsOID(colFsReceiver, 1, 4), 2), snmpd.NoCreation},
-		{"host poller instance 4", integer(hostCpOID(colCpReceiver, 4), 2), snmpd.NoCreation},
-		{"host has no sampler", integer(snmpd.MustParseOID(agentPrefix+".5.1.3.12.1.3.6.1.2.1.47.1.1.1.1.1.2"), 2), snmpd.NoCreation},
+		{"receiver 11", octets(rcvrOID(colRcvrOwner, 11), "x"), agentx.NoCreation},
+		{"sampler of absent port", integer(fsOID(colFsRate, 99, 2), 10), agentx.NoCreation},
+		{"sampler instance 4", integer(fsOID(colFsReceiver, 1, 4), 2), agentx.NoCreation},
+		{"host poller instance 4", integer(hostCpOID(colCpReceiver, 4), 2), agentx.NoCreation},
+		{"host has no sampler", integer(agentx.MustParseOID(agentPrefix+".5.1.3.12.1.3.6.1.2.1.47.1.1.1.1.1.2"), 2), agentx.NoCreation},
 	}
 }
 
@@ -386,11 +386,11 @@ func TestOwnershipAndTimeout(t *testing.T) {
 		t.Fatalf("applied %+v\nwant receivers %+v samplers %+v pollers %+v", c, wantRcv, wantFs, wantCp)
 	}
 	// A second manager cannot take it, nor rebind its sampler.
-	if st, _ := m.set(octets(rcvrOID(colRcvrOwner, 1), "mgr-b"), integer(rcvrOID(colRcvrTimeout, 1), 100)); st != snmpd.InconsistentValue {
+	if st, _ := m.set(octets(rcvrOID(colRcvrOwner, 1), "mgr-b"), integer(rcvrOID(colRcvrTimeout, 1), 100)); st != agentx.InconsistentValue {
 		t.Fatalf("second manager claim: %s", st)
 	}
 	m.mustSet(octets(rcvrOID(colRcvrOwner, 2), "mgr-b"), integer(rcvrOID(colRcvrTimeout, 2), 100))
-	if st, _ := m.set(integer(fsOID(colFsReceiver, 2, 1), 2)); st != snmpd.InconsistentValue {
+	if st, _ := m.set(integer(fsOID(colFsReceiver, 2, 1), 2)); st != agentx.InconsistentValue {
 		t.Fatalf("rebinding a held sampler: %s", st)
 	}
 	// The countdown.
@@ -411,7 +411,7 @@ func TestOwnershipAndTimeout(t *testing.T) {
 	m.Tick()
 	// Expired: receiver and everything bound to it back to defaults.
 	checks := []struct {
-		oid  snmpd.OID
+		oid  agentx.OID
 		want int32
 	}{
 		{rcvrOID(colRcvrTimeout, 1), 0}, {rcvrOID(colRcvrPort, 1), 6343}, {rcvrOID(colRcvrMaxSize, 1), 1400},
@@ -517,7 +517,7 @@ func TestClosestValue(t *testing.T) {
 	m.claim(1, "mgr", 6343)
 	m.mustSet(integer(fsOID(colFsReceiver, 1, 1), 1))
 	for _, c := range []struct {
-		oid       snmpd.OID
+		oid       agentx.OID
 		set, want int32
 	}{
 		{fsOID(colFsHeader, 1, 1), 300, 256},
@@ -592,11 +592,11 @@ func TestWalk64Ports(t *testing.T) {
 		}
 	}
 	// The walk order must be the numeric OID order of the expected set.
-	names := make([]snmpd.OID, 0, len(want))
+	names := make([]agentx.OID, 0, len(want))
 	for s := range want {
-		names = append(names, snmpd.MustParseOID(s))
+		names = append(names, agentx.MustParseOID(s))
 	}
-	slices.SortFunc(names, snmpd.OID.Compare)
+	slices.SortFunc(names, agentx.OID.Compare)
 	for i, v := range got {
 		if !v.Name.Equal(names[i]) {
 			t.Fatalf("walk position %d: %s, want %s", i, v.Name, names[i])
@@ -610,7 +610,7 @@ func TestWalk64Ports(t *testing.T) {
 	if v, _ := m.GetNext(rcvrOID(2, 1), true, nil); !v.Name.Equal(rcvrOID(2, 1)) {
 		t.Fatalf("GetNext include = %s", v.Name)
 	}
-	if v, _ := m.GetNext(rcvrOID(2, 10), false, rcvrOID(3, 1)); v.Type != snmpd.EndOfMibView {
+	if v, _ := m.GetNext(rcvrOID(2, 10), false, rcvrOID(3, 1)); v.Type != agentx.EndOfMibView {
 		t.Fatalf("GetNext past end = %s %s", v.Name, v.Type)
 	}
 }
@@ -623,7 +623,7 @@ func TestMultiVarbindAtomicity(t *testing.T) {
 	st, idx := m.set(octets(rcvrOID(colRcvrOwner, 1), "mgr"), integer(rcvrOID(colRcvrTimeout, 1), 60),
 		octets(rcvrOID(colRcvrAddress, 1), "\xc6\x13\xff\x02"), integer(fsOID(colFsReceiver, 1, 1), 1),
 		integer(fsOID(colFsRate, 1, 1), 10), octets(fsOID(colFsHeader, 1, 1), "128"))
-	if st != snmpd.WrongType || idx != 6 {
+	if st != agentx.WrongType || idx != 6 {
 		t.Fatalf("set: %s at %d, want wrongType at 6", st, idx)
 	}
 	if dump(m.walk()) != dump(before) || m.rec.count() != applied {
@@ -640,7 +640,7 @@ func TestMultiVarbindAtomicity(t *testing.T) {
 	// Apply failing in CommitSet: commitFailed and rollback.
 	snap := dump(m.walk())
 	m.rec.fail = errors.New("dataplane refused")
-	if st, _ := m.set(integer(fsOID(colFsRate, 1, 1), 20)); st != snmpd.CommitFailed {
+	if st, _ := m.set(integer(fsOID(colFsRate, 1, 1), 20)); st != agentx.CommitFailed {
 		t.Fatalf("commit with failing Apply: %s", st)
 	}
 	m.rec.fail = nil
@@ -650,16 +650,16 @@ func TestMultiVarbindAtomicity(t *testing.T) {
 
 	// UndoSet after a successful commit restores the previous state and
 	// applies it.
-	if st, _ := m.TestSet(900, []snmpd.Variable{integer(fsOID(colFsRate, 1, 1), 30)}); st != snmpd.NoError {
+	if st, _ := m.TestSet(900, []agentx.Variable{integer(fsOID(colFsRate, 1, 1), 30)}); st != agentx.NoError {
 		t.Fatal(st)
 	}
-	if st, _ := m.CommitSet(900); st != snmpd.NoError {
+	if st, _ := m.CommitSet(900); st != agentx.NoError {
 		t.Fatal(st)
 	}
 	if m.getInt(fsOID(colFsRate, 1, 1)) != 30 {
 		t.Fatal("commit not visible")
 	}
-	if st, _ := m.UndoSet(900); st != snmpd.NoError {
+	if st, _ := m.UndoSet(900); st != agentx.NoError {
 		t.Fatal(st)
 	}
 	m.CleanupSet(900)
@@ -669,12 +669,12 @@ func TestMultiVarbindAtomicity(t *testing.T) {
 
 	// A timeout expiring between TestSet and CommitSet: the SET is
 	// checked again and fails instead of resurrecting the receiver.
-	if st, _ := m.TestSet(901, []snmpd.Variable{integer(fsOID(colFsRate, 1, 1), 40)}); st != snmpd.NoError {
+	if st, _ := m.TestSet(901, []agentx.Variable{integer(fsOID(colFsRate, 1, 1), 40)}); st != agentx.NoError {
 		t.Fatal(st)
 	}
 	m.clock.Advance(61 * time.Second)
 	m.Tick()
-	if st, _ := m.CommitSet(901); st != snmpd.CommitFailed {
+	if st, _ := m.CommitSet(901); st != agentx.CommitFailed {
 		t.Fatalf("commit after expiry: %s", st)
 	}
 	m.CleanupSet(901)
@@ -693,7 +693,7 @@ func TestSetPortsKeepsRows(t *testing.T) {
 	if m.getInt(fsOID(colFsRate, 2, 1)) != 50 {
 		t.Fatal("port 2 lost its sampler settings")
 	}
-	if v, _ := m.Get(fsOID(colFsRate, 1, 1)); v.Type != snmpd.NoSuchInstance {
+	if v, _ := m.Get(fsOID(colFsRate, 1, 1)); v.Type != agentx.NoSuchInstance {
 		t.Fatalf("removed port 1 still has rows: %s", v.Type)
 	}
 	if m.getInt(fsOID(colFsHeader, 7, 3)) != 128 {

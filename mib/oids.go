@@ -6,16 +6,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
 )
 
 // Subtree is the OID the subagent registers: sFlow.org's enterprise,
 // 1.3.6.1.4.1.14706 (sFlowMIB is .1 below it).
-var Subtree = snmpd.OID{1, 3, 6, 1, 4, 1, 14706}
+var Subtree = agentx.OID{1, 3, 6, 1, 4, 1, 14706}
 
 // sFlowAgent is 1.3.6.1.4.1.14706.1.1, the root of every object.
-var sFlowAgent = snmpd.OID{1, 3, 6, 1, 4, 1, 14706, 1, 1}
+var sFlowAgent = agentx.OID{1, 3, 6, 1, 4, 1, 14706, 1, 1}
 
 // Object identifiers below sFlowAgent (SFLOW-MIB).
 const (
@@ -56,15 +56,15 @@ const (
 // ENTITY-MIB's 1.3.6.1.2.1.47.1.1.1.1, so the host's entPhysicalEntry.1
 // is 1.3.6.1.2.1.47.1.1.1.1.1.
 var (
-	ifIndexOID            = snmpd.OID{1, 3, 6, 1, 2, 1, 2, 2, 1, 1}
-	smonVlanDataSourceOID = snmpd.OID{1, 3, 6, 1, 2, 1, 16, 22, 1, 4, 1}
-	entPhysicalEntryOID   = snmpd.OID{1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1}
+	ifIndexOID            = agentx.OID{1, 3, 6, 1, 2, 1, 2, 2, 1, 1}
+	smonVlanDataSourceOID = agentx.OID{1, 3, 6, 1, 2, 1, 16, 22, 1, 4, 1}
+	entPhysicalEntryOID   = agentx.OID{1, 3, 6, 1, 2, 1, 47, 1, 1, 1, 1}
 )
 
 // encodeSource returns the table index of data source ds: sFlowFsDataSource
 // and sFlowCpDataSource are OBJECT IDENTIFIER indexes without IMPLIED, so
 // RFC 2578 section 7.7 encodes them with their length first.
-func encodeSource(ds sflow.DataSource) snmpd.OID {
+func encodeSource(ds sflow.DataSource) agentx.OID {
 	base := ifIndexOID
 	switch ds.Type {
 	case sflow.SourceEntPhysicalEntry:
@@ -72,7 +72,7 @@ func encodeSource(ds sflow.DataSource) snmpd.OID {
 	case sflow.SourceSmonVlan:
 		base = smonVlanDataSourceOID
 	}
-	o := make(snmpd.OID, 0, len(base)+2)
+	o := make(agentx.OID, 0, len(base)+2)
 	o = append(o, uint32(len(base)+1))
 	o = append(o, base...)
 	return append(o, ds.Index)
@@ -92,7 +92,7 @@ const (
 // (1-based) or the position of the data source in state.src; inst is the
 // 1-based instance.
 type key struct {
-	oid  snmpd.OID
+	oid  agentx.OID
 	tab  table
 	col  uint32
 	row  int
@@ -129,8 +129,8 @@ func buildKeys(s *state) []key {
 	return ks
 }
 
-func rowOID(tab, col uint32, index snmpd.OID, inst int) snmpd.OID {
-	o := make(snmpd.OID, 0, len(sFlowAgent)+3+len(index)+1)
+func rowOID(tab, col uint32, index agentx.OID, inst int) agentx.OID {
+	o := make(agentx.OID, 0, len(sFlowAgent)+3+len(index)+1)
 	o = append(o, sFlowAgent...)
 	o = append(o, tab, 1, col)
 	o = append(o, index...)
@@ -140,7 +140,7 @@ func rowOID(tab, col uint32, index snmpd.OID, inst int) snmpd.OID {
 // objectTypes are the OIDs of every accessible object type; an OID below
 // one of them that is not an instance is noSuchInstance, anything else
 // noSuchObject.
-var objectTypes = []snmpd.OID{
+var objectTypes = []agentx.OID{
 	sFlowAgent.Append(oidVersion), sFlowAgent.Append(oidAgentAddressType), sFlowAgent.Append(oidAgentAddress),
 	sFlowAgent.Append(oidRcvrTable, 1, colRcvrOwner), sFlowAgent.Append(oidRcvrTable, 1, colRcvrTimeout),
 	sFlowAgent.Append(oidRcvrTable, 1, colRcvrMaxSize), sFlowAgent.Append(oidRcvrTable, 1, colRcvrAddrTyp),
@@ -155,7 +155,7 @@ var objectTypes = []snmpd.OID{
 // three read-only scalars).
 var writableColumns = objectTypes[3:]
 
-func underAny(o snmpd.OID, types []snmpd.OID) bool {
+func underAny(o agentx.OID, types []agentx.OID) bool {
 	for _, t := range types {
 		if len(o) > len(t) && o.HasPrefix(t) {
 			return true
@@ -165,54 +165,54 @@ func underAny(o snmpd.OID, types []snmpd.OID) bool {
 }
 
 // find returns the position of oid in m.keys, or -1.
-func (m *MIB) find(oid snmpd.OID) int {
-	i, ok := slices.BinarySearchFunc(m.keys, oid, func(k key, o snmpd.OID) int { return k.oid.Compare(o) })
+func (m *MIB) find(oid agentx.OID) int {
+	i, ok := slices.BinarySearchFunc(m.keys, oid, func(k key, o agentx.OID) int { return k.oid.Compare(o) })
 	if !ok {
 		return -1
 	}
 	return i
 }
 
-// Get implements snmpd.Handler.
-func (m *MIB) Get(oid snmpd.OID) (snmpd.Variable, error) {
+// Get implements agentx.Handler.
+func (m *MIB) Get(oid agentx.OID) (agentx.Variable, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if i := m.find(oid); i >= 0 {
 		return m.value(m.keys[i]), nil
 	}
 	if underAny(oid, objectTypes) {
-		return snmpd.Variable{Name: oid, Type: snmpd.NoSuchInstance}, nil
+		return agentx.Variable{Name: oid, Type: agentx.NoSuchInstance}, nil
 	}
-	return snmpd.Variable{Name: oid, Type: snmpd.NoSuchObject}, nil
+	return agentx.Variable{Name: oid, Type: agentx.NoSuchObject}, nil
 }
 
-// GetNext implements snmpd.Handler.
-func (m *MIB) GetNext(from snmpd.OID, include bool, end snmpd.OID) (snmpd.Variable, error) {
+// GetNext implements agentx.Handler.
+func (m *MIB) GetNext(from agentx.OID, include bool, end agentx.OID) (agentx.Variable, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i, found := slices.BinarySearchFunc(m.keys, from, func(k key, o snmpd.OID) int { return k.oid.Compare(o) })
+	i, found := slices.BinarySearchFunc(m.keys, from, func(k key, o agentx.OID) int { return k.oid.Compare(o) })
 	if found && !include {
 		i++
 	}
 	if i >= len(m.keys) || (len(end) > 0 && m.keys[i].oid.Compare(end) >= 0) {
-		return snmpd.Variable{Name: from, Type: snmpd.EndOfMibView}, nil
+		return agentx.Variable{Name: from, Type: agentx.EndOfMibView}, nil
 	}
 	return m.value(m.keys[i]), nil
 }
 
 // value reads the object instance k from the current state.
-func (m *MIB) value(k key) snmpd.Variable {
-	v := snmpd.Variable{Name: k.oid, Type: snmpd.Integer}
+func (m *MIB) value(k key) agentx.Variable {
+	v := agentx.Variable{Name: k.oid, Type: agentx.Integer}
 	s := m.cur
 	switch k.tab {
 	case tScalar:
 		switch k.col {
 		case oidVersion:
-			v.Type, v.Value = snmpd.OctetString, []byte(m.version)
+			v.Type, v.Value = agentx.OctetString, []byte(m.version)
 		case oidAgentAddressType:
 			v.Value = agentAddressType(m.agentAddr)
 		case oidAgentAddress:
-			v.Type = snmpd.OctetString
+			v.Type = agentx.OctetString
 			v.Value = []byte{}
 			if m.agentAddr.IsValid() {
 				v.Value = m.agentAddr.Unmap().AsSlice()
@@ -222,7 +222,7 @@ func (m *MIB) value(k key) snmpd.Variable {
 		r := s.rcv[k.row-1]
 		switch k.col {
 		case colRcvrOwner:
-			v.Type, v.Value = snmpd.OctetString, []byte(r.owner)
+			v.Type, v.Value = agentx.OctetString, []byte(r.owner)
 		case colRcvrTimeout:
 			v.Value = m.remaining(r)
 		case colRcvrMaxSize:
@@ -230,7 +230,7 @@ func (m *MIB) value(k key) snmpd.Variable {
 		case colRcvrAddrTyp:
 			v.Value = r.addrType
 		case colRcvrAddress:
-			v.Type, v.Value = snmpd.OctetString, slices.Clone(r.addr)
+			v.Type, v.Value = agentx.OctetString, slices.Clone(r.addr)
 		case colRcvrPort:
 			v.Value = r.port
 		case colRcvrVersion:

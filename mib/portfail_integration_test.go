@@ -7,8 +7,8 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestDaemonPortSlotsOverAgentX (issue 10, defect 1) through the real
@@ -41,17 +41,17 @@ func TestDaemonPortSlotsOverAgentX(t *testing.T) {
 		t.Fatalf("static sampler rates p1 %d, p2 %d; want 100 and 0 (p2 has no slot)", r1, r2)
 	}
 	if st, i := snmpSet(t, g, octets(rcvrOID(colRcvrOwner, 2), "mgr"), integer(rcvrOID(colRcvrTimeout, 2), 300),
-		octets(rcvrOID(colRcvrAddress, 2), string(lab.CollectorAddr.AsSlice())), integer(rcvrOID(colRcvrPort, 2), int32(col.port))); st != snmpd.NoError {
+		octets(rcvrOID(colRcvrAddress, 2), string(lab.CollectorAddr.AsSlice())), integer(rcvrOID(colRcvrPort, 2), int32(col.port))); st != agentx.NoError {
 		t.Fatalf("claiming receiver 2 while p2 cannot be sampled: %s at %d", st, i)
 	}
-	if st, i := snmpSet(t, g, integer(fsOID(colFsReceiver, p1, 2), 2), integer(fsOID(colFsRate, p1, 2), 50)); st != snmpd.NoError {
+	if st, i := snmpSet(t, g, integer(fsOID(colFsReceiver, p1, 2), 2), integer(fsOID(colFsRate, p1, 2), 50)); st != agentx.NoError {
 		t.Fatalf("sampler SET on p1 while p2 cannot be sampled: %s at %d", st, i)
 	}
 	if r := getInt(t, g, fsOID(colFsRate, p1, 2)); r != 50 {
 		t.Errorf("p1 instance 2 reads rate %d, want 50", r)
 	}
 	// A SET on p2 itself is stored, and reads 0 while p2 has no slot.
-	if st, i := snmpSet(t, g, integer(fsOID(colFsReceiver, p2, 2), 2), integer(fsOID(colFsRate, p2, 2), 50)); st != snmpd.NoError {
+	if st, i := snmpSet(t, g, integer(fsOID(colFsReceiver, p2, 2), 2), integer(fsOID(colFsRate, p2, 2), 50)); st != agentx.NoError {
 		t.Fatalf("sampler SET on p2: %s at %d", st, i)
 	}
 	if r := getInt(t, g, fsOID(colFsRate, p2, 2)); r != 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // TestPortFailureStaysLocal: a port the dataplane cannot sample (issue 10,
@@ -43,14 +43,14 @@ func TestPortFailureStaysLocal(t *testing.T) {
 
 	// SNMP keeps working on the other ports while port 3 fails.
 	m.claim(2, "mgr", 6343)
-	if st, i := m.set(integer(fsOID(colFsReceiver, 2, 2), 2), integer(fsOID(colFsRate, 2, 2), 77)); st != snmpd.NoError {
+	if st, i := m.set(integer(fsOID(colFsReceiver, 2, 2), 2), integer(fsOID(colFsRate, 2, 2), 77)); st != agentx.NoError {
 		t.Fatalf("SET on port 2 while port 3 fails: %s at %d", st, i)
 	}
 	if got := m.getInt(fsOID(colFsRate, 2, 2)); got != 77 {
 		t.Errorf("port 2 instance 2 reads %d, want 77", got)
 	}
 	// A SET on the failing port itself is stored and reads 0 (not sampled).
-	if st, i := m.set(integer(fsOID(colFsReceiver, 3, 2), 2), integer(fsOID(colFsRate, 3, 2), 50)); st != snmpd.NoError {
+	if st, i := m.set(integer(fsOID(colFsReceiver, 3, 2), 2), integer(fsOID(colFsRate, 3, 2), 50)); st != agentx.NoError {
 		t.Fatalf("SET on failing port 3: %s at %d", st, i)
 	}
 	if got := m.getInt(fsOID(colFsRate, 3, 2)); got != 0 {
@@ -58,7 +58,7 @@ func TestPortFailureStaysLocal(t *testing.T) {
 	}
 	// A whole-configuration failure still fails the SET and rolls back.
 	rec.fail = errors.New("invalid")
-	if st, _ := m.set(integer(fsOID(colFsRate, 2, 2), 78)); st != snmpd.CommitFailed {
+	if st, _ := m.set(integer(fsOID(colFsRate, 2, 2), 78)); st != agentx.CommitFailed {
 		t.Errorf("SET with a failing Apply: %s, want commitFailed", st)
 	}
 	rec.fail = nil
@@ -91,7 +91,7 @@ func TestSetRefusesNonUnicastCollector(t *testing.T) {
 		{"loopback SNMP port", "\x7f\x00\x00\x01", 161},
 		{"loopback AgentX port", "\x7f\x00\x00\x01", 705},
 	} {
-		if st, _ := m.set(octets(rcvrOID(colRcvrAddress, 1), c.addr), integer(rcvrOID(colRcvrPort, 1), c.port)); st != snmpd.InconsistentValue {
+		if st, _ := m.set(octets(rcvrOID(colRcvrAddress, 1), c.addr), integer(rcvrOID(colRcvrPort, 1), c.port)); st != agentx.InconsistentValue {
 			t.Errorf("%s: %s, want inconsistentValue", c.name, st)
 		}
 	}

@@ -7,13 +7,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // pending is the set transaction between TestSet and CleanupSet.
 type pending struct {
 	tx        uint32
-	vbs       []snmpd.Variable
+	vbs       []agentx.Variable
 	gen       uint64 // generation of the state next was staged from
 	next      *state
 	prev      *state // the state before CommitSet, for UndoSet
@@ -29,36 +29,36 @@ type edit struct {
 	b   []byte
 }
 
-// TestSet implements snmpd.Handler: it validates every varbind and stages
+// TestSet implements agentx.Handler: it validates every varbind and stages
 // the resulting state; nothing changes until CommitSet.
-func (m *MIB) TestSet(tx uint32, vbs []snmpd.Variable) (snmpd.ErrorStatus, int) {
+func (m *MIB) TestSet(tx uint32, vbs []agentx.Variable) (agentx.ErrorStatus, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.pend = nil
 	next, st, pos := m.stage(m.cur, vbs)
-	if st != snmpd.NoError {
+	if st != agentx.NoError {
 		return st, pos
 	}
 	m.pend = &pending{tx: tx, vbs: slices.Clone(vbs), gen: m.gen, next: next}
-	return snmpd.NoError, 0
+	return agentx.NoError, 0
 }
 
-// CommitSet implements snmpd.Handler: it installs the staged state and
+// CommitSet implements agentx.Handler: it installs the staged state and
 // applies it to the agent. If the state changed since TestSet (a timeout
 // expired, ports changed), the SET is staged again against the new state.
 // If that or Config.Apply fails, the previous state is restored and the
 // result is commitFailed.
-func (m *MIB) CommitSet(tx uint32) (snmpd.ErrorStatus, int) {
+func (m *MIB) CommitSet(tx uint32) (agentx.ErrorStatus, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pend
 	if p == nil || p.tx != tx || p.committed {
-		return snmpd.CommitFailed, 0
+		return agentx.CommitFailed, 0
 	}
 	if p.gen != m.gen {
 		next, st, pos := m.stage(m.cur, p.vbs)
-		if st != snmpd.NoError {
-			return snmpd.CommitFailed, pos
+		if st != agentx.NoError {
+			return agentx.CommitFailed, pos
 		}
 		p.next = next
 	}
@@ -68,33 +68,33 @@ func (m *MIB) CommitSet(tx uint32) (snmpd.ErrorStatus, int) {
 		if rerr := m.install(prev, false); rerr != nil {
 			m.cfg.Logger.Error("SNMP SET: restoring the previous configuration failed", "err", rerr)
 		}
-		return snmpd.CommitFailed, 1
+		return agentx.CommitFailed, 1
 	}
 	p.prev, p.committed = prev, true
-	return snmpd.NoError, 0
+	return agentx.NoError, 0
 }
 
-// UndoSet implements snmpd.Handler: it restores the state before
+// UndoSet implements agentx.Handler: it restores the state before
 // CommitSet (another subagent's part of the SET failed).
-func (m *MIB) UndoSet(tx uint32) (snmpd.ErrorStatus, int) {
+func (m *MIB) UndoSet(tx uint32) (agentx.ErrorStatus, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.pend
 	if p == nil || p.tx != tx {
-		return snmpd.UndoFailed, 0
+		return agentx.UndoFailed, 0
 	}
 	if !p.committed {
-		return snmpd.NoError, 0
+		return agentx.NoError, 0
 	}
 	p.committed = false
 	if err := m.install(p.prev, false); err != nil {
 		m.cfg.Logger.Error("SNMP SET undo: applying the previous configuration failed", "err", err)
-		return snmpd.UndoFailed, 1
+		return agentx.UndoFailed, 1
 	}
-	return snmpd.NoError, 0
+	return agentx.NoError, 0
 }
 
-// CleanupSet implements snmpd.Handler.
+// CleanupSet implements agentx.Handler.
 func (m *MIB) CleanupSet(tx uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -108,25 +108,25 @@ func (m *MIB) CleanupSet(tx uint32) {
 // (notWritable/noCreation by name, then wrongType, wrongLength,
 // wrongValue), then the consistency of the whole request with the
 // ownership rules (inconsistentValue).
-func (m *MIB) stage(base *state, vbs []snmpd.Variable) (*state, snmpd.ErrorStatus, int) {
+func (m *MIB) stage(base *state, vbs []agentx.Variable) (*state, agentx.ErrorStatus, int) {
 	edits := make([]edit, 0, len(vbs))
 	for i, vb := range vbs {
 		k, st := m.resolve(base, vb.Name)
-		if st == snmpd.NoError {
+		if st == agentx.NoError {
 			var e edit
 			e, st = checkValue(k, vb, len(base.rcv))
 			e.k, e.pos = k, i+1
 			edits = append(edits, e)
 		}
-		if st != snmpd.NoError {
+		if st != agentx.NoError {
 			return nil, st, i + 1
 		}
 	}
 	next := base.clone()
-	if st, pos := m.stageReceivers(base, next, edits); st != snmpd.NoError {
+	if st, pos := m.stageReceivers(base, next, edits); st != agentx.NoError {
 		return nil, st, pos
 	}
-	if st, pos := stageRows(next, edits); st != snmpd.NoError {
+	if st, pos := stageRows(next, edits); st != agentx.NoError {
 		return nil, st, pos
 	}
 	// A timeout set to 0 ends the ownership at once, like its expiry.
@@ -136,71 +136,71 @@ func (m *MIB) stage(base *state, vbs []snmpd.Variable) (*state, snmpd.ErrorStatu
 			next.release(int32(e.k.row))
 		}
 	}
-	return next, snmpd.NoError, 0
+	return next, agentx.NoError, 0
 }
 
 // resolve finds the writable object instance name, or the error for a
 // name that is not one: notWritable for read-only objects, for names
 // outside the writable columns and for rows owned by the config file;
 // noCreation for rows that do not exist.
-func (m *MIB) resolve(s *state, name snmpd.OID) (key, snmpd.ErrorStatus) {
+func (m *MIB) resolve(s *state, name agentx.OID) (key, agentx.ErrorStatus) {
 	i := m.find(name)
 	if i < 0 {
 		if underAny(name, writableColumns) {
-			return key{}, snmpd.NoCreation
+			return key{}, agentx.NoCreation
 		}
-		return key{}, snmpd.NotWritable
+		return key{}, agentx.NotWritable
 	}
 	k := m.keys[i]
 	switch k.tab {
 	case tScalar:
-		return k, snmpd.NotWritable
+		return k, agentx.NotWritable
 	case tRcvr:
 		if s.rcv[k.row-1].static {
-			return k, snmpd.NotWritable
+			return k, agentx.NotWritable
 		}
 	case tFs:
 		if r := s.src[k.row].fs[k.inst-1].receiver; r != 0 && s.rcv[r-1].static {
-			return k, snmpd.NotWritable
+			return k, agentx.NotWritable
 		}
 	case tCp:
 		if r := s.src[k.row].cp[k.inst-1].receiver; r != 0 && s.rcv[r-1].static {
-			return k, snmpd.NotWritable
+			return k, agentx.NotWritable
 		}
 	}
-	return k, snmpd.NoError
+	return k, agentx.NoError
 }
 
 // checkValue checks the type, length and range of one value for column
 // k and returns it adjusted to the closest supported value.
-func checkValue(k key, vb snmpd.Variable, receivers int) (edit, snmpd.ErrorStatus) {
+func checkValue(k key, vb agentx.Variable, receivers int) (edit, agentx.ErrorStatus) {
 	var e edit
 	octets := k.tab == tRcvr && (k.col == colRcvrOwner || k.col == colRcvrAddress)
 	if octets {
 		b, ok := vb.Value.([]byte)
-		if vb.Type != snmpd.OctetString || (!ok && vb.Value != nil) {
-			return e, snmpd.WrongType
+		if vb.Type != agentx.OctetString || (!ok && vb.Value != nil) {
+			return e, agentx.WrongType
 		}
 		e.b = slices.Clone(b)
 		if k.col == colRcvrOwner {
 			if len(b) > maxOwnerLength {
-				return e, snmpd.WrongLength
+				return e, agentx.WrongLength
 			}
 			// OwnerString: NVT ASCII or UTF-8 (RMON-MIB).
 			if !utf8.Valid(b) {
-				return e, snmpd.WrongValue
+				return e, agentx.WrongValue
 			}
-			return e, snmpd.NoError
+			return e, agentx.NoError
 		}
 		// InetAddress of a supported type (ipv4, ipv6) is 4 or 16 octets.
 		if len(b) != 4 && len(b) != 16 {
-			return e, snmpd.WrongLength
+			return e, agentx.WrongLength
 		}
-		return e, snmpd.NoError
+		return e, agentx.NoError
 	}
 	n, ok := vb.Value.(int32)
-	if vb.Type != snmpd.Integer || !ok {
-		return e, snmpd.WrongType
+	if vb.Type != agentx.Integer || !ok {
+		return e, agentx.WrongType
 	}
 	e.n = n
 	bad := false
@@ -231,14 +231,14 @@ func checkValue(k key, vb snmpd.Variable, receivers int) (edit, snmpd.ErrorStatu
 		bad = n < 0
 	}
 	if bad {
-		return e, snmpd.WrongValue
+		return e, agentx.WrongValue
 	}
-	return e, snmpd.NoError
+	return e, agentx.NoError
 }
 
 // lastEdit returns the position of the last edit of oid (the one whose
 // value stays when a request sets an object twice).
-func lastEdit(edits []edit, oid snmpd.OID) int {
+func lastEdit(edits []edit, oid agentx.OID) int {
 	pos := 0
 	for _, e := range edits {
 		if e.k.oid.Equal(oid) {
@@ -261,7 +261,7 @@ type rcvrFinal struct {
 }
 
 // stageReceivers checks and applies the receiver table edits.
-func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus, int) {
+func (m *MIB) stageReceivers(base, next *state, edits []edit) (agentx.ErrorStatus, int) {
 	final := map[int]*rcvrFinal{}
 	for _, e := range edits {
 		if e.k.tab != tRcvr {
@@ -295,20 +295,20 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 		case e.k.col == colRcvrOwner:
 			nw := string(e.b)
 			if nw != "" && cur != "" && nw != cur {
-				return snmpd.InconsistentValue, e.pos // held by another owner
+				return agentx.InconsistentValue, e.pos // held by another owner
 			}
 			// sFlowRcvrOwner: "the entity taking control ... must set both
 			// the owner and a value for sFlowRcvrTimeout in the same SNMP
 			// set request."
 			if nw != "" && cur == "" && (!f.timedSet || f.timeout <= 0) {
-				return snmpd.InconsistentValue, e.pos
+				return agentx.InconsistentValue, e.pos
 			}
 		case f.owner == "":
 			// "The entry must be claimed before any changes can be made."
-			return snmpd.InconsistentValue, e.pos
+			return agentx.InconsistentValue, e.pos
 		case e.k.col == colRcvrAddrTyp || e.k.col == colRcvrAddress:
 			if len(f.addr) != addressLength(f.addrType) {
-				return snmpd.InconsistentValue, e.pos // INET-ADDRESS-MIB InetAddress
+				return agentx.InconsistentValue, e.pos // INET-ADDRESS-MIB InetAddress
 			}
 		}
 	}
@@ -323,7 +323,7 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 			continue
 		}
 		if agent.CheckCollectorAddress(netip.AddrPortFrom(a, uint16(f.port))) != nil {
-			return snmpd.InconsistentValue, f.addrPos
+			return agentx.InconsistentValue, f.addrPos
 		}
 	}
 	now := m.cfg.Now()
@@ -353,7 +353,7 @@ func (m *MIB) stageReceivers(base, next *state, edits []edit) (snmpd.ErrorStatus
 			r.version = e.n
 		}
 	}
-	return snmpd.NoError, 0
+	return agentx.NoError, 0
 }
 
 func addressLength(addrType int32) int {
@@ -365,7 +365,7 @@ func addressLength(addrType int32) int {
 
 // stageRows checks and applies the sampler and poller edits against next,
 // in which the receiver edits are already applied.
-func stageRows(next *state, edits []edit) (snmpd.ErrorStatus, int) {
+func stageRows(next *state, edits []edit) (agentx.ErrorStatus, int) {
 	type rowID struct {
 		tab       table
 		row, inst int
@@ -394,11 +394,11 @@ func stageRows(next *state, edits []edit) (snmpd.ErrorStatus, int) {
 			// anything other than zero or its current value will result
 			// in an SNMP error"; a new value must be an active receiver.
 			if cur != 0 && v != 0 && v != cur {
-				return snmpd.InconsistentValue, e.pos
+				return agentx.InconsistentValue, e.pos
 			}
 			if v != 0 && v != cur {
 				if r := next.rcv[v-1]; r.owner == "" || r.static {
-					return snmpd.InconsistentValue, e.pos
+					return agentx.InconsistentValue, e.pos
 				}
 			}
 			continue
@@ -410,7 +410,7 @@ func stageRows(next *state, edits []edit) (snmpd.ErrorStatus, int) {
 		if f == 0 {
 			// A free resource must be acquired (bound to the manager's
 			// receiver) before, or in the same request as, any change.
-			return snmpd.InconsistentValue, e.pos
+			return agentx.InconsistentValue, e.pos
 		}
 	}
 	for _, e := range edits {
@@ -443,5 +443,5 @@ func stageRows(next *state, edits []edit) (snmpd.ErrorStatus, int) {
 			}
 		}
 	}
-	return snmpd.NoError, 0
+	return agentx.NoError, 0
 }

@@ -9,16 +9,16 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // mibsDir is the repository's MIB directory (SFLOW-MIB and its imports) for
 // net-snmp's tools.
 var mibsDir = testutil.MIBDir()
 
-// newTestSnmpd starts a real net-snmp snmpd (see testkit/snmptest) set up
+// newTestSnmpd starts a real net-snmp snmpd (see internal/testkit/snmptest) set up
 // as mib/README.md recommends: communities "private" (read-write) and
 // "public" (read-only), both limited to the sFlow enterprise subtree by a
 // view, and SFLOW-MIB available to the tools.
@@ -37,9 +37,9 @@ func tool(s *snmptest.Snmpd, name string, args ...string) (string, error) {
 }
 
 // runSubagent serves h to s from this process until the test ends.
-func runSubagent(tb testing.TB, s *snmptest.Snmpd, h snmpd.Handler) *snmpd.Subagent {
+func runSubagent(tb testing.TB, s *snmptest.Snmpd, h agentx.Handler) *agentx.Subagent {
 	tb.Helper()
-	sa, err := snmpd.New(snmpd.Config{Address: s.SocketPath, Subtree: Subtree, Description: "sflowswitchd mib test",
+	sa, err := agentx.New(agentx.Config{Address: s.SocketPath, Subtree: Subtree, Description: "sflowswitchd mib test",
 		Handler: h, Timeout: 2 * time.Second, PingInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
@@ -49,16 +49,16 @@ func runSubagent(tb testing.TB, s *snmptest.Snmpd, h snmpd.Handler) *snmpd.Subag
 }
 
 // pdu converts a test varbind to a gosnmp one.
-func pdu(v snmpd.Variable) gosnmp.SnmpPDU {
+func pdu(v agentx.Variable) gosnmp.SnmpPDU {
 	p := gosnmp.SnmpPDU{Name: "." + v.Name.String()}
 	switch v.Type {
-	case snmpd.Integer:
+	case agentx.Integer:
 		p.Type, p.Value = gosnmp.Integer, int(v.Value.(int32))
-	case snmpd.OctetString:
+	case agentx.OctetString:
 		p.Type, p.Value = gosnmp.OctetString, v.Value.([]byte)
-	case snmpd.Gauge32:
+	case agentx.Gauge32:
 		p.Type, p.Value = gosnmp.Gauge32, uint(v.Value.(uint32))
-	case snmpd.IPAddress:
+	case agentx.IPAddress:
 		p.Type, p.Value = gosnmp.IPAddress, net.IP(v.Value.([]byte)).String()
 	default:
 		panic(fmt.Sprintf("test varbind type %s not converted", v.Type))
@@ -68,7 +68,7 @@ func pdu(v snmpd.Variable) gosnmp.SnmpPDU {
 
 // snmpSet sends one SET through snmpd and returns its error status and
 // index (transport errors fail the test).
-func snmpSet(tb testing.TB, g *gosnmp.GoSNMP, vbs ...snmpd.Variable) (snmpd.ErrorStatus, int) {
+func snmpSet(tb testing.TB, g *gosnmp.GoSNMP, vbs ...agentx.Variable) (agentx.ErrorStatus, int) {
 	tb.Helper()
 	pdus := make([]gosnmp.SnmpPDU, len(vbs))
 	for i, v := range vbs {
@@ -78,12 +78,12 @@ func snmpSet(tb testing.TB, g *gosnmp.GoSNMP, vbs ...snmpd.Variable) (snmpd.Erro
 	if err != nil {
 		tb.Fatalf("SET %v: %v", vbs, err)
 	}
-	return snmpd.ErrorStatus(res.Error), int(res.ErrorIndex)
+	return agentx.ErrorStatus(res.Error), int(res.ErrorIndex)
 }
 
-func mustSNMPSet(tb testing.TB, g *gosnmp.GoSNMP, vbs ...snmpd.Variable) {
+func mustSNMPSet(tb testing.TB, g *gosnmp.GoSNMP, vbs ...agentx.Variable) {
 	tb.Helper()
-	if st, i := snmpSet(tb, g, vbs...); st != snmpd.NoError {
+	if st, i := snmpSet(tb, g, vbs...); st != agentx.NoError {
 		tb.Fatalf("SET %v: %s at %d", vbs, st, i)
 	}
 }

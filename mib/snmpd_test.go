@@ -9,8 +9,8 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
 )
 
 // newSnmpdMIB serves a MIB with nports fake ports (ifIndex 3, 40, 77, ...)
@@ -62,7 +62,7 @@ func TestSnmpdWalk64Ports(t *testing.T) {
 		if p.Name != "."+want[i].Name.String() {
 			t.Fatalf("walk position %d: %s, want %s", i, p.Name, want[i].Name)
 		}
-		if i > 0 && snmpd.MustParseOID(p.Name).Compare(snmpd.MustParseOID(got[i-1].Name)) <= 0 {
+		if i > 0 && agentx.MustParseOID(p.Name).Compare(agentx.MustParseOID(got[i-1].Name)) <= 0 {
 			t.Fatalf("walk not increasing at %s", p.Name)
 		}
 	}
@@ -141,7 +141,7 @@ func TestSnmpdBadSets(t *testing.T) {
 	st, idx := snmpSet(t, g, octets(rcvrOID(colRcvrOwner, 3), "mgr-x"), integer(rcvrOID(colRcvrTimeout, 3), 60),
 		octets(rcvrOID(colRcvrAddress, 3), "\xc6\x13\xff\x02"), integer(fsOID(colFsReceiver, 2, 3), 3),
 		integer(fsOID(colFsRate, 2, 3), 10), integer(fsOID(colFsHeader, 2, 3), -1))
-	if st != snmpd.WrongValue || idx != 6 {
+	if st != agentx.WrongValue || idx != 6 {
 		t.Fatalf("multi-varbind SET: %s at %d, want wrongValue at 6", st, idx)
 	}
 	res, err := g.Get([]string{"." + rcvrOID(colRcvrOwner, 3).String(), "." + fsOID(colFsRate, 2, 3).String()})

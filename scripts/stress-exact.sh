@@ -34,11 +34,12 @@ command -v stress-ng >/dev/null || die "stress-ng missing: run scripts/install-d
 # loss would break); the packages' other tests (exit, idle CPU, port
 # selection, configuration, SNMP, feature probes, unit tests without a
 # lab) count nothing a CPU-bound neighbour could take away.
-pkgs=(dataplane dataplane/afxdp agent/kernel bench/daemon bench/baselines test/e2e)
+pkgs=(dataplane dataplane/drops dataplane/afxdp source bench/daemon bench/baselines test/e2e)
 declare -A tests=(
-	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*|TestSocketDrops|TestDrop.*|TestConsumedReason)$'
+	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*|TestSocketDrops)$'
+	[dataplane/drops]='^(TestDrop.*|TestConsumedReason)$'
 	[dataplane/afxdp]='^(TestReceive|TestDropAccounting)$'
-	[agent/kernel]='.'
+	[source]='.'
 	[bench/daemon]='.'
 	[bench/baselines]='.'
 	[test/e2e]='^(TestSampling|TestCounters|TestTwoCollectors|TestDrops|TestFaultCollectorUnreachable|TestFaultSIGKILLUnderLoad|TestFaultPorts|TestDaemonMonitorPort|TestPortSlotsExhausted|TestLeastPrivilege|TestReload|TestHotplug|TestHsflowdConf|TestHsflowdJSONExample|TestHsflowdRTMetrics|TestApplications|TestScalePorts|TestSoak|TestFloodEveryPort)$'
@@ -82,7 +83,7 @@ for ((i = 1; i <= runs; i++)); do
 		log="$out/run$i-${p//\//_}.log"
 		s=$SECONDS
 		# From the package's directory, as go test runs it (relative paths
-		# to lab/lab.sh and testdata).
+		# to test/lab/lab.sh and testdata).
 		if (cd "$root/$p" && "$out/bin/${p//\//_}.test" -test.count=1 -test.timeout 20m -test.v -test.run "${tests[$p]}") >"$log" 2>&1; then
 			line+=" $p PASS ($((SECONDS - s)) s)"
 			[ "${KEEP_LOGS:-0}" = 1 ] || rm -f "$log"

@@ -14,7 +14,7 @@
 #      installs the .deb with apt;
 #   4. vm/package.sh: the packaged daemon under systemd, seen by a
 #      collector, and `systemctl stop` leaving no XDP program;
-#   5. vm/tests.sh: the lab (lab/demo.sh) and the test binaries on the
+#   5. vm/tests.sh: the lab (test/lab/demo.sh) and the test binaries on the
 #      VM's kernel;
 #   6. vagrant destroy -f, also on failure or Ctrl-C, and the libvirt
 #      daemon started in 2 is stopped; what libvirt still holds is listed

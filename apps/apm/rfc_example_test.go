@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/apmtest"
 )
 
 // The worked example of RFC 3729 section 2.1 (package apmtest): nine

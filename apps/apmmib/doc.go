@@ -1,6 +1,6 @@
 // Package apmmib serves the APM-MIB (RFC 3729, apm = rmon 23 =
 // 1.3.6.1.2.1.16.23) from an apm.Engine through an AgentX subagent: it
-// implements snmpd.Handler, read-only.
+// implements agentx.Handler, read-only.
 //
 // Served objects (every other name under apm is noSuchObject):
 //

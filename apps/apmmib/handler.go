@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // OID is the APM-MIB module identity, apm = rmon 23 (RFC 3729): the
 // subtree to register with the master agent.
-var OID = snmpd.OID{1, 3, 6, 1, 2, 1, 16, 23}
+var OID = agentx.OID{1, 3, 6, 1, 2, 1, 16, 23}
 
 // Entry OIDs of the served tables (apmMibObjects = apm.1).
 var (
@@ -35,7 +35,7 @@ type Options struct {
 	IPv6ProtocolDirLocalIndex uint32
 }
 
-// Handler is a read-only snmpd.Handler for the APM-MIB subtree of one
+// Handler is a read-only agentx.Handler for the APM-MIB subtree of one
 // apm.Engine. It keeps no copy of the engine's data except a cache of the
 // apmNameTable, rebuilt when the kept reports change. Safe for concurrent
 // use.
@@ -63,12 +63,12 @@ func New(e *apm.Engine, opts Options) *Handler {
 
 // rowValue returns the type and value of column col of a row; callers
 // pass only the table's accessible columns (table.cols).
-type rowValue func(col uint32) (t snmpd.VarType, v any)
+type rowValue func(col uint32) (t agentx.VarType, v any)
 
 // table is one conceptual table: its entry OID, its columns in order and
 // how to find rows by index.
 type table struct {
-	entry snmpd.OID
+	entry agentx.OID
 	// cols are the accessible columns, ascending; hidden are the
 	// not-accessible (index) columns.
 	cols, hidden []uint32
@@ -81,8 +81,8 @@ type table struct {
 
 func (t *table) accessible(col uint32) bool { return slices.Contains(t.cols, col) }
 
-// Get implements snmpd.Handler.
-func (h *Handler) Get(oid snmpd.OID) (snmpd.Variable, error) {
+// Get implements agentx.Handler.
+func (h *Handler) Get(oid agentx.OID) (agentx.Variable, error) {
 	for _, t := range h.tables {
 		if !oid.HasPrefix(t.entry) || len(oid) == len(t.entry) {
 			continue
@@ -93,17 +93,17 @@ func (h *Handler) Get(oid snmpd.OID) (snmpd.Variable, error) {
 		}
 		r, ok := t.lookup(oid[len(t.entry)+1:])
 		if !ok {
-			return snmpd.Variable{Name: oid, Type: snmpd.NoSuchInstance}, nil
+			return agentx.Variable{Name: oid, Type: agentx.NoSuchInstance}, nil
 		}
 		typ, v := r(col)
-		return snmpd.Variable{Name: oid, Type: typ, Value: v}, nil
+		return agentx.Variable{Name: oid, Type: typ, Value: v}, nil
 	}
-	return snmpd.Variable{Name: oid, Type: snmpd.NoSuchObject}, nil
+	return agentx.Variable{Name: oid, Type: agentx.NoSuchObject}, nil
 }
 
-// GetNext implements snmpd.Handler: tables in OID order, inside a table
+// GetNext implements agentx.Handler: tables in OID order, inside a table
 // column by column, rows in index order.
-func (h *Handler) GetNext(from snmpd.OID, include bool, end snmpd.OID) (snmpd.Variable, error) {
+func (h *Handler) GetNext(from agentx.OID, include bool, end agentx.OID) (agentx.Variable, error) {
 	for _, t := range h.tables {
 		v, ok := t.nextObject(from, include)
 		if !ok {
@@ -114,12 +114,12 @@ func (h *Handler) GetNext(from snmpd.OID, include bool, end snmpd.OID) (snmpd.Va
 		}
 		return v, nil
 	}
-	return snmpd.Variable{Name: from, Type: snmpd.EndOfMibView}, nil
+	return agentx.Variable{Name: from, Type: agentx.EndOfMibView}, nil
 }
 
 // nextObject returns the first object of t after from (at or after when
 // include).
-func (t *table) nextObject(from snmpd.OID, include bool) (snmpd.Variable, bool) {
+func (t *table) nextObject(from agentx.OID, include bool) (agentx.Variable, bool) {
 	var (
 		startCol uint32
 		after    []uint32
@@ -131,7 +131,7 @@ func (t *table) nextObject(from snmpd.OID, include bool) (snmpd.Variable, bool) 
 	case from.Compare(t.entry) <= 0:
 		// Every object of t follows from.
 	default:
-		return snmpd.Variable{}, false // from is past t
+		return agentx.Variable{}, false // from is past t
 	}
 	for _, col := range t.cols {
 		if col < startCol {
@@ -149,41 +149,41 @@ func (t *table) nextObject(from snmpd.OID, include bool) (snmpd.Variable, bool) 
 		}
 		if ok {
 			typ, v := r(col)
-			name := make(snmpd.OID, 0, len(t.entry)+1+len(idx))
+			name := make(agentx.OID, 0, len(t.entry)+1+len(idx))
 			name = append(append(append(name, t.entry...), col), idx...)
-			return snmpd.Variable{Name: name, Type: typ, Value: v}, true
+			return agentx.Variable{Name: name, Type: typ, Value: v}, true
 		}
 	}
-	return snmpd.Variable{}, false
+	return agentx.Variable{}, false
 }
 
-// TestSet implements snmpd.Handler: every object is read-only to SNMP.
+// TestSet implements agentx.Handler: every object is read-only to SNMP.
 // noAccess for not-accessible index columns, notWritable otherwise (RFC
 // 3416 section 4.2.5), for the first varbind.
-func (h *Handler) TestSet(_ uint32, vbs []snmpd.Variable) (snmpd.ErrorStatus, int) {
+func (h *Handler) TestSet(_ uint32, vbs []agentx.Variable) (agentx.ErrorStatus, int) {
 	if len(vbs) == 0 {
-		return snmpd.NoError, 0
+		return agentx.NoError, 0
 	}
 	return h.setError(vbs[0].Name), 1
 }
 
-func (h *Handler) setError(oid snmpd.OID) snmpd.ErrorStatus {
+func (h *Handler) setError(oid agentx.OID) agentx.ErrorStatus {
 	for _, t := range h.tables {
 		if oid.HasPrefix(t.entry) && len(oid) > len(t.entry) && slices.Contains(t.hidden, oid[len(t.entry)]) {
-			return snmpd.NoAccess
+			return agentx.NoAccess
 		}
 	}
-	return snmpd.NotWritable
+	return agentx.NotWritable
 }
 
-// CommitSet implements snmpd.Handler. TestSet lets only an empty set
+// CommitSet implements agentx.Handler. TestSet lets only an empty set
 // through, so there is never anything to apply.
-func (h *Handler) CommitSet(uint32) (snmpd.ErrorStatus, int) { return snmpd.NoError, 0 }
+func (h *Handler) CommitSet(uint32) (agentx.ErrorStatus, int) { return agentx.NoError, 0 }
 
-// UndoSet implements snmpd.Handler; nothing is ever committed.
-func (h *Handler) UndoSet(uint32) (snmpd.ErrorStatus, int) { return snmpd.NoError, 0 }
+// UndoSet implements agentx.Handler; nothing is ever committed.
+func (h *Handler) UndoSet(uint32) (agentx.ErrorStatus, int) { return agentx.NoError, 0 }
 
-// CleanupSet implements snmpd.Handler; nothing is reserved.
+// CleanupSet implements agentx.Handler; nothing is reserved.
 func (h *Handler) CleanupSet(uint32) {}
 
 // searchSorted returns the position of the first of n rows (sorted by

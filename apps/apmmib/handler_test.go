@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/apmtest"
 )
 
 // The worked example of RFC 3729 section 2.1 (package apmtest): nine
@@ -87,7 +87,7 @@ func exampleIndex(ctl, report uint32, r apmtest.Row) []uint32 {
 	return append(idx, apmtest.ClientID(r.Client))
 }
 
-func oid(s string) snmpd.OID { return snmpd.MustParseOID(s) }
+func oid(s string) agentx.OID { return agentx.MustParseOID(s) }
 
 // TestRFC3729ExampleThroughHandler reads the RFC section 2.1 tables back
 // through Get, and checks a walk of each report finds exactly those rows.
@@ -103,7 +103,7 @@ func TestRFC3729ExampleThroughHandler(t *testing.T) {
 			want := map[string]bool{}
 			for _, r := range exampleTables[agg] {
 				idx := exampleIndex(ctl, 1, r)
-				want[snmpd.OID(idx).String()] = true
+				want[agentx.OID(idx).String()] = true
 				cols := []uint32{r.Count, r.Successful, r.Mean * 1000, r.Min * 1000, r.Max * 1000, r.B1, r.B2, 0, 0, 0, 0, 0}
 				for c, w := range cols {
 					name := oid("1.3.6.1.2.1.16.23.1.10.1").Append(uint32(c + 3)).Append(idx...)
@@ -111,7 +111,7 @@ func TestRFC3729ExampleThroughHandler(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if v.Type != snmpd.Gauge32 || v.Value != w {
+					if v.Type != agentx.Gauge32 || v.Value != w {
 						t.Errorf("%s/%s/%s column %d (%s) = %v %v, want Gauge32 %d", r.App, r.Client, r.Server, c+3, name, v.Type, v.Value, w)
 					}
 				}
@@ -124,10 +124,10 @@ func TestRFC3729ExampleThroughHandler(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v.Type == snmpd.EndOfMibView || !v.Name.HasPrefix(col) {
+				if v.Type == agentx.EndOfMibView || !v.Name.HasPrefix(col) {
 					break
 				}
-				got[snmpd.OID(v.Name[len(col)-2:]).String()] = true
+				got[agentx.OID(v.Name[len(col)-2:]).String()] = true
 				from = v.Name
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -179,52 +179,52 @@ func populatedEngine(t testing.TB) *apm.Engine {
 
 // expectedObjects lists every object the handler must serve for e, built
 // from the engine's API and the MIB by hand (not from the handler's code).
-func expectedObjects(t testing.TB, e *apm.Engine, start time.Time) map[string]snmpd.Variable {
+func expectedObjects(t testing.TB, e *apm.Engine, start time.Time) map[string]agentx.Variable {
 	t.Helper()
-	out := map[string]snmpd.Variable{}
-	add := func(name snmpd.OID, typ snmpd.VarType, v any) {
+	out := map[string]agentx.Variable{}
+	add := func(name agentx.OID, typ agentx.VarType, v any) {
 		if _, dup := out[name.String()]; dup {
 			t.Fatalf("duplicate expected object %s", name)
 		}
-		out[name.String()] = snmpd.Variable{Name: name, Type: typ, Value: v}
+		out[name.String()] = agentx.Variable{Name: name, Type: typ, Value: v}
 	}
 	for _, d := range e.AppDir() {
 		cfg := int32(1)
 		if d.On {
 			cfg = 2
 		}
-		add(oid("1.3.6.1.2.1.16.23.1.1.1.3").Append(d.App, uint32(d.Type)), snmpd.Integer, cfg)
+		add(oid("1.3.6.1.2.1.16.23.1.1.1.3").Append(d.App, uint32(d.Type)), agentx.Integer, cfg)
 		for b := range 6 {
-			add(oid("1.3.6.1.2.1.16.23.1.1.1").Append(uint32(4+b), d.App, uint32(d.Type)), snmpd.Gauge32, d.Boundaries[b])
+			add(oid("1.3.6.1.2.1.16.23.1.1.1").Append(uint32(4+b), d.App, uint32(d.Type)), agentx.Gauge32, d.Boundaries[b])
 		}
 	}
 	for _, c := range e.Controls() {
-		col := func(n uint32) snmpd.OID { return oid("1.3.6.1.2.1.16.23.1.9.1").Append(n, c.Index) }
-		ds := snmpd.OID{0, 0}
+		col := func(n uint32) agentx.OID { return oid("1.3.6.1.2.1.16.23.1.9.1").Append(n, c.Index) }
+		ds := agentx.OID{0, 0}
 		if c.DataSource != nil {
-			ds = snmpd.OID(c.DataSource)
+			ds = agentx.OID(c.DataSource)
 		}
-		add(col(2), snmpd.ObjectIdentifier, ds)
-		add(col(3), snmpd.Integer, int32(c.Aggregation))
-		add(col(4), snmpd.Gauge32, uint32(c.Interval/time.Second))
-		add(col(5), snmpd.Gauge32, c.RequestedSize)
-		add(col(6), snmpd.Gauge32, c.GrantedSize)
-		add(col(7), snmpd.Gauge32, c.RequestedReports)
-		add(col(8), snmpd.Gauge32, c.GrantedReports)
-		add(col(9), snmpd.TimeTicks, uint32(c.StartTime.Sub(start).Milliseconds()/10))
-		add(col(10), snmpd.Gauge32, c.ReportNumber)
-		add(col(11), snmpd.Counter32, c.DeniedInserts)
-		add(col(12), snmpd.Counter32, uint32(0))
-		add(col(13), snmpd.OctetString, []byte(c.Owner))
-		add(col(14), snmpd.Integer, int32(4)) // permanent
-		add(col(15), snmpd.Integer, int32(1)) // active
+		add(col(2), agentx.ObjectIdentifier, ds)
+		add(col(3), agentx.Integer, int32(c.Aggregation))
+		add(col(4), agentx.Gauge32, uint32(c.Interval/time.Second))
+		add(col(5), agentx.Gauge32, c.RequestedSize)
+		add(col(6), agentx.Gauge32, c.GrantedSize)
+		add(col(7), agentx.Gauge32, c.RequestedReports)
+		add(col(8), agentx.Gauge32, c.GrantedReports)
+		add(col(9), agentx.TimeTicks, uint32(c.StartTime.Sub(start).Milliseconds()/10))
+		add(col(10), agentx.Gauge32, c.ReportNumber)
+		add(col(11), agentx.Counter32, c.DeniedInserts)
+		add(col(12), agentx.Counter32, uint32(0))
+		add(col(13), agentx.OctetString, []byte(c.Owner))
+		add(col(14), agentx.Integer, int32(4)) // permanent
+		add(col(15), agentx.Integer, int32(1)) // active
 	}
 	clients := map[uint32]bool{}
 	e.Walk(func(index []uint32, r apm.Row) bool {
 		vals := append([]uint32{r.TransactionCount, r.SuccessfulTransactions, r.ResponsivenessMean,
 			r.ResponsivenessMin, r.ResponsivenessMax}, r.ResponsivenessB[:]...)
 		for i, v := range vals {
-			add(oid("1.3.6.1.2.1.16.23.1.10.1").Append(uint32(3+i)).Append(index...), snmpd.Gauge32, v)
+			add(oid("1.3.6.1.2.1.16.23.1.10.1").Append(uint32(3+i)).Append(index...), agentx.Gauge32, v)
 		}
 		if r.ClientID != 0 {
 			clients[r.ClientID] = true
@@ -247,22 +247,22 @@ func expectedObjects(t testing.TB, e *apm.Engine, start time.Time) map[string]sn
 			idx = append(idx, uint32(b))
 		}
 		idx = append(idx, dt...)
-		add(oid("1.3.6.1.2.1.16.23.1.8.1.4").Append(idx...), snmpd.OctetString, []byte{})
-		add(oid("1.3.6.1.2.1.16.23.1.8.1.5").Append(idx...), snmpd.OctetString, []byte{})
+		add(oid("1.3.6.1.2.1.16.23.1.8.1.4").Append(idx...), agentx.OctetString, []byte{})
+		add(oid("1.3.6.1.2.1.16.23.1.8.1.5").Append(idx...), agentx.OctetString, []byte{})
 	}
 	return out
 }
 
-func sortedNames(objs map[string]snmpd.Variable) []snmpd.OID {
-	var names []snmpd.OID
+func sortedNames(objs map[string]agentx.Variable) []agentx.OID {
+	var names []agentx.OID
 	for _, v := range objs {
 		names = append(names, v.Name)
 	}
-	slices.SortFunc(names, snmpd.OID.Compare)
+	slices.SortFunc(names, agentx.OID.Compare)
 	return names
 }
 
-func sameValue(a, b snmpd.Variable) bool {
+func sameValue(a, b agentx.Variable) bool {
 	return a.Type == b.Type && a.Name.Equal(b.Name) && fmt.Sprint(a.Value) == fmt.Sprint(b.Value) &&
 		fmt.Sprintf("%T", a.Value) == fmt.Sprintf("%T", b.Value)
 }
@@ -281,13 +281,13 @@ func TestWalkServesEveryObjectOnce(t *testing.T) {
 	}
 
 	seen := map[string]bool{}
-	var prev snmpd.OID
+	var prev agentx.OID
 	for from := OID; ; {
 		v, err := h.GetNext(from, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Type == snmpd.EndOfMibView {
+		if v.Type == agentx.EndOfMibView {
 			break
 		}
 		if prev != nil && v.Name.Compare(prev) <= 0 {
@@ -319,20 +319,20 @@ func TestWalkServesEveryObjectOnce(t *testing.T) {
 	// i.e. 700 s after sysUpTime zero.
 	checks := []struct {
 		name string
-		typ  snmpd.VarType
+		typ  agentx.VarType
 		val  any
 	}{
-		{"1.3.6.1.2.1.16.23.1.9.1.2.1", snmpd.ObjectIdentifier, snmpd.OID(ifIndex7)},
-		{"1.3.6.1.2.1.16.23.1.9.1.2.2", snmpd.ObjectIdentifier, snmpd.OID{0, 0}},
-		{"1.3.6.1.2.1.16.23.1.9.1.9.1", snmpd.TimeTicks, uint32(70000)},
-		{"1.3.6.1.2.1.16.23.1.9.1.10.1", snmpd.Gauge32, uint32(3)},
-		{"1.3.6.1.2.1.16.23.1.9.1.4.4", snmpd.Gauge32, uint32(300)},
-		{"1.3.6.1.2.1.16.23.1.9.1.13.3", snmpd.OctetString, []byte("owner-3")},
-		{"1.3.6.1.2.1.16.23.1.1.1.3.20.3", snmpd.Integer, int32(1)},
-		{"1.3.6.1.2.1.16.23.1.1.1.3.20.2", snmpd.Integer, int32(2)},
-		{"1.3.6.1.2.1.16.23.1.1.1.9.20.2", snmpd.Gauge32, uint32(600)},
+		{"1.3.6.1.2.1.16.23.1.9.1.2.1", agentx.ObjectIdentifier, agentx.OID(ifIndex7)},
+		{"1.3.6.1.2.1.16.23.1.9.1.2.2", agentx.ObjectIdentifier, agentx.OID{0, 0}},
+		{"1.3.6.1.2.1.16.23.1.9.1.9.1", agentx.TimeTicks, uint32(70000)},
+		{"1.3.6.1.2.1.16.23.1.9.1.10.1", agentx.Gauge32, uint32(3)},
+		{"1.3.6.1.2.1.16.23.1.9.1.4.4", agentx.Gauge32, uint32(300)},
+		{"1.3.6.1.2.1.16.23.1.9.1.13.3", agentx.OctetString, []byte("owner-3")},
+		{"1.3.6.1.2.1.16.23.1.1.1.3.20.3", agentx.Integer, int32(1)},
+		{"1.3.6.1.2.1.16.23.1.1.1.3.20.2", agentx.Integer, int32(2)},
+		{"1.3.6.1.2.1.16.23.1.1.1.9.20.2", agentx.Gauge32, uint32(600)},
 		// The 2001:db8::1 client got ID 1, the first IPv6 ID.
-		{"1.3.6.1.2.1.16.23.1.8.1.5.1.2.16.32.1.13.184.0.0.0.0.0.0.0.0.0.0.0.1.11.7.234.3.30.11.58.20.0.43.0.0", snmpd.OctetString, []byte{}},
+		{"1.3.6.1.2.1.16.23.1.8.1.5.1.2.16.32.1.13.184.0.0.0.0.0.0.0.0.0.0.0.1.11.7.234.3.30.11.58.20.0.43.0.0", agentx.OctetString, []byte{}},
 	}
 	for _, c := range checks {
 		v, err := h.Get(oid(c.name))
@@ -351,7 +351,7 @@ func TestGetNextFromAnyName(t *testing.T) {
 	h := New(e, Options{Start: exampleStart})
 	names := sortedNames(expectedObjects(t, e, exampleStart))
 
-	var froms []snmpd.OID
+	var froms []agentx.OID
 	for _, n := range names {
 		froms = append(froms, n, n[:len(n)-1], n.Append(0), append(slices.Clone(n[:len(n)-1]), n[len(n)-1]+1))
 	}
@@ -365,7 +365,7 @@ func TestGetNextFromAnyName(t *testing.T) {
 	for _, from := range froms {
 		for _, include := range []bool{false, true} {
 			i := firstAfter(names, from, include)
-			end := snmpd.OID(nil)
+			end := agentx.OID(nil)
 			if rng.IntN(3) == 0 && len(names) > 0 {
 				end = names[rng.IntN(len(names))]
 			}
@@ -375,7 +375,7 @@ func TestGetNextFromAnyName(t *testing.T) {
 			}
 			wantEnd := i == len(names) || (end != nil && names[i].Compare(end) >= 0)
 			switch {
-			case wantEnd && v.Type != snmpd.EndOfMibView:
+			case wantEnd && v.Type != agentx.EndOfMibView:
 				t.Errorf("GetNext(%s, %v, %s) = %s, want endOfMibView", from, include, end, v.Name)
 			case !wantEnd && !v.Name.Equal(names[i]):
 				t.Errorf("GetNext(%s, %v, %s) = %s %v, want %s", from, include, end, v.Name, v.Type, names[i])
@@ -385,7 +385,7 @@ func TestGetNextFromAnyName(t *testing.T) {
 }
 
 // firstAfter returns the position of the first name > from (>= when include).
-func firstAfter(names []snmpd.OID, from snmpd.OID, include bool) int {
+func firstAfter(names []agentx.OID, from agentx.OID, include bool) int {
 	for i, n := range names {
 		if c := n.Compare(from); c > 0 || (c == 0 && include) {
 			return i
@@ -399,18 +399,18 @@ func TestGetMissing(t *testing.T) {
 	h := New(e, Options{Start: exampleStart})
 	cases := []struct {
 		name string
-		want snmpd.VarType
+		want agentx.VarType
 	}{
-		{"1.3.6.1.2.1.16.23.1.2.0", snmpd.NoSuchObject},                     // apmBucketBoundaryLastChange: not served
-		{"1.3.6.1.2.1.16.23.1.1.1.1.10.1", snmpd.NoSuchObject},              // not-accessible index column
-		{"1.3.6.1.2.1.16.23.1.10.1.2.1.1", snmpd.NoSuchObject},              // apmReportServerAddress
-		{"1.3.6.1.2.1.16.23.1.10.1.15.1.1", snmpd.NoSuchObject},             // no column 15
-		{"1.3.6.1.2.1.16.23.1.1.1.3.10.2", snmpd.NoSuchInstance},            // HTTP has no throughput entry
-		{"1.3.6.1.2.1.16.23.1.9.1.3.9", snmpd.NoSuchInstance},               // no control 9
-		{"1.3.6.1.2.1.16.23.1.9.1.3", snmpd.NoSuchInstance},                 // column without index
-		{"1.3.6.1.2.1.16.23.1.10.1.3.1.1.10.1.0.0.0", snmpd.NoSuchInstance}, // flows row needs a server
-		{"1.3.6.1.2.1.16.23.1.8.1.4.1", snmpd.NoSuchInstance},
-		{"1.3.6.1.2.1.16.23", snmpd.NoSuchObject},
+		{"1.3.6.1.2.1.16.23.1.2.0", agentx.NoSuchObject},                     // apmBucketBoundaryLastChange: not served
+		{"1.3.6.1.2.1.16.23.1.1.1.1.10.1", agentx.NoSuchObject},              // not-accessible index column
+		{"1.3.6.1.2.1.16.23.1.10.1.2.1.1", agentx.NoSuchObject},              // apmReportServerAddress
+		{"1.3.6.1.2.1.16.23.1.10.1.15.1.1", agentx.NoSuchObject},             // no column 15
+		{"1.3.6.1.2.1.16.23.1.1.1.3.10.2", agentx.NoSuchInstance},            // HTTP has no throughput entry
+		{"1.3.6.1.2.1.16.23.1.9.1.3.9", agentx.NoSuchInstance},               // no control 9
+		{"1.3.6.1.2.1.16.23.1.9.1.3", agentx.NoSuchInstance},                 // column without index
+		{"1.3.6.1.2.1.16.23.1.10.1.3.1.1.10.1.0.0.0", agentx.NoSuchInstance}, // flows row needs a server
+		{"1.3.6.1.2.1.16.23.1.8.1.4.1", agentx.NoSuchInstance},
+		{"1.3.6.1.2.1.16.23", agentx.NoSuchObject},
 	}
 	for _, c := range cases {
 		v, err := h.Get(oid(c.name))
@@ -424,20 +424,20 @@ func TestSetRefused(t *testing.T) {
 	h := New(populatedEngine(t), Options{Start: exampleStart})
 	cases := []struct {
 		names []string
-		want  snmpd.ErrorStatus
+		want  agentx.ErrorStatus
 	}{
-		{[]string{"1.3.6.1.2.1.16.23.1.1.1.3.10.1"}, snmpd.NotWritable}, // apmAppDirConfig (read-write)
-		{[]string{"1.3.6.1.2.1.16.23.1.9.1.13.1"}, snmpd.NotWritable},   // apmReportControlOwner (read-create)
-		{[]string{"1.3.6.1.2.1.16.23.1.9.1.15.9"}, snmpd.NotWritable},   // row creation
-		{[]string{"1.3.6.1.2.1.16.23.1.10.1.3.1.1.10.1.0.0.0"}, snmpd.NotWritable},
-		{[]string{"1.3.6.1.2.1.16.23.1.9.1.1.1", "1.3.6.1.2.1.16.23.1.9.1.13.1"}, snmpd.NoAccess}, // index column first
-		{[]string{"1.3.6.1.2.1.16.23.1.8.1.2.1"}, snmpd.NoAccess},
-		{[]string{"1.3.6.1.2.1.16.23.1.3.0"}, snmpd.NotWritable}, // apmAppDirID: not served
+		{[]string{"1.3.6.1.2.1.16.23.1.1.1.3.10.1"}, agentx.NotWritable}, // apmAppDirConfig (read-write)
+		{[]string{"1.3.6.1.2.1.16.23.1.9.1.13.1"}, agentx.NotWritable},   // apmReportControlOwner (read-create)
+		{[]string{"1.3.6.1.2.1.16.23.1.9.1.15.9"}, agentx.NotWritable},   // row creation
+		{[]string{"1.3.6.1.2.1.16.23.1.10.1.3.1.1.10.1.0.0.0"}, agentx.NotWritable},
+		{[]string{"1.3.6.1.2.1.16.23.1.9.1.1.1", "1.3.6.1.2.1.16.23.1.9.1.13.1"}, agentx.NoAccess}, // index column first
+		{[]string{"1.3.6.1.2.1.16.23.1.8.1.2.1"}, agentx.NoAccess},
+		{[]string{"1.3.6.1.2.1.16.23.1.3.0"}, agentx.NotWritable}, // apmAppDirID: not served
 	}
 	for i, c := range cases {
-		var vbs []snmpd.Variable
+		var vbs []agentx.Variable
 		for _, n := range c.names {
-			vbs = append(vbs, snmpd.Variable{Name: oid(n), Type: snmpd.Integer, Value: int32(1)})
+			vbs = append(vbs, agentx.Variable{Name: oid(n), Type: agentx.Integer, Value: int32(1)})
 		}
 		st, idx := h.TestSet(uint32(i), vbs)
 		if st != c.want || idx != 1 {
@@ -458,7 +458,7 @@ func TestNameTableFollowsReports(t *testing.T) {
 		col := NameEntry.Append(4)
 		for from := col; ; n++ {
 			v, _ := h.GetNext(from, false, nil)
-			if v.Type == snmpd.EndOfMibView || !v.Name.HasPrefix(col) {
+			if v.Type == agentx.EndOfMibView || !v.Name.HasPrefix(col) {
 				return n
 			}
 			from = v.Name
@@ -510,13 +510,13 @@ func TestWalkWhileEngineChanges(t *testing.T) {
 		}
 	}()
 	for range 20 {
-		var prev snmpd.OID
+		var prev agentx.OID
 		for from := OID; ; {
 			v, err := h.GetNext(from, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v.Type == snmpd.EndOfMibView {
+			if v.Type == agentx.EndOfMibView {
 				break
 			}
 			if prev != nil && v.Name.Compare(prev) <= 0 {

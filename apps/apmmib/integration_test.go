@@ -11,16 +11,16 @@ import (
 	"github.com/gosnmp/gosnmp"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
-	"github.com/sflowswitchd/sflowswitchd/testkit/apmtest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/apmtest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // mibDir holds APM-MIB and its imports for net-snmp's tools.
 var mibDir = testutil.MIBDir()
 
-// startSnmpd starts a real net-snmp snmpd (see testkit/snmptest) with
+// startSnmpd starts a real net-snmp snmpd (see internal/testkit/snmptest) with
 // communities "public" (read-only) and "private" (read-write) and APM-MIB
 // available to the tools.
 func startSnmpd(tb testing.TB) *snmptest.Snmpd {
@@ -38,9 +38,9 @@ func client(tb testing.TB, s *snmptest.Snmpd) *gosnmp.GoSNMP {
 }
 
 // runSubagent registers h for subtree on s until the test ends.
-func runSubagent(tb testing.TB, s *snmptest.Snmpd, subtree snmpd.OID, h snmpd.Handler) {
+func runSubagent(tb testing.TB, s *snmptest.Snmpd, subtree agentx.OID, h agentx.Handler) {
 	tb.Helper()
-	sa, err := snmpd.New(snmpd.Config{Address: s.SocketPath, Subtree: subtree,
+	sa, err := agentx.New(agentx.Config{Address: s.SocketPath, Subtree: subtree,
 		Description: "apmmib test " + subtree.String(), Handler: h, Timeout: 5 * time.Second,
 		PingInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -51,54 +51,54 @@ func runSubagent(tb testing.TB, s *snmptest.Snmpd, subtree snmpd.OID, h snmpd.Ha
 
 // scalarHandler serves one read-only Integer scalar: a stand-in for the
 // SFLOW-MIB session the daemon runs next to the APM-MIB one.
-type scalarHandler struct{ name snmpd.OID }
+type scalarHandler struct{ name agentx.OID }
 
-func (s scalarHandler) Get(o snmpd.OID) (snmpd.Variable, error) {
+func (s scalarHandler) Get(o agentx.OID) (agentx.Variable, error) {
 	if o.Equal(s.name) {
-		return snmpd.Variable{Name: o, Type: snmpd.Integer, Value: int32(42)}, nil
+		return agentx.Variable{Name: o, Type: agentx.Integer, Value: int32(42)}, nil
 	}
-	return snmpd.Variable{Name: o, Type: snmpd.NoSuchObject}, nil
+	return agentx.Variable{Name: o, Type: agentx.NoSuchObject}, nil
 }
 
-func (s scalarHandler) GetNext(from snmpd.OID, include bool, end snmpd.OID) (snmpd.Variable, error) {
+func (s scalarHandler) GetNext(from agentx.OID, include bool, end agentx.OID) (agentx.Variable, error) {
 	if c := from.Compare(s.name); (c < 0 || (c == 0 && include)) && (len(end) == 0 || s.name.Compare(end) < 0) {
-		return snmpd.Variable{Name: s.name, Type: snmpd.Integer, Value: int32(42)}, nil
+		return agentx.Variable{Name: s.name, Type: agentx.Integer, Value: int32(42)}, nil
 	}
-	return snmpd.Variable{Name: from, Type: snmpd.EndOfMibView}, nil
+	return agentx.Variable{Name: from, Type: agentx.EndOfMibView}, nil
 }
 
-func (scalarHandler) TestSet(uint32, []snmpd.Variable) (snmpd.ErrorStatus, int) {
-	return snmpd.NotWritable, 1
+func (scalarHandler) TestSet(uint32, []agentx.Variable) (agentx.ErrorStatus, int) {
+	return agentx.NotWritable, 1
 }
-func (scalarHandler) CommitSet(uint32) (snmpd.ErrorStatus, int) { return snmpd.CommitFailed, 1 }
-func (scalarHandler) UndoSet(uint32) (snmpd.ErrorStatus, int)   { return snmpd.NoError, 0 }
-func (scalarHandler) CleanupSet(uint32)                         {}
+func (scalarHandler) CommitSet(uint32) (agentx.ErrorStatus, int) { return agentx.CommitFailed, 1 }
+func (scalarHandler) UndoSet(uint32) (agentx.ErrorStatus, int)   { return agentx.NoError, 0 }
+func (scalarHandler) CleanupSet(uint32)                          {}
 
 // gosnmpValue converts a gosnmp PDU to the snmpd type and value the
 // handler would produce, for comparison.
-func gosnmpValue(t *testing.T, p gosnmp.SnmpPDU) (snmpd.VarType, string) {
+func gosnmpValue(t *testing.T, p gosnmp.SnmpPDU) (agentx.VarType, string) {
 	t.Helper()
 	switch p.Type {
 	case gosnmp.Gauge32:
-		return snmpd.Gauge32, fmt.Sprint(p.Value)
+		return agentx.Gauge32, fmt.Sprint(p.Value)
 	case gosnmp.Counter32:
-		return snmpd.Counter32, fmt.Sprint(p.Value)
+		return agentx.Counter32, fmt.Sprint(p.Value)
 	case gosnmp.TimeTicks:
-		return snmpd.TimeTicks, fmt.Sprint(p.Value)
+		return agentx.TimeTicks, fmt.Sprint(p.Value)
 	case gosnmp.Integer:
-		return snmpd.Integer, fmt.Sprint(p.Value)
+		return agentx.Integer, fmt.Sprint(p.Value)
 	case gosnmp.OctetString:
-		return snmpd.OctetString, fmt.Sprint(p.Value.([]byte))
+		return agentx.OctetString, fmt.Sprint(p.Value.([]byte))
 	case gosnmp.ObjectIdentifier:
-		return snmpd.ObjectIdentifier, strings.TrimPrefix(p.Value.(string), ".")
+		return agentx.ObjectIdentifier, strings.TrimPrefix(p.Value.(string), ".")
 	}
 	t.Fatalf("%s: unexpected type %v", p.Name, p.Type)
 	return 0, ""
 }
 
-func expectedValue(v snmpd.Variable) string {
+func expectedValue(v agentx.Variable) string {
 	switch x := v.Value.(type) {
-	case snmpd.OID:
+	case agentx.OID:
 		return x.String()
 	case int32:
 		return fmt.Sprint(int(x))
@@ -112,8 +112,8 @@ func TestIntegrationSnmpd(t *testing.T) {
 	e := populatedEngine(t)
 	start := exampleStart.Add(-time.Minute)
 	s := startSnmpd(t)
-	sflow := snmpd.MustParseOID("1.3.6.1.4.1.14706.1.1.1.0")
-	runSubagent(t, s, snmpd.MustParseOID("1.3.6.1.4.1.14706"), scalarHandler{name: sflow})
+	sflow := agentx.MustParseOID("1.3.6.1.4.1.14706.1.1.1.0")
+	runSubagent(t, s, agentx.MustParseOID("1.3.6.1.4.1.14706"), scalarHandler{name: sflow})
 	runSubagent(t, s, OID, New(e, Options{Start: start}))
 	g := client(t, s)
 	want := expectedObjects(t, e, start)
@@ -128,7 +128,7 @@ func TestIntegrationSnmpd(t *testing.T) {
 		}
 		names := sortedNames(want)
 		for i, p := range pdus {
-			name := snmpd.MustParseOID(p.Name)
+			name := agentx.MustParseOID(p.Name)
 			if i < len(names) && !name.Equal(names[i]) {
 				t.Fatalf("object #%d is %s, want %s", i, name, names[i])
 			}
@@ -298,7 +298,7 @@ func BenchmarkGetNextReport(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		v, err := h.GetNext(from, false, nil)
-		if err != nil || v.Type != snmpd.Gauge32 {
+		if err != nil || v.Type != agentx.Gauge32 {
 			b.Fatal(err)
 		}
 		from = v.Name

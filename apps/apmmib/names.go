@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // reportMark identifies the content of one kept report: reports are
@@ -30,7 +30,7 @@ type nameCache struct {
 // columns 4 apmNameMachineName and 5 apmNameUserName (SnmpAdminString),
 // both empty (the agent learns no names).
 func (h *Handler) nameTable() *table {
-	value := func(uint32) (snmpd.VarType, any) { return snmpd.OctetString, []byte{} }
+	value := func(uint32) (agentx.VarType, any) { return agentx.OctetString, []byte{} }
 	return &table{
 		entry:  NameEntry,
 		cols:   []uint32{4, 5},

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // Enumerated values served (APM-MIB, SNMPv2-TC).
@@ -24,14 +24,14 @@ const (
 // off(1)/on(2)) and 4..9 apmAppDirResponsivenessBoundary1..6 (Unsigned32).
 func (h *Handler) appDirTable() *table {
 	value := func(d apm.AppDirEntry) rowValue {
-		return func(col uint32) (snmpd.VarType, any) {
+		return func(col uint32) (agentx.VarType, any) {
 			if col == 3 {
 				if d.On {
-					return snmpd.Integer, int32(appDirOn)
+					return agentx.Integer, int32(appDirOn)
 				}
-				return snmpd.Integer, int32(appDirOff)
+				return agentx.Integer, int32(appDirOff)
 			}
-			return snmpd.Gauge32, d.Boundaries[col-4]
+			return agentx.Gauge32, d.Boundaries[col-4]
 		}
 	}
 	return &table{
@@ -91,39 +91,39 @@ func (h *Handler) controlTable() *table {
 }
 
 func (h *Handler) controlValue(c apm.ControlStatus) rowValue {
-	return func(col uint32) (snmpd.VarType, any) {
+	return func(col uint32) (agentx.VarType, any) {
 		switch col {
 		case 2: // apmReportControlDataSource, DataSourceOrZero
 			if len(c.DataSource) == 0 {
-				return snmpd.ObjectIdentifier, snmpd.OID{0, 0}
+				return agentx.ObjectIdentifier, agentx.OID{0, 0}
 			}
-			return snmpd.ObjectIdentifier, snmpd.OID(slices.Clone(c.DataSource))
+			return agentx.ObjectIdentifier, agentx.OID(slices.Clone(c.DataSource))
 		case 3: // apmReportControlAggregationType
-			return snmpd.Integer, int32(c.Aggregation)
+			return agentx.Integer, int32(c.Aggregation)
 		case 4: // apmReportControlInterval, Unsigned32 seconds
-			return snmpd.Gauge32, uint32(c.Interval / time.Second)
+			return agentx.Gauge32, uint32(c.Interval / time.Second)
 		case 5:
-			return snmpd.Gauge32, c.RequestedSize
+			return agentx.Gauge32, c.RequestedSize
 		case 6:
-			return snmpd.Gauge32, c.GrantedSize
+			return agentx.Gauge32, c.GrantedSize
 		case 7:
-			return snmpd.Gauge32, c.RequestedReports
+			return agentx.Gauge32, c.RequestedReports
 		case 8:
-			return snmpd.Gauge32, c.GrantedReports
+			return agentx.Gauge32, c.GrantedReports
 		case 9: // apmReportControlStartTime, TimeStamp
-			return snmpd.TimeTicks, h.timeStamp(c.StartTime)
+			return agentx.TimeTicks, h.timeStamp(c.StartTime)
 		case 10:
-			return snmpd.Gauge32, c.ReportNumber
+			return agentx.Gauge32, c.ReportNumber
 		case 11: // apmReportControlDeniedInserts
-			return snmpd.Counter32, c.DeniedInserts
+			return agentx.Counter32, c.DeniedInserts
 		case 12: // apmReportControlDroppedFrames: the engine drops none
-			return snmpd.Counter32, uint32(0)
+			return agentx.Counter32, uint32(0)
 		case 13: // apmReportControlOwner, OwnerString
-			return snmpd.OctetString, []byte(c.Owner)
+			return agentx.OctetString, []byte(c.Owner)
 		case 14: // apmReportControlStorageType
-			return snmpd.Integer, int32(storagePermanent)
+			return agentx.Integer, int32(storagePermanent)
 		default: // 15, apmReportControlStatus
-			return snmpd.Integer, int32(rowStatusActive)
+			return agentx.Integer, int32(rowStatusActive)
 		}
 	}
 }
@@ -142,20 +142,20 @@ func (h *Handler) timeStamp(t time.Time) uint32 {
 // documents, columns 3..14 (all Unsigned32).
 func (h *Handler) reportTable() *table {
 	value := func(r apm.Row) rowValue {
-		return func(col uint32) (snmpd.VarType, any) {
+		return func(col uint32) (agentx.VarType, any) {
 			switch col {
 			case 3:
-				return snmpd.Gauge32, r.TransactionCount
+				return agentx.Gauge32, r.TransactionCount
 			case 4:
-				return snmpd.Gauge32, r.SuccessfulTransactions
+				return agentx.Gauge32, r.SuccessfulTransactions
 			case 5:
-				return snmpd.Gauge32, r.ResponsivenessMean
+				return agentx.Gauge32, r.ResponsivenessMean
 			case 6:
-				return snmpd.Gauge32, r.ResponsivenessMin
+				return agentx.Gauge32, r.ResponsivenessMin
 			case 7:
-				return snmpd.Gauge32, r.ResponsivenessMax
+				return agentx.Gauge32, r.ResponsivenessMax
 			default: // 8..14, B1..B7
-				return snmpd.Gauge32, r.ResponsivenessB[col-8]
+				return agentx.Gauge32, r.ResponsivenessB[col-8]
 			}
 		}
 	}

@@ -24,8 +24,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/apps/apm"
 	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
 )
 
 func TestStartAppsRefusesNonLoopback(t *testing.T) {

@@ -21,8 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/bench/gen"
-	"github.com/sflowswitchd/sflowswitchd/bpf"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // The techniques compared (bench/README.md, "Forwarding next to the other techniques").
@@ -177,7 +177,7 @@ func parseCompare(args []string) (compareOpts, error) {
 		return o, fmt.Errorf("bad -traffic %q", o.traffic)
 	}
 	var err error
-	if o.genRate, err = parseRate(genRate); err != nil {
+	if o.genRate, err = gen.ParseRate(genRate); err != nil {
 		return o, err
 	}
 	if o.genSizes, err = parseSizes(genSizes); err != nil {

@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/bench/gen"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // e2eOpts are the e2e subcommand's flags.
@@ -101,7 +101,7 @@ func parseE2E(args []string) (e2eOpts, error) {
 	if o.sizes, err = parseSizes(sizes); err != nil {
 		return o, err
 	}
-	if o.genRate, err = parseRate(genRate); err != nil {
+	if o.genRate, err = gen.ParseRate(genRate); err != nil {
 		return o, err
 	}
 	if o.frame != "forward" && o.frame != "local" {
@@ -130,25 +130,6 @@ func parseSizes(s string) ([]int, error) {
 		v = append(v, n)
 	}
 	return v, nil
-}
-
-// parseRate parses "max" (0), "1500", "250k" or "1.5M" frames/s.
-func parseRate(s string) (float64, error) {
-	if s == "max" {
-		return 0, nil
-	}
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1e3, strings.TrimSuffix(s, "k")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1e6, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad rate %q", s)
-	}
-	return v * mult, nil
 }
 
 // e2eBench is the lab, the generator and the collector shared by all trials.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestE2EBalances runs `e2e` briefly on both hooks at 1-in-1 and 1-in-10

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // memoryDataplane stands in for the kernel in the encode benchmark: ports
@@ -83,7 +83,7 @@ func encodeRound(ctx context.Context, size, header int, send string, d time.Dura
 	frame := netlab.UDPFrame(netlab.HostMAC(1), netlab.HostMAC(2), netip.AddrPortFrom(netlab.HostAddr(1), 40000),
 		netip.AddrPortFrom(netlab.HostAddr(2), 7000), make([]byte, 300))
 	rd := &memoryReader{ps: agent.PacketSample{IfIndex: 3, FrameLen: uint32(len(frame)), Header: frame[:header]}, batch: 64}
-	opts := agent.Options{Workers: 1, Dataplane: memoryDataplane{}}
+	opts := agent.Options{Workers: 1, Source: memoryDataplane{}}
 	if err := setSendMode(&opts, send); err != nil {
 		return 0, err
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
-// lab is a namespace lab made by lab/lab.sh (see lab.sh's header): switch PREFIX-sw with bridge ports p1..pN,
+// lab is a namespace lab made by test/lab/lab.sh (see lab.sh's header): switch PREFIX-sw with bridge ports p1..pN,
 // hosts PREFIX-hI, collector PREFIX-col at 198.19.255.2.
 type lab struct {
 	script string
@@ -29,7 +29,7 @@ const collectorAddr = "198.19.255.2"
 // must call down, also on failure.
 func newLab(repo string, nports int) (*lab, error) {
 	l := &lab{
-		script: filepath.Join(repo, "lab", "lab.sh"),
+		script: filepath.Join(repo, "test", "lab", "lab.sh"),
 		prefix: fmt.Sprintf("bd%06x", os.Getpid()&0xffffff),
 		nports: nports,
 	}
@@ -121,7 +121,7 @@ func stopProc(cmd *exec.Cmd) {
 }
 
 // repoRoot finds the repository's top folder (the sflowswitchd go.mod
-// with lab/lab.sh beside it; bench/ has a go.mod of its own) from the
+// with test/lab/lab.sh beside it; bench/ has a go.mod of its own) from the
 // working directory upwards.
 func repoRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -130,12 +130,12 @@ func repoRoot() (string, error) {
 	}
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if _, lerr := os.Stat(filepath.Join(dir, "lab", "lab.sh")); err == nil && lerr == nil && strings.Contains(string(b), "sflowswitchd") {
+		if _, lerr := os.Stat(filepath.Join(dir, "test", "lab", "lab.sh")); err == nil && lerr == nil && strings.Contains(string(b), "sflowswitchd") {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", fmt.Errorf("no sflowswitchd repository (go.mod and lab/lab.sh) above the working directory")
+			return "", fmt.Errorf("no sflowswitchd repository (go.mod and test/lab/lab.sh) above the working directory")
 		}
 		dir = parent
 	}

@@ -22,9 +22,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // liveInNamespace is the hidden subcommand runLive re-executes this
@@ -189,13 +189,13 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	// The daemon's own sample path (agent/kernel, dataplane.Source).
-	opts := agent.Options{Workers: f.workers, Dataplane: kernel.Dataplane{DP: dp}}
+	// The daemon's own sample path (source, dataplane.Source).
+	opts := agent.Options{Workers: f.workers, Source: source.BPF{DP: dp}}
 	if err := setSendMode(&opts, f.send); err != nil {
 		return err
 	}
 	ag := agent.New(opts)
-	readers, err := kernel.Readers(dp, f.workers)
+	readers, err := source.BPFReaders(dp, f.workers)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Command daemon runs the sflowswitchd daemon benchmarks (issue "The
 // sflowswitchd daemon", Benchmarks). It must run as root: it builds a lab of
-// network namespaces with lab/lab.sh and removes it at the end, also on
+// network namespaces with test/lab/lab.sh and removes it at the end, also on
 // SIGINT/SIGTERM.
 //
 //	go run ./bench/daemon cpu  [-bin bin/sflowswitchd] [-sampling 1000,10] [-rounds 5] [-window 10s]

@@ -9,7 +9,7 @@ package main
 // generator thread only the sampler itself (~0.25 us per sampled frame at
 // rate 1) and the frame goes nowhere after XDP_PASS. Everything after the
 // sampler is the daemon's real path: ring buffer, dataplane.Source via
-// agent/kernel, agent worker, sender (sendmmsg + GSO), UDP over veth into the
+// source, agent worker, sender (sendmmsg + GSO), UDP over veth into the
 // collector namespace, the sink.
 
 import (
@@ -27,7 +27,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // startTestrunSource starts the generator goroutine: locked to its OS

@@ -14,14 +14,14 @@ import (
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
-// dropVariant is one build of bpf/drops.c, loaded, attached and read the
+// dropVariant is one build of dataplane/bpf/drops.c, loaded, attached and read the
 // way its daemon did: A (the ring buffer build before issue 18) with a
 // minimal loader equal to dataplane's of that time (configuration, one
-// ring buffer reader), B (the current build) with dataplane.OpenDrops and
+// ring buffer reader), B (the current build) with drops.Open and
 // Drops.Read. Both get the same configuration.
 type dropVariant struct {
 	prog  *ebpf.Program
@@ -71,7 +71,7 @@ func loadRingVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit, cons
 	if err != nil {
 		b.Fatalf("loading: %v", err)
 	}
-	cfg := [4]uint32{netns, limit, dataplane.DefaultDropHeaderBytes, 0}
+	cfg := [4]uint32{netns, limit, drops.DefaultHeaderBytes, 0}
 	if err := coll.Maps["config"].Put(uint32(0), cfg); err != nil {
 		b.Fatal(err)
 	}
@@ -128,15 +128,15 @@ func loadRingVariant(b *testing.B, spec *ebpf.CollectionSpec, netns, limit, cons
 // openDaemonVariant opens the current build as the daemon does.
 func openDaemonVariant(b *testing.B, netns, limit uint32) *dropVariant {
 	b.Helper()
-	d, err := dataplane.OpenDrops(dataplane.DropsConfig{Netns: uint64(netns), Limit: limit, HeaderBytes: dataplane.DefaultDropHeaderBytes})
+	d, err := drops.Open(drops.Config{Netns: uint64(netns), Limit: limit, HeaderBytes: drops.DefaultHeaderBytes})
 	if err != nil {
 		b.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var ev dataplane.DropEvent
-		nop := func(*dataplane.DropEvent) {}
+		var ev drops.Event
+		nop := func(*drops.Event) {}
 		for {
 			if pollReader {
 				time.Sleep(pollEvery)
@@ -171,10 +171,10 @@ func spread(xs []float64) (med, lo, hi float64) {
 // BenchmarkDropCost: the kernel's cost per drop of the kfree_skb program,
 // before and after the header copy of issue 18, A/B alternating. A is the
 // object given by DROPS_A (the build before: `git show
-// 1f795a9:bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
+// 1f795a9:dataplane/bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
 // area), loaded as dataplane loaded it then; B the current build (perf
 // buffers filled by bpf_skb_output, woken through the doorbell ring),
-// opened by dataplane.OpenDrops and read with Drops.Read, as the daemon
+// opened by drops.Open and read with Drops.Read, as the daemon
 // does. Same configuration (header 128).
 // trafgen in host 1 sends the frame of the issue (from a transmit ring, so
 // the skb is paged): 60 bytes of UDP to port 7778, dropped by the bridge
@@ -201,7 +201,7 @@ func spread(xs []float64) (med, lo, hi float64) {
 func BenchmarkDropCost(b *testing.B) {
 	pathA := os.Getenv("DROPS_A")
 	if pathA == "" {
-		b.Fatal("DROPS_A must name the object to compare with (e.g. git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o)")
+		b.Fatal("DROPS_A must name the object to compare with (e.g. git show 1f795a9:dataplane/bpf/drops_bpfel.o > /tmp/drops_a.o)")
 	}
 	specA, err := ebpf.LoadCollectionSpec(pathA)
 	if err != nil {
@@ -213,11 +213,11 @@ func BenchmarkDropCost(b *testing.B) {
 	}
 	lab := netlab.New(b, 3)
 	dl := lab.SetupDrops(b)
-	sw, err := dataplane.NetnsInode("/run/netns/" + lab.Switch)
+	sw, err := drops.NetnsInode("/run/netns/" + lab.Switch)
 	if err != nil {
 		b.Fatal(err)
 	}
-	col, err := dataplane.NetnsInode("/run/netns/" + lab.Collector)
+	col, err := drops.NetnsInode("/run/netns/" + lab.Collector)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -239,8 +239,8 @@ func BenchmarkDropCost(b *testing.B) {
 	}
 	modes := []mode{
 		{"notified", uint32(sw), 1 << 30, []string{"-t", gap}},
-		{"over budget", uint32(sw), dataplane.DefaultDropLimit, nil},
-		{"filtered", uint32(col), dataplane.DefaultDropLimit, nil},
+		{"over budget", uint32(sw), drops.DefaultLimit, nil},
+		{"filtered", uint32(col), drops.DefaultLimit, nil},
 	}
 	// One window's BPF statistics and the program's own counts.
 	type win struct{ runtime, runs, own, notified float64 }

@@ -1,5 +1,5 @@
 // Package drops benchmarks dropped-packet notifications (issue 12) in
-// namespace labs (testkit/netlab), as root:
+// namespace labs (internal/testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
 //
@@ -10,7 +10,7 @@
 // BenchmarkDropCost: the kernel's cost per drop before/after the header
 // copy of issue 18 (needs DROPS_A, the earlier object:
 //
-//	git show 1f795a9:bpf/drops_bpfel.o > /tmp/drops_a.o
+//	git show 1f795a9:dataplane/bpf/drops_bpfel.o > /tmp/drops_a.o
 //	DROPS_A=/tmp/drops_a.o go test -run '^$' -bench DropCost -benchtime 8x ./bench/drops/
 //
 // ). Figures are recorded in bench/README.md.
@@ -39,9 +39,9 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // trafgen sends one frame as fast as it can (or as extra arguments, e.g.
@@ -123,7 +123,7 @@ func loadavg() string {
 // switch's namespace (a stray packet of its own is logged).
 func BenchmarkDropsForwarding(b *testing.B) {
 	lab := netlab.New(b, 2)
-	ino, err := dataplane.NetnsInode("/run/netns/" + lab.Switch)
+	ino, err := drops.NetnsInode("/run/netns/" + lab.Switch)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -161,10 +161,10 @@ func BenchmarkDropsForwarding(b *testing.B) {
 	// never in the ratio's.
 	withStats := false
 	window := func(on bool) (pps, runsPerSec, nsPerRun float64) {
-		var d *dataplane.Drops
+		var d *drops.Drops
 		if on {
 			var err error
-			d, err = dataplane.OpenDrops(dataplane.DropsConfig{Netns: ino, Limit: dataplane.DefaultDropLimit, HeaderBytes: dataplane.DefaultDropHeaderBytes})
+			d, err = drops.Open(drops.Config{Netns: ino, Limit: drops.DefaultLimit, HeaderBytes: drops.DefaultHeaderBytes})
 			if err != nil {
 				b.Fatal(err)
 			}

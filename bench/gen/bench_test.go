@@ -11,7 +11,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // BenchmarkSend measures the generator itself: b.N frames sent (exactly)

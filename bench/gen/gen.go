@@ -46,8 +46,10 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
 // Frame lengths (without FCS) the generator accepts: the IPv4/UDP headers
@@ -264,16 +266,7 @@ func (g *Generator) Counters() (Counters, error) {
 		return Counters{}, fmt.Errorf("reading the generator's counters: %w", err)
 	}
 	var c Counters
-	for _, p := range per {
-		c.Runs += p.Runs
-		c.Redirected += p.Redirected
-		c.Bad += p.Bad
-		c.Sent += p.Sent
-		c.Dropped += p.Dropped
-		c.Flushes += p.Flushes
-		c.Errors += p.Errors
-		c.Bytes += p.Bytes
-	}
+	bpf.SumPerCPU(&c, per)
 	return c, nil
 }
 
@@ -438,52 +431,26 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-// testRunAttr is the test member of union bpf_attr
-// (include/uapi/linux/bpf.h), for BPF_PROG_TEST_RUN. The syscall is made
-// here, not through cilium/ebpf's Program.Run, because Run repeats a call
-// interrupted by a signal in full, which would send more frames than
-// asked; here the program's own count says how many ran.
-type testRunAttr struct {
-	progFD      uint32
-	retval      uint32
-	dataSizeIn  uint32
-	dataSizeOut uint32
-	dataIn      uint64
-	dataOut     uint64
-	repeat      uint32
-	duration    uint32
-	ctxSizeIn   uint32
-	ctxSizeOut  uint32
-	ctxIn       uint64
-	ctxOut      uint64
-	flags       uint32
-	cpu         uint32
-	batchSize   uint32
-	_           uint32
-}
-
-// xdpMD is struct xdp_md: the context of a live-frames run (data_end only;
-// the ingress device is the loopback of the calling thread's namespace).
-type xdpMD struct {
-	data, dataEnd, dataMeta      uint32
-	ingressIfindex, rxQueueIndex uint32
-	egressIfindex                uint32
-}
-
+// runner runs the generator in live-frames mode. The system call is made
+// here (xdptest.TestRun), not through cilium/ebpf's Program.Run, because
+// Run repeats a call interrupted by a signal in full, which would send
+// more frames than asked; here the program's own count says how many ran.
+// The context is xdp_md's data_end only: the ingress device is the
+// loopback of the calling thread's namespace.
 type runner struct {
-	attr  testRunAttr
+	attr  xdptest.Attr
 	frame []byte
-	md    xdpMD
+	md    xdptest.MD
 }
 
 func newRunner(fd int, frame []byte, batch int) *runner {
-	r := &runner{frame: frame, md: xdpMD{dataEnd: uint32(len(frame))}}
-	r.attr = testRunAttr{
-		progFD:     uint32(fd),
-		dataSizeIn: uint32(len(frame)),
-		ctxSizeIn:  uint32(unsafe.Sizeof(r.md)),
-		flags:      unix.BPF_F_TEST_XDP_LIVE_FRAMES,
-		batchSize:  uint32(batch),
+	r := &runner{frame: frame, md: xdptest.MD{DataEnd: uint32(len(frame))}}
+	r.attr = xdptest.Attr{
+		ProgFD:     uint32(fd),
+		DataSizeIn: uint32(len(frame)),
+		CtxSizeIn:  uint32(unsafe.Sizeof(r.md)),
+		Flags:      unix.BPF_F_TEST_XDP_LIVE_FRAMES,
+		BatchSize:  uint32(batch),
 	}
 	return r
 }
@@ -491,10 +458,10 @@ func newRunner(fd int, frame []byte, batch int) *runner {
 // run runs the program repeat times in live-frames mode; EINTR is
 // returned as is.
 func (r *runner) run(repeat uint32) error {
-	r.attr.dataIn = uint64(uintptr(unsafe.Pointer(&r.frame[0])))
-	r.attr.ctxIn = uint64(uintptr(unsafe.Pointer(&r.md)))
-	r.attr.repeat = repeat
-	_, _, errno := unix.Syscall(unix.SYS_BPF, unix.BPF_PROG_TEST_RUN, uintptr(unsafe.Pointer(&r.attr)), unsafe.Sizeof(r.attr))
+	r.attr.DataIn = uint64(uintptr(unsafe.Pointer(&r.frame[0])))
+	r.attr.CtxIn = uint64(uintptr(unsafe.Pointer(&r.md)))
+	r.attr.Repeat = repeat
+	errno := xdptest.TestRun(&r.attr)
 	runtime.KeepAlive(r)
 	if errno != 0 {
 		return fmt.Errorf("BPF_PROG_RUN live frames (repeat %d): %w", repeat, errno)
@@ -588,4 +555,24 @@ func napiThreads(dev string) ([]int, error) {
 		}
 	}
 	return pids, nil
+}
+
+// ParseRate parses a generator rate in frames/s: "max" (0, as fast as it
+// goes), "1500", "250k" or "1.5M".
+func ParseRate(s string) (float64, error) {
+	if s == "max" {
+		return 0, nil
+	}
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1e3, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "M"):
+		mult, s = 1e6, strings.TrimSuffix(s, "M")
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("bad rate %q", s)
+	}
+	return v * mult, nil
 }

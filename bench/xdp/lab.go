@@ -21,7 +21,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
-// lab is a namespace lab made by lab/lab.sh (contract: the netlab API):
+// lab is a namespace lab made by test/lab/lab.sh (contract: the netlab API):
 // PREFIX-sw with bridge br0 and ports p1, p2; hosts PREFIX-h1, PREFIX-h2.
 type lab struct {
 	script string

@@ -1,5 +1,5 @@
 // Command xdp benchmarks the XDP sampler's dataplane cost and its sample
-// delivery rate in a namespace lab (lab/lab.sh), and prints the results as
+// delivery rate in a namespace lab (test/lab/lab.sh), and prints the results as
 // Markdown. It must run as root from the repository root (bench/xdp.sh
 // does both); figures are recorded in bench/README.md.
 //
@@ -59,10 +59,11 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
+	"github.com/sflowswitchd/sflowswitchd/bench/gen"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // options are the command-line settings.
@@ -97,7 +98,7 @@ func main() {
 func parseFlags() (options, error) {
 	var o options
 	var parts, rates string
-	flag.StringVar(&o.script, "lab", "lab/lab.sh", "path of lab.sh")
+	flag.StringVar(&o.script, "lab", "test/lab/lab.sh", "path of lab.sh")
 	flag.StringVar(&o.prefix, "prefix", fmt.Sprintf("xb%06x", os.Getpid()&0xffffff), "lab prefix (<= 8 chars)")
 	flag.StringVar(&parts, "parts", "frames,testrun,delivery", "parts to run")
 	flag.IntVar(&o.rounds, "rounds", 15, "rounds of the frames and testrun parts")
@@ -138,7 +139,7 @@ func parseFlags() (options, error) {
 		}
 	}
 	for _, r := range strings.Split(rates, ",") {
-		v, err := parseRate(r)
+		v, err := gen.ParseRate(r)
 		if err != nil {
 			return o, err
 		}
@@ -151,25 +152,6 @@ func parseFlags() (options, error) {
 		return o, fmt.Errorf("profile-freq must be in 1..100000")
 	}
 	return o, nil
-}
-
-// parseRate parses "250k", "2M", "1500" or "max" (0).
-func parseRate(s string) (float64, error) {
-	if s == "max" {
-		return 0, nil
-	}
-	mult := 1.0
-	switch {
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1e3, strings.TrimSuffix(s, "k")
-	case strings.HasSuffix(s, "M"):
-		mult, s = 1e6, strings.TrimSuffix(s, "M")
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad rate %q", s)
-	}
-	return v * mult, nil
 }
 
 // bench is the lab and the loaded programs shared by all parts.
@@ -409,7 +391,7 @@ func (b *bench) header() {
 	fmt.Fprintf(b.out, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(b.out, "- kernel: %s, %d CPUs, load average at start: %s\n",
 		unix.ByteSliceToString(u.Release[:]), runtime.NumCPU(), strings.TrimSpace(string(load)))
-	fmt.Fprintf(b.out, "- lab: %s (lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP; the tc part: TC ingress too)\n", b.o.prefix)
+	fmt.Fprintf(b.out, "- lab: %s (test/lab/lab.sh, 2 ports), sampler on switch port p1 (native XDP; the tc part: TC ingress too)\n", b.o.prefix)
 	fmt.Fprintf(b.out, "- stream of the frames, tc and profile parts: %s\n\n", b.streamDesc())
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/bench/gen"
 )
 
 func TestParseRate(t *testing.T) {
@@ -14,9 +16,9 @@ func TestParseRate(t *testing.T) {
 		{"max", 0, true}, {"250k", 250e3, true}, {"2M", 2e6, true}, {"1500", 1500, true},
 		{"1.5M", 1.5e6, true}, {"", 0, false}, {"k", 0, false}, {"-3k", 0, false}, {"0", 0, false},
 	} {
-		got, err := parseRate(c.in)
+		got, err := gen.ParseRate(c.in)
 		if (err == nil) != c.ok || (c.ok && got != c.want) {
-			t.Errorf("parseRate(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
+			t.Errorf("gen.ParseRate(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
 		}
 	}
 }

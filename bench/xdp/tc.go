@@ -10,8 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
@@ -24,7 +24,7 @@ import (
 // sampler on the same veth port, for the choice of hook auto where TCX is
 // missing.
 
-// tcFloorProg loads tc_floor: xdp_floor's instructions (bpf/sampler.c: find
+// tcFloorProg loads tc_floor: xdp_floor's instructions (dataplane/bpf/sampler.c: find
 // this CPU's counter line, count the frame, count the skip down) as a
 // SchedCLS program returning TC_ACT_UNSPEC instead of XDP_PASS, with
 // counters of its own. The floor of the TC sampler's unsampled path, as

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // sharedTestdata is the folder of golden datagrams built by hand from the

@@ -48,7 +48,7 @@ func main() {
 }
 
 // run dispatches to a subcommand, or to the daemon (runDaemon, in
-// daemon.go) when the first argument is not a subcommand name, so daemon
+// run.go) when the first argument is not a subcommand name, so daemon
 // flags work without a subcommand. It returns the process exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {

@@ -73,4 +73,3 @@ func TestManPageSections(t *testing.T) {
 		}
 	}
 }
-

@@ -53,8 +53,8 @@ func TestBadFlagOneLine(t *testing.T) {
 		t.Errorf("bad flag: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, errOut = runCmd(t, "-sampling", "0")
-	if code != 2 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "0 is not a rate") {
-		t.Errorf("-sampling 0: exit %d, stderr %q", code, errOut)
+	if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "0 is not a rate") {
+		t.Errorf("-sampling 0: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, _ = runCmd(t, "-h")
 	if code != 0 {
@@ -125,7 +125,7 @@ func TestCheckConfig(t *testing.T) {
 		t.Errorf("hsflowd.conf sampling = 0: exit %d, stderr %q", code, errOut)
 	}
 	// The packaged configuration is valid as shipped.
-	if code, _, errOut := runCmd(t, "-config", "../../deploy/sflowswitchd.conf.example", "-check-config"); code != 0 {
+	if code, _, errOut := runCmd(t, "-config", "../../packaging/sflowswitchd.conf.example", "-check-config"); code != 0 {
 		t.Errorf("the packaged configuration: exit %d: %s", code, errOut)
 	}
 }

@@ -25,7 +25,7 @@ func loadArgs(t *testing.T, args ...string) (config.Settings, error) {
 }
 
 func TestExampleConfigParses(t *testing.T) {
-	s, err := loadArgs(t, "-config", "../../deploy/sflowswitchd.conf.example")
+	s, err := loadArgs(t, "-config", "../../packaging/sflowswitchd.conf.example")
 	if err != nil {
 		t.Fatalf("example config refused: %v", err)
 	}

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // Test lab: two namespaces joined by one veth pair, both ends inside them
@@ -80,7 +79,7 @@ func newVethPair(t testing.TB, mtu int) *vethPair {
 }
 
 // waitActive waits until dev in ns is operationally up with its qdisc
-// attached (lab/lab.sh's wait_active): until the kernel's link watcher has
+// attached (test/lab/lab.sh's wait_active): until the kernel's link watcher has
 // run for a new link, a work item that needs the RTNL lock and so runs
 // late while other namespaces are being dismantled, the link transmits
 // through noop_qdisc, which drops every frame (QDISC_DROP). A burst sent

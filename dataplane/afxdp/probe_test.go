@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // TestProbeWithoutCapNetRaw: a process without CAP_NET_RAW cannot create

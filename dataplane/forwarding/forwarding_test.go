@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestOutputFromKernelTables builds a 3-port bridged lab, lets the bridge

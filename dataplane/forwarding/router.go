@@ -4,7 +4,7 @@ package forwarding
 // hop and the prefix lengths of the routes matching a routed packet's
 // destination and source.
 //
-// The kernel answers the sampler at sample time (bpf/route.h,
+// The kernel answers the sampler at sample time (dataplane/bpf/route.h,
 // bpf_fib_lookup): for each of the packet's addresses, whether a route
 // matched, its output port and its gateway (or the address itself for a
 // directly connected route). It does not tell the prefix length. That
@@ -13,7 +13,7 @@ package forwarding
 // taken:
 //
 //   - the copy was read at the FIB generation the sample saw (the count of
-//     FIB changes in the namespace, bpf/fibgen.c; read before and after
+//     FIB changes in the namespace, dataplane/bpf/fibgen.c; read before and after
 //     the dump, equal); the last few copies are kept for samples taken
 //     just before a change;
 //   - the copy's longest match for each address has a next hop equal to
@@ -59,7 +59,7 @@ func (f *fib) match(a netip.Addr) *route {
 }
 
 // Answer is the kernel's answer to one route lookup of a sampled packet
-// (bpf/route.h): whether a route with a next hop matched, its output
+// (dataplane/bpf/route.h): whether a route with a next hop matched, its output
 // port, and its gateway or, for a directly connected route, the looked-up
 // address itself.
 type Answer struct {

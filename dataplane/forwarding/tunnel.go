@@ -11,7 +11,7 @@ package forwarding
 //   - the tunnel metadata on the frame (a collect_md device: what
 //     vxlan_rcv / ip_tunnel_rcv attached at ingress, what a route's encap,
 //     tc tunnel_key or bpf_skb_set_tunnel_key attached for egress), read
-//     by the sampler at sample time (bpf/tunnel.h): the outer addresses,
+//     by the sampler at sample time (dataplane/bpf/tunnel.h): the outer addresses,
 //     TOS and tunnel id exactly as the kernel used them;
 //   - for a device with a fixed VNI and remote (no metadata on its
 //     frames), its configuration (IFLA_VXLAN_*, IFLA_GRE_*) and, for
@@ -86,7 +86,7 @@ type vxlanRemote struct {
 
 // TunnelQuery is what a sample on a tunnel device tells: the port, the
 // direction, the frame's length, and the kernel's tunnel metadata when it
-// had some (Known; bpf/tunnel.h).
+// had some (Known; dataplane/bpf/tunnel.h).
 type TunnelQuery struct {
 	Port     uint32
 	Egress   bool

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // readAll reads samples until none comes for idle.

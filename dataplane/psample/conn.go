@@ -218,7 +218,7 @@ func (c *Conn) TryRead(fn func(*Sample)) (int, error) {
 
 // WaitReadable waits up to timeout until a sample is queued, for a reader
 // that waits on something else and must be woken for samples (a worker
-// whose ports are sampled both ways: agent/kernel's MixedReader).
+// whose ports are sampled both ways: source's MixedReader).
 func (c *Conn) WaitReadable(timeout time.Duration) (bool, error) {
 	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))

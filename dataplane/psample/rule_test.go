@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
 )
 
 // TestRuleLifecycle: the rule goes in, changes in place, comes out; tc's

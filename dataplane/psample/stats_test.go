@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/pslab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // frames are n UDP frames from sfps1's side to sfps0's.

@@ -2,9 +2,9 @@
 # build.sh — builds sflowswitchd_VERSION_ARCH.deb with dpkg-deb (`make deb`).
 #
 # Contents: /usr/sbin/sflowswitchd (static, stripped), the systemd unit of
-# deploy/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
+# packaging/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
 # configuration as the conffile /etc/sflowswitchd/sflowswitchd.conf, the MIB
-# modules of mibs/ in /usr/share/sflowswitchd/mibs, the man page
+# modules of mib/modules/ in /usr/share/sflowswitchd/mibs, the man page
 # sflowswitchd(8), README.md and docs/*.md (OPERATIONS: the health
 # checklist and the log messages). The package does not
 # enable or start the service (see postinst).
@@ -41,10 +41,10 @@ install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/etc/sfl
 # sFlowVersion.
 CGO_ENABLED=0 GOARCH=$arch $go build -buildmode=pie -trimpath -buildvcs=false \
 	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$(git rev-parse --short=12 HEAD)" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
-install -m 0644 deploy/sflowswitchd.service "$pkg/lib/systemd/system/"
-install -m 0644 deploy/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
-install -m 0644 deploy/sflowswitchd.conf.example "$doc/examples/"
-install -m 0644 mibs/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
+install -m 0644 packaging/sflowswitchd.service "$pkg/lib/systemd/system/"
+install -m 0644 packaging/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
+install -m 0644 packaging/sflowswitchd.conf.example "$doc/examples/"
+install -m 0644 mib/modules/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
 gzip -9n <"$here/sflowswitchd.8" >"$pkg/usr/share/man/man8/sflowswitchd.8.gz"
 # The operator's documents, where the README's relative links (docs/...)
 # lead from /usr/share/doc/sflowswitchd/README.md.

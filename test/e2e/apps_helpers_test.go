@@ -15,9 +15,9 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // appAPIAddr is the daemon's local JSON API inside the switch namespace.

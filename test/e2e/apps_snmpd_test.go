@@ -10,8 +10,8 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // sharedMIBs is the shared MIB directory (APM-MIB and its imports) for
@@ -27,7 +27,7 @@ const apmReportTransactionCount = "1.3.6.1.2.1.16.23.1.10.1.3"
 // (apm.1.9.1.3).
 const apmReportControlAggregationType = "1.3.6.1.2.1.16.23.1.9.1.3"
 
-// startSnmpd starts the project's real-snmpd harness (testkit/snmptest)
+// startSnmpd starts the project's real-snmpd harness (internal/testkit/snmptest)
 // for the applications test: read-only community "public" and the shared
 // MIB directory (APM-MIB) as MIBDIRS for net-snmp's tools. snmpd runs on
 // the host, answering SNMP on the host loopback; the daemon in the lab's

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/apps/httpsflow"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
 )
 
 // TestApplications is the "Applications on the switch" issue end to end:

@@ -13,8 +13,8 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // TestCounters runs the daemon with 1 s polling. The if_counters of p1

@@ -15,9 +15,9 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	protoproducer "github.com/netsampler/goflow2/v2/producer/proto"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // dropRec is one discarded_packet sample as our decoder read it.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestExit stops the daemon with SIGTERM (exit status 0 expected) and with

@@ -21,16 +21,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
-
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // metricsAddr is where every test daemon serves metrics, inside its own
@@ -112,7 +111,7 @@ func hermetic(t testing.TB, uid int, args []string) []string {
 	}
 	if !has("-pin-dir") {
 		// The default, /sys/fs/bpf/sflowswitchd, is the machine's: a test
-		// that pins passes a bpffs of its own (testkit/pinfs).
+		// that pins passes a bpffs of its own (internal/testkit/pinfs).
 		args = append(args, "-pin-dir", "off")
 	}
 	return args

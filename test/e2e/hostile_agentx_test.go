@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/snmpd"
+	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
 // agentxPDU builds a little-endian AgentX PDU (RFC 2741 section 6.1) with
 // any header fields and payload, valid or not.
-func agentxPDU(version uint8, typ snmpd.PDUType, flags uint8, session, packet uint32, length uint32, payload []byte) []byte {
+func agentxPDU(version uint8, typ agentx.PDUType, flags uint8, session, packet uint32, length uint32, payload []byte) []byte {
 	le := binary.LittleEndian
 	b := []byte{version, byte(typ), flags, 0}
 	b = le.AppendUint32(b, session)
@@ -54,13 +54,13 @@ func (m *fakeMaster) accept(t *testing.T, timeout time.Duration) (net.Conn, *buf
 	}
 	m.session++
 	r := bufio.NewReader(c)
-	for _, want := range []snmpd.PDUType{snmpd.PDUOpen, snmpd.PDURegister} {
+	for _, want := range []agentx.PDUType{agentx.PDUOpen, agentx.PDURegister} {
 		c.SetDeadline(time.Now().Add(5 * time.Second))
-		p, err := snmpd.ReadPDU(r)
+		p, err := agentx.ReadPDU(r)
 		if err != nil || p.Header.Type != want {
 			t.Fatalf("master: got %v, %v; want %s", p, err, want)
 		}
-		resp := &snmpd.PDU{Header: snmpd.Header{Version: 1, Type: snmpd.PDUResponse, SessionID: m.session,
+		resp := &agentx.PDU{Header: agentx.Header{Version: 1, Type: agentx.PDUResponse, SessionID: m.session,
 			TransactionID: p.Header.TransactionID, PacketID: p.Header.PacketID}}
 		b, err := resp.Encode()
 		if err != nil {
@@ -102,52 +102,52 @@ func TestHostileAgentXMaster(t *testing.T) {
 		name string
 		pdu  func(session uint32) []byte
 	}{
-		{"version 2", func(s uint32) []byte { return agentxPDU(2, snmpd.PDUGet, 0, s, 1, 0, nil) }},
+		{"version 2", func(s uint32) []byte { return agentxPDU(2, agentx.PDUGet, 0, s, 1, 0, nil) }},
 		{"unknown type 99", func(s uint32) []byte { return agentxPDU(1, 99, 0, s, 2, 0, nil) }},
-		{"payload length 2^32-1", func(s uint32) []byte { return agentxPDU(1, snmpd.PDUGet, 0, s, 3, 0xFFFFFFFF, nil) }},
-		{"payload length 1 MiB + 4", func(s uint32) []byte { return agentxPDU(1, snmpd.PDUGet, 0, s, 4, 1<<20+4, nil) }},
+		{"payload length 2^32-1", func(s uint32) []byte { return agentxPDU(1, agentx.PDUGet, 0, s, 3, 0xFFFFFFFF, nil) }},
+		{"payload length 1 MiB + 4", func(s uint32) []byte { return agentxPDU(1, agentx.PDUGet, 0, s, 4, 1<<20+4, nil) }},
 		{"OID of 200 sub-identifiers", func(s uint32) []byte {
 			p := append(oidPayload(make([]uint32, 200)...), 0, 0, 0, 0)
-			return agentxPDU(1, snmpd.PDUGet, 0, s, 5, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUGet, 0, s, 5, uint32(len(p)), p)
 		}},
 		{"OID longer than the payload", func(s uint32) []byte {
 			p := []byte{10, 0, 0, 0, 1, 0, 0, 0}
-			return agentxPDU(1, snmpd.PDUGet, 0, s, 6, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUGet, 0, s, 6, uint32(len(p)), p)
 		}},
 		{"GetBulk of 65535 repetitions over the whole MIB", func(s uint32) []byte {
 			p := []byte{0, 0, 0xff, 0xff}
 			p = append(p, oidPayload(sflow...)...)
 			p = append(p, 0, 0, 0, 0)
-			return agentxPDU(1, snmpd.PDUGetBulk, 0, s, 7, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUGetBulk, 0, s, 7, uint32(len(p)), p)
 		}},
 		{"varbind of type 99", func(s uint32) []byte {
 			p := []byte{99, 0, 0, 0}
 			p = append(p, oidPayload(append(sflow, 1, 2, 1, 3, 1)...)...)
-			return agentxPDU(1, snmpd.PDUTestSet, 0, s, 8, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUTestSet, 0, s, 8, uint32(len(p)), p)
 		}},
 		{"octet string announcing 2^31 bytes", func(s uint32) []byte {
 			p := []byte{4, 0, 0, 0}
 			p = append(p, oidPayload(append(sflow, 1, 2, 1, 3, 1)...)...)
 			p = binary.LittleEndian.AppendUint32(p, 1<<31)
-			return agentxPDU(1, snmpd.PDUTestSet, 0, s, 9, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUTestSet, 0, s, 9, uint32(len(p)), p)
 		}},
 		{"context of 2^32-16 bytes", func(s uint32) []byte {
 			p := binary.LittleEndian.AppendUint32(nil, 0xFFFFFFF0)
-			return agentxPDU(1, snmpd.PDUGet, 0x08, s, 10, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUGet, 0x08, s, 10, uint32(len(p)), p)
 		}},
 		{"Response with an unknown packet id", func(s uint32) []byte {
 			p := make([]byte, 8)
-			return agentxPDU(1, snmpd.PDUResponse, 0, s, 999999, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUResponse, 0, s, 999999, uint32(len(p)), p)
 		}},
-		{"Notify from the master", func(s uint32) []byte { return agentxPDU(1, snmpd.PDUNotify, 0, s, 12, 0, nil) }},
-		{"CommitSet without a TestSet", func(s uint32) []byte { return agentxPDU(1, snmpd.PDUCommitSet, 0, s, 13, 0, nil) }},
+		{"Notify from the master", func(s uint32) []byte { return agentxPDU(1, agentx.PDUNotify, 0, s, 12, 0, nil) }},
+		{"CommitSet without a TestSet", func(s uint32) []byte { return agentxPDU(1, agentx.PDUCommitSet, 0, s, 13, 0, nil) }},
 		{"Get with 10000 search ranges", func(s uint32) []byte {
 			var p []byte
 			for i := 0; i < 10000; i++ {
 				p = append(p, oidPayload(sflow...)...)
 				p = append(p, 0, 0, 0, 0)
 			}
-			return agentxPDU(1, snmpd.PDUGet, 0, s, 14, uint32(len(p)), p)
+			return agentxPDU(1, agentx.PDUGet, 0, s, 14, uint32(len(p)), p)
 		}},
 	}
 	answered, closed := 0, 0
@@ -160,10 +160,10 @@ func TestHostileAgentXMaster(t *testing.T) {
 		// The daemon answers (parseError, or an answer) or closes the
 		// session; either within 2 s.
 		c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		_, err := snmpd.ReadPDU(r)
+		_, err := agentx.ReadPDU(r)
 		var ne net.Error
 		switch {
-		case err == nil || errors.Is(err, snmpd.ErrPayload):
+		case err == nil || errors.Is(err, agentx.ErrPayload):
 			answered++
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || !errors.As(err, &ne):
 			closed++
@@ -180,7 +180,7 @@ func TestHostileAgentXMaster(t *testing.T) {
 		// Drain what else the daemon sent for it.
 		c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		for {
-			if _, err := snmpd.ReadPDU(r); err != nil {
+			if _, err := agentx.ReadPDU(r); err != nil {
 				if errors.As(err, &ne) && ne.Timeout() {
 					break
 				}

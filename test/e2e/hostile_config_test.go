@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // hostileFile is a config file (TOML or hsflowd.conf) the daemon must

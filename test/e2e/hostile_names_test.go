@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // startWithHosts runs the daemon in a mount namespace of its own where a

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // TestHotplug adds a port to the lab while the daemon (ports "p*") runs:

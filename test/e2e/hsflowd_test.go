@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // Data sources the daemon gives hsflowd's example applications, which

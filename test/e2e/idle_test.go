@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestIdleCPU (issue 11, "Idle cost near zero"): the daemon sampling two

@@ -15,8 +15,8 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // Integration test of the monitor path through the real daemon binary

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // waitMetric polls the daemon's metrics until cond holds (10 s at most).

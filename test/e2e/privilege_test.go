@@ -16,14 +16,14 @@ import (
 	"github.com/gosnmp/gosnmp"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/snmptest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/snmptest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // daemonCaps is the capability set the daemon runs with (README
-// "Privileges", deploy/sflowswitchd.service): loading and attaching XDP
+// "Privileges", packaging/sflowswitchd.service): loading and attaching XDP
 // (CAP_BPF, CAP_NET_ADMIN), ring buffers and BPF helpers that read kernel
 // memory (CAP_PERFMON), AF_XDP sockets (CAP_NET_RAW).
 const daemonCaps = "bpf,net_admin,perfmon,net_raw"
@@ -337,7 +337,7 @@ const sflowAgentAddressOID = ".1.3.6.1.4.1.14706.1.1.3.0"
 // more (NoNewPrivileges), mounts the system read-only, gives the daemon
 // a private state directory, and lets systemd know when it is ready.
 func TestSystemdUnit(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/sflowswitchd.service")
+	b, err := os.ReadFile("../../packaging/sflowswitchd.service")
 	if err != nil {
 		t.Fatal(err)
 	}

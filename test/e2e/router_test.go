@@ -13,8 +13,8 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
 )
 
 // routeState is what extended_router should say while one set of routes

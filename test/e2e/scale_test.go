@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // TestScalePorts (issue 10, scale): 300 sampled ports whose ifindexes are

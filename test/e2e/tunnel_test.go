@@ -8,9 +8,9 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
 )
 
 // tunnelRecord is what one tunnel record of a flow sample says, as any

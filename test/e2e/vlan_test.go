@@ -18,10 +18,10 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/netlab"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // tagged returns f with VLAN tags (TPID, TCI) inserted after the MACs.

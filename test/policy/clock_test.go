@@ -23,8 +23,8 @@ import (
 func TestMonotonicTimeOnly(t *testing.T) {
 	allowed := map[string]string{
 		"cmd/sflowswitchd/internal/decode/pcap.go": "pcap record timestamps are calendar time",
-		"testkit/testutil/pcap.go":                 "pcap record timestamps are calendar time",
-		"dataplane/drops.go":                       "time.Unix(1, 0) is a deadline in the past, not a clock reading",
+		"internal/testkit/testutil/pcap.go":        "pcap record timestamps are calendar time",
+		"dataplane/drops/drops.go":                 "time.Unix(1, 0) is a deadline in the past, not a clock reading",
 		"dataplane/pin.go":                         "the pinned state's creation time is a calendar timestamp for log lines, never a duration",
 	}
 	wall := map[string]bool{"Unix": true, "UnixNano": true, "UnixMilli": true, "UnixMicro": true}
@@ -37,7 +37,7 @@ func TestMonotonicTimeOnly(t *testing.T) {
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
 			switch rel {
-			case "bench", "test", "testkit/netlab", "vagrant", "packaging", ".git":
+			case "bench", "test", "internal/testkit/netlab", "vagrant", "packaging", ".git":
 				return filepath.SkipDir
 			}
 			return nil

@@ -8,59 +8,38 @@ import (
 	"io"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // module is the import path of the repository's Go module.
 const module = "github.com/sflowswitchd/sflowswitchd"
 
-// layers are the layers of the repository's packages, lowest first
-// (docs/ARCHITECTURE.md, "Layers"), by folder: a package is in the layer
-// of the longest prefix below that matches its path. A package may import
-// packages of its own layer and of the layers below, never above.
-var layers = []struct {
-	prefix string
-	layer  int
-}{
-	// 0: implementation below everything, and the test kits.
-	{"internal", 0},
-	{"testkit", 0},
-	// 1: the wire codec, the AgentX protocol, the kernel programs, the
-	// configuration.
-	{"sflow", 1},
-	{"snmpd", 1},
-	{"bpf", 1},
-	{"config", 1},
-	// 2: the kernel dataplane.
-	{"dataplane", 2},
-	// 3: the sFlow agent core.
-	{"agent", 3},
-	// 4: the features built on the core.
-	{"agent/kernel", 4},
-	{"mib", 4},
-	{"apps", 4},
-	{"counters", 4},
-	// 5: the composition.
-	{"daemon", 5},
-	// 6: the command.
-	{"cmd", 6},
-	// 7: tests of the whole.
-	{"test", 7},
+// layerNames name the layers in messages.
+var layerNames = []string{"internal", "codec, config", "dataplane", "agent core", "sources, features", "composition", "command", "whole-system tests"}
+
+// layerName names layer l in messages.
+func layerName(l int) string {
+	if l >= 0 && l < len(layerNames) {
+		return layerNames[l]
+	}
+	return "layer " + strconv.Itoa(l)
 }
 
-// layerNames name the layers in messages.
-var layerNames = []string{"internal/testkit", "codec, protocols, config", "dataplane", "agent core", "features", "composition", "command", "whole-system tests"}
+// testkit is the folder of the test kits, imported only by tests.
+const testkit = "internal/testkit"
 
 // layerOf returns the layer of a package of the module (its path relative
-// to the module), or -1 if no entry matches.
-func layerOf(rel string) int {
+// to the module): that of the longest entry of the package map m that is
+// the package or a folder above it, or -1 if none is.
+func layerOf(m []mapEntry, rel string) int {
 	best, layer := -1, -1
-	for _, l := range layers {
-		if (rel == l.prefix || strings.HasPrefix(rel, l.prefix+"/")) && len(l.prefix) > best {
-			best, layer = len(l.prefix), l.layer
+	for _, e := range m {
+		if within(rel, e.path) && len(e.path) > best {
+			best, layer = len(e.path), e.layer
 		}
 	}
 	return layer
@@ -105,16 +84,16 @@ func listPackages(t *testing.T) []listedPackage {
 // they import nothing above it either); an import by config/ of anything
 // outside it (the configuration is a leaf); a package in no layer. The
 // imports of a package's tests are held to the same rule.
-func layerViolations(pkgs []listedPackage) []string {
+func layerViolations(m []mapEntry, pkgs []listedPackage) []string {
 	var bad []string
 	for _, p := range pkgs {
 		rel, ok := strings.CutPrefix(p.ImportPath, module+"/")
 		if !ok {
 			continue
 		}
-		from := layerOf(rel)
+		from := layerOf(m, rel)
 		if from < 0 {
-			bad = append(bad, fmt.Sprintf("%s is in no layer (add its folder to test/policy's layers and docs/ARCHITECTURE.md)", rel))
+			bad = append(bad, fmt.Sprintf("%s is in no layer (add it to the package tree of docs/ARCHITECTURE.md)", rel))
 			continue
 		}
 		check := func(imports []string, test bool) {
@@ -123,13 +102,13 @@ func layerViolations(pkgs []listedPackage) []string {
 				if !ok || irel == rel {
 					continue
 				}
-				to := layerOf(irel)
+				to := layerOf(m, irel)
 				switch {
 				case to > from:
-					bad = append(bad, fmt.Sprintf("%s (layer %d, %s) imports %s (layer %d, %s)", rel, from, layerNames[from], irel, to, layerNames[to]))
-				case within(irel, "testkit") && !test && !within(rel, "testkit"):
+					bad = append(bad, fmt.Sprintf("%s (layer %d, %s) imports %s (layer %d, %s)", rel, from, layerName(from), irel, to, layerName(to)))
+				case within(irel, testkit) && !test && !within(rel, testkit):
 					bad = append(bad, fmt.Sprintf("%s imports the test kit %s outside its tests", rel, irel))
-				case within(rel, "config") && !within(irel, "config") && !within(irel, "testkit"):
+				case within(rel, "config") && !within(irel, "config") && !within(irel, testkit):
 					bad = append(bad, fmt.Sprintf("%s imports %s: config imports nothing of the project", rel, irel))
 				}
 			}
@@ -142,14 +121,15 @@ func layerViolations(pkgs []listedPackage) []string {
 	return bad
 }
 
-// TestLayers: no package imports a layer above its own
-// (docs/ARCHITECTURE.md, "Layers").
+// TestLayers: no package imports a layer above its own, the layers being
+// those of the package map (docs/ARCHITECTURE.md, "The package tree").
 func TestLayers(t *testing.T) {
+	m := packageMap(t)
 	pkgs := listPackages(t)
 	if len(pkgs) < 20 {
 		t.Fatalf("go list found only %d packages", len(pkgs))
 	}
-	for _, v := range layerViolations(pkgs) {
+	for _, v := range layerViolations(m, pkgs) {
 		t.Error(v)
 	}
 }
@@ -157,6 +137,7 @@ func TestLayers(t *testing.T) {
 // TestLayersCatch: the rule finds each kind of violation (a rule that
 // cannot fail checks nothing).
 func TestLayersCatch(t *testing.T) {
+	m := packageMap(t)
 	pkg := func(path string, imports, testImports []string) listedPackage {
 		q := func(rels []string) []string {
 			var out []string
@@ -171,25 +152,25 @@ func TestLayersCatch(t *testing.T) {
 		p    listedPackage
 		want string
 	}{
-		{pkg("agent", []string{"mib"}, nil), "agent (layer 3, agent core) imports mib (layer 4, features)"},
-		{pkg("internal/ethernet", nil, []string{"sflow"}), "internal/ethernet (layer 0, internal/testkit) imports sflow"},
-		{pkg("dataplane", []string{"testkit/netlab"}, nil), "dataplane imports the test kit testkit/netlab outside its tests"},
-		{pkg("testkit/netlab", []string{"dataplane"}, nil), "testkit/netlab (layer 0, internal/testkit) imports dataplane"},
+		{pkg("agent", []string{"mib"}, nil), "agent (layer 3, agent core) imports mib (layer 4, sources, features)"},
+		{pkg("internal/ethernet", nil, []string{"sflow"}), "internal/ethernet (layer 0, internal) imports sflow"},
+		{pkg("dataplane", []string{"internal/testkit/netlab"}, nil), "dataplane imports the test kit internal/testkit/netlab outside its tests"},
+		{pkg("internal/testkit/netlab", []string{"dataplane"}, nil), "internal/testkit/netlab (layer 0, internal) imports dataplane"},
 		{pkg("config", []string{"sflow"}, nil), "config imports sflow: config imports nothing of the project"},
 		{pkg("newfolder/x", nil, nil), "newfolder/x is in no layer"},
 	} {
-		got := layerViolations([]listedPackage{c.p})
+		got := layerViolations(m, []listedPackage{c.p})
 		if len(got) != 1 || !strings.HasPrefix(got[0], c.want) {
 			t.Errorf("%s: %q, want one violation starting %q", c.p.ImportPath, got, c.want)
 		}
 	}
 	for _, ok := range []listedPackage{
-		pkg("daemon", []string{"agent/kernel", "config", "internal/prom"}, []string{"testkit/netlab"}),
-		pkg("agent/kernel", []string{"agent", "dataplane"}, nil),
-		pkg("dataplane", nil, []string{"testkit/netlab", "testkit/xdptest"}),
-		pkg("config", []string{"config/hsflowdconf"}, []string{"testkit/testutil"}),
+		pkg("daemon", []string{"source", "config", "internal/prom"}, []string{"internal/testkit/netlab"}),
+		pkg("source", []string{"agent", "dataplane"}, nil),
+		pkg("dataplane", nil, []string{"internal/testkit/netlab", "internal/testkit/xdptest"}),
+		pkg("config", []string{"config/hsflowdconf"}, []string{"internal/testkit/testutil"}),
 	} {
-		if got := layerViolations([]listedPackage{ok}); len(got) != 0 {
+		if got := layerViolations(m, []listedPackage{ok}); len(got) != 0 {
 			t.Errorf("%s: %q, want none", ok.ImportPath, got)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // goFiles parses every Go file of the repository (not .git, bin, caches)
@@ -48,13 +48,13 @@ func goFiles(t *testing.T, fn func(rel string, fset *token.FileSet, f *ast.File)
 	}
 }
 
-// TestNoDirectSkip: a test skips only through testkit/testskip, which
+// TestNoDirectSkip: a test skips only through internal/testkit/testskip, which
 // under CI allows nothing but a kernel feature the probe reports missing.
 // A call of testing's Skip, Skipf or SkipNow anywhere else fails.
 func TestNoDirectSkip(t *testing.T) {
 	n := 0
 	goFiles(t, func(rel string, fset *token.FileSet, f *ast.File) {
-		if filepath.Dir(rel) == filepath.Join("testkit", "testskip") {
+		if filepath.Dir(rel) == filepath.Join("internal", "testkit", "testskip") {
 			return
 		}
 		ast.Inspect(f, func(node ast.Node) bool {

@@ -19,8 +19,8 @@ export PATH=/usr/local/go/bin:$PATH GOFLAGS=-modcacherw GOTOOLCHAIN=local GOPROX
 cd "$vm/src"
 echo "== kernel $(uname -r), $(go version)"
 
-echo "== make lab (lab/demo.sh with the packaged /usr/sbin/sflowswitchd, ${LAB_SECONDS:-30} s)"
-LAB_SECONDS=${LAB_SECONDS:-30} SFLOWSWITCHD=/usr/sbin/sflowswitchd LAB_INTERVAL=10s ./lab/demo.sh
+echo "== make lab (test/lab/demo.sh with the packaged /usr/sbin/sflowswitchd, ${LAB_SECONDS:-30} s)"
+LAB_SECONDS=${LAB_SECONDS:-30} SFLOWSWITCHD=/usr/sbin/sflowswitchd LAB_INTERVAL=10s ./test/lab/demo.sh
 
 echo "== tests ($(uname -r))"
 start=$(date +%s)

@@ -1,6 +1,6 @@
-// Package dropnotify runs dropped-packet notifications (issue 12): the
-// kernel program (dataplane.Drops) while enabled, read through
-// agent/kernel's DropSource by the reporter (agent.DropReporter) that
+// Package dropnotify runs dropped-packet notifications: the
+// kernel program (drops.Drops) while enabled, read through
+// source.DropSource by the reporter (agent.DropReporter) that
 // turns its notifications into discarded_packet samples, and their
 // Prometheus metrics.
 package dropnotify
@@ -16,9 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/agent/kernel"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
+	"github.com/sflowswitchd/sflowswitchd/source"
 )
 
 // ErrKernelFeature marks an Apply error caused by a kernel feature the
@@ -37,7 +38,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
-	dp     *dataplane.Drops
+	dp     *drops.Drops
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -60,7 +61,7 @@ type Config struct {
 	On bool
 	// Limit is the notifications per second (0: count drops, notify
 	// none); HeaderBytes the bytes of each dropped packet exported
-	// (dataplane.DropsConfig).
+	// (drops.Config).
 	Limit       int
 	HeaderBytes int
 }
@@ -88,7 +89,7 @@ func (d *Runner) Apply(c Config) error {
 	if !c.On {
 		return d.stopLocked()
 	}
-	cfg := dataplane.DropsConfig{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
+	cfg := drops.Config{Limit: uint32(c.Limit), HeaderBytes: c.HeaderBytes}
 	if d.dp != nil {
 		if err := d.dp.Configure(cfg); err != nil {
 			return fmt.Errorf("drop notifications: %w", err)
@@ -100,7 +101,7 @@ func (d *Runner) Apply(c Config) error {
 			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
 		}
 	}
-	dp, err := dataplane.OpenDrops(cfg)
+	dp, err := drops.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
@@ -113,7 +114,7 @@ func (d *Runner) Apply(c Config) error {
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		d.reporter.Run(rctx, kernel.NewDropSource(dp))
+		d.reporter.Run(rctx, source.NewDropSource(dp))
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
 	return nil

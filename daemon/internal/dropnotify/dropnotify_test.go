@@ -11,8 +11,8 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testskip"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
 
 // TestWithoutBTFTracepoint: on a kernel without tp_btf_kfree_skb (the

@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestKernelFeatureReport: the real probes of the running kernel, with

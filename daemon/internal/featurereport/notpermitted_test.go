@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestNotPermittedReported (issue 25, defect 9): a feature whose probe was

@@ -30,7 +30,7 @@ const version = 1
 // State is what a daemon passes to the program it execs.
 type State struct {
 	Version int `json:"version"`
-	// LockFD and OwnerFD are dataplane.Handover's descriptors: the pin
+	// LockFD and OwnerFD are pin.Handover's descriptors: the pin
 	// directory's lock and the clsact owner socket, open across the exec.
 	LockFD  int `json:"lock_fd"`
 	OwnerFD int `json:"owner_fd"`

@@ -7,7 +7,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/metrics"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestConfigCollector: each failing port, collector name and unmatched

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/metricstest"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestPortNameNotUTF8 (issue 25, defect 3): a port whose name is not

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // Tracker is the set of failing ports.
@@ -61,7 +62,7 @@ func (t *Tracker) Note(err error) {
 		}
 		if t.failed[idx].err != f.err {
 			t.log.Warn("port not sampled: the kernel sampler cannot be set up on it; other ports are not affected, retrying",
-				"port", f.name, "ifindex", idx, "reason", f.reason, "err", firstLine(e))
+				"port", f.name, "ifindex", idx, "reason", f.reason, "err", bpf.FirstLine(e))
 		}
 		next[idx] = f
 	}
@@ -156,19 +157,6 @@ func Reason(err error) string {
 		return "gone"
 	}
 	return "refused"
-}
-
-// firstLine is an error's first line, at most 300 bytes: a loader's
-// error can carry a whole BTF or verifier dump.
-func firstLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " …"
-	}
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }
 
 // Failed lists the failing ports by ifindex.

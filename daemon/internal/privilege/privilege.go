@@ -42,7 +42,7 @@ func LogCapabilities(log *slog.Logger) {
 			"missing", strings.Join(missing, ","), "effective", fmt.Sprintf("%#x", eff))
 	}
 	if eff&(1<<capSysAdmin) != 0 {
-		log.Info("running with CAP_SYS_ADMIN, which the daemon does not need; CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW suffice (deploy/sflowswitchd.service)")
+		log.Info("running with CAP_SYS_ADMIN, which the daemon does not need; CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW suffice (packaging/sflowswitchd.service)")
 	}
 }
 

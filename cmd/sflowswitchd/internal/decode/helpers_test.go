@@ -3,7 +3,7 @@ package decode
 import (
 	"testing"
 
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // sharedTestdata is the folder of golden datagrams (sflow/testdata).

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
-	"github.com/sflowswitchd/sflowswitchd/testkit/testutil"
 )
 
 // jsonProbeRecord is a record type known only to this test, with one field

@@ -1,0 +1,199 @@
+// Package source holds the sample sources that feed the agent, each an
+// agent.SampleSource with one agent.SampleReader per worker: BPF, the XDP
+// and TC samplers' ring buffers and the AF_XDP sockets of monitor ports
+// (samples.go); Psample, the PSAMPLE channel of switch ASICs and
+// act_sample (psample.go); Mixed, each port on one of the two
+// (mixed.go). DropSource hands the kernel's drop notifications to the
+// agent's drop reporter (drops.go). The agent knows a source only through
+// agent.SampleSource and agent.SampleReader, so a new source is a new
+// file here and no edit of the agent. The daemon and the end-to-end
+// benchmark (bench/daemon live) both use this package, so the benchmark
+// measures the daemon's own sample path.
+package source
+
+import (
+	"net/netip"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+)
+
+// BPF is the source of the XDP and TC samplers: it drives a
+// *dataplane.Dataplane for the agent (agent.SampleSource).
+type BPF struct {
+	DP *dataplane.Dataplane
+}
+
+// PortConfig is the dataplane configuration of a port the agent samples.
+func PortConfig(p agent.PortSampling) dataplane.PortConfig {
+	mode := dataplane.ModeInline
+	if p.Monitor {
+		mode = dataplane.ModeMonitor
+	}
+	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
+		Direction: p.Direction.OrIngress(), ConfiguredRate: p.Rate}
+}
+
+// SetPort attaches the sampler to a new port or updates an attached one
+// through the config map (no re-attach); a monitor port gets its AF_XDP
+// sockets, read by its worker's Source.
+func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
+	return a.DP.SetPort(int(ifindex), PortConfig(p))
+}
+
+// Adopted are the ports dp took over from pinned state at Open, in the
+// agent's terms (agent.Agent.Adopt).
+func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
+	out := map[uint32]agent.PortSampling{}
+	for idx, pc := range dp.AdoptedPorts() {
+		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
+			Monitor: pc.Mode == dataplane.ModeMonitor}
+	}
+	return out
+}
+
+// RemovePort detaches the sampler from a port. A port that has vanished
+// took its attachment with it; that is not an error.
+func (a BPF) RemovePort(ifindex uint32) error {
+	return a.DP.RemovePort(int(ifindex))
+}
+
+// PortSamples reads the samples the kernel selected on the port so far
+// (agent.SampleCounter, for the backoff), from the mmap-ed counters.
+func (a BPF) PortSamples(ifindex uint32) (uint64, bool) {
+	c, err := a.DP.PortCounters(int(ifindex))
+	return c.Samples, err == nil
+}
+
+// PortPool reads the port's pool and drops from the mmap-ed counters (no
+// system call).
+func (a BPF) PortPool(ifindex uint32) (uint64, uint64) {
+	return a.DP.PortPool(ifindex)
+}
+
+// Reader is a worker's dataplane.Source as the agent reads it
+// (agent.SampleReader and agent.Waker).
+type BPFReader struct {
+	src *dataplane.Source
+	fn  func(*agent.PacketSample)
+	ps  agent.PacketSample
+	// conv is made once: a closure per read would allocate.
+	conv func(*dataplane.RawSample)
+}
+
+// NewBPFReader returns src as an agent.SampleReader.
+func NewBPFReader(src *dataplane.Source) *BPFReader {
+	r := &BPFReader{src: src}
+	r.conv = func(rs *dataplane.RawSample) {
+		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
+			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
+			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
+			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
+		if rs.Flags&dataplane.SampleTransit != 0 {
+			transit(&r.ps.Transit, rs)
+		}
+		if rs.Meta != nil {
+			routeQuery(&r.ps.Route, rs)
+			if rs.Flags&dataplane.SampleTunnelPort != 0 {
+				r.ps.TunnelPort = true
+				tunnelQuery(&r.ps.Tunnel, rs)
+			}
+		}
+		r.fn(&r.ps)
+	}
+	return r
+}
+
+// Readers returns the readers of the first workers sources of dp, one per
+// worker (workers as given to dataplane.Open).
+func BPFReaders(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
+	rs := make([]agent.SampleReader, max(workers, 1))
+	for w := range rs {
+		src, err := dp.Source(w)
+		if err != nil {
+			return nil, err
+		}
+		rs[w] = NewBPFReader(src)
+	}
+	return rs, nil
+}
+
+// ReadSamples implements agent.SampleReader (dataplane.Source.Read).
+func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+	r.fn = fn
+	return r.src.Read(deadline, r.conv)
+}
+
+// Wake implements agent.Waker.
+func (r *BPFReader) Wake() error { return r.src.Wake() }
+
+// routeQuery fills q from a ring record's route block (dataplane/bpf/route.h): the
+// kernel's answers for the packet's destination and source, and the FIB
+// generation both lookups saw. No allocation.
+func routeQuery(q *forwarding.RouterQuery, rs *dataplane.RawSample) {
+	rt := &rs.Meta.Route
+	q.Asked = rt.Family == unix.AF_INET || rt.Family == unix.AF_INET6
+	if !q.Asked {
+		return
+	}
+	q.Egress = rs.Flags&dataplane.SampleEgress != 0
+	q.In = rs.InIfIndex
+	q.Gen, q.GenOK = rt.Gen, rs.Flags&dataplane.SampleFIBGen != 0
+	q.Dst = answer(rt.Family, rs.Flags&dataplane.SampleRoute != 0, rt.DstOif, &rt.DstVia)
+	q.Src = answer(rt.Family, rs.Flags&dataplane.SampleSrcRoute != 0, rt.SrcOif, &rt.SrcVia)
+}
+
+func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Answer {
+	if !found {
+		return forwarding.Answer{}
+	}
+	a := forwarding.Answer{Found: true, Oif: oif}
+	if family == unix.AF_INET {
+		a.Via = netip.AddrFrom4([4]byte(via[:4]))
+	} else {
+		a.Via = netip.AddrFrom16(*via)
+	}
+	return a
+}
+
+// tunnelQuery fills q from a ring record of a tunnel device's frame: its
+// port, direction and length, and the kernel's tunnel metadata when the
+// record has it (dataplane/bpf/tunnel.h). No allocation.
+func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
+	tn := &rs.Meta.Tunnel
+	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&dataplane.SampleEgress != 0, FrameLen: rs.FrameLen}
+	if rs.Flags&dataplane.SampleTunnel == 0 {
+		return
+	}
+	switch tn.Family {
+	case unix.AF_INET:
+		q.Src = netip.AddrFrom4([4]byte(tn.Src[:4]))
+		q.Dst = netip.AddrFrom4([4]byte(tn.Dst[:4]))
+	case unix.AF_INET6:
+		q.Src = netip.AddrFrom16(tn.Src)
+		q.Dst = netip.AddrFrom16(tn.Dst)
+	default:
+		return
+	}
+	q.Known, q.ID, q.TOS = true, tn.Id, tn.Tos
+}
+
+// transit is what became of a sample's frame after it was sampled
+// (dataplane.Transit, dataplane/bpf/transit.h), in the agent's terms.
+func transit(t *agent.Transit, rs *dataplane.RawSample) {
+	tr := &rs.Transit
+	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}
+	if t.Left {
+		t.OutIfIndex, t.Queue = tr.OutIfIndex, tr.Queue
+		if tr.DoneNs > rs.Timestamp {
+			t.Delay = time.Duration(tr.DoneNs - rs.Timestamp)
+		}
+	}
+	if rs.Flags&dataplane.SampleQueue != 0 {
+		t.Depth, t.DepthOK = tr.Depth, true
+	}
+}
