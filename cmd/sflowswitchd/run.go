@@ -66,7 +66,11 @@ func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
 		return checkConfig(f.configFile, s.HsflowdConf, err, stdout, stderr)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sflowswitchd: configuration refused:\n%v\n", err)
+		// Structured as the rest of the log: one record per problem
+		// (config.Load bounds them), each naming its file and line.
+		for _, p := range strings.Split(err.Error(), "\n") {
+			log.Error("configuration refused; not starting", "problem", p)
+		}
 		return exitUsage
 	}
 	if f.cleanup || f.check {
