@@ -13,6 +13,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
 	"github.com/sflowswitchd/sflowswitchd/internal/earlysignal"
+	"github.com/sflowswitchd/sflowswitchd/internal/portlog"
 )
 
 // version is the software revision reported in sFlowVersion, `-version`
@@ -42,7 +43,8 @@ func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
 	// default action would end a daemon that is still starting (an
 	// upgrade signalled twice).
 	level := new(slog.LevelVar) // set by the daemon from log_level
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Every line that names a port by ifindex also names it by name.
+	log := slog.New(portlog.Handler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), nil))
 	h, err := daemon.TakeHandover()
 	if err != nil {
 		log.Error("upgrade in place: the previous program's handover is unreadable; starting as after a crash", "err", err)
