@@ -56,7 +56,7 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.AppAPI, "app-api", "", "serve the local application JSON API on UDP `addr` (e.g. 127.0.0.1:36343; loopback only unless -app-api-allow-remote)")
 	secondsFlag(fs, "apm-interval", "APM report interval: `seconds` or a duration such as 1m (default 60)", func(n config.Seconds) { f.s.APMInterval = n })
 	fs.IntVar(&f.s.APMReports, "apm-reports", 0, "`N` APM reports kept per report control (default 60)")
-	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket for the SFLOW-MIB: `ADDR` unix:PATH, tcp:HOST:PORT or off (default "+config.DefaultAgentX+")")
+	fs.StringVar(&f.s.AgentX, "agentx", "", "AgentX master socket `ADDR` for the SFLOW-MIB: unix:PATH, tcp:HOST:PORT or off (default "+config.DefaultAgentX+")")
 	fs.IntVar(&f.s.SNMPReceivers, "snmp-receivers", 0, "`N` rows of sFlowRcvrTable (default 10)")
 	fs.IntVar(&f.s.SNMPInstances, "snmp-instances", 0, "`N` sampler and poller instances per data source in the SFLOW-MIB (default 3)")
 	fs.StringVar(&f.s.StateDir, "state-dir", "", "`directory` for state kept across restarts (default "+config.DefaultStateDir+")")
