@@ -40,6 +40,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
+	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
 	"github.com/sflowswitchd/sflowswitchd/internal/instancelock"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -234,6 +235,9 @@ type Daemon struct {
 	stateMu  sync.Mutex
 	auto     *autofile.Writer
 	stateErr error
+	// lastState is the state last written, but its time and build
+	// (under stateMu).
+	lastState inforce.State
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int

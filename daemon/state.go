@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -39,12 +40,19 @@ func (d *Daemon) writeState(cfg agent.Config) {
 	}
 	d.mu.Unlock()
 	st := stateOf(s, src, choice, cfg, names, speeds)
-	st.Version, st.Commit, st.PID, st.Written = d.build.Version, d.build.Commit, os.Getpid(), time.Now().UTC()
-	st.ConfigFile = d.configFile
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	if d.auto == nil {
 		d.auto = autofile.New(filepath.Join(s.StateDir, AutoFileName))
+	}
+	// Rewritten when what is in force changed (a port retried with
+	// backoff reapplies the same configuration), or after a failure.
+	same := reflect.DeepEqual(st, d.lastState) && d.stateErr == nil
+	d.lastState = st
+	st.Version, st.Commit, st.PID, st.Written = d.build.Version, d.build.Commit, os.Getpid(), time.Now().UTC()
+	st.ConfigFile = d.configFile
+	if same {
+		return
 	}
 	err := inforce.Write(filepath.Join(s.StateDir, inforce.FileName), st)
 	if err == nil {
