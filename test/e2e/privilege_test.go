@@ -371,10 +371,17 @@ func TestSystemdUnit(t *testing.T) {
 	// Type=notify: a reload waits for the daemon's READY=1; a death by
 	// SIGHUP before it catches signals is restarted (issue 25, defect 5).
 	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077",
-		"Type": "notify", "RestartForceExitStatus": "SIGHUP", "ExecReload": "/bin/kill -HUP $MAINPID"} {
+		"Type": "notify", "RestartForceExitStatus": "SIGHUP"} {
 		if len(set[k]) != 1 || set[k][0] != v {
 			t.Errorf("%s=%v, want %s", k, set[k], v)
 		}
+	}
+	// A reload checks the file as a start would before the SIGHUP, so
+	// that `systemctl reload` fails on a refused file (ExecStart's flags).
+	start := strings.Fields(set["ExecStart"][0])
+	wantReload := []string{strings.Join(append([]string{start[0], "-check-config"}, start[1:]...), " "), "/bin/kill -HUP $MAINPID"}
+	if strings.Join(set["ExecReload"], "\n") != strings.Join(wantReload, "\n") {
+		t.Errorf("ExecReload=%q, want %q", set["ExecReload"], wantReload)
 	}
 	for k, vs := range set {
 		for _, v := range vs {
