@@ -10,7 +10,7 @@ FUZZTIME  ?= 15s
 # Integration tests create network namespaces and attach XDP programs: root only.
 TESTFLAGS ?= -count=1 -timeout 30m
 
-.PHONY: all build generate deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
+.PHONY: all build generate reference deps lint test fuzz bench lab clean deb vagrant-box vagrant-test vagrant-fresh vagrant-upgrade vagrant-lab vagrant-clean soak hostile stress-exact
 
 all: build
 
@@ -29,6 +29,11 @@ generate:
 	$(DEPS) generate
 	$(GO) generate ./dataplane/bpf/...
 	cd bench && $(GO) generate ./gen/...
+
+# Regenerates the references generated from the code (docs/reference/
+# flags.md, config.md, metrics.md); `make test` fails while they differ.
+reference:
+	$(GO) test -count=1 ./cmd/sflowswitchd ./test/policy -run TestReference -update
 
 # bench/ is a Go module of its own (its plotting libraries stay out of the
 # daemon's go.mod; it builds the repository's code through a replace
@@ -80,7 +85,7 @@ bench: build
 	$(DEPS) bench stress
 	./bench/run.sh
 
-# The fault and soak suite at full length (docs/OPERATIONS.md): every fault
+# The fault and soak suite at full length (results: test/e2e/README.md): every fault
 # of test/e2e/faults_test.go FAULT_ROUNDS times, a SOAK_DURATION soak with
 # SNMP SETs and reloads, a FLOOD_DURATION 1-in-1 flood on every port. It
 # writes the table of faults tried to FAULT_REPORT. Root; not part of
@@ -96,11 +101,11 @@ soak: deps build
 		$(GO) test -count=1 -timeout 0 -v -run '^(TestFault|TestSoak$$|TestFloodEveryPort$$|TestLeastPrivilege$$)' ./test/e2e/
 	@echo "fault table: $(FAULT_REPORT)"
 
-# The hostile suite at full size (docs/OPERATIONS.md, "Bounds"): every
+# The hostile suite at full size (docs/reference/bounds.md; results: test/e2e/README.md): every
 # input path an attacker with local access or a broken configuration
 # tool can reach, tried against the real daemon in namespace labs
 # (test/e2e/hostile_*_test.go) with its bound as an assertion, at the
-# sizes of issue 25's reproductions (19,000 idle connections, 2,000
+# sizes of the defects' reproductions (19,000 idle connections, 2,000
 # aborted scrapes, 50,000 garbage datagrams, 1000 ports, ...), and the
 # unit-level bounds (the TOML decoder's input, the state file at its cap,
 # the listener, the scrape log). It writes the table of cases, bounds and
@@ -118,7 +123,7 @@ hostile: deps build
 # The exact-count tests (sampling, pools, rings, monitor ports, counters,
 # floods, faults, scale) STRESS_RUNS times in a row beside a CPU-bound
 # process (stress-ng --cpu STRESS_CPUS), pass or fail per run
-# (scripts/stress-exact.sh; docs/OPERATIONS.md, "Exact counts under
+# (scripts/stress-exact.sh; test/e2e/README.md, "Exact counts under
 # load"). Root; not part of `make test` (about 4 minutes per run here).
 STRESS_RUNS ?= 20
 STRESS_CPUS ?= 1

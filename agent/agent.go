@@ -11,28 +11,13 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// PortSampling is how the dataplane samples one port.
-type PortSampling struct {
-	// KernelRate is the power-of-two rate the kernel samples at.
-	KernelRate uint32
-	// Rate is the smallest rate configured on the port, exactly: a
-	// dataplane that samples at any integer rate (psample's act_sample)
-	// samples at it, without sub-sampling. 0 for a port adopted from an
-	// earlier program (its rate is not pinned).
-	Rate uint32
-	// HeaderBytes is how many bytes of each sampled frame are copied.
-	HeaderBytes int
-	// Worker is the worker (sub-agent) whose ring receives the samples.
-	Worker int
-	// Monitor selects the AF_XDP monitor path instead of the inline one.
-	Monitor bool
-	// Direction is which way the port's frames are sampled; 0 means
-	// ingress.
-	Direction sflow.Direction
-}
+// PortSampling is how the dataplane samples one port: the agent's plan
+// for the port, which every sample source applies as it is.
+type PortSampling = ports.Sampling
 
 // SampleSource is the one thing the agent knows of a sample source
 // (package source: the BPF rings, psample, both mixed): it samples the

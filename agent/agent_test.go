@@ -15,6 +15,7 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -107,45 +108,13 @@ func (f countersFunc) AppendCounters(recs []sflow.Record, ds sflow.DataSource) (
 }
 
 // collector is a UDP listener on loopback keeping every datagram.
-type collector struct {
-	conn *net.UDPConn
-	mu   sync.Mutex
-	got  [][]byte
-}
+type collector struct{ *testutil.Collector }
 
-func newCollector(t *testing.T) *collector {
-	t.Helper()
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.SetReadBuffer(8 << 20); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{conn: conn}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.got = append(c.got, append([]byte(nil), buf[:n]...))
-			c.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { conn.Close() })
-	return c
-}
+func newCollector(t *testing.T) *collector { return &collector{testutil.NewCollector(t)} }
 
-func (c *collector) addr() netip.AddrPort { return c.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (c *collector) addr() netip.AddrPort { return c.Addr() }
 
-func (c *collector) datagrams() [][]byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([][]byte(nil), c.got...)
-}
+func (c *collector) datagrams() [][]byte { return c.Datagrams() }
 
 func testFrame() []byte {
 	f := make([]byte, 300)

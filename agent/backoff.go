@@ -1,6 +1,6 @@
 package agent
 
-// Backoff (issue 22): when the samples a port offers exceed a quota, its
+// Backoff: when the samples a port offers exceed a quota, its
 // sampling rate steps up until they fit, and steps back down when the
 // load falls. The rate in force is an integer R_eff >= the configured
 // rate: the kernel samples at the power of two below it (KernelRate) and

@@ -317,8 +317,8 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// holds a batch of samples (dataplane.Config.WakeupBytes);
 			// below that, samples wait for the tick, which flushes the
 			// datagrams anyway: a sample still leaves within about a
-			// second, and an idle worker wakes once a second (issue 11,
-			// "idle cost near zero"; docs/ARCHITECTURE.md "Packet
+			// second, and an idle worker wakes once a second (idle costs
+			// nearly nothing; docs/ARCHITECTURE.md "Packet
 			// sampling"). Configuration (Waker) and ticks are handled
 			// between batches.
 			n, err := src.ReadSamples(nextTick, w.handleFn)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compare.sh — techniques side by side (issue 11): no program, a do-nothing
+# compare.sh — techniques side by side: no program, a do-nothing
 # XDP program, a packet socket with a classic BPF random filter
 # (bench/baselines/pcapsample), a TCX eBPF sampler with a ring buffer
 # (bench/baselines/tcsample) and sflowswitchd, on the same namespace lab,

@@ -12,7 +12,7 @@
 #              profile of the workers.
 #   3. encode: the workers alone (samples from memory): CPU per flow sample.
 #   4. idle:   the daemon sampling 4 ports with no traffic: CPU and context
-#              switches per second (issue 11, "Idle cost near zero").
+#              switches per second (idle means asleep).
 #
 # Knobs: DAEMON_BENCH_ROUNDS (default 5), DAEMON_BENCH_WINDOW (default 10s).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e.sh — samples/s end to end on real frames (issue 24): bench/gen's
+# e2e.sh — samples/s end to end on real frames: bench/gen's
 # generator (an XDP program run by BPF_PROG_RUN in live-frames mode in host
 # 1, redirecting into its veth) sends frames that switch port p1 receives
 # through NAPI; the daemon samples p1 on each hook (TC ingress, XDP) at

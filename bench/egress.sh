@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# egress.sh — issue 23: the per-packet cost of the samplers with egress
-# sampling, extended_router's FIB lookups and the rest of issue 23
-# enabled, against a base revision (default: main), in one run.
+# egress.sh — the per-packet cost of the samplers with egress
+# sampling, extended_router's FIB lookups and transit (extended_transit,
+# extended_queue) enabled, against a base revision (default: main), in one run.
 #
 # Builds the dataplane package's test binary of the working tree and of
 # BASE (extracted with git archive into a temporary directory, never a

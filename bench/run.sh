@@ -18,7 +18,7 @@ export DAEMON_BENCH_ROUNDS=${DAEMON_BENCH_ROUNDS:-3}
 export DAEMON_BENCH_WINDOW=${DAEMON_BENCH_WINDOW:-5s}
 export RING_BENCH_ROUNDS=${RING_BENCH_ROUNDS:-1}
 xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delivery,tc,profile -profile-trial 5s}
-# The side-by-side comparison runs on bench/gen's frames (issue 24): rates
+# The side-by-side comparison runs on bench/gen's frames: rates
 # trafgen cannot offer on 2 cores. COMPARE_BENCH_ARGS="-traffic trafgen"
 # for the packet-socket source.
 compare_args=${COMPARE_BENCH_ARGS:--traffic gen}
@@ -29,7 +29,7 @@ echo "== Go micro-benchmarks (count=$count, benchtime=$benchtime; benchstat-frie
 		./sflow/ ./agent/... ./apps/app/ ./apps/httpsflow/ ./apps/apm/ ./dataplane/ ./dataplane/forwarding/
 	# AgentX PDU encode/decode only (the package's other benchmarks go through a real snmpd).
 	go test -run '^$' -bench PDU -benchmem -count "$count" -benchtime "$benchtime" ./internal/agentx/
-	# The benchmarks' frame generator (bench/gen, issue 24): frames/s and its
+	# The benchmarks' frame generator (bench/gen): frames/s and its
 	# thread's CPU per frame, into an XDP drop on the switch port.
 	go -C bench test -run '^$' -bench Send -benchtime 2000000x -count "$count" ./gen/
 } | tee "$out/go.txt"

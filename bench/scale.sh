@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scale.sh — the daemon with 1000 sampled ports (issue 10): start-up time,
+# scale.sh — the daemon with 1000 sampled ports: start-up time,
 # RSS, the XDP program's per-frame cost with 1 and 1000 ports configured,
 # and a full GETBULK walk of the SFLOW-MIB through a real snmpd. Runs
 # BenchmarkScale (test/e2e/scale_bench_test.go) as root; it builds its own

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xdp.sh — dataplane (XDP) benchmarks (issue 3): per-packet cost of the XDP
+# xdp.sh — dataplane (XDP) benchmarks: per-packet cost of the XDP
 # sampler from the kernel's BPF run-time statistics, bridge forwarding rate
 # with and without the sampler, and samples/s into user space (ring buffer
 # and AF_XDP). Parts (-parts, default frames,testrun,delivery): frames

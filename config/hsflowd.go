@@ -17,7 +17,7 @@ import (
 // The host agent's configuration (-hsflowd-conf / hsflowd_conf) is the
 // lowest layer of the settings: built-in defaults, then hsflowd.conf,
 // then this daemon's config file, then the flags. hsflowd.conf settings
-// map onto these Settings fields (README "Moving from hsflowd"):
+// map onto these Settings fields (docs/guides/dent-cumulus.md):
 //
 //	collector { ip udpport }   Collectors (ip:udpport)
 //	datagramBytes              every collector's MaxDatagramSize

@@ -2,10 +2,10 @@ package config
 
 import "fmt"
 
-// Limits of the settings whose size the daemon's memory follows (issue
-// 25, defect 8: -snmp-instances 65535 cost 86 MB per sampled port, an
+// Limits of the settings whose size the daemon's memory follows
+// (-snmp-instances 65535 cost 86 MB per sampled port, an
 // hsflowd.conf of 20,001 collectors reached 5 GB). Each follows from the
-// memory budget of docs/OPERATIONS.md ("Bounds"); the products of
+// memory budget of docs/reference/bounds.md; the products of
 // settings, whose cost only the components know (the SFLOW-MIB's rows,
 // the datagram streams), are checked by the composition
 // (daemon.Validate). A setting above its limit is refused with the limit

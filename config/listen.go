@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Listeners default to loopback (issue 10, defect 8): neither the metrics
+// Listeners default to loopback: neither the metrics
 // endpoint nor the application API has authentication, so an address that
 // other hosts can reach needs an explicit opt-in (metrics_allow_remote,
 // app_api_allow_remote) and is announced with a warning at every start

@@ -30,18 +30,24 @@ import (
 type Settings struct {
 	// Collectors each become one receiver (sFlowRcvrTable row 1, 2, ...).
 	Collectors []Collector `toml:"collector"`
-	// Sampling is the rate for every port; 0 derives it from the link
-	// speed (one sample per Mb/s of speed, at least MinSampling).
+	// Sampling is the rate for every port, 1 in N; absent, it is derived
+	// from the link speed (one sample per Mb/s of speed, at least
+	// MinSampling). 0 is refused in the file, hsflowd.conf and the flags
+	// (RateZero): only over SNMP, as the SFLOW-MIB defines, does
+	// sFlowFsPacketSamplingRate 0 turn a sampler off.
 	Sampling uint32 `toml:"sampling"`
 	// SamplingUnknownSpeed is the rate of ports whose speed is unknown.
 	SamplingUnknownSpeed uint32 `toml:"sampling_unknown_speed"`
 	// Polling is the counter polling interval in seconds (0 = off); the
 	// file also takes a duration ("20s").
 	Polling Seconds `toml:"polling"`
-	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler.
+	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler, 20..256
+	// (hsflowd.conf's headerBytes below 20 is raised to 20, and said).
 	HeaderBytes int `toml:"header_bytes"`
 	// Ports selects the sampled ports by name or glob; empty = every up
-	// port that is not loopback (nor a bridge device).
+	// port that is not loopback (nor a bridge device), but the management
+	// interface: the one with the agent address, and the default route's
+	// (logged).
 	Ports []string `toml:"ports"`
 	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
 	// through AF_XDP; unsampled frames there are dropped.
@@ -366,7 +372,7 @@ const RateZero = "0 is not a rate (sample 1 in N, N >= 1): for the rate from lin
 // is a few KiB. With the nesting bounded (checkTOMLShape) the decoder
 // allocates some 100 bytes per byte of the worst flat file (a key per
 // line), so the bound keeps a hostile file's cost to about 30 MB
-// (docs/OPERATIONS.md, "Bounds").
+// (docs/reference/bounds.md).
 const MaxConfigBytes = 256 << 10
 
 // readLimited reads a regular file of at most limit bytes. It never blocks

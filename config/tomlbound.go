@@ -10,7 +10,7 @@ import (
 
 // The TOML decoder (BurntSushi/toml) cannot bound itself: its memory
 // grows with the square of the nesting depth of arrays and inline tables
-// (issue 25, defect 1: 15 KB of "a = {b={b=..." took 750 MB, 60 KB took
+// (15 KB of "a = {b={b=..." took 750 MB, 60 KB took
 // 10 GB, 1 MB of "[" 903 MB). So the config file is checked before the
 // decoder sees it (checkTOMLShape), and what the decoder says about a
 // refused file is cut to a short line (shortError).

@@ -22,7 +22,7 @@ func allocated(fn func()) (uint64, time.Duration) {
 	return after.TotalAlloc - before.TotalAlloc, took
 }
 
-// TestHostileTOMLBounded (issue 25, defect 1): config files the decoder
+// TestHostileTOMLBounded: config files the decoder
 // would spend quadratic memory on are refused before it sees them, with a
 // short line; whatever else fits in MaxConfigBytes costs memory in
 // proportion to its size, and every refusal is short. On the decoder

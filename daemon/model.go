@@ -234,7 +234,7 @@ func checkReload(s, old config.Settings, present []ports.Info, mibRows int) erro
 }
 
 // requireAgentAddress refuses to start when no agent address can be
-// chosen (issue 10, defect 12). sFlow v5 allows an agent address of type
+// chosen. sFlow v5 allows an agent address of type
 // UNKNOWN (sflow_version_5.txt, address_type 0), but common collectors
 // drop such datagrams whole (goflow2's decoder: "unknown IP version 0"),
 // so sending them would be sampling into nothing at those collectors;

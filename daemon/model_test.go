@@ -16,7 +16,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
-// TestCollectorNameStopsResolving (issue 10, defect 3): the collector's
+// TestCollectorNameStopsResolving: the collector's
 // host name is resolved in the background, never on a port event. While
 // it has not resolved, the receiver exists without an address; when it
 // stops resolving, the last address stays in use, the failures are counted
@@ -85,7 +85,7 @@ func TestCollectorNameStopsResolving(t *testing.T) {
 	}
 }
 
-// TestCollectorNameResolvesToReservedPort (issue 25, defect 6): a
+// TestCollectorNameResolvesToReservedPort: a
 // collector given as a host name is checked once resolved, with its own
 // port: a name resolving only to this host's loopback, configured at the
 // SNMP or AgentX port, gets no address (nothing is sent; logged once,

@@ -222,7 +222,7 @@ func (d *Daemon) reconfigure() {
 
 // Backoff of a reconfiguration that failed for a reason from outside (no
 // descriptor left to list the links, netlink busy): it is tried again,
-// as failed ports are (issue 25: while descriptors were exhausted a new
+// as failed ports are (while descriptors were exhausted a new
 // port was refused with "listing links: too many open files", and 80 s
 // after they were freed it was still not sampled, with no metric and no
 // log line naming it; only a SIGHUP attached it).

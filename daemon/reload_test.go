@@ -26,8 +26,8 @@ import (
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
-// whole before anything changes (issue 10: validate a configuration whole;
-// defect 6: a typo in ports would stop sampling on every port).
+// whole before anything changes (validate a configuration whole: a
+// typo in ports would stop sampling on every port).
 func TestCheckReload(t *testing.T) {
 	old := config.Defaults()
 	old.Ports = []string{"swp*"}
@@ -116,8 +116,7 @@ func TestReloadOn(t *testing.T) {
 		return d.settings
 	}
 
-	// A SIGHUP during start-up waits until start-up completed (issue 25,
-	// defect 5).
+	// A SIGHUP during start-up waits until start-up completed.
 	early := make(chan os.Signal, 1)
 	early <- syscall.SIGHUP
 	go d.ReloadOn(ctx, early, load)

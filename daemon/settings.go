@@ -53,7 +53,7 @@ func Validate(s config.Settings) error {
 	return errors.Join(append(errs, checkBudget(s)...)...)
 }
 
-// The memory budget (docs/OPERATIONS.md, "Bounds"): the products of
+// The memory budget (docs/reference/bounds.md): the products of
 // settings that size the daemon's memory. Each factor is bounded on its
 // own (config's limits); their products here.
 const (

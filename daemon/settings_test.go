@@ -36,7 +36,7 @@ func TestSettingsAgreeWithComponents(t *testing.T) {
 	}
 }
 
-// TestMemoryBudgetLimits (issue 25, defect 8): settings whose product
+// TestMemoryBudgetLimits: settings whose product
 // exhausts memory are refused at load, with what to lower: 65535 SNMP
 // instances (86 MB per port), 20,001 collectors (5 GB from an
 // hsflowd.conf), receivers × sub-agents beyond the datagram streams'

@@ -483,7 +483,7 @@ func (d *Dataplane) load() error {
 		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
 	}
 	for w := 0; w < d.cfg.Workers; w++ {
-		m, err := d.ringPinned(w, rings.InnerMap)
+		m, err := d.pin.Ring(w, rings.InnerMap)
 		if err != nil {
 			return errors.Join(fmt.Errorf("dataplane: ring %d: %w", w, err), d.closeObjects())
 		}
@@ -493,7 +493,7 @@ func (d *Dataplane) load() error {
 		}
 	}
 	if d.pin != nil {
-		if d.pin.Ports, err = d.mapPinned(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
+		if d.pin.Ports, err = d.pin.Map(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -605,7 +605,7 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 // mapState makes (or adopts) the agent's state memory and maps it.
 func (d *Dataplane) mapState() error {
 	spec := pin.StateSpec(d.cfg.StateWords)
-	m, err := d.mapPinned(pin.StateMap, spec)
+	m, err := d.pin.Map(pin.StateMap, spec)
 	if err != nil {
 		return fmt.Errorf("dataplane: agent state: %w", err)
 	}

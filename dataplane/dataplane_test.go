@@ -19,6 +19,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
@@ -129,27 +130,44 @@ func frameSeq(h []byte) (uint32, bool) {
 	return binary.BigEndian.Uint32(h[udpPayloadOff+4:]), true
 }
 
-// collector reads a ring in the background, keeping copies of the samples.
+// collector reads a ring in the background, keeping copies of the samples
+// and, for a meta collector, of their whole records (Meta aliases the
+// ring).
 type collector struct {
-	r    *Source
-	mu   sync.Mutex
-	got  []RawSample
-	done chan error
+	r        *Source
+	mu       sync.Mutex
+	got      []RawSample
+	keepMeta bool
+	meta     []bpf.SamplerSampleMeta
+	done     chan error
 }
 
 func startCollector(t *testing.T, d *Dataplane, worker int) *collector {
+	t.Helper()
+	return startCollecting(t, d, worker, false)
+}
+
+func startCollecting(t *testing.T, d *Dataplane, worker int, keepMeta bool) *collector {
 	t.Helper()
 	r, err := d.Source(worker)
 	if err != nil {
 		t.Fatalf("Source(%d): %v", worker, err)
 	}
-	c := &collector{r: r, done: make(chan error, 1)}
+	c := &collector{r: r, keepMeta: keepMeta, done: make(chan error, 1)}
 	go func() {
 		for {
 			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *RawSample) {
 				cp := *s
 				cp.Header = bytes.Clone(s.Header)
 				c.mu.Lock()
+				if c.keepMeta {
+					cp.Meta = nil
+					m := bpf.SamplerSampleMeta{}
+					if s.Meta != nil {
+						m = *s.Meta
+					}
+					c.meta = append(c.meta, m)
+				}
 				c.got = append(c.got, cp)
 				c.mu.Unlock()
 			})
@@ -162,19 +180,24 @@ func startCollector(t *testing.T, d *Dataplane, worker int) *collector {
 	return c
 }
 
-// waitFor waits until the collector holds n samples (or timeout), then
-// returns a copy of what it holds.
-func (c *collector) waitFor(n int, timeout time.Duration) []RawSample {
+// wait waits until the collector holds n samples (or timeout).
+func (c *collector) wait(n int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for {
 		c.mu.Lock()
 		have := len(c.got)
 		c.mu.Unlock()
 		if have >= n || time.Now().After(deadline) {
-			break
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitFor waits until the collector holds n samples (or timeout), then
+// returns a copy of what it holds.
+func (c *collector) waitFor(n int, timeout time.Duration) []RawSample {
+	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]RawSample(nil), c.got...)

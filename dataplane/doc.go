@@ -3,7 +3,7 @@
 // sampling through BPF maps, and hands the samples to the sample sources
 // of package source. The ports themselves (dataplane/ports), their
 // counters (dataplane/linkstats), dropped-packet notifications
-// (dataplane/drops) and the pin directory (dataplane/internal/pindir) are
+// (dataplane/drops) and the pin directory (dataplane/pin) are
 // packages of their own.
 //
 // # Sampling

@@ -32,7 +32,7 @@ const (
 	PortGRE PortKind = 2
 )
 
-// KindOf returns the PortKind of a link of netlink kind k (PortInfo.Kind).
+// KindOf returns the PortKind of a link of netlink kind k (ports.Info.Kind).
 func KindOf(k string) PortKind {
 	switch k {
 	case "vxlan":

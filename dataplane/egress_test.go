@@ -1,11 +1,7 @@
 package dataplane
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,78 +13,21 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// metaCollector reads a ring in the background keeping copies of the
-// samples and of their whole records (Meta aliases the ring).
-type metaCollector struct {
-	r    *Source
-	mu   sync.Mutex
-	got  []RawSample
-	meta []bpf.SamplerSampleMeta
-	done chan error
-}
+// metaCollector is a collector that keeps the samples' whole records.
+type metaCollector struct{ *collector }
 
-func startMetaCollector(t *testing.T, d *Dataplane, worker int) *metaCollector {
+func startMetaCollector(t *testing.T, d *Dataplane, worker int) metaCollector {
 	t.Helper()
-	r, err := d.Source(worker)
-	if err != nil {
-		t.Fatalf("Source(%d): %v", worker, err)
-	}
-	c := &metaCollector{r: r, done: make(chan error, 1)}
-	go func() {
-		for {
-			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *RawSample) {
-				cp := *s
-				cp.Header = bytes.Clone(s.Header)
-				cp.Meta = nil
-				c.mu.Lock()
-				c.got = append(c.got, cp)
-				if s.Meta != nil {
-					c.meta = append(c.meta, *s.Meta)
-				} else {
-					c.meta = append(c.meta, bpf.SamplerSampleMeta{})
-				}
-				c.mu.Unlock()
-			})
-			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				c.done <- err
-				return
-			}
-		}
-	}()
-	return c
+	return metaCollector{startCollecting(t, d, worker, true)}
 }
 
 // waitFor waits until the collector holds n samples (or timeout) and
 // returns copies of the samples and records.
-func (c *metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
-	deadline := time.Now().Add(timeout)
-	for {
-		c.mu.Lock()
-		have := len(c.got)
-		c.mu.Unlock()
-		if have >= n || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+func (c metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
+	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
-}
-
-func (c *metaCollector) stop(t *testing.T) {
-	t.Helper()
-	if err := c.r.Close(); err != nil {
-		t.Errorf("closing ring reader: %v", err)
-	}
-	select {
-	case err := <-c.done:
-		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("read loop ended with %v, want os.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Errorf("Close did not unblock the reader")
-	}
 }
 
 // linkTx returns a switch port's tx_packets and rx_packets.

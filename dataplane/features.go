@@ -1,5 +1,5 @@
 // Kernel feature probes: what the running kernel offers of the BPF features
-// the agent uses, checked at start (see docs/KERNELS.md for the list, the
+// the agent uses, checked at start (see docs/reference/kernels.md for the list, the
 // first kernel with each and what the daemon does without it).
 
 package dataplane
@@ -66,7 +66,7 @@ type Feature struct {
 func (f Feature) Available() bool { return f.Err == nil }
 
 // Features is the result of ProbeFeatures: the kernel release and every
-// probed feature, in the order of docs/KERNELS.md.
+// probed feature, in the order of docs/reference/kernels.md.
 type Features struct {
 	Release string
 	List    []Feature

@@ -68,7 +68,7 @@ func TestProbeFeatures(t *testing.T) {
 	for i, f := range fs.List {
 		t.Logf("%-24s since %-22s required=%-5v err=%v", f.Name, f.Since, f.Required, f.Err)
 		if f.Name != featureProbes[i].Name {
-			t.Errorf("feature %d is %s, want %s (the order of docs/KERNELS.md)", i, f.Name, featureProbes[i].Name)
+			t.Errorf("feature %d is %s, want %s (the order of docs/reference/kernels.md)", i, f.Name, featureProbes[i].Name)
 		}
 		if seen[f.Name] {
 			t.Errorf("feature %s probed twice", f.Name)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // monitorPorts are the ports whose sockets are open, by ifindex.
@@ -50,13 +51,14 @@ func (m *monitorPorts) socketDrops(ifindex uint32) uint64 {
 	return 0
 }
 
-// SetPort attaches the sampler to a new port or updates an attached one
-// (through the config map, no re-attach); a port in ModeMonitor also gets
-// its AF_XDP sockets, read by the Source of pc.Worker. Frames the port
-// samples before its sockets are in place are counted as drops by the
-// sampler (redirect without a socket). A port changing mode or worker
-// keeps its counters.
-func (d *Dataplane) SetPort(ifindex int, pc PortConfig) error {
+// SetPort samples a port as s says: it attaches the sampler to a new port
+// or updates an attached one (through the config map, no re-attach); a
+// monitor port also gets its AF_XDP sockets, read by the Source of
+// s.Worker. Frames the port samples before its sockets are in place are
+// counted as drops by the sampler (redirect without a socket). A port
+// changing mode or worker keeps its counters.
+func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
+	pc := portConfig(s)
 	m := &d.mon
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,4 +162,22 @@ func (d *Dataplane) PortPool(ifindex uint32) (pool, drops uint64) {
 // system call.
 func (d *Dataplane) SocketDrops(ifindex uint32) uint64 {
 	return d.mon.socketDrops(ifindex)
+}
+
+// portConfig is the attachment of a port sampled as s: the kernel rate,
+// the delivery path, the header bytes, the worker and the directions
+// (AttachPort finds the port's kind).
+func portConfig(s ports.Sampling) PortConfig {
+	mode := ModeInline
+	if s.Monitor {
+		mode = ModeMonitor
+	}
+	return PortConfig{Rate: s.KernelRate, Mode: mode, HeaderBytes: s.HeaderBytes, Worker: s.Worker, Direction: s.Direction.OrIngress(),
+		ConfiguredRate: s.Rate}
+}
+
+// sampling is pc in the agent's terms (AdoptedPorts).
+func sampling(pc PortConfig) ports.Sampling {
+	return ports.Sampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
+		Monitor: pc.Mode == ModeMonitor}
 }

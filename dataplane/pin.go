@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
 // Attach modes as stored in map_ports.
@@ -67,18 +67,14 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes) error {
 		d.log.Warn("pinned sampler state made with other sizes: detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "differs", sizes.Differs(old.Sizes))
 	}
-	return d.clearPins(old.OwnerID())
+	return clearPinDir(d.pin.Dir, old.OwnerID(), d.log)
 }
 
-// clearPins detaches and unpins everything in the pin directory: links
-// are detached (unpinned, then closed: the last reference), the clsact
-// filters of owner (the state's, "" if unknown) are deleted, maps are
-// unpinned. Runs in the Dataplane's namespace.
-func (d *Dataplane) clearPins(owner string) error {
-	return clearPinDir(d.pin.Dir, owner, d.log)
-}
-
-// clearPinDir is clearPins for any directory (Cleanup).
+// clearPinDir detaches and unpins everything in the pin directory dir:
+// links are detached (unpinned, then closed: the last reference), the
+// clsact filters of owner (the state's, "" if unknown) are deleted, maps
+// are unpinned. Runs in the Dataplane's namespace (openPins) or the
+// calling thread's (Cleanup).
 func clearPinDir(dir, owner string, log *slog.Logger) error {
 	var errs []error
 	for _, name := range pin.Names(dir) {
@@ -104,52 +100,6 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// mapPinned returns the map pinned as map_<name>, or makes it from spec and
-// pins it. Without a pin directory it only makes it.
-func (d *Dataplane) mapPinned(name string, spec *ebpf.MapSpec) (*ebpf.Map, error) {
-	if d.pin == nil {
-		return ebpf.NewMap(spec)
-	}
-	path := d.pin.Path(pin.MapPrefix + name)
-	if d.pin.Adopt {
-		m, err := ebpf.LoadPinnedMap(path, nil)
-		if err == nil {
-			return m, nil
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("adopting pinned map %s: %w", name, err)
-		}
-	}
-	m, err := ebpf.NewMap(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Pin(path); err != nil {
-		return nil, errors.Join(fmt.Errorf("pinning map %s: %w", name, err), m.Close())
-	}
-	return m, nil
-}
-
-// ringPinned returns worker w's ring: adopted, or made from spec (and
-// pinned).
-func (d *Dataplane) ringPinned(w int, spec *ebpf.MapSpec) (*ebpf.Map, error) {
-	if d.pin == nil {
-		return ebpf.NewMap(spec)
-	}
-	path := d.pin.Path(pin.RingPrefix + strconv.Itoa(w))
-	if d.pin.Adopt {
-		return ebpf.LoadPinnedMap(path, nil)
-	}
-	m, err := ebpf.NewMap(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := m.Pin(path); err != nil {
-		return nil, errors.Join(fmt.Errorf("pinning ring %d: %w", w, err), m.Close())
-	}
-	return m, nil
 }
 
 // recordPort writes how ifindex is attached to map_ports (and pins an XDP
@@ -371,12 +321,12 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 
 // AdoptedPorts returns the ports this Dataplane took over from pinned
 // state at Open, with their configuration; nil when none.
-func (d *Dataplane) AdoptedPorts() map[int]PortConfig {
+func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[int]PortConfig, len(d.adopted))
+	out := make(map[int]ports.Sampling, len(d.adopted))
 	for k, v := range d.adopted {
-		out[k] = v
+		out[k] = sampling(v)
 	}
 	return out
 }

@@ -187,8 +187,8 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 		t.Fatalf("Open did not adopt the pinned state; log:\n%s", logs.String())
 	}
 	p1 := lab.PortIndex(t, 0)
-	if pc, ok := d.AdoptedPorts()[p1]; !ok || pc.Rate != 16 || pc.HeaderBytes != 64 {
-		t.Fatalf("adopted ports %v, want p1 (%d) at rate 16", d.AdoptedPorts(), p1)
+	if pc, ok := d.AdoptedPorts()[p1]; !ok || pc.KernelRate != 16 || pc.HeaderBytes != 64 {
+		t.Fatalf("adopted ports %v, want p1 (%d) at kernel rate 16", d.AdoptedPorts(), p1)
 	}
 	if got := word(d.StateMemory(), 3); got != 4242 {
 		t.Errorf("state memory word 3 = %d, want the helper's 4242", got)

@@ -11,8 +11,8 @@ import (
 // A feature probe the kernel refuses with EPERM or EACCES says nothing of
 // the kernel: the process lacked a capability (or a security module
 // refused). Such a feature is reported as not probed, naming the
-// capabilities missing, never as missing from the kernel (issue 25,
-// defect 9: without CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
+// capabilities missing, never as missing from the kernel (without
+// CAP_BPF or CAP_NET_ADMIN the daemon said the kernel
 // "lacks xdp (Linux 4.8)").
 
 // PermissionError is a probe refused for lack of privilege: whether the

@@ -38,7 +38,7 @@ func withoutCaps(t *testing.T, fn func() error, caps ...int) error {
 	return <-errc
 }
 
-// TestProbeNotPermitted (issue 25, defect 9): a probe the kernel refuses
+// TestProbeNotPermitted: a probe the kernel refuses
 // for lack of a capability (here a real BPF map creation without
 // CAP_BPF) is reported as not permitted, naming the capability the
 // process lacks, and the sampler's refusal says so instead of "kernel

@@ -50,8 +50,8 @@ func addVethAt(t testing.TB, lab *netlab.Lab, name string, idx int) int {
 }
 
 // TestLargeIfIndex: ports whose ifindex is 65536 or more (any 32-bit value
-// the kernel gives) are attached and sampled like the others (issue 10,
-// defect 2: they used to be refused), through the program's hash map.
+// the kernel gives) are attached and sampled like the others (they
+// used to be refused), through the program's hash map.
 func TestLargeIfIndex(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4})

@@ -36,7 +36,7 @@ import (
 // ring until the caller's deadline, which a worker sets to its next
 // one-second tick, the moment it flushes its datagrams anyway. A sample is
 // thus sent within about a second at any rate, and an idle worker wakes
-// once a second (issue 11, "Idle cost near zero").
+// once a second (idle means asleep).
 //
 // Read is for one goroutine at a time (the worker). Wake and Close may be
 // called from any goroutine; Close unblocks a pending Read. The set of

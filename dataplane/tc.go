@@ -106,7 +106,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		// The program array the ports' TC programs tail-call through is
 		// pinned too: after an exec or a crash it still leads the old
 		// programs to a sampled path (adopted here, then replaced).
-		tp, err := d.mapPinned(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
+		tp, err := d.pin.Map(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
 		if err != nil {
 			return nil, fmt.Errorf("TC sampler: %w", err)
 		}

@@ -1,6 +1,6 @@
 // Transit: sampled frames followed to where they leave the switch, for
 // extended_egress_queue (1036), extended_transit (1039) and
-// extended_queue (1040) (issue 23; dataplane/bpf/transit.h says how).
+// extended_queue (1040) (dataplane/bpf/transit.h says how).
 
 package dataplane
 

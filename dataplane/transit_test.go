@@ -289,7 +289,7 @@ func BenchmarkTransitIdle(b *testing.B) {
 }
 
 // TestTransitNetem: a frame held by netem for 10 ms on its way out of p2
-// reads a transit of 10 ms (issue 23: 10 ms ± 1 ms) from its sample at
+// reads a transit of 10 ms (10 ms ± 1 ms) from its sample at
 // p1 to leaving p2's qdisc. netem is not in every kernel (Debian's have
 // it; make vagrant-test runs this in their VMs).
 func TestTransitNetem(t *testing.T) {

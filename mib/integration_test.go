@@ -268,7 +268,7 @@ func TestDaemonOverAgentX(t *testing.T) {
 	g.Timeout, g.Retries = 2*time.Second, 1
 
 	// Claim receiver 1 with net-snmp's snmpset and the MIB's names, as
-	// the README shows: owner and timeout in one request.
+	// docs/reference/mib.md shows: owner and timeout in one request.
 	out, err := tool(s, "snmpset", "SFLOW-MIB::sFlowRcvrOwner.1", "s", "test-manager", "SFLOW-MIB::sFlowRcvrTimeout.1", "i", "300")
 	if err != nil {
 		t.Fatalf("snmpset claim: %v\n%s", err, out)
@@ -294,7 +294,7 @@ func TestDaemonOverAgentX(t *testing.T) {
 
 	// Sampling 1 in 100 and polling every 2 s on p1, instance 1.
 	const rate1, interval = 100, 2
-	// With net-snmp's names and the OID index spelled out, as in the README.
+	// With net-snmp's names and the OID index spelled out, as in docs/reference/mib.md.
 	ds := fmt.Sprintf("11.1.3.6.1.2.1.2.2.1.1.%d.1", p1)
 	out, err = tool(s, "snmpset", "SFLOW-MIB::sFlowFsReceiver."+ds, "i", "1",
 		"SFLOW-MIB::sFlowFsPacketSamplingRate."+ds, "i", strconv.Itoa(rate1),

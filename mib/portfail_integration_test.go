@@ -11,7 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
-// TestDaemonPortSlotsOverAgentX (issue 10, defect 1) through the real
+// TestDaemonPortSlotsOverAgentX through the real
 // daemon and snmpd: with one port slot and two selected ports, the port
 // without a slot reads sFlowFsPacketSamplingRate 0 (the kernel does not
 // sample it), and SNMP SETs keep working: a manager claims a receiver and

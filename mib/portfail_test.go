@@ -8,8 +8,8 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
 )
 
-// TestPortFailureStaysLocal: a port the dataplane cannot sample (issue 10,
-// defect 1: the 257th port, an ifindex >= 65536) affects only that port.
+// TestPortFailureStaysLocal: a port the dataplane cannot sample (the
+// 257th port, an ifindex >= 65536) affects only that port.
 // Changes, SETs on other ports and their rollbacks keep working, and the
 // MIB shows the truth: the failed port's sFlowFsPacketSamplingRate reads 0
 // until it can be sampled.
@@ -75,7 +75,7 @@ func TestPortFailureStaysLocal(t *testing.T) {
 	}
 }
 
-// TestSetRefusesNonUnicastCollector (issue 10, defect 7): an SNMP manager
+// TestSetRefusesNonUnicastCollector: an SNMP manager
 // cannot point a receiver at a broadcast or multicast address, nor at this
 // host's SNMP or AgentX port; 0.0.0.0 (send nothing) stays allowed.
 func TestSetRefusesNonUnicastCollector(t *testing.T) {

@@ -4,7 +4,7 @@
 # tools with `go install`. Safe to run repeatedly; prints what it installs.
 #
 # Profiles (each make target asks for its own; default: test):
-#   build     Go at the version go.mod asks for (checked; see README)
+#   build     Go at the version go.mod asks for (checked; see CONTRIBUTING.md)
 #   generate  clang, llvm, libbpf headers, bpftool: `make generate`
 #   test      everything a test of `make test` runs: iproute2 (ip, tc,
 #             bridge), nsenter/setpriv, trafgen, nftables, snmpd and its
@@ -69,12 +69,12 @@ check_go() {
 	local want have_v
 	want=$(awk '$1 == "go" { print $2; exit }' "$root/go.mod")
 	if ! command -v go >/dev/null 2>&1; then
-		echo "install-deps: Go $want is needed and not installed: see README.md, \"Go\"" >&2
+		echo "install-deps: Go $want is needed and not installed: see CONTRIBUTING.md, \"Go\"" >&2
 		exit 1
 	fi
 	have_v=$(go env GOVERSION | sed 's/^go//')
 	if [ "$(printf '%s\n%s\n' "$want" "$have_v" | sort -V | head -1)" != "$want" ]; then
-		echo "install-deps: go.mod needs Go $want, this is $have_v: see README.md, \"Go\"" >&2
+		echo "install-deps: go.mod needs Go $want, this is $have_v: see CONTRIBUTING.md, \"Go\"" >&2
 		exit 1
 	fi
 }

@@ -8,7 +8,7 @@
 # The exact-count tests are the ones that count every frame, sample,
 # notification or datagram: sampling, pools, rings, monitor ports,
 # counters, drop notifications, applications, floods, faults, scale
-# (docs/OPERATIONS.md, "Exact counts under load"). A burst may overflow a
+# (test/e2e/README.md, "Exact counts under load"). A burst may overflow a
 # worker's ring on a loaded machine; these tests must then account for
 # every lost sample exactly, not fail.
 #

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,47 +25,17 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// collector keeps every datagram sent to a loopback UDP port.
-type collector struct {
-	conn *net.UDPConn
-	mu   sync.Mutex
-	got  [][]byte
-}
+// collector is a UDP listener on loopback keeping every datagram.
+type collector struct{ *testutil.Collector }
 
-func newCollector(t testing.TB) *collector {
-	t.Helper()
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.SetReadBuffer(8 << 20); err != nil {
-		t.Fatal(err)
-	}
-	c := &collector{conn: conn}
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			c.mu.Lock()
-			c.got = append(c.got, bytes.Clone(buf[:n]))
-			c.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { conn.Close() })
-	return c
-}
+func newCollector(t testing.TB) *collector { return &collector{testutil.NewCollector(t)} }
 
 // count is the number of samples received, from the datagrams' headers
 // (IPv4 agent address: the sample count at offset 24), cheap enough for
 // a CPU measurement's collector.
 func (c *collector) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	n := 0
-	for _, b := range c.got {
+	for _, b := range c.Datagrams() {
 		if len(b) >= 28 {
 			n += int(binary.BigEndian.Uint32(b[24:28]))
 		}
@@ -74,7 +43,7 @@ func (c *collector) count() int {
 	return n
 }
 
-func (c *collector) addr() netip.AddrPort { return c.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (c *collector) addr() netip.AddrPort { return c.Addr() }
 
 // flowSample is one flow sample as goflow2 and our decoder read it.
 type flowSample struct {
@@ -86,9 +55,7 @@ type flowSample struct {
 // and ours, and returns the flow samples by data source.
 func (c *collector) samples(t *testing.T) map[uint32][]flowSample {
 	t.Helper()
-	c.mu.Lock()
-	dgs := append([][]byte(nil), c.got...)
-	c.mu.Unlock()
+	dgs := c.Datagrams()
 	out := map[uint32][]flowSample{}
 	for i, b := range dgs {
 		var gp goflow.Packet

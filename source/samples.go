@@ -20,38 +20,42 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
 
-// BPF is the source of the XDP and TC samplers: it drives a
-// *dataplane.Dataplane for the agent (agent.SampleSource).
-type BPF struct {
-	DP *dataplane.Dataplane
+// Samplers is what a sample source needs of the sampler loader, a
+// *dataplane.Dataplane: sampling a port as the agent plans it, its pool,
+// each worker's ring and the ports taken over at Open. The loader's other
+// methods (attach modes, egress and transit counters, pinning, release)
+// are the daemon's.
+type Samplers interface {
+	SetPort(ifindex int, s ports.Sampling) error
+	RemovePort(ifindex int) error
+	PortPool(ifindex uint32) (pool, drops uint64)
+	PortCounters(ifindex int) (dataplane.PortCounters, error)
+	Source(worker int) (*dataplane.Source, error)
+	AdoptedPorts() map[int]ports.Sampling
 }
 
-// PortConfig is the dataplane configuration of a port the agent samples.
-func PortConfig(p agent.PortSampling) dataplane.PortConfig {
-	mode := dataplane.ModeInline
-	if p.Monitor {
-		mode = dataplane.ModeMonitor
-	}
-	return dataplane.PortConfig{Rate: p.KernelRate, Mode: mode, HeaderBytes: p.HeaderBytes, Worker: p.Worker,
-		Direction: p.Direction.OrIngress(), ConfiguredRate: p.Rate}
+// BPF is the source of the XDP and TC samplers: it drives the sampler
+// loader for the agent (agent.SampleSource).
+type BPF struct {
+	DP Samplers
 }
 
 // SetPort attaches the sampler to a new port or updates an attached one
 // through the config map (no re-attach); a monitor port gets its AF_XDP
 // sockets, read by its worker's Source.
 func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
-	return a.DP.SetPort(int(ifindex), PortConfig(p))
+	return a.DP.SetPort(int(ifindex), p)
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the
 // agent's terms (agent.Agent.Adopt).
-func Adopted(dp *dataplane.Dataplane) map[uint32]agent.PortSampling {
+func Adopted(dp Samplers) map[uint32]agent.PortSampling {
 	out := map[uint32]agent.PortSampling{}
-	for idx, pc := range dp.AdoptedPorts() {
-		out[uint32(idx)] = agent.PortSampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
-			Monitor: pc.Mode == dataplane.ModeMonitor}
+	for idx, s := range dp.AdoptedPorts() {
+		out[uint32(idx)] = s
 	}
 	return out
 }
@@ -110,7 +114,7 @@ func NewBPFReader(src *dataplane.Source) *BPFReader {
 
 // Readers returns the readers of the first workers sources of dp, one per
 // worker (workers as given to dataplane.Open).
-func BPFReaders(dp *dataplane.Dataplane, workers int) ([]agent.SampleReader, error) {
+func BPFReaders(dp Samplers, workers int) ([]agent.SampleReader, error) {
 	rs := make([]agent.SampleReader, max(workers, 1))
 	for w := range rs {
 		src, err := dp.Source(w)

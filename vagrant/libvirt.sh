@@ -4,7 +4,7 @@
 # When a libvirt daemon already answers on qemu:///system (a desktop or
 # server with libvirtd under systemd), it is used as it is, and vagrant
 # runs in the root network namespace: libvirt then creates its bridge there
-# (see README.md, "What libvirt creates").
+# (see vagrant/README.md, "What libvirt creates").
 #
 # Otherwise (this project's development machine: no systemd, no libvirtd)
 # virtlogd and libvirtd are started inside a network namespace of their own,

@@ -223,7 +223,7 @@ for r in "${releases[@]}"; do
 	skips=$(grep -c '"Action":"skip","Package":"[^"]*","Test"' "$run/out/$r.json" || true)
 	summary+=("$r ($kernel): $ok packages ok, $(wc -w <<<"$failed") failed${failed:+ ($failed)}, $skips tests skipped; VM $vm_seconds s")
 	skip_table "$run/out/$r.json" "$r" "$kernel" "$ok" "$failed" >"$run/out/$r.md"
-	echo "== $r: results table (docs/KERNELS.md): $run/out/$r.md"
+	echo "== $r: results table (docs/reference/kernels.md): $run/out/$r.md"
 done
 echo "== vagrant-test ($mode) summary"
 printf '   %s\n' "${summary[@]}"

@@ -58,7 +58,7 @@ const defaultBatch = 32
 // MaxBatchBytes bounds the datagram buffers of a sender with the default
 // batch: larger datagrams mean fewer per batch (9000 bytes: 7; 65507: 1),
 // so a stream costs at most about 64 KiB whatever the collector's maximum
-// datagram size (the memory budget, docs/OPERATIONS.md). 32 datagrams of
+// datagram size (the memory budget, docs/reference/bounds.md). 32 datagrams of
 // the default 1400 bytes fit.
 const MaxBatchBytes = 64 << 10
 

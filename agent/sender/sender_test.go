@@ -351,7 +351,7 @@ func TestGSO(t *testing.T) {
 	}
 }
 
-// TestBatchBytesBounded (issue 25, the memory budget): with the default
+// TestBatchBytesBounded (the memory budget): with the default
 // batch a sender's datagram buffers stay within MaxBatchBytes whatever the
 // maximum datagram size, and hold at least one datagram; the default
 // 1400-byte datagrams keep the full batch.

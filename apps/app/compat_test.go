@@ -264,8 +264,8 @@ func TestStateDirUnwritable(t *testing.T) {
 	}
 }
 
-// TestNamedRangeExhausted: when maxNamed names are assigned (issue 25,
-// defect 7; before, all 50000 indexes of the named range), a new
+// TestNamedRangeExhausted: when maxNamed names are assigned (before,
+// all 50000 indexes of the named range), a new
 // application takes over the index of the one seen least recently that
 // is not running; with every one running it is refused
 // (too_many_sources), never given a clashing index.
@@ -385,7 +385,7 @@ func testLogger(w *strings.Builder) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
 }
 
-// TestStateFileSizeLimited (issue 10: inputs size-limited): a state file
+// TestStateFileSizeLimited (inputs size-limited): a state file
 // above maxStateBytes is reported as damaged and set aside, never read
 // without a limit.
 func TestStateFileSizeLimited(t *testing.T) {

@@ -33,7 +33,7 @@ const (
 	DefaultIdleTimeout = 2 * time.Hour
 	// DefaultReclaimIdle is how long a data source must have been idle
 	// before a new application may take its slot when every slot is in
-	// use (issue 10, defect 10).
+	// use.
 	DefaultReclaimIdle = 10 * time.Second
 	// DefaultFlushInterval is the sFlow agent rule: datagrams are sent
 	// when full and at least once a second.
@@ -681,7 +681,7 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 		// One datagram buffer: application samples are few, and there is
 		// a stream per data source and receiver (up to MaxSources ×
 		// receivers), so each costs one datagram, not a batch (the
-		// memory budget, docs/OPERATIONS.md).
+		// memory budget, docs/reference/bounds.md).
 		Batch:  1,
 		Uptime: uptime,
 		Counters: []sender.Counters{{

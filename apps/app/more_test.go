@@ -104,13 +104,13 @@ func TestTooManySources(t *testing.T) {
 		t.Errorf("%d samples sent, %d refused", n, e.Stats().Rejected(ReasonTooManySources))
 	}
 	// The refused sample was queued but is not counted accepted: accepted
-	// plus rejected is what was submitted (issue 10, defect 9).
+	// plus rejected is what was submitted.
 	if q, a := e.Stats().Queued.Load(), e.Stats().Accepted.Load(); q != 4 || a != 3 {
 		t.Errorf("queued %d accepted %d, want 4 and 3", q, a)
 	}
 }
 
-// TestSourceSlotsReclaimed (issue 10, defect 10): one process that used
+// TestSourceSlotsReclaimed: one process that used
 // every data source slot cannot lock other applications out until the
 // idle timeout: once its sources have been idle for ReclaimIdle, a new
 // application takes the least recently active one's slot (counted).

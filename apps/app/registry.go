@@ -81,7 +81,7 @@ const maxStateBytes = 4 << 20
 
 // maxNamed bounds the names kept (and written): beyond it, a new name
 // takes over the index of the one seen least recently that is not
-// running (issue 25, defect 7: any local process can create names, and
+// running (any local process can create names, and
 // the file grew past maxStateBytes, after which the next start found it
 // damaged and every index was lost). A name is at most 32 bytes, 192 in
 // JSON (control characters escaped as \u00XX); an entry at most about

@@ -17,7 +17,7 @@ func hostileName(i int) string {
 	return n + strings.Repeat("\x1f", maxApplication-len(n))
 }
 
-// TestStateFileBounded (issue 25, defect 7): a local process creating
+// TestStateFileBounded: a local process creating
 // application names without end cannot grow the state file past what the
 // daemon reads back: at most maxNamed names are kept, the least recently
 // seen evicted first (also across a restart: the file keeps the order),

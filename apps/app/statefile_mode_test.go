@@ -9,7 +9,7 @@ import (
 
 // TestStateFileNotWorldAccessible: the only file the daemon writes (the
 // application state file) and the directory it creates are neither
-// world-writable nor world-readable, whatever the umask (issue 10: no file
+// world-writable nor world-readable, whatever the umask (no file
 // the daemon writes is world-writable).
 func TestStateFileNotWorldAccessible(t *testing.T) {
 	old := syscall.Umask(0)

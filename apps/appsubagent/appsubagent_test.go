@@ -262,7 +262,7 @@ func TestAppAPIGoMiddleware(t *testing.T) {
 	within4SD(t, "APM successful transactions", success, k-fails, math.Sqrt((k-fails)*(n-1)))
 }
 
-// pythonClient is the README's python3 example, extended to a workload:
+// pythonClient is the python3 example of docs/guides/configure.md, extended to a workload:
 // K operations, each sampled 1-in-N at random and sent as a flow_sample
 // with an IPv4 socket, then the true app_operations counts.
 const pythonClient = `

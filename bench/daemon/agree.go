@@ -1,7 +1,7 @@
 package main
 
 // The agree subcommand: do two runs of `make bench` agree within the
-// spread each reports (issue 11, "Must show")? It reads two results
+// spread each reports? It reads two results
 // directories (bench/results/<time>, written by bench/run.sh) and, for
 // every figure reported as several rounds, compares the runs:
 //
@@ -216,7 +216,7 @@ func agreeCompare(ra, rb *results) []agreeRow {
 	return rows
 }
 
-// targets checks the side-by-side targets of issue 11 in one run, on
+// targets checks the side-by-side targets in one run, on
 // medians: sflowswitchd (its default hook) forwards at least as fast as
 // each baseline, uses the least CPU per forwarded packet and delivers the
 // most samples per second, at every rate.

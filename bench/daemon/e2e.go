@@ -1,6 +1,6 @@
 package main
 
-// The e2e subcommand (issue 24): samples per second end to end on real
+// The e2e subcommand: samples per second end to end on real
 // frames. bench/gen's generator (an XDP program run by BPF_PROG_RUN in
 // live-frames mode, redirecting into host 1's veth) sends frames that the
 // switch port p1 receives through its NAPI poll; the daemon binary samples

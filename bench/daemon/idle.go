@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// runIdle is part 4 (issue 11, "Idle cost near zero"): the daemon sampling
+// runIdle is part 4 (idle means asleep): the daemon sampling
 // every lab port (1-in-1000, counters polled every 20 s, metrics on) with
 // no traffic at all. Each binary of -bin (comma-separated, alternated
 // round by round) is started fresh per round, left to settle, then

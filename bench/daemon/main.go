@@ -1,5 +1,5 @@
-// Command daemon runs the sflowswitchd daemon benchmarks (issue "The
-// sflowswitchd daemon", Benchmarks). It must run as root: it builds a lab of
+// Command daemon runs the sflowswitchd daemon benchmarks
+// (bench/README.md). It must run as root: it builds a lab of
 // network namespaces with test/lab/lab.sh and removes it at the end, also on
 // SIGINT/SIGTERM.
 //

@@ -1,6 +1,6 @@
 package main
 
-// The testrun source of `live` (issue 11, samples/s end to end): the
+// The testrun source of `live` (samples/s end to end): the
 // frames come from BPF_PROG_TEST_RUN of the sampler program the dataplane
 // attached to p1 and p2 (the port's own instance of xdp_sampler, with an
 // xdp_md whose ingress_ifindex is the port), not from a NIC or veth. The

@@ -19,7 +19,7 @@ import (
 )
 
 // dropVariant is one build of dataplane/bpf/drops.c, loaded, attached and read the
-// way its daemon did: A (the ring buffer build before issue 18) with a
+// way its daemon did: A (the ring buffer build before the header copy) with a
 // minimal loader equal to dataplane's of that time (configuration, one
 // ring buffer reader), B (the current build) with drops.Open and
 // Drops.Read. Both get the same configuration.
@@ -169,14 +169,14 @@ func spread(xs []float64) (med, lo, hi float64) {
 }
 
 // BenchmarkDropCost: the kernel's cost per drop of the kfree_skb program,
-// before and after the header copy of issue 18, A/B alternating. A is the
+// before and after the header copy of paged bytes, A/B alternating. A is the
 // object given by DROPS_A (the build before: `git show
 // 1f795a9:dataplane/bpf/drops_bpfel.o`, a BPF ring buffer and a copy of the linear
 // area), loaded as dataplane loaded it then; B the current build (perf
 // buffers filled by bpf_skb_output, woken through the doorbell ring),
 // opened by drops.Open and read with Drops.Read, as the daemon
 // does. Same configuration (header 128).
-// trafgen in host 1 sends the frame of the issue (from a transmit ring, so
+// trafgen in host 1 sends a frame whose drop once lost its UDP header (from a transmit ring, so
 // the skb is paged): 60 bytes of UDP to port 7778, dropped by the bridge
 // forward chain's rule; as fast as it can, or in the notified mode one per
 // DROPS_GAP (default 20us, trafgen -t). Three modes, each a pair of 2 s

@@ -1,4 +1,4 @@
-// Package drops benchmarks dropped-packet notifications (issue 12) in
+// Package drops benchmarks dropped-packet notifications in
 // namespace labs (internal/testkit/netlab), as root:
 //
 //	go test -run '^$' -bench . -benchtime 15x ./bench/drops/
@@ -8,7 +8,7 @@
 // without it, alternating 1 s windows, one pair per iteration.
 // BenchmarkDropsFlood: the real daemon under a flood of drops.
 // BenchmarkDropCost: the kernel's cost per drop before/after the header
-// copy of issue 18 (needs DROPS_A, the earlier object:
+// copy of paged bytes (needs DROPS_A, the earlier object:
 //
 //	git show 1f795a9:dataplane/bpf/drops_bpfel.o > /tmp/drops_a.o
 //	DROPS_A=/tmp/drops_a.o go test -run '^$' -bench DropCost -benchtime 8x ./bench/drops/

@@ -111,7 +111,7 @@ func parseFlags() (options, error) {
 	flag.DurationVar(&o.profTrial, "profile-trial", 10*time.Second, "measurement window per profile trial")
 	// 4 kHz, not more: at 20 kHz the sampling interrupts (VM exits here) cost
 	// a third of the forwarding rate and the trial-to-trial noise grew
-	// from ~2 to ~10 ns/frame (bench/README.md, issue 11 profile runs).
+	// from ~2 to ~10 ns/frame (bench/README.md, the profile runs).
 	flag.Float64Var(&o.profFreq, "profile-freq", 4000, "profile part: samples per second per CPU (cpu-clock period = 1e9/freq ns)")
 	flag.StringVar(&o.perf, "perf", "perf", "perf(1) executable for the profile part")
 	flag.BoolVar(&o.profKeep, "profile-keep", false, "keep the profile part's perf recordings (paths printed on stderr)")

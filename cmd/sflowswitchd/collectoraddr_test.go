@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// TestCollectorAddressesChecked (issue 10, defects 6 and 7): a collector
+// TestCollectorAddressesChecked: a collector
 // must be a unicast address and not this host's SNMP/AgentX port; a host
 // name is checked for syntax only and resolved later, in the background
-// (defect 3: a name that does not resolve never blocks the daemon),
-// except the names of this host (issue 25, defect 6: localhost:161 and
+// (a name that does not resolve never blocks the daemon),
+// except the names of this host (localhost:161 and
 // localhost:705 sent sFlow into snmpd and AgentX).
 func TestCollectorAddressesChecked(t *testing.T) {
 	for _, bad := range []string{

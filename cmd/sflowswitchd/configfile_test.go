@@ -11,7 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
-// TestConfigFileLimits (issue 10, defect 11): -config on an endless file
+// TestConfigFileLimits: -config on an endless file
 // (/dev/zero), a FIFO nobody writes, a directory or a file above
 // config.MaxConfigBytes is refused at once with a message, never read without a
 // limit or waited on.

@@ -156,9 +156,9 @@ func TestHsflowdConfRefused(t *testing.T) {
 		"speed rate 0":    {"sflow { sampling.1G = 0 }", ":1:23: a sampling rate of 0"},
 		"pcap sampling 0": {"sflow { pcap { dev = swp1 sampling = 0 } }", ":1:38: pcap sampling = 0"},
 		"bad collector":   {"sflow { collector { ip = 198.18.0.1 udpport = 0 } }", ":1:47: udpport: 0 outside 1..65535"},
-		// issue 25, defect 6: a name of this host at its AgentX port.
+		// a name of this host at its AgentX port.
 		"localhost:705": {"sflow { collector { ip = localhost udpport = 705 } }", "collector 1: localhost is this host: collector 127.0.0.1:705: port 705 is this host's SNMP/AgentX port"},
-		// issue 25, defect 8: 20,001 collectors reached 5 GB.
+		// 20,001 collectors reached 5 GB.
 		// The issue's file (900 KB) is over the size limit; 8000 fit.
 		"20001 collectors": {"sflow {\n" + strings.Repeat(" collector { ip = 198.18.0.1 }\n", 20001) + "}\n", "larger than 262144 bytes"},
 		"8000 collectors":  {"sflow {\n" + strings.Repeat("collector{ip=198.18.0.1}\n", 8000) + "}\n", "collectors: 8000, at most 16"},

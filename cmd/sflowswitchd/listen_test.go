@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestListenersDefaultToLoopback checks issue 10 defect 8: a listen
+// TestListenersDefaultToLoopback: a listen
 // address without a host binds loopback, a non-loopback one is refused
 // unless its listener's allow_remote opt-in is set.
 func TestListenersDefaultToLoopback(t *testing.T) {

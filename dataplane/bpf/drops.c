@@ -2,8 +2,8 @@
 
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
-// drops.c: dropped-packet notifications of sflowswitchd (issue 12;
-// docs/spec/sflow_drops.md). Attached to the BTF-typed skb:kfree_skb
+// drops.c: dropped-packet notifications of sflowswitchd
+// (docs/spec/sflow_drops.md). Attached to the BTF-typed skb:kfree_skb
 // tracepoint, which carries the skb, the drop location and the
 // enum skb_drop_reason (Linux >= 5.17).
 //
@@ -31,7 +31,7 @@
 // packet socket's TX ring (trafgen) sends the Ethernet header linear and
 // the rest in page fragments; TCP puts its payload in fragments; GRO and
 // IP reassembly chain skbs in frag_list. Reading only head..tail (as this
-// program did until issue 18) cut a bridged frame dropped in an nftables
+// program once did) cut a bridged frame dropped in an nftables
 // forward chain at 34 bytes: Ethernet + the IPv4 header nftables had
 // pulled, no UDP header. So the bytes are copied in two parts:
 //   - the headers in front of skb->data (the MAC header and any header

@@ -133,7 +133,7 @@ struct port_counters {
 // tc_take_sample), which the port's program tail-calls for a frame whose
 // skip has run out. Keeping the sampled path in one program loaded once
 // keeps each port's own program a few instructions long: loading (and
-// verifying) it per port costs little (issue 10's 1000-port start-up).
+// verifying) it per port costs little (a start-up with 1000 ports).
 struct sample_hand {
 	__u32 ifindex; // the port
 	__u32 idx;     // its counter line of this CPU in `counters`

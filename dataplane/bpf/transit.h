@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 //
 // transit.h: sampled frames followed to where they leave the switch
-// (issue 23: extended_transit 1039, extended_queue 1040,
+// (extended_transit 1039, extended_queue 1040,
 // extended_egress_queue 1036), on ports with PORT_F_TRANSIT, at TC only
 // (a TC program has the frame's sk_buff, whose address follows the frame
 // through the stack; an XDP frame has none yet).

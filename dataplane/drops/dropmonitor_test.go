@@ -19,7 +19,7 @@ import (
 
 // The kernel's own drop monitor (net/core/drop_monitor.c, generic netlink
 // family NET_DM; include/uapi/linux/net_dropmon.h) as an independent
-// reference for the agent's drop notifications (issue 20).
+// reference for the agent's drop notifications.
 const (
 	netDMCmdConfig      = 2
 	netDMCmdStart       = 3

@@ -1,7 +1,7 @@
-// Dropped-packet notifications (issue 12, docs/spec/sflow_drops.md): the
+// Dropped-packet notifications (docs/spec/sflow_drops.md): the
 // skb:kfree_skb program (dataplane/bpf/drops.c), its perf buffers of notifications
 // (one per CPU: bpf_skb_output, which copies the frame's paged bytes too,
-// writes only there; issue 18) and the doorbell ring that wakes their
+// writes only there) and the doorbell ring that wakes their
 // reader, its exact per-reason and per-port counters, the kernel's reason
 // names (BTF) and the drop locations' function names (/proc/kallsyms).
 package drops

@@ -308,7 +308,7 @@ func forwardedIPv4(frame []byte) []byte {
 // NETFILTER_DROP since 5.19, the bridge family's prerouting since 6.3).
 func netfilterReason(r string) bool { return r == "NETFILTER_DROP" || r == "NOT_SPECIFIED" }
 
-// TestDropHeaders (issue 18): a notification carries the dropped frame's
+// TestDropHeaders: a notification carries the dropped frame's
 // first HeaderBytes bytes from its MAC header and its length, byte for
 // byte, whatever the skb's layout. Frames from a packet socket are sent
 // two ways: written (the whole frame in the skb's linear area) and from a

@@ -430,3 +430,49 @@ func (p *State) UnpinAll() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Map returns the map pinned as map_<name>, or makes it from spec and
+// pins it. Without a pin directory (p nil) it only makes it.
+func (p *State) Map(name string, spec *ebpf.MapSpec) (*ebpf.Map, error) {
+	if p == nil {
+		return ebpf.NewMap(spec)
+	}
+	path := p.Path(MapPrefix + name)
+	if p.Adopt {
+		m, err := ebpf.LoadPinnedMap(path, nil)
+		if err == nil {
+			return m, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("adopting pinned map %s: %w", name, err)
+		}
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Pin(path); err != nil {
+		return nil, errors.Join(fmt.Errorf("pinning map %s: %w", name, err), m.Close())
+	}
+	return m, nil
+}
+
+// Ring returns worker w's ring: adopted, or made from spec (and pinned;
+// p nil: only made).
+func (p *State) Ring(w int, spec *ebpf.MapSpec) (*ebpf.Map, error) {
+	if p == nil {
+		return ebpf.NewMap(spec)
+	}
+	path := p.Path(RingPrefix + strconv.Itoa(w))
+	if p.Adopt {
+		return ebpf.LoadPinnedMap(path, nil)
+	}
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Pin(path); err != nil {
+		return nil, errors.Join(fmt.Errorf("pinning ring %d: %w", w, err), m.Close())
+	}
+	return m, nil
+}

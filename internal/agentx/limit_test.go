@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestReadPDUSizeLimited (issue 10, exposure: inputs size-limited): a
+// TestReadPDUSizeLimited (inputs size-limited): a
 // header announcing a payload above MaxPayload is refused from the header
 // alone, before anything is allocated or read for the payload.
 func TestReadPDUSizeLimited(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package earlysignal catches SIGHUP, SIGUSR2, SIGINT and SIGTERM from the
 // process's start: its initialization registers them with os/signal, so a
 // signal that arrives while the daemon starts waits in a channel instead
-// of taking the default action (issue 25, defect 5: a SIGHUP in the first
+// of taking the default action (a SIGHUP in the first
 // ~60 ms, before the daemon registered it, killed it with exit 129; a
 // `systemctl reload` right after a start could leave the switch
 // unsampled, since systemd does not restart a daemon killed by SIGHUP).

@@ -1,5 +1,5 @@
 // Package listener serves the daemon's HTTP endpoints (/metrics, /apm)
-// with every resource a client can hold bounded (issue 25, defect 2): a
+// with every resource a client can hold bounded: a
 // connection cap, read, write and idle timeouts, a header size limit, and
 // only bodiless GET and HEAD requests. What is refused is refused at
 // once and counted, never queued: a connection over the cap is closed as

@@ -52,7 +52,7 @@ func get(t *testing.T, addr string) int {
 	return resp.StatusCode
 }
 
-// TestSlowBodiesDoNotHoldScrapes (issue 25, defect 2): POSTs announcing
+// TestSlowBodiesDoNotHoldScrapes: POSTs announcing
 // 100,000 body bytes and sending 10 are answered 405 at once without
 // their body being read; scrapes meanwhile get 200. (They used to hold
 // every in-flight slot of the handler, and every scrape got 503 for
@@ -86,7 +86,7 @@ func TestSlowBodiesDoNotHoldScrapes(t *testing.T) {
 	}
 }
 
-// TestIdleConnectionsBounded (issue 25, defect 2): keep-alive connections
+// TestIdleConnectionsBounded: keep-alive connections
 // left idle, and connections that never send a request, hold at most
 // MaxConns descriptors; a scrape arriving over the cap closes the one
 // waiting longest and is served; idle connections are closed after

@@ -82,8 +82,8 @@ func shortErr(s string) string {
 // Counter and Gauge build a constant metric for a collector's Collect.
 // Label values come from outside (port names from the kernel,
 // application names): one that is not valid UTF-8 has its invalid bytes
-// replaced (Label), so it never costs the other series (issue 25, defect
-// 3: MustNewConstMetric panicked, and every other port's series vanished
+// replaced (Label), so it never costs the other series
+// (MustNewConstMetric panicked, and every other port's series vanished
 // from random scrapes). An error left (a wrong label count, a programming
 // error) makes that one series invalid, reported in the scrape's errors.
 func Counter(d *prometheus.Desc, v uint64, labels ...string) prometheus.Metric {

@@ -24,7 +24,7 @@ func (c slowCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- Gauge(c.d, 1)
 }
 
-// TestAbortedScrapesLogRateLimited (issue 25, defect 4): clients that
+// TestAbortedScrapesLogRateLimited: clients that
 // send a scrape and reset the connection before the answer make the
 // handler's writes fail, once per metric family; the log gets at most a
 // line a second with the number not logged, and every error is counted.

@@ -1,9 +1,9 @@
 // Package ratelog writes a repeated log line at most once per interval,
-// with the number of occurrences it did not write (docs/OPERATIONS.md:
+// with the number of occurrences it did not write (docs/guides/troubleshoot.md:
 // "never one per packet: repeated conditions are logged ... at most once a
 // second with a count of what was not logged"). A client that aborts
 // 2,000 scrapes, or a flood of refused connections, costs one line a
-// second (issue 25, defect 4: 42,000 lines in 3.4 s).
+// second (42,000 lines in 3.4 s).
 package ratelog
 
 import (

@@ -22,7 +22,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
-// TestApplications is the "Applications on the switch" issue end to end:
+// TestApplications is the applications on the switch, end to end:
 // the daemon runs in the switch namespace with its local JSON API
 // (-app-api), 2 s APM reports, and an AgentX connection to a real snmpd
 // (in a temp dir, reached through its unix socket) serving the APM-MIB.

@@ -87,7 +87,7 @@ func TestTwoCollectors(t *testing.T) {
 	if errs == 0 {
 		t.Errorf("metrics show no send error after collector 6343 went away")
 	}
-	// Per collector (issue 10, defect 9): the errors and the lost samples
+	// Per collector: the errors and the lost samples
 	// are the gone collector's only; the live one counts at least the
 	// datagrams it received.
 	a, b := fmt.Sprintf(`collector="%s:6343"`, lab.CollectorAddr), fmt.Sprintf(`collector="%s:6344"`, lab.CollectorAddr)

@@ -15,7 +15,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// TestPortSelectionTypo (issue 10, defect 6): a port selection that
+// TestPortSelectionTypo: a port selection that
 // matches nothing is reported loudly at start-up (log and metric), and a
 // reload whose selection matches none of the ports present is refused
 // whole: sampling goes on with the previous settings.
@@ -94,7 +94,7 @@ func listenAt(t *testing.T, lab *netlab.Lab, addr netip.Addr, port uint16) *coll
 	return c
 }
 
-// TestCollectorRouteAppears (issue 10, defect 4): a collector with no route
+// TestCollectorRouteAppears: a collector with no route
 // at start-up is retried until a route appears, and the samples it missed
 // meanwhile are counted (send errors, samples dropped by reason
 // send_error).
@@ -141,7 +141,7 @@ func TestCollectorRouteAppears(t *testing.T) {
 	}
 }
 
-// TestNoAgentAddress (issue 10, defect 12): in a namespace with no usable
+// TestNoAgentAddress: in a namespace with no usable
 // address the daemon refuses to start with a message saying why and what
 // to set, instead of sampling into nothing; with -agent-address it runs.
 func TestNoAgentAddress(t *testing.T) {
@@ -162,7 +162,7 @@ func TestNoAgentAddress(t *testing.T) {
 	d.waitReady(t, lab, "p1")
 }
 
-// TestCollectorSubnetBroadcast (issue 10, defect 7): a collector at the
+// TestCollectorSubnetBroadcast: a collector at the
 // subnet-directed broadcast address of the management link is never sent
 // to (collector sockets have no SO_BROADCAST: the kernel refuses), and
 // that is logged; nothing reaches the subnet.

@@ -242,7 +242,7 @@ func TestDrops(t *testing.T) {
 	// Frames from a packet socket's transmit ring (trafgen's way: only
 	// the Ethernet header in the skb's linear area), bridged from p1 to p3
 	// and dropped by the bridge forward chain's rule: the samples carry
-	// the whole 60-byte frame (issue 18: 34 bytes, no UDP header, before),
+	// the whole 60-byte frame (34 bytes, no UDP header, before),
 	// and an independent decoder reads the UDP ports from them.
 	before := len(recs)
 	const nFwd = 20

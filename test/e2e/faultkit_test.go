@@ -44,7 +44,7 @@ func durationEnv(t *testing.T, name string, def time.Duration) time.Duration {
 }
 
 // faultRow is one fault tried and what was observed: a row of the table in
-// docs/OPERATIONS.md.
+// test/e2e/README.md.
 type faultRow struct {
 	Fault    string
 	Done     string // what the test did

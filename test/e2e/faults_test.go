@@ -1,10 +1,10 @@
 package e2e
 
-// The fault suite (issue 10): each test breaks one thing the agent depends
+// The fault suite: each test breaks one thing the agent depends
 // on while it samples, then checks that it keeps sampling what it can,
 // recovers by itself, and counts what it lost. `make test` runs each
 // fault once; `make soak` repeats them (FAULT_ROUNDS) and writes every
-// row to the Markdown table of docs/OPERATIONS.md (FAULT_REPORT).
+// row to the Markdown table of test/e2e/README.md (FAULT_REPORT).
 
 import (
 	"fmt"

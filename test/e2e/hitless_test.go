@@ -1,6 +1,6 @@
 package e2e
 
-// Hitless (issue 22): a crash restart, an upgrade in place and a
+// Hitless: a crash restart, an upgrade in place and a
 // reconfiguration under steady traffic, each checked end to end with a
 // collector and goflow2: pools equal the kernel's frame counts (the
 // frames of any gap included), samples + drops within binomial bounds of

@@ -51,7 +51,7 @@ func procWchar(t *testing.T, pid int) uint64 {
 	return 0
 }
 
-// TestHostileAppStateFile (issue 25, defect 7): a local process creating
+// TestHostileAppStateFile: a local process creating
 // application names (32 bytes of '<' and digits, no service port) as
 // fast as the engine takes them (256 data sources; a new one when one
 // has been idle 10 s) makes the state file grow by their entries only,

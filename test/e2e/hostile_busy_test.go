@@ -12,7 +12,7 @@ import (
 	"github.com/gosnmp/gosnmp"
 )
 
-// TestHostilePortBusy (issue 25, "a port refused for a transient reason
+// TestHostilePortBusy ("a port refused for a transient reason
 // is retried with backoff ... visible in the metrics, and in the MIB"):
 // another XDP program holds p2 (a BPF link of the test process, which the
 // daemon cannot and must not remove), so the daemon's XDP sampler is

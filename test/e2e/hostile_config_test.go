@@ -22,7 +22,7 @@ type hostileFile struct {
 	fullOnl bool   // only under make hostile
 }
 
-// hostileConfigFiles are the issue's files and their neighbours.
+// hostileConfigFiles are files that once broke the daemon, and their neighbours.
 func hostileConfigFiles() []hostileFile {
 	nested := func(depth int) string { return "a = " + strings.Repeat("{b=", depth) + "\n" }
 	unknown := func() string {
@@ -56,7 +56,7 @@ func hostileConfigFiles() []hostileFile {
 	}
 }
 
-// TestHostileConfigAtStart (issue 25, defects 1, 6, 8): config files the
+// TestHostileConfigAtStart: config files the
 // daemon must refuse are refused within 2 s of the start, with at most
 // 64 MiB of peak RSS and no output line over 1 KiB, each with the reason.
 // Before: 15 KB of nested TOML took 750 MB, 30 KB 2.8 GB, 60 KB 10.4 GB
@@ -103,7 +103,7 @@ func TestHostileConfigAtStart(t *testing.T) {
 	}
 }
 
-// TestHostileConfigReload (issue 25, defect 1): a SIGHUP with a file
+// TestHostileConfigReload: a SIGHUP with a file
 // nested 10000 deep is refused in one short line; the running daemon's
 // memory stays flat (at most 16 MiB more peak RSS) and it goes on
 // sampling. Before, a SIGHUP with such a file took it from 50 MB to

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// TestHostileMetricsListener (issue 25, defects 2 and 4, and the 1000
+// TestHostileMetricsListener (and the 1000
 // concurrent scrapes that already held): what clients of the metrics
 // endpoint can hold is bounded, and the daemon goes on sampling.
 //   - Slow bodies: POSTs announcing 100,000 body bytes and sending 10 are

@@ -28,7 +28,7 @@ func startWithHosts(t *testing.T, lab *netlab.Lab, hosts string, args ...string)
 	return &daemon{cmd: cmd, out: cmd.Stdout.(fmt.Stringer)}
 }
 
-// TestHostileCollectorNames (issue 25, defect 6): a collector given as a
+// TestHostileCollectorNames: a collector given as a
 // host name is checked at the address it resolves to and its own port,
 // whatever its source: flags, the config file, hsflowd.conf (each a
 // subtest; SNMP receivers are addresses, checked on the address and port

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestHostilePortName (issue 25, defect 3): a port whose name is not
+// TestHostilePortName: a port whose name is not
 // valid UTF-8 (ip link add $'p\xff\xfe') costs only itself: in every one
 // of 10 scrapes every sampled port's series is present, the bad name
 // with its invalid bytes replaced, nothing panics, and sampling goes on.
@@ -66,7 +66,7 @@ func TestHostilePortName(t *testing.T) {
 	})
 }
 
-// TestHostileDescriptorsExhausted (issue 25, defect 2's aftermath, and the
+// TestHostileDescriptorsExhausted (what follows bounded connections, and the
 // transient refusals): while the daemon has no descriptor left, a new
 // port cannot be listed or attached; the failure is logged once and
 // counted, retried with backoff, and the port is sampled within seconds

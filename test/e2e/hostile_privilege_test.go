@@ -20,7 +20,7 @@ func startWithCapSet(t *testing.T, lab *netlab.Lab, caps string, args ...string)
 	return &daemon{cmd: cmd, out: cmd.Stdout.(fmt.Stringer)}
 }
 
-// TestHostilePrivilegeDiagnostics (issue 25, defect 9): a daemon started
+// TestHostilePrivilegeDiagnostics: a daemon started
 // without a capability it needs says which one, and never blames the
 // kernel: without CAP_BPF it refuses to start naming CAP_BPF (before: the
 // kernel "lacks xdp (Linux 4.8)"); without CAP_NET_ADMIN likewise; without

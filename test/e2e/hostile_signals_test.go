@@ -42,7 +42,7 @@ func startNotified(t *testing.T, lab *netlab.Lab, args ...string) (*daemon, <-ch
 	return &daemon{cmd: cmd, out: cmd.Stdout.(fmt.Stringer)}, states
 }
 
-// TestHostileSignalsAtStart (issue 25, defect 5): a SIGHUP sent while
+// TestHostileSignalsAtStart: a SIGHUP sent while
 // the daemon starts never kills it: it waits and is applied once start-up
 // completed (the rate the file was changed to is in force); the daemon
 // tells systemd READY=1 only then. Before, a SIGHUP in the first ~60 ms
@@ -50,7 +50,7 @@ func startNotified(t *testing.T, lab *netlab.Lab, args ...string) (*daemon, <-ch
 // the daemon's binary (/proc/PID/exe), from 5 ms: the daemon catches
 // signals from about 1 ms after its exec (the Go runtime's start and
 // the first package initializations, GODEBUG=inittrace=1), before which
-// no Go program can (docs/OPERATIONS.md). That millisecond is CPU time:
+// no Go program can (docs/reference/bounds.md, Signals). That millisecond is CPU time:
 // on a loaded machine the daemon may not have had it 30 ms after its
 // exec (a run at load 17 saw a SIGHUP 30 ms after the exec kill it, most
 // likely before that initialization; another had 3 ms of CPU 13 ms after

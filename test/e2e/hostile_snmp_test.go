@@ -15,7 +15,7 @@ import (
 func rcvrOID(col, row int) string { return fmt.Sprintf(".1.3.6.1.4.1.14706.1.1.4.1.%d.%d", col, row) }
 
 // TestHostileSNMPSets (SETs aimed at this host's SNMP ports, which already
-// held, kept as a bound; with the settings' and names' checks of defect 6
+// held, kept as a bound; with the settings' and names' checks of collectors
 // every source of a collector is checked): SETs that make a receiver
 // 127.0.0.1 or ::1 at port 161, 162 or 705 are refused
 // (inconsistentValue) whole, a valid one is taken, and 500 SETs of wrong
@@ -104,7 +104,7 @@ func TestHostileSNMPSets(t *testing.T) {
 	})
 }
 
-// TestHostileSettingsAtBudget (issue 25, defect 8): the largest SFLOW-MIB
+// TestHostileSettingsAtBudget: the largest SFLOW-MIB
 // and the most collectors the budget allows run, and their memory is
 // within the budget: max_ports 4096 × 16 instances (16 collectors), with
 // 200 ports present (make hostile: 1000), each port's 16 instances in the

@@ -1,11 +1,11 @@
 package e2e
 
-// Helpers of the hostile suite (hostile_*_test.go, issue 25): inputs an
+// Helpers of the hostile suite (hostile_*_test.go): inputs an
 // attacker with local access, or a broken configuration tool, can give
 // the daemon, each tried against the real binary with its bound as an
 // assertion. `make test` runs the short form; `make hostile`
-// (HOSTILE_FULL=1) the full sizes of the issue's reproductions, and
-// writes the table of docs/OPERATIONS.md (HOSTILE_REPORT).
+// (HOSTILE_FULL=1) the full sizes that once broke the daemon, and
+// writes the table of test/e2e/README.md (HOSTILE_REPORT).
 
 import (
 	"bufio"
@@ -35,7 +35,7 @@ func sized(short, full int) int {
 }
 
 // hostileRow is one case of the suite: a row of the table in
-// docs/OPERATIONS.md ("Bounds").
+// docs/reference/bounds.md.
 type hostileRow struct {
 	Case  string // the input path and what was sent
 	Bound string // the assertion

@@ -238,7 +238,7 @@ func TestHsflowdJSONExample(t *testing.T) {
 	// rebuilt; the daemon serves on. Assignment starts afresh (rocks.mgr
 	// comes first now). It is damaged while no daemon runs: a running
 	// daemon owns the file and writes it at its stop (its writes are
-	// batched, issue 25, defect 7), which would repair it.
+	// batched), which would repair it.
 	stop()
 	if err := os.WriteFile(filepath.Join(stateDir, "apps.json"), []byte(`{"version":1,"applications":{"x":`), 0o600); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// TestIdleCPU (issue 11, "Idle cost near zero"): the daemon sampling two
+// TestIdleCPU (idle means asleep): the daemon sampling two
 // ports with its defaults (counter polling every 20 s, metrics, AgentX
 // attached to a real snmpd) and no traffic uses less than 0.2% of a core
 // over 10 s, by utime+stime of /proc/PID/stat. The bound is generous for

@@ -15,7 +15,7 @@ var daemonBin string
 // directory, so every test runs the same real binary. With
 // SFLOWSWITCHD_E2E_DAEMON set it runs that binary instead, e.g. one built
 // from an older commit, to show that a test fails against the code before
-// a fix (the hostile suite's before/after evidence, issue 25).
+// a fix (the hostile suite's before/after evidence).
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }

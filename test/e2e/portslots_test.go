@@ -31,7 +31,7 @@ func waitMetricFor(t *testing.T, d *daemon, what string, timeout time.Duration, 
 	}
 }
 
-// TestPortSlotsExhausted (issue 10, defects 1 and 2): with more ports than
+// TestPortSlotsExhausted: with more ports than
 // port slots (-max-ports), the ports that fit are sampled, the one that
 // does not is reported (log and sflowswitchd_port_sampling_failed, never
 // in the sampled ports' metrics), and it is sampled as soon as a slot is

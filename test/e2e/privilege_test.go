@@ -176,7 +176,7 @@ func procCaps(t *testing.T, pid int) map[string]string {
 }
 
 // TestLeastPrivilege runs the real daemon with only CAP_BPF,
-// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (issue 10, defect 5: it used
+// CAP_NET_ADMIN, CAP_PERFMON and CAP_NET_RAW (it used
 // to need CAP_SYS_ADMIN) and checks that it attaches, samples, polls and
 // exports: as user nobody, and as root with every other capability
 // dropped, there also serving the SFLOW-MIB through a real snmpd.
@@ -369,7 +369,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 	}
 	// Type=notify: a reload waits for the daemon's READY=1; a death by
-	// SIGHUP before it catches signals is restarted (issue 25, defect 5).
+	// SIGHUP before it catches signals is restarted.
 	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077",
 		"Type": "notify", "RestartForceExitStatus": "SIGHUP"} {
 		if len(set[k]) != 1 || set[k][0] != v {

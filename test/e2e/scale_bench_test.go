@@ -20,7 +20,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/xdptest"
 )
 
-// scalePorts is the port count of BenchmarkScale (issue 10: at least 1000
+// scalePorts is the port count of BenchmarkScale (at least 1000
 // sampled ports).
 const scalePorts = 1000
 

@@ -11,7 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
-// TestScalePorts (issue 10, scale): 300 sampled ports whose ifindexes are
+// TestScalePorts (scale): 300 sampled ports whose ifindexes are
 // all >= 65536 (they used to be refused, and at most 256 ports were
 // sampled). Every port is attached and reported, none fails, and frames
 // entering ports spread over the range are sampled with their ifindex.

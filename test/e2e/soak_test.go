@@ -1,6 +1,6 @@
 package e2e
 
-// The soak and flood tests of the fault suite (issue 10). `make test`
+// The soak and flood tests of the fault suite. `make test`
 // runs them for seconds; `make soak` for SOAK_DURATION (default 30m) and
 // FLOOD_DURATION (default 3m), writing their rows to FAULT_REPORT.
 

@@ -54,8 +54,8 @@ type vlanCase struct {
 // where the kernel has taken the tag out of the frame) every flow sample
 // must carry the VLANs the bridge assigned:
 //   - an untagged frame on p1: src_vlan = dst_vlan = 100 (the PVID), the
-//     output p2 from the FDB entry of VLAN 100 (the issue's "fails
-//     before": before, untagged frames had no extended_switch);
+//     output p2 from the FDB entry of VLAN 100 (untagged frames
+//     once had no extended_switch);
 //   - priority-tagged (VID 0, PCP 5) on p1: VLAN 100, priority 5;
 //   - tagged 200 PCP 3 on the trunk: VLAN 200, priority 3, output p3;
 //   - untagged on the trunk: its native VLAN 300, flooded to no other port;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # drops.sh — make the switch of a lab (lab.sh up PREFIX N, N >= 3) drop
 # packets for three reasons, so that `make lab` shows dropped-packet
-# notifications (issue 12). Everything is created inside the lab's switch
+# notifications. Everything is created inside the lab's switch
 # namespace and disappears with it (lab.sh down):
 #
 #   acl        an nftables rule (table bridge sflowswitchd_lab, prerouting)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestMonotonicTimeOnly is the clock-jump test of issue 10 for what a test
+// TestMonotonicTimeOnly is the clock-jump test for what a test
 // cannot do to the machine's clock: it fails if the daemon's code derives
 // anything from wall-clock numbers. Go's time.Now carries a monotonic
 // reading, and time.Since, Sub, timers and tickers use it (package time,

@@ -1,7 +1,7 @@
 // Package collectoraddr reads collector addresses ("host:port", port 6343
 // by default) and resolves collector host names in the background with
 // backoff, so that no port change or reload waits on DNS and a name that
-// stops resolving keeps its last address (issue 10, defect 3).
+// stops resolving keeps its last address.
 package collectoraddr
 
 import (

@@ -103,7 +103,7 @@ func (r *Resolver) Want(hosts []string) {
 // agent.CheckCollectorAddress allows with that port. A name that resolves
 // only to addresses refused with that port (localhost:161, a name of
 // this host at its AgentX port) has none: the check applies to the
-// resolved address and the configured port (issue 25, defect 6), logged
+// resolved address and the configured port, logged
 // once and counted (NameStats.Refused).
 func (r *Resolver) Get(host string, port uint16) (netip.Addr, bool) {
 	r.mu.Lock()

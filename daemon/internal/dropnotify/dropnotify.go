@@ -142,7 +142,7 @@ func (d *Runner) stopLocked() error {
 	return nil
 }
 
-// Drop metrics (issue 12): exact drops per kernel reason and per port,
+// Drop metrics: exact drops per kernel reason and per port,
 // and what became of the notifications.
 var (
 	dropNotifSent   = prometheus.NewDesc("sflowswitchd_drop_notifications_sent_total", "discarded_packet samples encoded (one per notification).", nil, nil)

@@ -1,6 +1,6 @@
 // Package featurereport reports the kernel features the dataplane probed
 // at start (dataplane.Features): in the log, what is missing and what the
-// daemon does instead (docs/KERNELS.md), and as the metric
+// daemon does instead (docs/reference/kernels.md), and as the metric
 // sflowswitchd_kernel_feature.
 package featurereport
 
@@ -16,11 +16,10 @@ import (
 )
 
 // Log says at start what the kernel lacks of what the agent
-// uses, and what the daemon does instead (docs/KERNELS.md); features
+// uses, and what the daemon does instead (docs/reference/kernels.md); features
 // present are listed at debug level. A feature whose probe the kernel
 // refused for lack of privilege is not said to be missing from the
-// kernel: the line names the capabilities the daemon lacks (issue 25,
-// defect 9).
+// kernel: the line names the capabilities the daemon lacks.
 // tc_attach and egress_attach are how the TC ingress and TC egress
 // samplers attach on this kernel: TCX links, or before Linux 6.6 cls_bpf
 // filters on the clsact qdisc (the same fallback both ways).
@@ -48,7 +47,7 @@ func Log(log *slog.Logger, fs *dataplane.Features) {
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel
 // has, 0 per feature it lacks (see the log for the effect).
 var featureDesc = prometheus.NewDesc("sflowswitchd_kernel_feature",
-	"Kernel features the agent uses: 1 available, 0 unavailable (docs/KERNELS.md says what the daemon does without each).",
+	"Kernel features the agent uses: 1 available, 0 unavailable (docs/reference/kernels.md says what the daemon does without each).",
 	[]string{"feature", "since", "required", "kernel"}, nil)
 
 // featureCollector exports the features probed at start.

@@ -12,7 +12,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
-// TestNotPermittedReported (issue 25, defect 9): a feature whose probe was
+// TestNotPermittedReported: a feature whose probe was
 // refused for lack of privilege is logged as not permitted with the
 // capability missing, never as unavailable in the kernel, and exported as
 // sflowswitchd_kernel_feature_not_permitted.

@@ -11,7 +11,7 @@ import (
 )
 
 // ConfigState reads, at each scrape, what of the configuration does not
-// take effect now (issue 10: one bad thing stays small, and is reported).
+// take effect now (one bad thing stays small, and is reported).
 type ConfigState struct {
 	// FailedPorts are the ports configured for sampling that the kernel
 	// does not sample.

@@ -8,7 +8,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
-// TestPortNameNotUTF8 (issue 25, defect 3): a port whose name is not
+// TestPortNameNotUTF8: a port whose name is not
 // valid UTF-8 (ip link add $'p\xff\xfe') costs only itself: every port's
 // series is in every scrape, the bad name with its invalid bytes replaced,
 // and nothing panics. The collector used to panic in MustNewConstMetric,

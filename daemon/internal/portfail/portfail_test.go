@@ -64,7 +64,7 @@ func TestNoteAndRetry(t *testing.T) {
 	<-done
 }
 
-// TestVanishedAndTransient (issue 25, defect 9): a failing port that
+// TestVanishedAndTransient: a failing port that
 // vanished is logged as gone under the name it had, never as `port
 // sampled again port=""`; a port that vanished between discovery and the
 // attach keeps the name it failed under; transient refusals (no

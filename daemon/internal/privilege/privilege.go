@@ -13,8 +13,7 @@ import (
 	"strings"
 )
 
-// The daemon needs exactly these capabilities (docs/OPERATIONS.md
-// "Privileges"); numbers from linux/capability.h.
+// The daemon needs exactly these capabilities (docs/reference/privileges.md); numbers from linux/capability.h.
 var neededCaps = []struct {
 	name string
 	bit  uint

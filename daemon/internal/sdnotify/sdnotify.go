@@ -1,7 +1,7 @@
 // Package sdnotify tells systemd the daemon's state (sd_notify(3)): the
 // unit is Type=notify, so systemd counts the daemon as started, and runs
 // a `systemctl reload` (ExecReload: SIGHUP), only once it said READY=1,
-// after its start-up completed (issue 25, defect 5).
+// after its start-up completed.
 package sdnotify
 
 import (

@@ -14,7 +14,7 @@ import (
 )
 
 // DropLab makes a lab's switch drop packets for three known reasons, each
-// with an independent true count (issue 12):
+// with an independent true count:
 //
 //   - ACL: an nftables rule in the switch namespace (bridge family,
 //     prerouting) drops UDP to port DropACLPort and counts it (kernel
@@ -26,7 +26,7 @@ import (
 //   - queue overflow: port Ports[ShapedIdx] gets a tbf root qdisc far
 //     slower than a burst of frames (QDISC_DROP, an egress drop on it).
 //
-// And, for the header bytes of drop notifications (issue 18), rules that
+// And, for the header bytes of drop notifications, rules that
 // drop where a frame's bytes are spread over the skb's linear area and its
 // page fragments:
 //
