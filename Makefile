@@ -71,6 +71,7 @@ FUZZ_TARGETS := \
 	./apps/app:FuzzParseRT \
 	./config/hsflowdconf:FuzzParse \
 	./config:FuzzParse \
+	./config/dnssd:FuzzParseTXT \
 	./internal/ethernet:FuzzParse \
 	./dataplane/psample:FuzzParseMessage
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/sflowswitchd/sflowswitchd/config/hsflowdconf"
@@ -33,6 +34,11 @@ import (
 //	pcap { dev sampling }      Ports, PortSampling[dev]
 //	json { udpport }           AppAPI 127.0.0.1:udpport (0 = off)
 //	dropmon { limit }          Drops on, DropsLimit
+//	DNS-SD { domain }          DNSSD on, DNSSDDomain (also DNSSD = on,
+//	                           DNSSD_domain)
+//	psample { group ingress    PsampleIngressGroup = group, and
+//	          egress }         PsampleEgressGroup = group+1, Direction
+//	dent { sw switchport }     Dent on, DentSW, DentSwitchPort
 //
 // Everything else hsflowd knows is reported once as ignored, with why.
 
@@ -160,6 +166,10 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 			s.AppAPI = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(v.V)).String()
 		}
 	}
+	applyPlatform(c, s)
+	if d := c.DNSSD; d != nil {
+		s.DNSSD, s.DNSSDDomain = true, d.Domain
+	}
 	if v := c.DropmonLimit; v != nil {
 		// hsflowd's dropmon: notifications on, at most limit a second.
 		s.Drops, s.DropsLimit = "on", int(v.V)
@@ -243,16 +253,27 @@ func (s *Settings) validateHsflowdSettings() []error {
 // PortSamplingRate is the configured rate of port name at speedMbps:
 // the port's own rate (port_sampling, hsflowd pcap { sampling }), else
 // its speed's (sampling_speed, hsflowd sampling.<speed>), else
-// SamplingRate.
+// SamplingRate. A speed entry applies to a port whose speed it equals,
+// or that hsflowd prints as it (hsflowdconf.PrintSpeed: "2G" is also
+// the entry of a 2.5 Gb/s port, as in hsflowd); an exact entry wins.
 func (s *Settings) PortSamplingRate(name string, speedMbps uint64) uint32 {
 	if r, ok := s.PortSampling[name]; ok {
 		return r
 	}
 	if speedMbps != 0 && len(s.SamplingSpeed) > 0 {
+		bps := speedMbps * 1_000_000
+		printed := hsflowdconf.PrintSpeed(bps)
+		var byPrint uint32
 		for k, r := range s.SamplingSpeed {
-			if bps, ok := hsflowdconf.ParseSpeed(k); ok && bps == speedMbps*1_000_000 {
+			if v, ok := hsflowdconf.ParseSpeed(k); ok && v == bps {
 				return r
 			}
+			if strings.EqualFold(k, printed) {
+				byPrint = r
+			}
+		}
+		if byPrint != 0 {
+			return byPrint
 		}
 	}
 	return s.SamplingRate(speedMbps)

@@ -140,6 +140,21 @@ type Settings struct {
 	// another component's rules send (SONiC's sflowmgrd, DENT's tc
 	// configuration), each at the rate it carries.
 	PsampleGroup uint32 `toml:"psample_group"`
+	// PsampleIngressGroup and PsampleEgressGroup, when not 0, are
+	// listen-only psample by group, as hsflowd's psample { group=G
+	// ingress egress } (G and G+1): the samples of the first are the
+	// ports' ingress samples, of the second their egress samples; the
+	// direction comes from the group (platform.go).
+	PsampleIngressGroup uint32 `toml:"psample_ingress_group"`
+	PsampleEgressGroup  uint32 `toml:"psample_egress_group"`
+	// Dent is hsflowd's dent { }: the agent owns a tc matchall + sample
+	// rule on each switch port (a name matching DentSwitchPort), at the
+	// port's rate, sending to the psample groups above, truncated to
+	// header_bytes, in hardware only (skip_sw) unless DentSW; the ports
+	// are read as listen-only psample (platform.go).
+	Dent           bool   `toml:"dent"`
+	DentSwitchPort string `toml:"dent_switchport"`
+	DentSW         bool   `toml:"dent_sw"`
 	// Drops turns dropped-packet notifications on or off ("on", "off").
 	Drops string `toml:"drops"`
 	// DropsLimit is the drop notifications per second (0: count drops,
@@ -162,6 +177,22 @@ type Settings struct {
 	// start.
 	MaxSamplesPerSecond     int `toml:"max_samples_per_second"`
 	MaxPortSamplesPerSecond int `toml:"max_port_samples_per_second"`
+	// DNSSD is configuration by DNS-SD (hsflowd.conf's DNS-SD { }): the
+	// SRV records of _sflow._udp<DNSSDDomain> name the collectors, its
+	// TXT records carry settings that override the files' and the flags'
+	// (config/dnssd; docs/guides/fleet.md). The collectors of the files
+	// and flags are not used.
+	DNSSD bool `toml:"dns_sd"`
+	// DNSSDDomain is the domain appended to _sflow._udp, hsflowd's way
+	// (".example.net"); "" = each domain of the resolver's search list.
+	DNSSDDomain string `toml:"dns_sd_domain"`
+	// DNSSDResolvConf is the resolver configuration whose nameservers
+	// are asked and whose search list applies (read at every query).
+	DNSSDResolvConf string `toml:"dns_sd_resolv_conf"`
+	// DNSSDStartDelay bounds the random delay, in seconds, of the first
+	// query after start (so that a fleet restarted at once does not ask
+	// at once); 0 asks at once.
+	DNSSDStartDelay Seconds `toml:"dns_sd_start_delay"`
 }
 
 // Collector is one sFlow collector.
@@ -206,6 +237,8 @@ const (
 	// DefaultRingBytes is each worker's ring buffer, 4 MiB of kernel
 	// memory (dataplane.DefaultRingBytes, chosen from a measurement).
 	DefaultRingBytes        = 4 << 20
+	DefaultDNSSDResolvConf  = "/etc/resolv.conf"
+	DefaultDNSSDStartDelay  = 30
 	DefaultDropsLimit       = 100
 	DefaultDropsHeaderBytes = 128
 	// NoCollector as the only collector address means no static receiver:
@@ -233,6 +266,9 @@ func Defaults() Settings {
 		Drops:                "on",
 		DropsLimit:           DefaultDropsLimit,
 		DropsHeaderBytes:     DefaultDropsHeaderBytes,
+		DNSSDResolvConf:      DefaultDNSSDResolvConf,
+		DNSSDStartDelay:      DefaultDNSSDStartDelay,
+		DentSwitchPort:       DefaultDentSwitchPort,
 	}
 }
 
@@ -307,6 +343,10 @@ func Load(l Layers) (Settings, error) {
 		}
 	}
 	s.HsflowdConf = hsflowd
+	if s.DNSSD {
+		dnssdCollectors(&s, l.Notes)
+	}
+	dentGroups(&s)
 	if len(s.Collectors) == 0 {
 		s.Collectors = []Collector{{Address: DefaultCollector}}
 	}
@@ -504,6 +544,8 @@ func (s *Settings) Validate() error {
 	if s.MaxPortSamplesPerSecond < 0 || s.MaxPortSamplesPerSecond > 100_000_000 {
 		errs = append(errs, fmt.Errorf("max_port_samples_per_second %d outside 0..100000000", s.MaxPortSamplesPerSecond))
 	}
+	errs = append(errs, s.validateDNSSD()...)
+	errs = append(errs, s.validatePlatform()...)
 	if s.DropsLimit < 0 || s.DropsLimit > 1_000_000 {
 		errs = append(errs, fmt.Errorf("drops_limit %d outside 0..1000000", s.DropsLimit))
 	}

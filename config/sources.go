@@ -23,6 +23,9 @@ const (
 	SourceHsflowd Source = "hsflowd.conf"
 	SourceFile    Source = "file"
 	SourceFlag    Source = "flag"
+	// SourceDNSSD is a setting of the DNS-SD answer in force, laid over
+	// the others (the running daemon's, config/dnssd).
+	SourceDNSSD Source = "dns-sd"
 	// SourceSNMP is a receiver, sampler or poller an SNMP manager set in
 	// the SFLOW-MIB (the running daemon's, not Load's).
 	SourceSNMP Source = "snmp"

@@ -105,6 +105,9 @@ func New(c Config) (*Daemon, error) {
 	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover, build)
 	if d != nil {
 		d.sources = c.Sources
+		if d.dnssd != nil {
+			d.dnssd.baseSrc = c.Sources
+		}
 		d.configFile = c.ConfigFile
 		d.level = c.Level
 		d.instanceLock = c.InstanceLock
@@ -138,7 +141,16 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
-func (d *Daemon) Reload(s config.Settings) error { return d.reload(s, nil) }
+func (d *Daemon) Reload(s config.Settings) error { return d.reloadFrom(s, nil) }
+
+// reloadFrom is Reload with where each setting of s came from (nil: as
+// before).
+func (d *Daemon) reloadFrom(s config.Settings, src config.Sources) error {
+	if d.dnssd != nil {
+		return d.dnssd.reloadBase(d, s, src) // under the DNS-SD answer in force (dnssd.go)
+	}
+	return d.reload(s, src)
+}
 
 // Daemon is the composition: it ties the dataplane, the agent, port
 // discovery, the MIB, the application sub-agent, drop notifications and
@@ -238,6 +250,8 @@ type Daemon struct {
 	// lastState is the state last written, but its time and build
 	// (under stateMu).
 	lastState inforce.State
+	// dnssd is configuration by DNS-SD (dnssd.go); nil when off.
+	dnssd *dnssdState
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -345,6 +359,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	d.drops.Reporter().SetState(store)
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
+	d.dnssd = newDNSSD(s)
 	d.metrics = d.newMetrics()
 	d.metrics.MustRegister(d.configCollector())
 	if err := d.newMIB(s, version); err != nil {

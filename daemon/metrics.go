@@ -35,6 +35,9 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	if d.psample != nil {
 		reg.MustRegister(psampleCollector{d.psample})
 	}
+	if d.dnssd != nil {
+		reg.MustRegister(dnssdCollector{d.dnssd})
+	}
 	return reg
 }
 

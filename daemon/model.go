@@ -63,11 +63,12 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 	if len(s.Ports) == 0 {
 		mgmt = managementPorts(m.AgentAddr, addrs, log)
 	}
+	switchPort := s.SwitchPorts()
 	var selected []ports.Info
 	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
-		if !monitor && !sel(p) {
-			continue
+		if !monitor && (!sel(p) || !switchPort(p.Name)) {
+			continue // dent: switch ports only (hsflowd's mod_dent)
 		}
 		if !monitor && mgmt[p.Index] {
 			m.Management = append(m.Management, p.Name)

@@ -136,3 +136,33 @@ func TestCollectorNameResolvesToReservedPort(t *testing.T) {
 		}
 	}
 }
+
+// TestDentSwitchPorts: with dent { } only the switch ports (the
+// switchport pattern) are data sources, as mod_dent samples only them;
+// without it every selected port is.
+func TestDentSwitchPorts(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	res := collectoraddr.NewResolver(log, func() {})
+	present := []ports.Info{{Index: 5, Name: "swp1", Up: true}, {Index: 6, Name: "swp2s1", Up: true}, {Index: 7, Name: "eth0", Up: true}}
+	sources := func(s config.Settings) []uint32 {
+		t.Helper()
+		m, err := buildModel(s, present, res, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint32
+		for _, p := range m.Ports {
+			out = append(out, p.IfIndex)
+		}
+		return out
+	}
+	s := config.Defaults()
+	s.Collectors = []config.Collector{{Address: "198.18.0.5"}}
+	if got := sources(s); len(got) != 3 {
+		t.Errorf("without dent: data sources %v, want the 3 ports", got)
+	}
+	s.Dent, s.PsampleIngressGroup = true, 1
+	if got := sources(s); len(got) != 2 || got[0] != 5 || got[1] != 6 {
+		t.Errorf("dent: data sources %v, want swp1 and swp2s1 (5, 6)", got)
+	}
+}

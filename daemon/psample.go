@@ -49,13 +49,15 @@ func offloads(ifindex uint32) bool {
 // usePsample tells whether the ports are sampled through psample: hook
 // psample (the agent's rules) or a listen-only group.
 func usePsample(s config.Settings) bool {
-	return s.Hook == "psample" || s.PsampleGroup != 0
+	return s.Hook == "psample" || s.PsampleGroup != 0 || s.PsampleIngressGroup != 0 || s.PsampleEgressGroup != 0
 }
 
 // psampleConfig is the psample path's part of the settings (start-up
 // only).
 func psampleConfig(s config.Settings, log *slog.Logger) source.PsampleConfig {
-	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log}
+	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log,
+		IngressGroup: s.PsampleIngressGroup, EgressGroup: s.PsampleEgressGroup,
+		InstallRules: s.Dent, SoftwareRules: s.DentSW}
 }
 
 // The psample readers' metrics: every sample the kernel numbered and the

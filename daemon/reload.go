@@ -84,7 +84,7 @@ func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func()
 		case <-hup:
 			s, src, err := load()
 			if err == nil {
-				err = d.reload(s, src)
+				err = d.reloadFrom(s, src)
 			}
 			if err != nil {
 				n := d.reloadFailures.Add(1)
@@ -137,6 +137,12 @@ func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 	if s.Hook != old.Hook {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook
+	}
+	if s.PsampleIngressGroup != old.PsampleIngressGroup || s.PsampleEgressGroup != old.PsampleEgressGroup ||
+		s.Dent != old.Dent || s.DentSW != old.DentSW || s.DentSwitchPort != old.DentSwitchPort {
+		d.log.Warn("a change of psample { } or dent { } (psample_ingress_group, psample_egress_group, dent*) takes effect at restart")
+		s.PsampleIngressGroup, s.PsampleEgressGroup = old.PsampleIngressGroup, old.PsampleEgressGroup
+		s.Dent, s.DentSW, s.DentSwitchPort = old.Dent, old.DentSW, old.DentSwitchPort
 	}
 	if s.PsampleGroup != old.PsampleGroup {
 		d.log.Warn("a change of psample_group takes effect at restart", "running", old.PsampleGroup, "configured", s.PsampleGroup)

@@ -110,6 +110,9 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	d.startAgentX(ctx, s.AgentX, &running)
 	d.log.Info("sflowswitchd running", "workers", d.agent.Workers(), "ring_bytes", s.RingBytes, "collectors", len(s.StaticCollectors()), "agentx", s.AgentX)
 	close(d.ready)
+	if d.dnssd != nil {
+		running.Go(func() { d.runDNSSD(ctx) })
+	}
 	if err := sdnotify.Notify("READY=1"); err != nil {
 		d.log.Warn("telling systemd the daemon is ready", "err", err)
 	}

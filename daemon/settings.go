@@ -11,6 +11,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/apps/app"
 	"github.com/sflowswitchd/sflowswitchd/apps/appsubagent"
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/config/dnssd"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
@@ -46,6 +47,13 @@ func Validate(s config.Settings) error {
 		errs = append(errs, err)
 	} else if s.PsampleGroup != 0 && h != dataplane.HookAuto && h != dataplane.HookPsample {
 		errs = append(errs, fmt.Errorf("psample_group %d (listen-only psample sampling) with hook %s: the hook must be auto or psample", s.PsampleGroup, s.Hook))
+	} else if (s.PsampleIngressGroup != 0 || s.PsampleEgressGroup != 0) && h != dataplane.HookAuto && h != dataplane.HookPsample {
+		errs = append(errs, fmt.Errorf("psample_ingress_group/psample_egress_group (hsflowd.conf psample { }) with hook %s: the hook must be auto or psample", s.Hook))
+	}
+	if s.DNSSD && s.DNSSDDomain != "" {
+		if _, err := dnssd.Names(s.DNSSDDomain, nil); err != nil {
+			errs = append(errs, fmt.Errorf("dns_sd_domain: %w", err))
+		}
 	}
 	if s.DropsHeaderBytes < 0 || s.DropsHeaderBytes > drops.MaxHeaderBytes {
 		errs = append(errs, fmt.Errorf("drops_header_bytes %d outside 0..%d", s.DropsHeaderBytes, drops.MaxHeaderBytes))

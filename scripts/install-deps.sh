@@ -9,8 +9,8 @@
 #   test      everything a test of `make test` runs: iproute2 (ip, tc,
 #             bridge), nsenter/setpriv, trafgen, nftables, snmpd and its
 #             tools, tshark, python3, bpftool, sysctl, ethtool (psample's
-#             offload check is compared with it); staticcheck and
-#             gotestsum
+#             offload check is compared with it), dnsmasq (the DNS
+#             server of the DNS-SD tests); staticcheck and gotestsum
 #   stress    stress-ng (`make stress-exact`)
 #   lab       iproute2, nsenter, trafgen, nftables, python3 (`make lab`)
 #   bench     the test profile plus perf, and the C toolchain of the
@@ -36,7 +36,7 @@ declare -A profile=(
 	[generate]="clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev bpftool:bpftool"
 	[test]="ip:iproute2 tc:iproute2 bridge:iproute2 nsenter:util-linux setpriv:util-linux
 		trafgen:netsniff-ng nft:nftables snmpd:snmpd snmpget:snmp tshark:tshark python3:python3
-		bpftool:bpftool sysctl:procps ethtool:ethtool"
+		bpftool:bpftool sysctl:procps ethtool:ethtool dnsmasq:dnsmasq-base"
 	[stress]="stress-ng:stress-ng"
 	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
 	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"

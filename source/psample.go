@@ -49,6 +49,18 @@ type PsampleConfig struct {
 	// ListenGroup, when not 0, is listen-only mode: no rule is
 	// installed, samples of this group are read.
 	ListenGroup uint32
+	// IngressGroup and EgressGroup, when either is not 0, are listen-only
+	// by group (hsflowd's mod_psample: group G ingress, G+1 egress): the
+	// samples of IngressGroup are the ingress samples of the port they
+	// came in by, those of EgressGroup the egress samples of the port they
+	// leave by; the direction comes from the group, not OIFINDEX.
+	IngressGroup, EgressGroup uint32
+	// InstallRules, with IngressGroup/EgressGroup, installs the rules of
+	// those groups (hsflowd's mod_dent): a matchall + sample rule per
+	// port and direction at the port's rate, truncated to its header
+	// bytes, skip_sw unless SoftwareRules. The rules are the agent's own
+	// (dataplane/psample's cookie): only they are changed or removed.
+	InstallRules, SoftwareRules bool
 	// GroupBase numbers the groups of the rules (rules mode): port
 	// ifindex's ingress group is GroupBase | ifindex<<1, its egress group
 	// that | 1 (default DefaultGroupBase).
@@ -63,8 +75,23 @@ type PsampleConfig struct {
 // 1 and up).
 const DefaultGroupBase = 0x73000000
 
+// byGroup tells whether the samples' direction comes from their group
+// (IngressGroup, EgressGroup).
+func (c *PsampleConfig) byGroup() bool { return c.IngressGroup != 0 || c.EgressGroup != 0 }
+
+// listenOnly tells whether the readers take the samples of fixed groups
+// (ListenGroup, or IngressGroup/EgressGroup) rather than a group per
+// port and direction.
+func (c *PsampleConfig) listenOnly() bool { return c.ListenGroup != 0 || c.byGroup() }
+
 // Group is the psample group of port ifindex's rule in one direction.
 func (c *PsampleConfig) Group(ifindex uint32, egress bool) uint32 {
+	if c.byGroup() {
+		if egress {
+			return c.EgressGroup
+		}
+		return c.IngressGroup
+	}
 	g := c.GroupBase | ifindex<<1&0x00ffffff
 	if egress {
 		g |= 1
@@ -140,7 +167,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 	if p.stats, err = psample.NewStatsReader(); err != nil {
 		return nil, err
 	}
-	if cfg.ListenGroup == 0 {
+	if !cfg.listenOnly() || cfg.InstallRules {
 		n, err := psample.RemoveStale()
 		if n > 0 || err != nil {
 			p.log.Info("startup psample cleanup", "stale_removed", n, "err", err)
@@ -159,8 +186,13 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		p.rstats = append(p.rstats, r.Stats)
 	}
 	mode := "rules"
-	if cfg.ListenGroup != 0 {
+	switch {
+	case cfg.ListenGroup != 0:
 		mode = fmt.Sprintf("listen-only group=%d", cfg.ListenGroup)
+	case cfg.InstallRules:
+		mode = fmt.Sprintf("switch-port rules, ingress group=%d egress group=%d (0: none)", cfg.IngressGroup, cfg.EgressGroup)
+	case cfg.byGroup():
+		mode = fmt.Sprintf("listen-only ingress group=%d egress group=%d (0: none)", cfg.IngressGroup, cfg.EgressGroup)
 	}
 	p.log.Info("psample sampling", "mode", mode, "workers", cfg.Workers)
 	return p, nil
@@ -186,7 +218,7 @@ func (p *Psample) publish() {
 	t := &psTable{ports: make(map[uint32]*psPort, len(p.ports)), groups: make(map[uint32]*psPort, 2*len(p.ports))}
 	for idx, pp := range p.ports {
 		t.ports[idx] = pp
-		if p.cfg.ListenGroup == 0 {
+		if !p.cfg.listenOnly() {
 			t.groups[p.cfg.Group(idx, false)] = pp
 			t.groups[p.cfg.Group(idx, true)] = pp
 		}
@@ -244,15 +276,19 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 // install puts pp's rules in place. Called with mu held.
 func (p *Psample) install(pp *psPort) error {
 	idx := int(pp.ifindex)
-	if l, err := netlink.LinkByIndex(idx); err == nil {
+	if p.cfg.InstallRules {
+		// mod_dent: skip_sw unless sw=on, whatever the port offloads.
+		pp.skipSW = !p.cfg.SoftwareRules
+	} else if l, err := netlink.LinkByIndex(idx); err == nil {
 		if on, err := psample.TCOffload(l.Attrs().Name); err == nil {
 			pp.skipSW = on
 		} else {
 			p.log.Debug("psample: hw-tc-offload unknown: rules in software", "port", l.Attrs().Name, "err", err)
 		}
 	}
-	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.cfg.Group(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
-	if pp.dir&sflow.DirectionIngress != 0 {
+	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.cfg.Group(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW,
+		Continue: p.cfg.InstallRules}
+	if pp.dir&sflow.DirectionIngress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
 			return err
 		}
@@ -260,7 +296,7 @@ func (p *Psample) install(pp *psPort) error {
 		return err
 	}
 	r.Egress, r.Group = true, p.cfg.Group(pp.ifindex, true)
-	if pp.dir&sflow.DirectionEgress != 0 {
+	if pp.dir&sflow.DirectionEgress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
 			if pp.dir&sflow.DirectionIngress == 0 {
 				return err
@@ -348,6 +384,8 @@ type PsampleReader struct {
 	conn   *psample.Conn
 	stats  *psample.StatsReader
 	listen psample.Seq // listen-only mode: the group's sequence
+	// listenEg is the egress group's sequence (listen-only by group).
+	listenEg psample.Seq
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
@@ -401,7 +439,30 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	var pp *psPort
 	egress := false
 	var lost uint64 // samples lost before this one, charged to its port
-	if g := r.p.cfg.ListenGroup; g != 0 {
+	if c := &r.p.cfg; c.byGroup() {
+		// The direction comes from the group (mod_psample.c): an ingress
+		// sample belongs to the port it came in by, an egress sample to
+		// the port it leaves by.
+		switch {
+		case c.IngressGroup != 0 && s.Group == c.IngressGroup:
+			lost = r.observe(&r.listen, s.Seq)
+			pp = t.ports[s.IIfIndex]
+		case c.EgressGroup != 0 && s.Group == c.EgressGroup:
+			lost = r.observe(&r.listenEg, s.Seq)
+			if s.Has&psample.HasOIf != 0 {
+				pp, egress = t.ports[s.OIfIndex], true
+			}
+		default:
+			r.Stats.Foreign.Add(1)
+			return
+		}
+		if pp == nil || pp.worker != r.id {
+			r.Stats.Foreign.Add(1)
+			r.pending += lost
+			return
+		}
+		lost, r.pending = lost+r.pending, 0
+	} else if g := r.p.cfg.ListenGroup; g != 0 {
 		if s.Group != g {
 			r.Stats.Foreign.Add(1)
 			return

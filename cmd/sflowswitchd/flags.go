@@ -75,6 +75,23 @@ func newFlags() *flagValues {
 		f.s.PsampleGroup = uint32(g)
 		return nil
 	})
+	groupFlag := func(name, usage string, set func(uint32)) {
+		fs.Func(name, usage, func(v string) error {
+			g, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return fmt.Errorf("want a group number 0..4294967295")
+			}
+			set(uint32(g))
+			return nil
+		})
+	}
+	groupFlag("psample-ingress-group", "listen-only psample by group (hsflowd's psample { group=G }): group `G`'s samples are the ports' ingress samples (default 0: off)",
+		func(g uint32) { f.s.PsampleIngressGroup = g })
+	groupFlag("psample-egress-group", "listen-only psample by group: group `G`'s samples are the ports' egress samples (hsflowd: G+1 of psample { group=G egress=on }; default 0: off)",
+		func(g uint32) { f.s.PsampleEgressGroup = g })
+	fs.BoolVar(&f.s.Dent, "dent", false, "hsflowd's dent { }: the agent puts its own tc matchall + sample rule, to the psample groups, on every switch port (-dent-switchport), skip_sw unless -dent-sw")
+	fs.StringVar(&f.s.DentSwitchPort, "dent-switchport", "", "the switch ports' `regexp` for -dent (default "+config.DefaultDentSwitchPort+")")
+	fs.BoolVar(&f.s.DentSW, "dent-sw", false, "-dent's rules run in software too (no skip_sw; hsflowd's dent { sw=on })")
 	fs.Func("drops", "dropped-packet notifications: `on|off` (default on)", func(v string) error {
 		if v != "on" && v != "off" {
 			return fmt.Errorf("want on or off")
@@ -87,6 +104,11 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.s.PinDir, "pin-dir", "", "`directory` on a BPF file system where the samplers are pinned, so that an upgrade (SIGUSR2) or a restart after a crash takes them over without a gap; off: none (default "+config.DefaultPinDir+")")
 	fs.IntVar(&f.s.MaxSamplesPerSecond, "max-samples-per-second", 0, "backoff: the agent's quota of `samples` per second; above it the rates in force step up, and back down when the load falls (default 0: none)")
 	fs.IntVar(&f.s.MaxPortSamplesPerSecond, "max-port-samples-per-second", 0, "backoff: each port's quota of `samples` per second (default 0: none)")
+	fs.BoolVar(&f.s.DNSSD, "dns-sd", false, "configuration by DNS-SD: the SRV records of _sflow._udp<domain> name the collectors, its TXT records set sampling, polling, ... (see docs/guides/fleet.md)")
+	fs.StringVar(&f.s.DNSSDDomain, "dns-sd-domain", "", "DNS-SD `domain`, hsflowd's way: .example.net (default: the resolver's search list)")
+	fs.StringVar(&f.s.DNSSDResolvConf, "dns-sd-resolv-conf", "", "resolver configuration `file` whose nameservers DNS-SD asks (default "+config.DefaultDNSSDResolvConf+")")
+	secondsFlag(fs, "dns-sd-start-delay", fmt.Sprintf("the first DNS-SD query is at a random time within `seconds` (or a duration such as 30s) of the start; 0: at once (default %d)", config.DefaultDNSSDStartDelay),
+		func(n config.Seconds) { f.s.DNSSDStartDelay = n })
 	fs.BoolVar(&f.cleanup, "cleanup", false, "detach and unpin what a daemon that is gone left in -pin-dir, then exit")
 	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file, hsflowd.conf and the flags as a start or a reload would, print every error, then exit (0: valid; 1: refused)")
 	fs.BoolVar(&f.version, "version", false, "print the version, commit and Go version, then exit")
@@ -192,6 +214,11 @@ func (f *flagValues) override(s *config.Settings) {
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"psample-ingress-group":  func() { s.PsampleIngressGroup = f.s.PsampleIngressGroup },
+		"psample-egress-group":   func() { s.PsampleEgressGroup = f.s.PsampleEgressGroup },
+		"dent":                   func() { s.Dent = f.s.Dent },
+		"dent-switchport":        func() { s.DentSwitchPort = f.s.DentSwitchPort },
+		"dent-sw":                func() { s.DentSW = f.s.DentSW },
 		"transit":                func() { s.Transit = f.s.Transit },
 		"direction": func() {
 			// Every port: also over per-port directions of the file.
@@ -204,6 +231,10 @@ func (f *flagValues) override(s *config.Settings) {
 		"pin-dir":                     func() { s.PinDir = f.s.PinDir },
 		"max-samples-per-second":      func() { s.MaxSamplesPerSecond = f.s.MaxSamplesPerSecond },
 		"max-port-samples-per-second": func() { s.MaxPortSamplesPerSecond = f.s.MaxPortSamplesPerSecond },
+		"dns-sd":                      func() { s.DNSSD = f.s.DNSSD },
+		"dns-sd-domain":               func() { s.DNSSDDomain = f.s.DNSSDDomain },
+		"dns-sd-resolv-conf":          func() { s.DNSSDResolvConf = f.s.DNSSDResolvConf },
+		"dns-sd-start-delay":          func() { s.DNSSDStartDelay = f.s.DNSSDStartDelay },
 	}
 	f.fs.Visit(func(fl *flag.Flag) {
 		if apply := given[fl.Name]; apply != nil { // -config has none

@@ -52,8 +52,8 @@ func TestHsflowdConfLikeTOML(t *testing.T) {
 	}
 	for _, want := range []string{
 		`line=12 col=3 setting=sampling.app.myapp reason="application sampling`,
-		`line=22 col=3 setting=psample reason="another packet-sampling source`,
-		`line=23 col=3 setting=dns-sd reason=`,
+		`line=22 col=3 setting=ulog reason="another packet-sampling source`,
+		`line=23 col=3 setting=nflog reason=`,
 		`line=24 col=3 setting=k8s reason=`,
 		`line=25 col=3 setting=systemd reason=`,
 		`line=26 col=3 setting=SONIC reason=`,

@@ -128,6 +128,11 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
 		"psample-group":               "7",
+		"psample-ingress-group":       "5",
+		"psample-egress-group":        "6",
+		"dent":                        "true",
+		"dent-switchport":             "^eth[0-9]$",
+		"dent-sw":                     "true",
 		"transit":                     "true",
 		"direction":                   "both",
 		"port-direction":              "p1=egress",
@@ -137,6 +142,10 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"pin-dir":                     "/sys/fs/bpf/elsewhere",
 		"max-samples-per-second":      "5000",
 		"max-port-samples-per-second": "700",
+		"dns-sd":                      "true",
+		"dns-sd-domain":               ".example.net",
+		"dns-sd-resolv-conf":          "/etc/elsewhere.conf",
+		"dns-sd-start-delay":          "0",
 	}
 	def, err := loadArgs(t)
 	if err != nil {

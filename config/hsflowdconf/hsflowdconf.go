@@ -99,7 +99,14 @@ type Config struct {
 	// DropmonLimit is dropmon { limit } (hsflowd's default 100 when the
 	// block has none); nil without a dropmon block.
 	DropmonLimit *Uint
-	Ignored      []Ignored
+	// DNSSD is configuration by DNS-SD (a DNS-SD { domain } block, or
+	// DNSSD = on); nil when off (dnssd.go).
+	DNSSD *DNSSD
+	// Psample and Dent are the psample { } and dent { } blocks
+	// (platform.go); nil without them.
+	Psample *Psample
+	Dent    *Dent
+	Ignored []Ignored
 }
 
 // CIDR is one agent.cidr line.
@@ -127,6 +134,9 @@ func Parse(name string, data []byte) (*Config, error) {
 	p := &parser{file: name, toks: toks, cfg: &Config{SamplingSpeed: map[uint64]Uint{}}}
 	if err := p.file_(); err != nil {
 		return nil, err
+	}
+	if p.cfg.DNSSD != nil {
+		p.cfg.DNSSD.Domain = p.dnssdDomain
 	}
 	return p.cfg, nil
 }
@@ -196,10 +206,13 @@ func tokenize(file, data string) ([]token, error) {
 }
 
 type parser struct {
-	file string
-	toks []token
-	i    int
-	cfg  *Config
+	// dnssdDomain is the last DNS-SD domain read (DNSSD_domain or a
+	// DNS-SD block's domain).
+	dnssdDomain string
+	file        string
+	toks        []token
+	i           int
+	cfg         *Config
 }
 
 func (p *parser) errAt(pos Pos, format string, args ...any) error {
@@ -302,16 +315,15 @@ func (p *parser) ignore(key token, reason string) {
 
 // Reasons for the settings sflowswitchd does not take.
 const (
-	whyOtherSampler = "another packet-sampling source; sflowswitchd samples every port with XDP"
-	whyHost         = "host, VM or container monitoring, not a switch agent's job"
-	whyNoPlatform   = "a switch platform integration; sflowswitchd reads the Linux kernel directly"
-	whyDeprecated   = "deprecated in hsflowd"
-	whyNotHere      = "no equivalent in sflowswitchd"
+	whyOtherSampler = "another packet-sampling source; sflowswitchd samples every port with XDP/TC instead (psample { } for a switch ASIC's samples)"
+	whyHost         = "host, VM or container monitoring, not a switch agent's job; sflowswitchd reports the switch's ports and host counters instead"
+	whyNoPlatform   = "a switch platform integration; sflowswitchd reads ports, counters and forwarding from the Linux kernel instead (psample { } and dent { } for an ASIC)"
+	whyDeprecated   = "deprecated in hsflowd; nothing replaces it"
+	whyNotHere      = "no equivalent in sflowswitchd; the setting has no effect"
 )
 
 // ignoredBlocks are hsflowd's modules that do not apply, with the reason.
 var ignoredBlocks = map[string]string{
-	"dns-sd":     "collectors from DNS-SD are not supported; list them with collector { }",
 	"kvm":        whyHost,
 	"xen":        whyHost,
 	"docker":     whyHost,
@@ -322,38 +334,34 @@ var ignoredBlocks = map[string]string{
 	"dbus":       whyHost,
 	"ulog":       whyOtherSampler,
 	"nflog":      whyOtherSampler,
-	"psample":    whyOtherSampler + " (and this machine has no psample)",
-	"tcp":        "TCP round-trip annotations of packet samples are not supported",
+	"tcp":        "TCP round-trip annotations of packet samples are not supported; samples are sent without them",
 	"cumulus":    whyNoPlatform,
-	"dent":       whyNoPlatform,
 	"ovs":        whyNoPlatform,
 	"os10":       whyNoPlatform,
 	"opx":        whyNoPlatform,
 	"sonic":      whyNoPlatform,
 	"eapi":       whyNoPlatform,
 	"vpp":        whyNoPlatform,
-	"nlroute":    "route and link notifications are not supported",
+	"nlroute":    "route and link notifications are not supported; the kernel's FIB and FDB are read for each sample's forwarding records instead",
 }
 
 // ignoredSettings are sflow-level settings that do not apply.
 var ignoredSettings = map[string]string{
-	"modules":            whyNotHere,
+	"modules":            "no module loading; the features are built in and switched on by their settings",
 	"loopback":           whyDeprecated,
-	"dnssd":              "collectors from DNS-SD are not supported; list them with collector { }",
-	"dnssd_domain":       "collectors from DNS-SD are not supported",
-	"refreshadaptors":    "ports are followed through netlink as they change",
-	"checkadaptors":      "ports are followed through netlink as they change",
+	"refreshadaptors":    "no periodic rescan; ports are followed through netlink as they change",
+	"checkadaptors":      "no periodic rescan; ports are followed through netlink as they change",
 	"refreshvms":         whyHost,
 	"forgetvms":          whyHost,
-	"subagentid":         "sub_agent_id is one per CPU (and per application)",
-	"uuid":               "the host UUID is not sent",
+	"subagentid":         "sub_agent_id is one per CPU (and per application), chosen by the agent",
+	"uuid":               "the host UUID is not sent; the agent address identifies the switch",
 	"xen.update.dominfo": whyHost,
 	"xen.dsk":            whyHost,
 	"uloggroup":          whyOtherSampler,
 	"nfloggroup":         whyOtherSampler,
 	"ulogprobability":    whyOtherSampler,
 	"nflogprobability":   whyOtherSampler,
-	"jsonfifo":           "the JSON API is a loopback UDP socket only",
+	"jsonfifo":           "the JSON API is a loopback UDP socket only (json { udpport })",
 	"samplingdirection":  whyDeprecated + " (ignored by hsflowd too)",
 }
 
@@ -372,6 +380,12 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.json(key, depth+1, open)
 		case "dropmon":
 			return p.dropmon(key, depth+1, open)
+		case "dns-sd":
+			return p.dnssdBlock(key, depth+1, open)
+		case "psample":
+			return p.psampleBlock(key, depth+1, open)
+		case "dent":
+			return p.dentBlock(key, depth+1, open)
 		}
 		if why, ok := ignoredBlocks[k]; ok {
 			p.ignore(key, why)
@@ -407,6 +421,11 @@ func (p *parser) sflowItem(key token, depth int) error {
 			return p.errAt(v.Pos, "agent.cidr %q is not an IP prefix (e.g. 198.18.0.0/15 or !10.0.0.0/8)", v.s)
 		}
 		c.AgentCIDRs = append(c.AgentCIDRs, CIDR{Prefix: pfx.Masked(), Not: not, Pos: v.Pos})
+	case "dnssd":
+		err = p.dnssdOnOff(key, v)
+	case "dnssd_domain":
+		// hsflowd keeps the domain whether or not DNS-SD is on.
+		p.dnssdDomain = v.s
 	case "jsonport":
 		var u *Uint
 		if u, err = p.uint(key, v, 1025, 65535); err == nil {
@@ -463,6 +482,23 @@ func ParseSpeed(s string) (uint64, bool) {
 		return 0, false
 	}
 	return n * mult, true
+}
+
+// PrintSpeed prints a link speed in bit/s as hsflowd does to look up
+// sampling.<speed> (src/Linux/util.c printSpeed): the digits, of which
+// the last 12, 9, 6 or 3 are replaced by T, G, M or K when there are more
+// than that many, truncating ("2500000000" is "2G", 1e12 is "1T").
+func PrintSpeed(bps uint64) string {
+	d := strconv.FormatUint(bps, 10)
+	for _, u := range []struct {
+		chop   int
+		suffix string
+	}{{12, "T"}, {9, "G"}, {6, "M"}, {3, "K"}} {
+		if len(d) > u.chop {
+			return d[:len(d)-u.chop] + u.suffix
+		}
+	}
+	return d
 }
 
 // cutMultiplier removes a trailing decimal multiplier letter (either
@@ -584,7 +620,7 @@ func (p *parser) pcap(key token, depth int, open Pos) error {
 		return err
 	}
 	if pc.Dev == "" {
-		p.ignore(key, "a pcap block without dev selects no port here")
+		p.ignore(key, "a pcap block without dev selects no port here; it has no effect")
 		return nil
 	}
 	p.cfg.Pcaps = append(p.cfg.Pcaps, pc)
@@ -639,9 +675,13 @@ func (p *parser) dropmon(key token, depth int, open Pos) error {
 			if !strings.EqualFold(v.s, "on") && !strings.EqualFold(v.s, "off") {
 				return p.errAt(v.Pos, "%s: expected on or off, found %q", k.s, v.s)
 			}
-			p.ignore(k, "drop sources are the kernel's drop tracepoint; no hardware drop monitor here")
-		case "group", "hide", "max", "max_trip":
-			p.ignore(k, whyNotHere)
+			p.ignore(k, "drop sources are the kernel's drop tracepoint (skb:kfree_skb), always on with drops; no drop_monitor hardware or software switch")
+		case "group":
+			p.ignore(k, whyDeprecated+" (dropmon group)")
+		case "hide":
+			p.ignore(k, "every drop reason is reported; none is hidden")
+		case "max", "max_trip":
+			p.ignore(k, "the notifications are bounded by limit alone (the rest counted in each sample's drops field)")
 		default:
 			return p.errAt(k.Pos, "unknown setting %q in dropmon { }", k.s)
 		}

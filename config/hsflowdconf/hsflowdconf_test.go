@@ -54,7 +54,7 @@ func TestParseRepresentative(t *testing.T) {
 		}
 		names = append(names, ig.Setting)
 	}
-	if got := strings.Join(names, " "); got != "sampling.app.myapp psample dns-sd k8s systemd SONIC start" {
+	if got := strings.Join(names, " "); got != "sampling.app.myapp ulog nflog k8s systemd SONIC start" {
 		t.Fatalf("ignored %q", got)
 	}
 }
@@ -171,4 +171,100 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDNSSD: hsflowd's ways of switching DNS-SD on, with and without a
+// domain.
+func TestDNSSD(t *testing.T) {
+	for text, want := range map[string]*DNSSD{
+		"sflow { DNS-SD { domain=.example.net } }":             {Domain: ".example.net", Pos: Pos{1, 9}},
+		"sflow { dns-sd { } }":                                 {Pos: Pos{1, 9}},
+		"sflow { DNSSD = on }":                                 {Pos: Pos{1, 9}},
+		"sflow { DNSSD_domain = .a.example\n DNSSD = on }":     {Domain: ".a.example", Pos: Pos{2, 2}},
+		"sflow { dns-sd { DNSSD_domain = .b.example } }":       {Domain: ".b.example", Pos: Pos{1, 9}},
+		"sflow { DNSSD = off }":                                nil,
+		"sflow { dns-sd { domain=.example.net } DNSSD = off }": nil,
+		"sflow { collector { ip = 198.18.0.1 } }":              nil,
+	} {
+		c, err := Parse("x", []byte(text))
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if !reflect.DeepEqual(c.DNSSD, want) {
+			t.Errorf("%q: DNSSD %+v, want %+v", text, c.DNSSD, want)
+		}
+	}
+	for _, text := range []string{"sflow { DNSSD = maybe }", "sflow { dns-sd { server = 198.18.0.1 } }", "sflow { dns-sd { domain } }"} {
+		if _, err := Parse("x", []byte(text)); err == nil {
+			t.Errorf("%q accepted", text)
+		}
+	}
+}
+
+// TestPlatformSections: psample { } and dent { } as hsflowd reads them
+// (hsflowconfig.c HSPOBJ_PSAMPLE, HSPOBJ_DENT), with hsflowd's defaults.
+func TestPlatformSections(t *testing.T) {
+	c, err := Parse("x", []byte("sflow {\n psample { group=5 egress=on }\n dent { sw=on switchport=^eth[0-9]+$ }\n}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&Psample{Group: 5, Ingress: true, Egress: true, Pos: Pos{2, 2}}); !reflect.DeepEqual(c.Psample, want) {
+		t.Errorf("psample %+v, want %+v", c.Psample, want)
+	}
+	if want := (&Dent{SW: true, SwitchPort: "^eth[0-9]+$", Pos: Pos{3, 2}}); !reflect.DeepEqual(c.Dent, want) {
+		t.Errorf("dent %+v, want %+v", c.Dent, want)
+	}
+	if len(c.Ignored) != 0 {
+		t.Errorf("ignored %+v", c.Ignored)
+	}
+	c, err = Parse("x", []byte("sflow { psample { } dent { } }"))
+	if err != nil || *c.Psample != (Psample{Group: 1, Ingress: true, Pos: Pos{1, 9}}) || *c.Dent != (Dent{Pos: Pos{1, 21}}) {
+		t.Errorf("defaults: %+v %+v %v", c.Psample, c.Dent, err)
+	}
+	// Both directions off reads nothing: reported, no psample.
+	c, err = Parse("x", []byte("sflow { psample { ingress=off } }"))
+	if err != nil || c.Psample != nil || len(c.Ignored) != 1 || !strings.Contains(c.Ignored[0].Reason, "instead") {
+		t.Errorf("ingress=off: %+v %+v %v", c.Psample, c.Ignored, err)
+	}
+	for _, text := range []string{
+		"sflow { psample { group=33 } }",      // hsflowd: 1..32
+		"sflow { psample { group=0 } }",       //
+		"sflow { psample { egress=yes } }",    // on|off
+		"sflow { psample { rate=5 } }",        // unknown
+		"sflow { dent { switchport=\"(\" } }", // not a regex
+		"sflow { dent { sw=maybe } }",
+		"sflow { dent { ports=swp1 } }",
+	} {
+		if _, err := Parse("x", []byte(text)); err == nil {
+			t.Errorf("%q accepted", text)
+		}
+	}
+}
+
+// TestIgnoredSaysWhatInstead: every section and setting that stays
+// ignored says why and what the agent does instead, in one line.
+func TestIgnoredSaysWhatInstead(t *testing.T) {
+	var text strings.Builder
+	text.WriteString("sflow {\n")
+	for name := range ignoredBlocks {
+		text.WriteString(" " + name + " { }\n")
+	}
+	for name := range ignoredSettings {
+		text.WriteString(" " + name + " = 1\n")
+	}
+	text.WriteString(" dropmon { start=on sw=on hw=off group=1 hide=1 max=5 max_trip=5 }\n")
+	text.WriteString("}\n")
+	c, err := Parse("x", []byte(text.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(ignoredBlocks) + len(ignoredSettings) + 7; len(c.Ignored) != want {
+		t.Errorf("%d ignored, want %d", len(c.Ignored), want)
+	}
+	for _, ig := range c.Ignored {
+		r := ig.Reason
+		if strings.Contains(r, "\n") || !strings.Contains(r, ";") && !strings.Contains(r, "(") {
+			t.Errorf("%s: reason %q does not say what happens instead, in one line", ig.Setting, r)
+		}
+	}
 }

@@ -76,6 +76,12 @@ type Rule struct {
 	// port that offloads tc. The kernel refuses it where the driver
 	// cannot offload the rule.
 	SkipSW bool
+	// Continue makes the sample action's verdict "continue"
+	// (TC_ACT_UNSPEC): the port's filters after ours still classify
+	// the packet, as hsflowd's mod_dent writes its rules ("action sample
+	// ... continue"). Without it the verdict is "pipe", which ends the
+	// classification at our filter.
+	Continue bool
 }
 
 func (r Rule) parent() uint32 {
@@ -184,7 +190,7 @@ func (o *Owner) Install(r Rule) error {
 	}
 	switch {
 	case cur != nil && cur.Ours:
-		if cur.Rate == r.Rate && cur.Group == r.Group && cur.TruncSize == r.TruncSize && cur.SkipSW == r.SkipSW {
+		if cur.Rate == r.Rate && cur.Group == r.Group && cur.TruncSize == r.TruncSize && cur.SkipSW == r.SkipSW && cur.Continue == r.Continue {
 			return nil
 		}
 		if cur.SkipSW == r.SkipSW && cur.ActIndex != 0 {
@@ -243,6 +249,9 @@ func (o *Owner) replaceAction(idx uint32, r Rule, ownQdisc bool) error {
 func (o *Owner) sampleOptions(act *nl.RtAttr, r Rule, index uint32) {
 	aopts := act.AddRtAttr(nl.TCA_ACT_OPTIONS, nil)
 	gen := nl.TcGen{Index: index, Action: int32(netlink.TC_ACT_PIPE)}
+	if r.Continue {
+		gen.Action = int32(netlink.TC_ACT_UNSPEC)
+	}
 	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PARMS, gen.Serialize())
 	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_RATE, nl.Uint32Attr(r.Rate))
 	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PSAMPLE_GROUP, nl.Uint32Attr(r.Group))
@@ -489,8 +498,11 @@ func (r *Installed) parseAction(b []byte) bool {
 			r.Group = v
 		case nl.TCA_ACT_SAMPLE_TRUNC_SIZE:
 			r.TruncSize = v
-		case nl.TCA_ACT_SAMPLE_PARMS: // struct tc_sample: tc_gen, index first
+		case nl.TCA_ACT_SAMPLE_PARMS: // struct tc_sample: tc_gen, index first, action at 8
 			r.ActIndex = v
+			if len(a.Value) >= 12 {
+				r.Continue = int32(binary.NativeEndian.Uint32(a.Value[8:])) == int32(netlink.TC_ACT_UNSPEC)
+			}
 		}
 	}
 	return true

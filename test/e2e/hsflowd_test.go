@@ -351,7 +351,7 @@ sflow {
   collector { ip = %s udpport = %d }
   pcap { dev = p1 ; sampling = 10 }
   json { udpport = 36343 }
-  psample { group = 1 egress = on }
+  nflog { group = 5 }
 }
 `, lab.CollectorAddr, collectorPort)
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
@@ -392,7 +392,7 @@ sflow {
 	if name != "p1" {
 		t.Errorf("port_name %q, want p1", name)
 	}
-	if want := "file=" + conf + " line=8 col=3 setting=psample"; !strings.Contains(d.log(), want) {
+	if want := "file=" + conf + " line=8 col=3 setting=nflog"; !strings.Contains(d.log(), want) {
 		t.Errorf("log lacks %q:\n%s", want, d.log())
 	}
 	checkDatagramSequences(t, col.snapshot(t))

@@ -11,13 +11,12 @@ import (
 	"unicode"
 )
 
-// pendingLinks are pages other work adds (the SONiC guide, the fleet
-// guide with DNS-SD): the index may link to them before they exist. Once
+// pendingLinks are pages other work adds (the SONiC guide): the index
+// may link to them before they exist. Once
 // a page exists its entry must go, so that the list never outlives its
 // reason.
 var pendingLinks = map[string]bool{
 	"docs/guides/sonic.md": true,
-	"docs/guides/fleet.md": true,
 }
 
 var (
