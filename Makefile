@@ -109,15 +109,17 @@ soak: deps build
 # sizes of the defects' reproductions (19,000 idle connections, 2,000
 # aborted scrapes, 50,000 garbage datagrams, 1000 ports, ...), and the
 # unit-level bounds (the TOML decoder's input, the state file at its cap,
-# the listener, the scrape log). It writes the table of cases, bounds and
+# the listener, the scrape log, the upgrade's state: snmp.json's rows,
+# its read and write, the pin directory). It writes the table of cases, bounds and
 # measured peaks to HOSTILE_REPORT. Root; `make test` runs the short form
 # (about 90 s; 2 minutes at load 15).
 HOSTILE_REPORT ?= $(CURDIR)/bin/hostile.md
 hostile: deps build
 	@mkdir -p $(dir $(HOSTILE_REPORT))
 	@printf '| Case | Bound (asserted) | Measured peak |\n|---|---|---|\n' >$(HOSTILE_REPORT)
-	$(GO) test -count=1 -v -run 'Hostile|TestCheckTOMLShape|TestStateFileBounded|TestAbortedScrapesLogRateLimited|TestSlowBodiesDoNotHoldScrapes|TestIdleConnectionsBounded|TestOverCapRefusedAtOnce|TestMemoryBudgetLimits|TestMIBRowCost|TestBatchBytesBounded' \
-		./config/ ./apps/app/ ./internal/prom/ ./internal/listener/ ./daemon/ ./agent/sender/
+	HOSTILE_REPORT=$(HOSTILE_REPORT) $(GO) test -count=1 -v -run 'Hostile|TestCheckTOMLShape|TestStateFileBounded|TestAbortedScrapesLogRateLimited|TestSlowBodiesDoNotHoldScrapes|TestIdleConnectionsBounded|TestOverCapRefusedAtOnce|TestMemoryBudgetLimits|TestMIBRowCost|TestBatchBytesBounded' \
+		./config/ ./apps/app/ ./internal/prom/ ./internal/listener/ ./daemon/ ./agent/sender/ \
+		./mib/ ./daemon/internal/handover/ ./dataplane/
 	HOSTILE_FULL=1 HOSTILE_REPORT=$(HOSTILE_REPORT) $(GO) test -count=1 -timeout 60m -v -run '^TestHostile' ./test/e2e/
 	@echo "hostile table: $(HOSTILE_REPORT)"
 

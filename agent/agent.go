@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
@@ -89,13 +90,20 @@ type Agent struct {
 	running       bool
 	cfg           Config
 	ports         map[uint32]PortSampling
-	// poolBase is the pool counted by earlier attachments of a port, in
-	// the persistent state.
-	poolBase map[uint32]*uint64
+	// bases are the pool and drops counted by earlier attachments of a
+	// port (words baseWordPool and baseWordDrops of a line of the
+	// persistent state).
+	bases map[uint32][]uint64
 	// held are adopted ports no Apply has configured yet, and adopting
 	// holds the workers' reading, until EndAdoption.
 	held     map[uint32]bool
 	adopting chan struct{}
+	// pending are adopted ports part of whose sampling ended with the
+	// earlier program (its egress sampler, which is not pinned): their
+	// base takes what that part counted, and the part is attached anew,
+	// only once the workers have read the samples that waited in the
+	// rings (EndAdoption). Until then Apply leaves them as they are.
+	pending map[uint32]AdoptedPort
 	// override is the backoff's rate in force per port, where it is above
 	// the configured one (backoff.go).
 	override map[uint32]uint32
@@ -113,7 +121,8 @@ func New(opts Options) *Agent {
 		opts.State = persist.New(DefaultStateSlots)
 	}
 	a := &Agent{opts: opts, log: opts.Logger, start: opts.State.Start(),
-		ports: map[uint32]PortSampling{}, poolBase: map[uint32]*uint64{}, held: map[uint32]bool{}, override: map[uint32]uint32{}}
+		ports: map[uint32]PortSampling{}, bases: map[uint32][]uint64{}, held: map[uint32]bool{}, override: map[uint32]uint32{},
+		pending: map[uint32]AdoptedPort{}}
 	for i := 0; i < opts.Workers; i++ {
 		w := newWorker(i, a.log, opts.Source, opts.Counters, opts.Output, opts.State, rand.Uint64())
 		w.router = opts.Router
@@ -135,18 +144,35 @@ func (a *Agent) State() *persist.Store { return a.opts.State }
 // or an earlier one's when the state was adopted.
 func (a *Agent) Start() time.Time { return a.start }
 
-// base returns port idx's pool base. Called with mu held.
-func (a *Agent) base(idx uint32) *uint64 {
-	if b := a.poolBase[idx]; b != nil {
+// Words of a port's base line (Agent.bases).
+const (
+	baseWordPool  = 0
+	baseWordDrops = 1
+)
+
+// base returns port idx's base line: the pool (baseWordPool) and drops
+// (baseWordDrops) its earlier attachments counted, kept in the persistent
+// state so that an upgrade or a restart continues them. Called with mu
+// held.
+func (a *Agent) base(idx uint32) []uint64 {
+	if b := a.bases[idx]; b != nil {
 		return b
 	}
-	b, err := a.opts.State.Claim(persist.PoolBaseKey(idx))
+	b, err := a.opts.State.ClaimLine(persist.PoolBaseKey(idx))
 	if err != nil {
 		a.log.Warn("agent state full: a port's pool base is not kept across upgrades and restarts", "ifindex", idx, "err", err)
-		b = new(uint64)
+		b = make([]uint64, persist.LineWords)
 	}
-	a.poolBase[idx] = b
+	a.bases[idx] = b
 	return b
+}
+
+// addBase adds what an attachment of port idx that ended counted to the
+// port's base. Called with mu held.
+func (a *Agent) addBase(idx uint32, pool, drops uint64) {
+	b := a.base(idx)
+	atomic.StoreUint64(&b[baseWordPool], b[baseWordPool]+pool)
+	atomic.StoreUint64(&b[baseWordDrops], b[baseWordDrops]+drops)
 }
 
 // Workers returns the number of workers (sub-agents).
@@ -238,6 +264,22 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 	wg.Wait()
 }
 
+// AdoptedPort is a port an earlier program sampled, as the dataplane took
+// it over (pinned samplers).
+type AdoptedPort struct {
+	// PortSampling is the port's sampling; its Direction the directions
+	// the earlier program sampled it in.
+	PortSampling
+	// Attached are the directions still attached and counting: ingress,
+	// or none for a port the earlier program sampled at egress only (an
+	// egress sampler is not pinned).
+	Attached sflow.Direction
+	// EndedPool and EndedDrops are what the port's samplers that ended
+	// with the earlier program (its egress sampler) counted: the pool and
+	// drops its samples reported, which the port's next pools continue.
+	EndedPool, EndedDrops uint64
+}
+
 // Adopt tells the agent the ports the dataplane samples already, as an
 // earlier program left them (pinned samplers taken over): an Apply
 // changes nothing in the kernel for those it configures the same. Until
@@ -246,14 +288,28 @@ func (a *Agent) Run(ctx context.Context, readers []SampleReader) {
 // ports), and the workers read no sample: the samples of the gap wait in
 // the rings for the samplers that number them, never discarded as of an
 // unknown port. Call it before the first Apply.
-func (a *Agent) Adopt(ports map[uint32]PortSampling) {
+//
+// A port whose egress sampler ended with the earlier program is pending
+// until EndAdoption: the samples that waited in the rings are read over
+// the port's base as the earlier program left it, and only then does the
+// base take what the ended sampler counted and the sampler is attached
+// anew, its ingress side continuing as it is. So every waiting sample
+// keeps the pool it was taken with, and the pools after it continue them.
+func (a *Agent) Adopt(ports map[uint32]AdoptedPort) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for idx, p := range ports {
 		if p.Monitor {
 			continue // its sockets are this program's to open: SetPort
 		}
-		a.ports[idx] = p
+		if p.Direction.OrIngress() != p.Attached || p.EndedPool != 0 || p.EndedDrops != 0 {
+			a.pending[idx] = p
+		}
+		if p.Attached != 0 {
+			ps := p.PortSampling
+			ps.Direction = p.Attached
+			a.ports[idx] = ps
+		}
 		a.held[idx] = true
 	}
 	if len(a.held) > 0 && a.adopting == nil {
@@ -267,31 +323,104 @@ func (a *Agent) Adopt(ports map[uint32]PortSampling) {
 // EndAdoption ends what Adopt began, once the configuration that takes
 // the adopted ports over is applied: the adopted ports it does not
 // configure stop (their pool goes into the port's base), and the workers
-// start reading. Idempotent; a no-op without Adopt.
+// start reading. Pending ports (Adopt) are completed once the workers
+// have read what waited in the rings. Idempotent; a no-op without Adopt.
 func (a *Agent) EndAdoption() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
+	plans := planPorts(&a.cfg, a.WorkerOf)
 	for _, idx := range sortedKeys(a.held) {
-		errs = append(errs, a.removePort(idx))
+		if _, planned := plans[idx]; !planned {
+			if p, ok := a.pending[idx]; ok {
+				a.addBase(idx, p.EndedPool, p.EndedDrops)
+				delete(a.pending, idx)
+			}
+			if _, ok := a.ports[idx]; ok {
+				errs = append(errs, a.removePort(idx))
+			}
+		}
 		delete(a.held, idx)
 	}
 	if a.adopting != nil {
 		close(a.adopting)
 		a.adopting = nil
 	}
+	if len(a.pending) > 0 {
+		// The samples that waited are read over the bases as the
+		// earlier program left them; then the bases take the ended
+		// samplers' counts, the workers the new bases, and the kernel
+		// the samplers to attach anew (applyLocked).
+		a.drainWorkers()
+		for idx, p := range a.pending {
+			a.addBase(idx, p.EndedPool, p.EndedDrops)
+			delete(a.pending, idx)
+		}
+		errs = append(errs, a.applyLocked(a.cfg))
+	}
 	return errors.Join(errs...)
+}
+
+// extend reports whether port idx, sampled as a.ports says, becomes p by
+// adding directions only: the directions it has continue as they are (no
+// frame goes uncounted), the added one starts from zero in the kernel
+// and in the workers' pools (pool.go: a direction's counts belong to the
+// attachment of the port's base, none yet), so the port's pool goes on
+// over the same base. A direction removed re-attaches the port instead.
+// Called with mu held.
+func (a *Agent) extend(idx uint32, p PortSampling) bool {
+	cur, ok := a.ports[idx]
+	if !ok || cur.Monitor != p.Monitor {
+		return false
+	}
+	have, want := cur.Direction.OrIngress(), p.Direction.OrIngress()
+	return want&have == have
+}
+
+// drainWorkers makes every running worker read what its reader holds now
+// (the samples of attachments that ended: counted over the bases they
+// were taken with), and waits until it has. Called with mu held.
+func (a *Agent) drainWorkers() {
+	if a.adopting != nil || !a.running {
+		// Held, the workers read nothing until EndAdoption, which
+		// drains them itself; not running, they have read nothing.
+		return
+	}
+	dones := make([]chan struct{}, len(a.workers))
+	for i, w := range a.workers {
+		dones[i] = make(chan struct{})
+		select {
+		case w.drain <- dones[i]:
+		default: // one is pending: it reads at least as far
+			close(dones[i])
+			continue
+		}
+		if a.wakers[i] != nil {
+			if err := a.wakers[i].Wake(); err != nil {
+				a.log.Warn("waking worker", "worker", i, "err", err)
+			}
+		}
+	}
+	deadline := time.After(2 * time.Second)
+	for i, d := range dones {
+		select {
+		case <-d:
+		case <-deadline:
+			a.log.Warn("worker slow to read its samples before a port's re-attach", "worker", i)
+			return
+		}
+	}
 }
 
 // removePort stops sampling port idx, its pool kept in its base. Called
 // with mu held.
 func (a *Agent) removePort(idx uint32) error {
-	pool, _ := a.opts.Source.PortPool(idx)
+	pool, drops := a.opts.Source.PortPool(idx)
 	var err error
 	if rerr := a.opts.Source.RemovePort(idx); rerr != nil {
 		err = &PortError{IfIndex: idx, Err: rerr}
 	}
-	*a.base(idx) += pool
+	a.addBase(idx, pool, drops)
 	delete(a.ports, idx)
 	return err
 }
@@ -316,6 +445,11 @@ func (a *Agent) Apply(cfg Config) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.applyLocked(cfg)
+}
+
+// applyLocked is Apply of a valid cfg, with mu held.
+func (a *Agent) applyLocked(cfg Config) error {
 	user := cfg
 	for idx := range a.override { // ports gone or no longer sampled
 		if minSamplerRate(&cfg, idx) == 0 {
@@ -328,25 +462,40 @@ func (a *Agent) Apply(cfg Config) error {
 	var errs []error
 	// 1. Ports no longer sampled stop first, so no sample of theirs reaches
 	//    a worker that has forgotten them.
-	//    A port whose direction changes is detached too and attached
-	//    anew in step 3 (its pool continues over poolBase): a direction
-	//    added starts from zeroed kernel counters, and the workers' pools
-	//    per CPU and direction (pool.go) must not run backwards.
+	//    A port that gains a direction keeps what it has and gets the
+	//    new one in step 3 (extend). A port that loses one is detached
+	//    and attached anew in step 3, its pool continued over its base:
+	//    the workers' pools per CPU and direction (pool.go) must not run
+	//    backwards. The samples a detached attachment left unread are
+	//    read over its old base first (drainWorkers).
+	removed := false
 	for _, idx := range sortedKeys(a.ports) {
-		// An adopted port is pinned at ingress only (dataplane pins no
-		// egress sampler): one configured with egress too is detached
-		// and attached anew, its pool continued over poolBase.
-		if p, keep := plans[idx]; keep && p.Direction.OrIngress() == a.ports[idx].Direction.OrIngress() {
+		p, planned := plans[idx]
+		if _, ok := a.pending[idx]; ok && planned {
+			continue // completed by EndAdoption (Adopt)
+		}
+		if planned && p.Direction.OrIngress() == a.ports[idx].Direction.OrIngress() {
 			delete(a.held, idx) // configured: adopted for good
 			continue
 		}
-		if _, planned := plans[idx]; !planned && a.held[idx] {
+		if planned && a.extend(idx, p) {
+			delete(a.held, idx) // the directions it lacks are added in step 3
+			continue
+		}
+		if !planned && a.held[idx] {
 			continue // adopted, kept until EndAdoption
 		}
 		delete(a.held, idx)
 		if err := a.removePort(idx); err != nil {
 			errs = append(errs, err)
 		}
+		removed = true
+	}
+	if removed {
+		// The samples the removed attachments took and the workers have
+		// not read yet are counted over the bases they were taken with,
+		// before the workers learn the new ones.
+		a.drainWorkers()
 	}
 
 	// 2. Workers learn the new samplers and pollers before the kernel
@@ -363,7 +512,17 @@ func (a *Agent) Apply(cfg Config) error {
 			continue
 		}
 		w := a.WorkerOf(sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.IfIndex})
-		per[w].samplers = append(per[w].samplers, samplerSpec{cfg: s, kernelRate: p.KernelRate, poolBase: *a.base(s.IfIndex)})
+		b := a.base(s.IfIndex)
+		sp := samplerSpec{cfg: s, kernelRate: p.KernelRate,
+			poolBase: atomic.LoadUint64(&b[baseWordPool]), dropsBase: atomic.LoadUint64(&b[baseWordDrops])}
+		if ap, ok := a.pending[s.IfIndex]; ok {
+			// Until EndAdoption: the ended sampler's count is part
+			// of every waiting sample's pool (it ended after them or
+			// at most that many frames after) and drops.
+			sp.endedPool = ap.EndedPool
+			sp.dropsBase += ap.EndedDrops
+		}
+		per[w].samplers = append(per[w].samplers, sp)
 	}
 	for _, p := range cfg.Pollers {
 		w := a.WorkerOf(p.Source)
@@ -395,6 +554,9 @@ func (a *Agent) Apply(cfg Config) error {
 	// 3. The kernel samples new ports and new rates.
 	for _, idx := range sortedKeys(plans) {
 		p := plans[idx]
+		if _, ok := a.pending[idx]; ok {
+			continue // EndAdoption attaches it
+		}
 		if old, ok := a.ports[idx]; ok && old == p {
 			continue
 		}

@@ -32,6 +32,15 @@ type SampleCounter interface {
 	PortSamples(ifindex uint32) (uint64, bool)
 }
 
+// ExactRater is implemented by a SampleCounter whose ports may be sampled
+// at their exact rate (PortSampling.Rate: psample's tc sample rules)
+// rather than at the kernel's power of two: ExactRate says which, so that
+// the backoff takes a port's frames as its samples times the rate they
+// were taken at.
+type ExactRater interface {
+	ExactRate(ifindex uint32) bool
+}
+
 // Backoff configures sampling backoff: quotas in samples per second (0:
 // none) per agent and per port.
 type Backoff struct {
@@ -170,7 +179,11 @@ func (a *Agent) backoffTick(sc SampleCounter, loads map[uint32]*portLoad, dt flo
 		}
 		pt := port{idx: idx, cfg: cfg, eff: max(cfg, a.override[idx]), kernel: p.KernelRate}
 		pt.offered = float64(d) / dt
-		pt.frames = pt.offered * float64(p.KernelRate)
+		taken := p.KernelRate // the rate the samples were taken at
+		if er, ok := sc.(ExactRater); ok && p.Rate != 0 && er.ExactRate(idx) {
+			taken = p.Rate
+		}
+		pt.frames = pt.offered * float64(taken)
 		atCfg += pt.frames / float64(cfg)
 		ports = append(ports, pt)
 	}

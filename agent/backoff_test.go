@@ -93,3 +93,37 @@ func TestBackoffSteps(t *testing.T) {
 		t.Errorf("agent quota 1000, two ports at 1000 samples/s: steps %+v, want both to 3 (2 and a quarter)", steps)
 	}
 }
+
+// exactDataplane is countingDataplane whose ports are sampled at their
+// exact rate (psample), not at the kernel's power of two (ExactRater).
+type exactDataplane struct{ *countingDataplane }
+
+func (exactDataplane) ExactRate(uint32) bool { return true }
+
+// TestBackoffExactRate: on a port sampled at its exact rate (psample's
+// tc sample rule at 1 in 100, not the kernel's 64), the backoff takes the
+// port's frames as its samples times 100: 1000 samples/s over a quota of
+// 100 are 100000 frames/s, which need 1 in 1000 (1250 with the quarter's
+// margin), where the power of two would have made it 800.
+func TestBackoffExactRate(t *testing.T) {
+	dp := exactDataplane{&countingDataplane{fakeDataplane: newFakeDataplane(), samples: map[uint32]uint64{3: 0}}}
+	a := New(Options{Workers: 1, Source: dp, Backoff: Backoff{PortQuota: 100}})
+	cfg := Config{
+		AgentAddress: netip.MustParseAddr("198.18.0.1"),
+		Receivers:    []ReceiverConfig{{Index: 1, Address: netip.MustParseAddrPort("198.18.0.2:6343")}},
+		Samplers:     []SamplerConfig{{IfIndex: 3, Instance: 1, Receiver: 1, Rate: 100, HeaderBytes: 128}},
+	}
+	if err := a.Apply(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := dp.port(3); p.Rate != 100 || p.KernelRate != 64 {
+		t.Fatalf("port %+v, want rate 100 (kernel 64)", p)
+	}
+	loads := map[uint32]*portLoad{}
+	a.backoffTick(dp, loads, 1)
+	dp.samples[3] += 1000
+	steps := a.backoffTick(dp, loads, 1)
+	if len(steps) != 1 || steps[0].To != 1250 || steps[0].FramesPerSecond != 100000 {
+		t.Errorf("1000 samples/s at 1 in 100 over a quota of 100: steps %+v, want 100 -> 1250 at 100000 frames/s", steps)
+	}
+}

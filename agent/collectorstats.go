@@ -30,6 +30,18 @@ type CollectorStats struct {
 type CollectorKey struct {
 	Receiver int
 	Address  netip.AddrPort
+	// Name is the collector as configured (ReceiverConfig.Unresolved)
+	// while its host name gives no address it can be sent to; "" else.
+	Name string
+}
+
+// Collector names the collector in metrics and logs: its address, or
+// the name as configured while that gives none.
+func (k CollectorKey) Collector() string {
+	if !k.Address.IsValid() && k.Name != "" {
+		return k.Name
+	}
+	return k.Address.String()
 }
 
 // CollectorTotals are a collector's counters summed over every worker.
@@ -119,7 +131,7 @@ func (a *Agent) CollectorStats() []CollectorTotals {
 		if out[i].Receiver != out[j].Receiver {
 			return out[i].Receiver < out[j].Receiver
 		}
-		return out[i].Address.String() < out[j].Address.String()
+		return out[i].Collector() < out[j].Collector()
 	})
 	return out
 }

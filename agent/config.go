@@ -20,7 +20,8 @@ type ReceiverConfig struct {
 	// MaxDatagramSize is sFlowRcvrMaximumDatagramSize: no datagram sent to
 	// this receiver is longer (0 = sflow.DefaultMaxDatagramSize).
 	MaxDatagramSize int
-	// Unresolved is the collector's host name while it cannot be resolved
+	// Unresolved is the collector as configured (host name and port)
+	// while its name cannot be resolved to an address it can be sent to
 	// (Address is then the zero AddrPort): the receiver's samplers and
 	// pollers keep running and everything they would send is counted as
 	// lost (send errors, samples unsent) until the name resolves.
@@ -74,6 +75,10 @@ type Config struct {
 	// (sflow.DirectionEgress, sflow.DirectionBoth); a port absent is sampled at
 	// ingress. A monitor port is sampled at ingress only.
 	Directions map[uint32]sflow.Direction
+	// Hooks are the ports' own hooks (port_hook: "auto", "xdp", "tc" or
+	// "psample"; PortSampling.Hook); a port absent takes the source's
+	// choice. Not for a monitor port (XDP).
+	Hooks map[uint32]string
 }
 
 // MaxHeaderBytes is the largest sFlowFsMaximumHeaderSize the dataplane
@@ -160,6 +165,9 @@ func planPorts(c *Config, workerOf func(sflow.DataSource) int) map[uint32]PortSa
 		p.Direction = sflow.DirectionIngress
 		if d := c.Directions[idx]; d != 0 && !p.Monitor {
 			p.Direction = d
+		}
+		if !p.Monitor {
+			p.Hook = c.Hooks[idx]
 		}
 		plans[idx] = p
 	}

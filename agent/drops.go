@@ -99,15 +99,20 @@ type DropReporter struct {
 	src2     DropSource
 	lostRead bool
 	seq      *uint64 // discarded_packet sequence number of 0:0 (persistent)
-	state    *persist.Store
-	lost     uint64
-	sample   sflow.DiscardedPacket
-	recs     [4]sflow.Record
-	hdr      sflow.SampledHeader
-	fn       sflow.ExtendedFunction
-	reason   sflow.ExtendedLinuxDropReason
-	queue    sflow.ExtendedEgressQueue
-	handle   func(*DropNotification)
+	// kept is the drops field as last reported, in the agent's state
+	// beside seq: a program that takes over (an upgrade, a crash
+	// restart) starts its losses from it (lostBase), so the field
+	// continues as the sequence numbers do.
+	kept   *uint64
+	state  *persist.Store
+	lost   uint64
+	sample sflow.DiscardedPacket
+	recs   [4]sflow.Record
+	hdr    sflow.SampledHeader
+	fn     sflow.ExtendedFunction
+	reason sflow.ExtendedLinuxDropReason
+	queue  sflow.ExtendedEgressQueue
+	handle func(*DropNotification)
 }
 
 // NewDropReporter returns a reporter that sends as sub-agent subAgent.
@@ -127,7 +132,14 @@ func NewDropReporter(subAgent uint32, log *slog.Logger) *DropReporter {
 // Call it before Run.
 func (r *DropReporter) SetState(s *persist.Store) {
 	r.state, r.start = s, s.Start()
-	r.seq = r.claim(persist.DropsKey())
+	line, err := s.ClaimLine(persist.DropsKey())
+	if err != nil {
+		r.log.Warn("agent state full: a sequence number is not kept across upgrades and restarts", "err", err)
+		line = make([]uint64, persist.LineWords)
+	}
+	r.seq, r.kept = &line[0], &line[1]
+	// The earlier program's losses (0 for a state of its own).
+	r.lostBase = atomic.LoadUint64(r.kept)
 }
 
 // claim is worker.claim for the reporter.
@@ -178,7 +190,7 @@ func (r *DropReporter) applyReceivers() {
 	keep := make(map[CollectorKey]bool, len(rcv))
 	for _, c := range rcv {
 		want[c.Index] = c
-		keep[CollectorKey{c.Index, c.Address}] = true
+		keep[CollectorKey{c.Index, c.Address, c.Unresolved}] = true
 	}
 	r.stats.Collectors.Keep(keep)
 	// Streams whose receiver and agent address stay are kept as they are.
@@ -202,8 +214,8 @@ func (r *DropReporter) applyReceivers() {
 		if !ok {
 			last = uint32(*slot) // an earlier process's
 		}
-		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, r.stats.Sender.senderCounters(),
-			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address}))
+		o, err := newReceiverOut(c, agent, r.subAgent, last, slot, r.uptime, sendTuning{}, nil, r.stats.Sender.senderCounters(),
+			r.stats.Collectors.Counters(CollectorKey{c.Index, c.Address, c.Unresolved}))
 		if err != nil {
 			r.log.Warn("drop notifications: receiver unavailable", "receiver", c.Index, "err", err)
 			continue
@@ -231,6 +243,7 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 		// source is replaced (notifications turned off and on).
 		if lost, err := src.Lost(); err == nil {
 			r.lostBase += lost
+			atomic.StoreUint64(r.kept, r.lostBase+r.unsent)
 		} else {
 			r.log.Warn("reading lost drop notifications", "err", err)
 		}
@@ -275,6 +288,7 @@ func (r *DropReporter) add(n *DropNotification) {
 		r.lostRead = true
 		if lost, err := r.src2.Lost(); err == nil {
 			r.lost = r.lostBase + lost + r.unsent
+			atomic.StoreUint64(r.kept, r.lost)
 		} else {
 			r.log.Warn("reading lost drop notifications", "err", err)
 		}
@@ -282,6 +296,7 @@ func (r *DropReporter) add(n *DropNotification) {
 	if len(r.outs) == 0 {
 		r.unsent++
 		r.lost++
+		atomic.StoreUint64(r.kept, r.lost)
 		r.stats.Unsent.Add(1)
 		return
 	}

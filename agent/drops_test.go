@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -202,5 +203,55 @@ func TestDropReasonTable(t *testing.T) {
 		if got := DropReasonCode(name); got != want {
 			t.Errorf("%s -> %s, want %s", name, got, want)
 		}
+	}
+}
+
+// TestDropReporterAcrossPrograms: the drops field of discarded_packet
+// continues across an upgrade or a crash restart, as its sequence number
+// does: the next program's reporter, on the same agent state, starts its
+// losses from the last field reported (10 lost before, 2 after: 12).
+func TestDropReporterAcrossPrograms(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	got := make(chan *sflow.Datagram, 16)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if d, err := sflow.Decode(buf[:n]); err == nil {
+				got <- d
+			}
+		}
+	}()
+	mem := make([]byte, persist.Words(16)*8)
+	program := func(lost uint64) *sflow.DiscardedPacket {
+		st, err := persist.Open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewDropReporter(3, nil)
+		r.SetState(st)
+		r.SetReceivers(netip.MustParseAddr("198.18.0.1"), []ReceiverConfig{{Index: 1, Address: netip.MustParseAddrPort(pc.LocalAddr().String())}})
+		src := newMemDrops()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx, src); close(done) }()
+		src.push(lost, DropNotification{ReasonName: "NO_SOCKET", In: 4})
+		d := recvDatagram(t, got)
+		cancel()
+		<-done
+		return d.Samples[0].(*sflow.DiscardedPacket)
+	}
+	if s := program(10); s.SequenceNumber != 1 || s.Drops != 10 {
+		t.Fatalf("first program: sample %d drops %d, want 1 and 10", s.SequenceNumber, s.Drops)
+	}
+	if s := program(2); s.SequenceNumber != 2 || s.Drops != 12 {
+		t.Errorf("next program: sample %d drops %d, want 2 and 10 + 2", s.SequenceNumber, s.Drops)
 	}
 }

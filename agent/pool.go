@@ -37,11 +37,18 @@ import (
 // samplers over (an upgrade, a restart after a crash) continues them, so
 // the pools of the samples that waited in the ring do not run backwards.
 //
+// So are the latest every-CPU sums of each direction and the pool of the
+// latest sample (PoolSumKey): a program that takes over reads a sample of
+// one direction knowing the other's count and the pool it must stay
+// above, as the program before it did.
+//
 // A port sampled both ways has its counts in each direction (the
 // kernel's ingress and egress counters): its pool is the sum of both, the
 // data source covering both directions. Only the ingress counts are kept
 // in the persistent state: an egress sampler is not pinned (dataplane
-// pins ingress attachments only), so a take-over attaches it anew.
+// pins ingress attachments only), so a take-over attaches it anew, what
+// it counted added to the port's base once the samples that waited in
+// the rings are read (Agent.Adopt).
 type portPool struct {
 	base uint64    // pool of earlier attachments (identifies this attachment)
 	cpu  []*uint64 // latest reported ingress pool per CPU
@@ -51,13 +58,37 @@ type portPool struct {
 	inCPUs, outCPUs uint64
 	inAll, outAll   uint64
 	last            uint64 // the pool of the latest sample
+	// sums is the line of the persistent state (or this process's) that
+	// keeps inAll, outAll and last (words sumIn, sumOut, sumLast).
+	sums []uint64
 }
+
+// Words of a port's PoolSumKey line (word 0: the base).
+const (
+	sumIn   = 1
+	sumOut  = 2
+	sumLast = 3
+)
 
 // newPortPool is the pool of port ifindex's attachment over base, its
 // per-CPU counts kept in state (nil: in this process only). Counts kept
 // there for another attachment (another base) start afresh.
 func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
 	p := &portPool{base: base, cpu: make([]*uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
+	if state != nil {
+		p.sums, _ = state.ClaimLine(persist.PoolSumKey(ifindex))
+	}
+	if p.sums == nil { // no room: this process's own
+		p.sums = make([]uint64, persist.LineWords)
+	}
+	if atomic.LoadUint64(&p.sums[0]) != base {
+		for i := range p.sums {
+			atomic.StoreUint64(&p.sums[i], 0)
+		}
+		atomic.StoreUint64(&p.sums[0], base)
+	}
+	p.inAll, p.outAll = atomic.LoadUint64(&p.sums[sumIn]), atomic.LoadUint64(&p.sums[sumOut])
+	p.last = atomic.LoadUint64(&p.sums[sumLast])
 	per := persist.LineWords - 1 // word 0 of a line: the base
 	for g := 0; g*per < len(p.cpu); g++ {
 		var line []uint64
@@ -83,6 +114,7 @@ func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
 
 // free forgets the persistent counts of port ifindex (no longer sampled).
 func (p *portPool) free(state *persist.Store, ifindex uint32) {
+	state.Free(persist.PoolSumKey(ifindex))
 	per := persist.LineWords - 1
 	for g := 0; g*per < runtime.NumCPU(); g++ {
 		state.Free(persist.PoolCPUKey(ifindex, uint32(g)))
@@ -99,9 +131,15 @@ const maxCPUs = 1 << 14
 func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 	switch {
 	case all && egress:
-		p.outAll = max(p.outAll, cpuPool)
+		if cpuPool > p.outAll {
+			p.outAll = cpuPool
+			p.sums[sumOut] = cpuPool
+		}
 	case all:
-		p.inAll = max(p.inAll, cpuPool)
+		if cpuPool > p.inAll {
+			p.inAll = cpuPool
+			p.sums[sumIn] = cpuPool
+		}
 	case cpu >= maxCPUs:
 		return p.last
 	case egress:
@@ -128,8 +166,16 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 		// record of an older program: still a frame after the previous.
 		pool = p.last + 1
 	}
-	p.last = pool
+	p.setLast(pool)
 	return pool
+}
+
+// setLast records the pool of the latest sample. The line's words are
+// written with plain stores, as the sequence numbers are: one writer (the
+// port's worker), read by the next program only.
+func (p *portPool) setLast(pool uint64) {
+	p.last = pool
+	p.sums[sumLast] = pool
 }
 
 // late returns the pool (without base) of a sample delivered after samples
@@ -140,9 +186,15 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 // one be the largest seen.
 func (p *portPool) late(egress bool, all uint64) uint64 {
 	if egress {
-		p.outAll = max(p.outAll, all)
+		if all > p.outAll {
+			p.outAll = all
+			p.sums[sumOut] = all
+		}
 		return all + max(p.inCPUs, p.inAll)
 	}
-	p.inAll = max(p.inAll, all)
+	if all > p.inAll {
+		p.inAll = all
+		p.sums[sumIn] = all
+	}
 	return all + max(p.outCPUs, p.outAll)
 }

@@ -154,3 +154,37 @@ func TestPortPoolSum(t *testing.T) {
 		prev = got
 	}
 }
+
+// TestPortPoolSumsPersist: a port sampled both ways, taken over by the
+// next program (the same state). Its first sample there is an egress one:
+// the pool adds the ingress sum the earlier program last saw (not 0), and
+// stays above the pool of the earlier program's last sample, as it would
+// have in one program.
+func TestPortPoolSumsPersist(t *testing.T) {
+	mem := make([]byte, persist.Words(16)*8)
+	st, err := persist.Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPortPool(100, st, 7)
+	if got := p.at(false, true, 0, 500); got != 500 {
+		t.Fatalf("ingress sum 500: pool %d", got)
+	}
+	if got := p.at(true, true, 1, 20); got != 520 {
+		t.Fatalf("egress sum 20: pool %d", got)
+	}
+	st2, err := persist.Open(mem)
+	if err != nil || !st2.Adopted() {
+		t.Fatalf("state not adopted: %v", err)
+	}
+	p2 := newPortPool(100, st2, 7)
+	if got := p2.at(true, true, 1, 19); got != 521 {
+		t.Errorf("next program, a stale egress sum 19: pool %d, want 521 (one above the last)", got)
+	}
+	if got := p2.at(true, true, 0, 25); got != 525 {
+		t.Errorf("next program, egress sum 25: pool %d, want 500 + 25", got)
+	}
+	if got := newPortPool(200, st2, 7).at(true, true, 0, 3); got != 3 {
+		t.Errorf("another attachment: pool %d, want 3 (afresh)", got)
+	}
+}

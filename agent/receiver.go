@@ -25,7 +25,7 @@ type sendTuning struct {
 // newReceiverOut opens sub-agent subAgent's stream to receiver cfg,
 // continuing the datagram sequence after lastSeq. What it sends is counted
 // in every set of counts.
-func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, lastSent *uint64, uptime func() uint32, tune sendTuning, counts ...sender.Counters) (*receiverOut, error) {
+func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint32, lastSent *uint64, uptime func() uint32, tune sendTuning, beforeSend func(), counts ...sender.Counters) (*receiverOut, error) {
 	s, err := sender.New(sender.Config{
 		Collector:       cfg.Address,
 		MaxDatagramSize: cfg.MaxDatagramSize,
@@ -37,6 +37,7 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 		NoGSO:           tune.noGSO,
 		Uptime:          uptime,
 		Counters:        counts,
+		BeforeSend:      beforeSend,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", cfg.Index, err)
@@ -48,8 +49,8 @@ func newReceiverOut(cfg ReceiverConfig, agent netip.Addr, subAgent, lastSeq uint
 // worker's totals and in its counters of the collector; lastSent keeps its
 // last sequence number (agent/persist).
 func (w *worker) newReceiverOut(cfg ReceiverConfig, agent netip.Addr, lastSeq uint32, lastSent *uint64) (*receiverOut, error) {
-	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address})
-	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.stats.senderCounters(), coll.senderCounters())
+	coll := w.collectors.get(CollectorKey{cfg.Index, cfg.Address, cfg.Unresolved})
+	return newReceiverOut(cfg, agent, w.subAgentID(), lastSeq, lastSent, w.uptime, w.send, w.commitFn, w.stats.senderCounters(), coll.senderCounters())
 }
 
 // senderCounters points a sender's counts at s.

@@ -61,6 +61,12 @@ type PacketSample struct {
 	// (psample's PSAMPLE_ATTR_OUT_TC, OUT_TC_OCC and LATENCY); zero from
 	// the kernel's own samplers.
 	Queue QueueInfo
+	// HeaderProtocol is the format of Header when it is not an Ethernet
+	// frame (0: Ethernet): a packet of a device without a MAC header (an
+	// IP tunnel, a tun device), which psample hands over from its network
+	// header, is IPv4 or IPv6 (sflow_version_5.txt section 5,
+	// header_protocol). Such a header has no FCS and no VLAN tag.
+	HeaderProtocol sflow.HeaderProtocol
 }
 
 // QueueInfo is a sampled packet's egress queue, the bytes queued there
@@ -168,8 +174,10 @@ type sampler struct {
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
 	// seq is the last sample sequence number, in the agent's persistent
 	// state (agent/persist): an upgrade or a restart continues it.
-	seq      *uint64
-	poolBase uint64 // pool of earlier attachments of the port, so pools never run backwards
+	seq *uint64
+	// poolBase and dropsBase are what earlier attachments of the port
+	// counted, so that pools and drops never run backwards.
+	poolBase, dropsBase uint64
 }
 
 // poller is a counter poller's state in its worker.
@@ -191,9 +199,13 @@ type workerConfig struct {
 }
 
 type samplerSpec struct {
-	cfg        SamplerConfig
-	kernelRate uint32
-	poolBase   uint64
+	cfg                 SamplerConfig
+	kernelRate          uint32
+	poolBase, dropsBase uint64
+	// endedPool is the count of the port's egress sampler that ended with
+	// an earlier program, not yet in poolBase (Agent.Adopt): the floor of
+	// the port's egress pool.
+	endedPool uint64
 }
 
 // worker is one sub-agent. All its fields are touched only by its own
@@ -202,6 +214,9 @@ type worker struct {
 	id   int
 	log  *slog.Logger
 	ctrl chan workerConfig
+	// drain asks the worker to read what its reader holds now and to
+	// close the channel it sends once it has (Agent.drainWorkers).
+	drain chan chan struct{}
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
@@ -248,11 +263,27 @@ type worker struct {
 	// handleFn is w.handle as a func value, made once: passing a method
 	// value per read would allocate.
 	handleFn func(*PacketSample)
+	// commit marks the samples read so far as consumed (Committer; nil
+	// when the reader cannot), and commitFn calls it: the receivers'
+	// senders call commitFn before each send.
+	commit   func()
+	commitFn func()
+}
+
+// Committer is implemented by a SampleReader whose source outlives the
+// process (a pinned ring buffer): CommitRead, called from within the
+// ReadSamples callback, marks the samples handed before the current one
+// as consumed, so that a program that takes the source over after a
+// crash does not read them again. The worker calls it before it sends
+// datagrams, so no sample that may have reached a collector is sent
+// twice.
+type Committer interface {
+	CommitRead()
 }
 
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
-		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1),
+		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1), drain: make(chan chan struct{}, 1),
 		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
@@ -263,6 +294,11 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 	w.frecs[0] = &w.hdr
 	w.frecs[1] = &w.sw
 	w.handleFn = w.handle
+	w.commitFn = func() {
+		if w.commit != nil {
+			w.commit()
+		}
+	}
 	return w
 }
 
@@ -277,6 +313,9 @@ func (w *worker) uptime() uint32 { return uint32(time.Since(w.start) / time.Mill
 // be nil for a worker that only polls.
 func (w *worker) run(ctx context.Context, src SampleReader) {
 	defer w.closeAll()
+	if c, ok := src.(Committer); ok {
+		w.commit = c.CommitRead
+	}
 	nextTick := time.Now().Add(time.Second)
 	// Adopted samplers (Agent.Adopt): configurations only, no sample read,
 	// until the agent lets go.
@@ -284,6 +323,13 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		select {
 		case cfg := <-w.ctrl:
 			w.apply(cfg)
+		case done := <-w.drain:
+			// Asked once the hold ended (Agent.drainWorkers asks no
+			// held worker): it ends here too.
+			hold = nil
+			nextTick = time.Now()
+			w.readAll(src)
+			close(done)
 		case <-hold:
 			hold = nil
 			// At once: what waited in the ring is read and sent now,
@@ -296,6 +342,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 	for {
 		// Apply configuration between samples, never during one.
 		select {
+		case done := <-w.drain:
+			w.readAll(src)
+			close(done)
 		case cfg := <-w.ctrl:
 			w.apply(cfg)
 		case <-ctx.Done():
@@ -304,6 +353,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		}
 		if src == nil {
 			select {
+			case done := <-w.drain:
+				close(done)
+				continue
 			case cfg := <-w.ctrl:
 				w.apply(cfg)
 				continue
@@ -345,6 +397,34 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			if nextTick.Before(now) { // we were stalled: do not tick in a burst
 				nextTick = now.Add(time.Second)
 			}
+		}
+	}
+}
+
+// readAll reads what src holds now, without waiting, and sends the
+// complete datagrams (Agent.drainWorkers). A configuration waiting is
+// applied first: it was sent before the request, and the samples read
+// are of the attachments it describes. src may be nil.
+func (w *worker) readAll(src SampleReader) {
+	select {
+	case cfg := <-w.ctrl:
+		w.apply(cfg)
+	default:
+	}
+	if src == nil {
+		return
+	}
+	// Bounded: under load the kernel refills the ring as fast as it is
+	// read; what was there at the call is read within a few batches.
+	for range 64 {
+		n, err := src.ReadSamples(time.Now(), w.handleFn)
+		if n > 0 {
+			for _, r := range w.receivers {
+				r.SendQueued()
+			}
+		}
+		if n == 0 || err != nil {
+			return
 		}
 	}
 }
@@ -405,7 +485,13 @@ func (w *worker) handle(ps *PacketSample) {
 			// is configured; omitted when no VLAN is known, rather than
 			// invented (spec "extended_switch").
 			swOK := false
+			eth := ps.HeaderProtocol == 0 || ps.HeaderProtocol == sflow.HeaderProtocolEthernet
 			switch {
+			case !eth:
+				// No MAC header to look up or read VLANs from.
+				if ps.Egress {
+					output = sflow.IfIndex(ps.IfIndex)
+				}
 			case ps.Egress:
 				// Sampled leaving the port: it is the output
 				// (sflow_version_5.txt section 4, flow_sample.output).
@@ -423,7 +509,7 @@ func (w *worker) handle(ps *PacketSample) {
 			case w.output != nil:
 				output, swOK = w.output.Forward(ps.IfIndex, ps.Header, &w.sw)
 			}
-			if w.output == nil {
+			if w.output == nil && eth {
 				if vlan, prio, ok := vlanTag(ps.Header); ok {
 					w.sw = sflow.ExtendedSwitch{SrcVLAN: vlan, SrcPriority: prio, DstVLAN: vlan, DstPriority: prio}
 					swOK = true
@@ -471,7 +557,10 @@ func (w *worker) handle(ps *PacketSample) {
 		if len(h) > s.cfg.HeaderBytes {
 			h = h[:s.cfg.HeaderBytes]
 		}
-		w.hdr.FrameLength = ps.FrameLen + fcsLen
+		w.hdr.Protocol, w.hdr.FrameLength, w.hdr.Stripped = sflow.HeaderProtocolEthernet, ps.FrameLen+fcsLen, fcsLen
+		if ps.HeaderProtocol != 0 && ps.HeaderProtocol != sflow.HeaderProtocolEthernet {
+			w.hdr.Protocol, w.hdr.FrameLength, w.hdr.Stripped = ps.HeaderProtocol, ps.FrameLen, 0
+		}
 		w.hdr.Header = h
 		input := sflow.IfIndex(ps.IfIndex)
 		if ps.Egress {
@@ -487,7 +576,7 @@ func (w *worker) handle(ps *PacketSample) {
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   max(s.cfg.Rate, ps.KernelRate), // a sample taken at a higher kernel rate, before a rate fell
 			SamplePool:     uint32(s.poolBase + pool),      // RFC: wraps mod 2^32
-			Drops:          uint32(drops),
+			Drops:          uint32(s.dropsBase + drops),
 			Input:          input,
 			Output:         output,
 			Records:        w.frecs[:nrecs],
@@ -631,7 +720,7 @@ func (w *worker) apply(cfg workerConfig) {
 			if why := fmt.Sprint(rc.Address, rc.Unresolved, err); w.unreachable[rc.Index] != why {
 				w.unreachable[rc.Index] = why
 				w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
-					"receiver", rc.Index, "collector", rc.Address, "name", rc.Unresolved, "err", err)
+					"receiver", rc.Index, "collector", CollectorKey{rc.Index, rc.Address, rc.Unresolved}.Collector(), "err", err)
 			}
 		} else {
 			delete(w.unreachable, rc.Index)
@@ -646,7 +735,7 @@ func (w *worker) apply(cfg workerConfig) {
 	}
 	keep := make(map[CollectorKey]bool, len(cfg.receivers))
 	for _, rc := range cfg.receivers {
-		keep[CollectorKey{rc.Index, rc.Address}] = true
+		keep[CollectorKey{rc.Index, rc.Address, rc.Unresolved}] = true
 	}
 	w.collectors.keep(keep)
 	w.agent = cfg.agent
@@ -669,11 +758,20 @@ func (w *worker) apply(cfg workerConfig) {
 		// attachment (its counters restart from 0 over a new base) starts
 		// afresh.
 		if _, ok := w.pools[sp.cfg.IfIndex]; !ok {
-			if pp := oldPools[sp.cfg.IfIndex]; pp != nil && pp.base == sp.poolBase {
-				w.pools[sp.cfg.IfIndex] = pp
-			} else {
-				w.pools[sp.cfg.IfIndex] = newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
+			pp := oldPools[sp.cfg.IfIndex]
+			if pp == nil || pp.base != sp.poolBase {
+				np := newPortPool(sp.poolBase, w.state, sp.cfg.IfIndex)
+				if pp != nil && pp.base+pp.last > np.base+np.last {
+					// The pools of the new attachment go on above
+					// the last one of the old (pool.go).
+					np.setLast(pp.base + pp.last - np.base)
+				}
+				pp = np
 			}
+			if sp.endedPool > pp.outAll {
+				pp.outAll = sp.endedPool
+			}
+			w.pools[sp.cfg.IfIndex] = pp
 		}
 		out := w.receivers[sp.cfg.Receiver]
 		if out == nil || sp.cfg.Rate == 0 {
@@ -685,7 +783,7 @@ func (w *worker) apply(cfg workerConfig) {
 		if s == nil {
 			s = &sampler{seq: w.claim(persist.SamplerKey(sp.cfg.IfIndex, sp.cfg.Instance))}
 		}
-		s.cfg, s.out, s.poolBase = sp.cfg, out, sp.poolBase
+		s.cfg, s.out, s.poolBase, s.dropsBase = sp.cfg, out, sp.poolBase, sp.dropsBase
 		s.kernelRate = sp.kernelRate
 		s.threshold = subsampleThreshold(sp.kernelRate, sp.cfg.Rate)
 		w.samplers[sp.cfg.IfIndex] = append(w.samplers[sp.cfg.IfIndex], s)

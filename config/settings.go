@@ -135,6 +135,13 @@ type Settings struct {
 	// rule per port, samples read from the kernel's PSAMPLE channel: switch
 	// ASICs; dataplane.Hook). Monitor ports are always sampled with XDP.
 	Hook string `toml:"hook"`
+	// PortHook overrides Hook per port: port name or glob -> "auto",
+	// "xdp", "tc" or "psample" (a port's own entry first, then the first
+	// matching pattern in sorted order). A port's hook is taken when the
+	// port is first sampled; a port already sampled keeps its own until it
+	// is sampled anew (removed and added again, or a restart). Not with
+	// psample_group (listen-only: every port is the group's).
+	PortHook map[string]string `toml:"port_hook"`
 	// PsampleGroup, when not 0, is listen-only psample mode: the agent
 	// installs no rule and reads the samples of this psample group, which
 	// another component's rules send (SONiC's sflowmgrd, DENT's tc
@@ -485,6 +492,17 @@ func (s *Settings) Validate() error {
 			errs = append(errs, fmt.Errorf("port_direction %q = %q: want ingress, egress or both", p, d))
 		}
 	}
+	for p, h := range s.PortHook {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("port_hook pattern %q: %w", p, err))
+		}
+		if !validHook(h) {
+			errs = append(errs, fmt.Errorf("port_hook %q = %q: want auto, xdp, tc or psample", p, h))
+		}
+	}
+	if len(s.PortHook) > 0 && s.PsampleGroup != 0 {
+		errs = append(errs, fmt.Errorf("port_hook with psample_group %d: in listen-only mode every port is the group's", s.PsampleGroup))
+	}
 	for _, p := range append(append([]string(nil), s.Ports...), s.MonitorPorts...) {
 		if _, err := path.Match(p, ""); err != nil {
 			errs = append(errs, fmt.Errorf("port pattern %q: %w", p, err))
@@ -604,6 +622,48 @@ func (s *Settings) PollInterval() time.Duration { return s.Polling.Duration() }
 // validDirection reports whether d names a sampling direction.
 func validDirection(d string) bool {
 	return d == "ingress" || d == "egress" || d == "both"
+}
+
+// validHook reports whether h names a sampler hook.
+func validHook(h string) bool {
+	return h == "auto" || h == "xdp" || h == "tc" || h == "psample"
+}
+
+// PortHookOf is the hook of port name: its own port_hook entry, else the
+// first pattern (in sorted order) of port_hook that matches it, else Hook
+// ("auto" when empty).
+func (s *Settings) PortHookOf(name string) string {
+	if h, ok := s.PortHook[name]; ok {
+		return h
+	}
+	pats := make([]string, 0, len(s.PortHook))
+	for p := range s.PortHook {
+		pats = append(pats, p)
+	}
+	sort.Strings(pats)
+	for _, p := range pats {
+		if ok, _ := path.Match(p, name); ok {
+			return s.PortHook[p]
+		}
+	}
+	if s.Hook == "" {
+		return "auto"
+	}
+	return s.Hook
+}
+
+// PortHooks reports whether any port's hook is h (Hook or a port_hook
+// entry).
+func (s *Settings) PortHooks(h string) bool {
+	if s.Hook == h || (s.Hook == "" && h == "auto") {
+		return true
+	}
+	for _, v := range s.PortHook {
+		if v == h {
+			return true
+		}
+	}
+	return false
 }
 
 // PortDirectionOf is the sampling direction of port name: its own

@@ -252,6 +252,8 @@ type Daemon struct {
 	lastState inforce.State
 	// dnssd is configuration by DNS-SD (dnssd.go); nil when off.
 	dnssd *dnssdState
+	// snmpRefused counts what restoreSNMP refused.
+	snmpRefused snmpRefused
 	// mibRows is how many static collectors the MIB can hold (receiver
 	// rows and instances per data source, fixed at start-up).
 	mibRows int
@@ -317,19 +319,23 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	if err != nil {
 		return fail(err)
 	}
-	var sampling agent.SampleSource = source.BPF{DP: dp}
+	bpfSource := source.BPF{DP: dp}
+	var sampling agent.SampleSource = bpfSource
 	switch {
-	case usePsample(s):
-		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
+	case s.PsampleGroup != 0 || (usePsample(s) && !bpfPortHooks(s)):
+		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
 			return fail(fmt.Errorf("psample sampling: %w", err))
 		}
 		sampling = d.psample
-	case s.Hook == "auto" && autoPsample(dp.Features(), log):
-		// Switch ports that offload tc: psample there, BPF elsewhere.
-		if d.psample, err = source.NewPsample(psampleConfig(s, log)); err != nil {
-			return fail(fmt.Errorf("psample sampling of the ports that offload tc: %w", err))
+	case s.PortHooks("psample") || (s.PortHooks("auto") && autoPsample(dp.Features(), log)):
+		// Ports whose hook is psample, and under auto the switch ports
+		// that offload tc: psample there, BPF elsewhere.
+		if d.psample, err = source.NewPsample(psampleConfig(s, log, store)); err != nil {
+			return fail(fmt.Errorf("psample sampling of the ports that offload tc or are set to psample: %w", err))
 		}
-		d.mixed = source.NewMixed(source.BPF{DP: dp}, d.psample, offloads)
+		// Each port by its hook (agent.PortSampling.Hook, from
+		// port_hook): psample, or under auto if it offloads tc.
+		d.mixed = source.NewMixed(bpfSource, d.psample, offloads)
 		sampling = d.mixed
 	}
 	d.agent = agent.New(agent.Options{
@@ -440,30 +446,69 @@ func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*
 
 // restoreSNMP gives the MIB the SNMP-set configuration the previous
 // program kept, when this one took its samplers over (an upgrade, a
-// restart after a crash); a start that adopts nothing begins afresh.
+// restart after a crash); a start that adopts nothing begins afresh. The
+// file is another process's to write as well (the state directory is the
+// administrator's): a damaged file is set aside and each row the MIB
+// refuses (as it would refuse its SET) is dropped, each logged and
+// counted (snmp_restore_refused_total); what is valid is restored and the
+// daemon starts either way.
 func (d *Daemon) restoreSNMP(s config.Settings) error {
 	if d.dp.PinDir() == "" {
 		return nil
 	}
-	store := handover.NewSNMPStore(s.StateDir)
-	if d.dp.Adopted() {
-		snap, err := store.Load()
-		if err != nil {
-			return err
+	for _, dir := range []string{s.StateDir, d.dp.PinDir()} {
+		if err := handover.CheckDir(dir); err != nil {
+			d.log.Error("directory open to other users: what the daemon keeps in it for an upgrade or a restart may be replaced; make it the daemon's alone (owned by its user, mode 0700 or 0755)", "err", err)
 		}
-		if len(snap.Receivers) > 0 {
-			d.log.Info("SNMP-set configuration restored", "receivers", len(snap.Receivers), "samplers", len(snap.Samplers), "pollers", len(snap.Pollers))
-		}
-		if err := d.mib.Import(snap); err != nil {
-			return err
-		}
-	} else if err := store.Remove(); err != nil {
-		return err
 	}
+	store := handover.NewSNMPStore(s.StateDir, handover.SNMPLimit(max(s.SNMPReceivers, len(s.StaticCollectors())),
+		max(s.SNMPInstances, len(s.StaticCollectors())), s.MaxPorts+maxVLANSources))
 	d.mu.Lock()
 	d.snmp = store
 	d.mu.Unlock()
+	if !d.dp.Adopted() {
+		return store.Remove()
+	}
+	snap, err := store.Load()
+	if err != nil {
+		d.snmpRefused.file.Add(1)
+		return err
+	}
+	if len(snap.Receivers) > 0 {
+		d.log.Info("SNMP-set configuration restored", "receivers", len(snap.Receivers), "samplers", len(snap.Samplers), "pollers", len(snap.Pollers))
+	}
+	refused, err := d.mib.Import(snap)
+	for _, r := range refused {
+		d.snmpRefused.count(r.Table)
+		d.log.Warn("SNMP-set configuration: a restored row refused as its SET would be; dropped", "table", r.Table, "row", r.Row, "err", r.Err)
+	}
+	if err != nil {
+		d.snmpRefused.file.Add(1)
+		return err
+	}
 	return nil
+}
+
+// maxVLANSources bounds the VLAN data sources (smonVlanDataSource): one
+// per VLAN ID.
+const maxVLANSources = 4094
+
+// snmpRefused counts what a start refused of the SNMP-set configuration
+// kept by the previous program: rows by table, and whole files (damaged,
+// or refused by the agent as a whole).
+type snmpRefused struct {
+	receiver, sampler, poller, file atomic.Uint64
+}
+
+func (r *snmpRefused) count(table string) {
+	switch table {
+	case "receiver":
+		r.receiver.Add(1)
+	case "sampler":
+		r.sampler.Add(1)
+	default:
+		r.poller.Add(1)
+	}
 }
 
 // persistSNMP keeps the MIB's SNMP-set part (mib.Config.Persist).

@@ -31,7 +31,7 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
-	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics))
+	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics), snmpRestoreCollector{d})
 	if d.psample != nil {
 		reg.MustRegister(psampleCollector{d.psample})
 	}
@@ -163,3 +163,30 @@ func (c backoffCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prom.Counter(backoffSteps, c.d.backoffUp.Load(), "up")
 	ch <- prom.Counter(backoffSteps, c.d.backoffDown.Load(), "down")
 }
+
+// snmpRestoreRefused is sflowswitchd_snmp_restore_refused_total{what}.
+var snmpRestoreRefused = prom.Desc("snmp_restore_refused_total",
+	"What a start refused of the SNMP-set configuration the previous program kept (the state directory's snmp.json), by what: receiver, sampler, poller (rows a SET with their values would be refused; dropped), file (damaged and set aside as snmp.json.damaged, or refused by the agent as a whole). See the log.", "what")
+
+// snmpRestoreCollector exports snmpRefused.
+type snmpRestoreCollector struct{ d *Daemon }
+
+func (c snmpRestoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- snmpRestoreRefused
+	ch <- pinReplaced
+}
+
+func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
+	r := &c.d.snmpRefused
+	ch <- prom.Counter(snmpRestoreRefused, r.receiver.Load(), "receiver")
+	ch <- prom.Counter(snmpRestoreRefused, r.sampler.Load(), "sampler")
+	ch <- prom.Counter(snmpRestoreRefused, r.poller.Load(), "poller")
+	ch <- prom.Counter(snmpRestoreRefused, r.file.Load(), "file")
+	if why := c.d.dp.PinReplaced(); why != "" {
+		ch <- prom.Counter(pinReplaced, 1, why)
+	}
+}
+
+// pinReplaced is sflowswitchd_pinned_state_replaced_total{reason}.
+var pinReplaced = prom.Desc("pinned_state_replaced_total",
+	"Pinned sampler state this start found and replaced instead of adopting it, by reason: layout (another version), sizes (other settings), unreadable (no valid description), damaged (an object missing or not the daemon's). Its samples in flight are lost and pools start afresh: a gap in the data (see the log).", "reason")

@@ -37,12 +37,15 @@ type model struct {
 // selected port as a data source.
 func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Resolver, log *slog.Logger) (model, error) {
 	var m model
-	addrs, err := agentaddr.List()
-	if err != nil {
-		return m, err
-	}
+	// Listing the addresses can fail for a reason from outside (no
+	// descriptor left): the agent address is then unknown for now and
+	// the caller keeps the last one, and the rest (ports gone, which
+	// frees their descriptors) is applied all the same.
 	var how string
-	m.AgentAddr, how, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
+	addrs, err := agentaddr.List()
+	if err == nil {
+		m.AgentAddr, how, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
+	}
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
@@ -81,7 +84,11 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 				return m, err
 			}
 		}
-		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir,
+		var hook string
+		if len(s.PortHook) > 0 && !monitor {
+			hook = s.PortHookOf(p.Name)
+		}
+		m.Ports = append(m.Ports, mib.Port{IfIndex: uint32(p.Index), Monitor: monitor, Direction: dir, Hook: hook,
 			StaticRate: s.PortSamplingRate(p.Name, p.SpeedMbps)})
 		selected = append(selected, p)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
@@ -46,6 +47,17 @@ func offloads(ifindex uint32) bool {
 	return err == nil && on
 }
 
+// bpfPortHooks tells whether a port_hook entry puts a port on the BPF
+// samplers (auto, xdp or tc) under hook psample.
+func bpfPortHooks(s config.Settings) bool {
+	for _, h := range s.PortHook {
+		if h != "psample" {
+			return true
+		}
+	}
+	return false
+}
+
 // usePsample tells whether the ports are sampled through psample: hook
 // psample (the agent's rules) or a listen-only group.
 func usePsample(s config.Settings) bool {
@@ -54,8 +66,8 @@ func usePsample(s config.Settings) bool {
 
 // psampleConfig is the psample path's part of the settings (start-up
 // only).
-func psampleConfig(s config.Settings, log *slog.Logger) source.PsampleConfig {
-	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log,
+func psampleConfig(s config.Settings, log *slog.Logger, state *persist.Store) source.PsampleConfig {
+	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log, State: state,
 		IngressGroup: s.PsampleIngressGroup, EgressGroup: s.PsampleEgressGroup,
 		InstallRules: s.Dent, SoftwareRules: s.DentSW}
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -138,6 +139,10 @@ func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 		d.log.Warn("a change of hook takes effect at restart", "running", old.Hook, "configured", s.Hook)
 		s.Hook = old.Hook
 	}
+	if !maps.Equal(s.PortHook, old.PortHook) {
+		d.log.Warn("a change of port_hook takes effect at restart", "running", old.PortHook, "configured", s.PortHook)
+		s.PortHook = old.PortHook
+	}
 	if s.PsampleIngressGroup != old.PsampleIngressGroup || s.PsampleEgressGroup != old.PsampleEgressGroup ||
 		s.Dent != old.Dent || s.DentSW != old.DentSW || s.DentSwitchPort != old.DentSwitchPort {
 		d.log.Warn("a change of psample { } or dent { } (psample_ingress_group, psample_egress_group, dent*) takes effect at restart")
@@ -191,7 +196,6 @@ func (d *Daemon) reconfigure() {
 		d.reconfigureFailed(err)
 		return
 	}
-	d.reconfigured()
 	d.noteSelection(s, present)
 	if mg := strings.Join(m.Management, ","); mg != d.mgmtLeftOut {
 		if mg != "" {
@@ -215,15 +219,26 @@ func (d *Daemon) reconfigure() {
 	d.mu.Lock()
 	d.agentChoice = choice
 	d.mu.Unlock()
+	// A change the agent refuses as a whole leaves the configuration it
+	// runs stale (configuration_stale): retried with backoff like a
+	// failure from outside. A port the kernel cannot sample is not such a
+	// failure (the MIB keeps it, portfail retries it).
+	var errs []error
 	if err := d.mib.SetStatic(m.Static); err != nil {
 		d.log.Error("static receivers refused (more collectors than receiver rows or instances need a restart)", "err", err)
+		errs = append(errs, err)
 	}
 	if err := d.mib.SetAgentAddress(m.AgentAddr); err != nil {
-		d.log.Warn("configuration applied with errors", "err", err)
+		errs = append(errs, err)
 	}
 	if err := d.mib.SetPorts(m.Ports); err != nil {
-		d.log.Warn("configuration applied with errors", "err", err)
+		errs = append(errs, err)
 	}
+	if err := errors.Join(errs...); err != nil {
+		d.reconfigureFailed(err)
+		return
+	}
+	d.reconfigured()
 }
 
 // Backoff of a reconfiguration that failed for a reason from outside (no
@@ -262,6 +277,10 @@ func (d *Daemon) reconfigured() {
 // warning when the kernel lacks the feature (the probe's warning names it
 // and why), an error otherwise.
 func (d *Daemon) dropsOff(err error) {
+	if errors.Is(err, dropnotify.ErrRetrying) {
+		d.log.Error("drop notifications off for now", "err", err)
+		return
+	}
 	if errors.Is(err, dropnotify.ErrKernelFeature) {
 		d.log.Warn("drop notifications off", "err", err)
 		return

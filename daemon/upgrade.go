@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -75,22 +76,45 @@ type upgrade struct {
 // ends: args are the daemon's command-line arguments, given to the new
 // binary's check and to the exec. A refused upgrade leaves this program
 // running.
+//
+// Once an upgrade is under way (checked, Run stopping for the exec), a
+// SIGUSR2 starts nothing: a check started then would still run at the
+// exec, and its process, a child of the new program that never waits for
+// it, would stay a zombie. The new program upgrades again at the next.
 func (d *Daemon) UpgradeOn(ctx context.Context, sig <-chan os.Signal, args []string) {
+	logged := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sig:
-			if err := d.prepareUpgrade(ctx, args); err != nil {
+			err := d.prepareUpgrade(ctx, args)
+			switch {
+			case errors.Is(err, errUpgradeUnderWay):
+				if !logged {
+					d.log.Info("upgrade in place under way: SIGUSR2 ignored until the new program runs")
+					logged = true
+				}
+			case err != nil:
 				d.log.Error("upgrade in place refused; this program keeps running", "err", err)
 			}
 		}
 	}
 }
 
+// errUpgradeUnderWay is prepareUpgrade's error once an upgrade is
+// prepared.
+var errUpgradeUnderWay = errors.New("an upgrade in place is under way")
+
 // prepareUpgrade checks the binary at the daemon's path and, when it can
 // start, makes Run stop for the exec.
 func (d *Daemon) prepareUpgrade(ctx context.Context, args []string) error {
+	d.mu.Lock()
+	underWay := d.upgrade != nil
+	d.mu.Unlock()
+	if underWay {
+		return errUpgradeUnderWay
+	}
 	if d.dp.PinDir() == "" {
 		return errors.New("nothing is pinned (pin_dir off, or not on a BPF file system): an exec would detach every sampler")
 	}
@@ -152,10 +176,27 @@ func (d *Daemon) Exec() error {
 		return fmt.Errorf("upgrade: %w", err)
 	}
 	d.log.Info("upgrade in place: exec", "exe", u.exe, "pid", os.Getpid())
+	ignoreAtExec()
 	err = syscall.Exec(u.exe, os.Args, env)
 	d.log.Error("upgrade in place: exec failed; the previous binary takes the samplers back", "exe", u.exe, "err", err)
 	u.next.Rollback = true
 	return errors.Join(err, rollback(u.next, d.log))
+}
+
+// ignoreAtExec ignores SIGHUP and SIGUSR2 from here to the exec and in
+// the new program until it catches them (internal/earlysignal). execve
+// gives caught signals their default action, which for both is to end
+// the process (a SIGUSR2 or SIGHUP during the exec killed the daemon,
+// exit 140 or 129); an ignored signal stays ignored across it (execve(2)).
+// In the new program the Go runtime keeps SIGHUP ignored until
+// signal.Notify asks for it, and from its start ignores a SIGUSR2 nobody
+// asked for (runtime's sigtable: SIGUSR2 is neither _SigKill nor
+// _SigThrow). A blocked signal would not do: the runtime unblocks both
+// before it installs its handlers. What is lost: a reload asked during
+// the exec (the new program reads the configuration as it is anyway) and
+// an upgrade asked during one (it is under way).
+func ignoreAtExec() {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGUSR2)
 }
 
 // RollBack execs the previous program again when this one, started by an
@@ -183,6 +224,7 @@ func rollback(st handover.State, log *slog.Logger) error {
 	if len(args) == 0 {
 		args = os.Args
 	}
+	ignoreAtExec()
 	err = syscall.Exec(fmt.Sprintf("/proc/self/fd/%d", st.ExeFD), args, env)
 	log.Error("rollback failed: exiting; the samplers stay attached for the next start", "err", err)
 	return fmt.Errorf("rollback: %w", err)
@@ -237,5 +279,5 @@ func Cleanup(s config.Settings, log *slog.Logger) error {
 	if err := dataplane.Cleanup(s.PinDir, log); err != nil {
 		return err
 	}
-	return handover.NewSNMPStore(s.StateDir).Remove()
+	return handover.NewSNMPStore(s.StateDir, 0).Remove()
 }

@@ -183,6 +183,10 @@ type PortConfig struct {
 	// agent's sub-sampling makes exact on top of Rate (logged beside it;
 	// 0 = Rate).
 	ConfiguredRate uint32
+	// Hook is the port's own hook, HookXDP or HookTC, over Config.Hook;
+	// HookAuto (0): Config.Hook's choice. Taken at attach: UpdatePort
+	// keeps the port where it is.
+	Hook Hook
 }
 
 // PortCounters are the summed per-CPU counters of one port.
@@ -270,6 +274,9 @@ type Dataplane struct {
 	// taken over from it at Open, with their configuration.
 	pin     *pin.State
 	adopted map[int]PortConfig
+	// adoptedEgress are the egress counts of the adopted ports, as
+	// their egress samplers left them (AdoptedEgress).
+	adoptedEgress map[int]PortCounters
 	// state is the agent's state memory (StateMemory).
 	state    *ebpf.Map
 	stateMem []byte
@@ -448,7 +455,7 @@ func (d *Dataplane) load() error {
 		if err != nil {
 			return err
 		}
-		if err := d.inNetns(func() error { return d.openPins(layout, sizes) }); err != nil {
+		if err := d.inNetns(func() error { return d.openPins(layout, sizes, spec) }); err != nil {
 			return fmt.Errorf("dataplane: pin directory: %w", err)
 		}
 	}
@@ -466,7 +473,7 @@ func (d *Dataplane) load() error {
 			}
 		}()
 	}
-	if err := spec.LoadAndAssign(&d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &d.objs, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
@@ -598,6 +605,11 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 		return false, "pinned state of another layout", nil
 	case old.Sizes != sizes:
 		return false, "pinned state made with other sizes: " + sizes.Differs(old.Sizes), nil
+	}
+	// What Open will adopt, opened now: a damaged directory is replaced
+	// (said here), not found out by the new program half-way.
+	if err := pin.CheckAdoptable(cfg.PinDir, spec, cfg.Workers, cfg.MaxPorts); err != nil {
+		return false, "pinned state damaged (replaced, a gap in the data): " + err.Error(), nil
 	}
 	return true, "adopts the pinned samplers", nil
 }
@@ -825,6 +837,8 @@ func (pc *PortConfig) validate(workers int) error {
 		return fmt.Errorf("header bytes %d not in 1..%d", pc.HeaderBytes, MaxHeaderBytes)
 	case pc.Worker < 0 || pc.Worker >= workers:
 		return fmt.Errorf("worker %d not in 0..%d", pc.Worker, workers-1)
+	case pc.Hook != HookAuto && pc.Hook != HookXDP && pc.Hook != HookTC:
+		return fmt.Errorf("a port's hook is auto, xdp or tc, not %s", pc.Hook)
 	}
 	return nil
 }
@@ -948,9 +962,10 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = p
 	d.publishSlots()
-	if p.link != nil {
+	{
 		// Only the ingress attachment is pinned (and adopted by the next
-		// program); an egress sampler is attached anew after a take-over.
+		// program); an egress sampler is attached anew after a take-over,
+		// its count read from its pinned counters (pinegress.go).
 		if err := d.recordPort(ifindex, p); err != nil {
 			// Sampled, but a crash or upgrade would lose the port: said.
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
@@ -973,8 +988,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 // with mu held.
 func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
 	hook := d.hookFor(ifindex, m)
+	auto := d.cfg.Hook == HookAuto
+	if (p.cfg.Hook == HookXDP || p.cfg.Hook == HookTC) && m != ModeMonitor {
+		hook, auto = p.cfg.Hook, false // the port's own
+	}
 	l, prog, mode, err := d.attachHook(hook, ifindex, p.slot, m)
-	if err != nil && hook == HookTC && d.cfg.Hook == HookAuto && !outOfResources(err) {
+	if err != nil && hook == HookTC && auto && !outOfResources(err) {
 		// Auto picked TC for a veth port: XDP samples it too, at a
 		// higher cost, and runs before TC anyway. Not when the
 		// process ran out of descriptors or memory: XDP would fail
@@ -1104,6 +1123,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	if pc.Kind == PortPlain {
 		pc.Kind = p.cfg.Kind // the link's, found at attach
 	}
+	pc.Hook = p.cfg.Hook // where it was attached
 	freshIngress := false
 	if pc.Direction != p.cfg.Direction {
 		// The config first, for the new mode: a sampler attached now
@@ -1116,6 +1136,9 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		// The directions the port is sampled in now, whatever failed.
 		p.cfg.Direction = p.direction()
 		d.publishSlots()
+		if rerr := d.recordPort(ifindex, p); rerr != nil {
+			d.log.Warn("port's directions not pinned: a crash or an upgrade takes it for its former ones", "ifindex", ifindex, "err", rerr)
+		}
 		if err != nil {
 			return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 		}
@@ -1218,7 +1241,7 @@ func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Prog
 	}
 	// Only the maps the per-port program itself uses: the sampled path is
 	// the shared xdp_take_sample, reached by tail call.
-	err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.SamplerMapCounters:    d.objs.Counters,
 		bpf.SamplerMapSampleHands: d.objs.SampleHands,
 		bpf.SamplerMapTakeProgs:   d.objs.TakeProgs,

@@ -107,12 +107,17 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		Hands     *ebpf.Map     `ebpf:"sample_hands"`
 		Counters  *ebpf.Map     `ebpf:"counters"`
 	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
 		return nil, bpf.LoadError("loading the egress sampler", err)
 	}
 	e := &egressObjects{spec: spec, take: o.Take, takeProgs: o.TakeProgs, hands: o.Hands, counters: o.Counters}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
 		return nil, errors.Join(fmt.Errorf("installing tc_out_take: %w", err), e.close())
+	}
+	if err := d.pinEgress(o.Counters); err != nil {
+		// Sampled all the same; a take-over then restarts the egress
+		// pools (their base misses what the egress samplers counted).
+		d.log.Warn("egress counters not pinned: a crash or an upgrade loses the egress pools", "err", err)
 	}
 	pages, err := mapCounters(o.Counters, d.cfg.MaxPorts, d.cpuSlots)
 	if err != nil {
@@ -153,7 +158,7 @@ func (d *Dataplane) portProgramEgress(ifindex int, slot uint32) (*ebpf.Program, 
 	var o struct {
 		Prog *ebpf.Program `ebpf:"tc_out_sampler"`
 	}
-	err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err = bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.TcEgressMapCounters:    e.counters,
 		bpf.TcEgressMapSampleHands: e.hands,
 		bpf.TcEgressMapTakeProgs:   e.takeProgs,

@@ -30,7 +30,7 @@ func (d *Dataplane) startFIBGen() error {
 		return fmt.Errorf("loading the FIB generation spec: %w", err)
 	}
 	var objs bpf.FibGenObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	if err := bpf.LoadAndAssign(spec, &objs, nil); err != nil {
 		return fmt.Errorf("loading the FIB generation reader: %w", err)
 	}
 	g := &fibGen{prog: objs.FibGenRead}

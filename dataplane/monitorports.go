@@ -172,12 +172,19 @@ func portConfig(s ports.Sampling) PortConfig {
 	if s.Monitor {
 		mode = ModeMonitor
 	}
-	return PortConfig{Rate: s.KernelRate, Mode: mode, HeaderBytes: s.HeaderBytes, Worker: s.Worker, Direction: s.Direction.OrIngress(),
+	pc := PortConfig{Rate: s.KernelRate, Mode: mode, HeaderBytes: s.HeaderBytes, Worker: s.Worker, Direction: s.Direction.OrIngress(),
 		ConfiguredRate: s.Rate}
+	switch s.Hook {
+	case "xdp":
+		pc.Hook = HookXDP
+	case "tc":
+		pc.Hook = HookTC
+	}
+	return pc
 }
 
 // sampling is pc in the agent's terms (AdoptedPorts).
 func sampling(pc PortConfig) ports.Sampling {
 	return ports.Sampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
-		Monitor: pc.Mode == ModeMonitor}
+		Monitor: pc.Mode == ModeMonitor, Direction: pc.Direction}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Attach modes as stored in map_ports.
@@ -38,7 +39,7 @@ func attachCode(mode string) uint8 {
 // adopted (same layout and sizes) or replaced (anything else there is
 // detached and unpinned, with a log line saying why). Runs in the
 // Dataplane's namespace (clsact filters of replaced state).
-func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes) error {
+func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes, spec *ebpf.CollectionSpec) error {
 	dir := d.cfg.PinDir
 	lock, err := pin.Lock(dir, d.cfg.Handover)
 	if err != nil {
@@ -55,22 +56,32 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes) error {
 	case !ok && len(pin.Names(dir)) == 0:
 		return nil // a new directory
 	case ok && old.Format == pin.MetaFormat && old.Layout == layout && old.Sizes == sizes:
+		if err := pin.CheckAdoptable(dir, spec, d.cfg.Workers, d.cfg.MaxPorts); err != nil {
+			p.Replaced = "damaged"
+			d.log.Error("pinned sampler state damaged: detached and replaced, pools and samples start afresh (a gap in the data)",
+				"pin_dir", dir, "err", err)
+			break
+		}
 		p.Meta = old
 		p.Adopt = true
 		return nil
 	case !ok:
+		p.Replaced = "unreadable"
 		d.log.Warn("pin directory holds state without a readable description: replaced", "pin_dir", dir, "entries", len(pin.Names(dir)))
 	case old.Format != pin.MetaFormat || old.Layout != layout:
+		p.Replaced = "layout"
 		d.log.Warn("pinned sampler state of another layout (another sflowswitchd version): detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "state_format", old.Format, "state_layout", hex.EncodeToString(old.Layout[:8]), "layout", hex.EncodeToString(layout[:8]))
 	default:
+		p.Replaced = "sizes"
 		d.log.Warn("pinned sampler state made with other sizes: detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "differs", sizes.Differs(old.Sizes))
 	}
 	return clearPinDir(d.pin.Dir, old.OwnerID(), d.log)
 }
 
-// clearPinDir detaches and unpins everything in the pin directory dir:
+// clearPinDir detaches and unpins what the daemon made in the pin
+// directory dir (pin.OwnName; anything else is left, logged):
 // links are detached (unpinned, then closed: the last reference), the
 // clsact filters of owner (the state's, "" if unknown) are deleted, maps
 // are unpinned. Runs in the Dataplane's namespace (openPins) or the
@@ -79,6 +90,10 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 	var errs []error
 	for _, name := range pin.Names(dir) {
 		path := filepath.Join(dir, name)
+		if !pin.OwnName(name) {
+			log.Warn("pin directory entry the daemon does not make: left alone", "pin_dir", dir, "entry", name)
+			continue
+		}
 		if strings.HasPrefix(name, pin.LinkPrefix) {
 			l, err := link.LoadPinnedLink(path, nil)
 			if err == nil {
@@ -114,7 +129,10 @@ func (d *Dataplane) recordPort(ifindex int, p *port) error {
 		}
 		p.pinned = true
 	}
-	v := pin.PortValue{Slot: p.slot, Attach: attachCode(p.mode)}
+	v := pin.PortValue{Slot: p.slot, Attach: attachCode(p.mode), Dirs: uint8(p.direction())}
+	if p.link == nil {
+		v.Attach = 0
+	}
 	if f, ok := p.link.(*clsactFilter); ok && f.ownQdisc {
 		v.OwnQdisc = 1
 	}
@@ -167,8 +185,26 @@ func (d *Dataplane) adoptPorts() error {
 	}
 	used := map[uint32]bool{}
 	d.adopted = map[int]PortConfig{}
+	// What the egress samplers counted: they ended with the previous
+	// program (pinegress.go).
+	d.adoptedEgress = d.endedEgress(func(yield func(int, pin.PortValue) bool) {
+		for _, e := range es {
+			if !yield(int(e.ifindex), e.v) {
+				return
+			}
+		}
+	})
 	for _, e := range es {
 		ifindex := int(e.ifindex)
+		if e.v.Attach == 0 {
+			// Sampled at egress only: nothing of it is attached any
+			// more; it is attached anew if still configured.
+			d.dropPinned(ifindex, e.v)
+			if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
+				d.adopted[ifindex] = PortConfig{Direction: dirs}
+			}
+			continue
+		}
 		p, err := d.adoptPort(ifindex, e.v, used)
 		if err != nil {
 			d.log.Warn("pinned port not taken over: detached, it is attached afresh if still configured",
@@ -178,7 +214,11 @@ func (d *Dataplane) adoptPorts() error {
 		}
 		used[p.slot] = true
 		d.ports[ifindex] = p
-		d.adopted[ifindex] = p.cfg
+		pc := p.cfg
+		if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
+			pc.Direction = dirs // as configured; attached now: ingress
+		}
+		d.adopted[ifindex] = pc
 		d.log.Info("sampler taken over", "ifindex", ifindex, "hook", p.hook, "mode", p.mode,
 			"rate", p.cfg.Rate, "delivery", p.cfg.Mode.String(), "worker", p.cfg.Worker, "slot", p.slot)
 	}
@@ -320,7 +360,11 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 }
 
 // AdoptedPorts returns the ports this Dataplane took over from pinned
-// state at Open, with their configuration; nil when none.
+// state at Open, with their configuration; nil when none. A port's
+// Direction is the directions the previous program sampled it in; of
+// those only ingress is still attached (AttachMode), the egress sampler
+// having ended with that program (AdoptedEgress). A port the previous
+// program sampled at egress only has nothing attached and no rate (0).
 func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -329,6 +373,18 @@ func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
 		out[k] = sampling(v)
 	}
 	return out
+}
+
+// PinReplaced is why Open replaced the pinned state it found ("" when it
+// adopted it, or found none): "layout" (another program version),
+// "sizes" (other settings), "unreadable" (no valid meta), "damaged" (an
+// object it would adopt missing or not the daemon's). Samples and pools
+// start afresh: a gap in the data.
+func (d *Dataplane) PinReplaced() string {
+	if d.pin == nil {
+		return ""
+	}
+	return d.pin.Replaced
 }
 
 // Adopted reports whether Open took over pinned state.
@@ -365,9 +421,12 @@ func Cleanup(dir string, log *slog.Logger) error {
 		return err
 	}
 	defer lock.Close()
-	meta, _, err := pin.ReadMeta(dir)
-	if err != nil {
-		log.Warn("pinned state unreadable; removing it anyway", "err", err)
+	meta, ok, err := pin.ReadMeta(dir)
+	if n := len(pin.Names(dir)); !ok && n > 0 {
+		// Only the daemon's own state is removed: without its meta the
+		// directory may be another tool's (or a daemon's that crashed
+		// before writing it: remove it by hand, rm -r).
+		return fmt.Errorf("cleaning up %s: no sflowswitchd state description (meta) among its %d entries (%v): not the daemon's pin directory, or damaged; nothing removed", dir, n, err)
 	}
 	n := len(pin.Names(dir))
 	err = clearPinDir(dir, meta.OwnerID(), log)

@@ -74,6 +74,10 @@ type ringReader struct {
 	ring      ringView
 	s         RawSample
 	malformed atomic.Uint64
+	// handled is, during a batch, the position of the record being
+	// handed to fn (every record before it is handled), and stored the
+	// consumer_pos last stored (commit).
+	handled, stored uintptr
 }
 
 // ringView is the memory mapping of a BPF ring buffer map, as the kernel
@@ -156,12 +160,14 @@ func (d *Dataplane) checkRing(worker int) error {
 // with a release store once after the batch: the kernel may reuse the
 // space only after we are done reading it, and fn does not block. Header
 // slices passed to fn alias the ring, which is why they are valid only
-// during the callback.
+// during the callback. fn may store consumer_pos earlier, up to the record
+// it is handed (commit), before it sends what the records before made.
 func (r *ringReader) batch(fn func(*RawSample)) (n int, busy bool, err error) {
 	v := &r.ring
 	prod := atomic.LoadUintptr(v.prod)
 	cons := atomic.LoadUintptr(v.cons)
-	start := cons
+	r.stored = cons
+	defer func() { r.handled = r.stored }() // a commit outside a batch stores nothing
 	for cons != prod {
 		if prod-cons < ringHdrSize {
 			err = fmt.Errorf("dataplane: reading ring: %d bytes left, short of a record header", prod-cons)
@@ -183,6 +189,7 @@ func (r *ringReader) batch(fn func(*RawSample)) (n int, busy bool, err error) {
 			// The data area is mapped twice, so the record is contiguous
 			// even when it wraps around the end of the ring.
 			if r.decode(v.data[off+ringHdrSize : off+ringHdrSize+dataLen : off+ringHdrSize+dataLen]) {
+				r.handled = cons
 				fn(&r.s)
 				n++
 			} else {
@@ -191,10 +198,28 @@ func (r *ringReader) batch(fn func(*RawSample)) (n int, busy bool, err error) {
 		}
 		cons += total
 	}
-	if cons != start {
+	if cons != r.stored {
 		atomic.StoreUintptr(v.cons, cons)
+		r.stored = cons
 	}
 	return n, busy, err
+}
+
+// commit stores consumer_pos up to the record being handed to the batch's
+// fn: the records before it are handled, and a process that takes the
+// ring over after a SIGKILL does not read them again. fn calls it (on the
+// reading goroutine) before it sends datagrams made of those records, so
+// that a record whose sample may have reached a collector is never read
+// and sent twice (each record is one sampled frame; sFlow has no way to
+// tell a repeated sample); a record handled but not sent at a kill is
+// lost instead, which its data source's sample sequence numbers show (a
+// gap). One store per send, not per record: consumer_pos is read by every
+// CPU that reserves a record.
+func (r *ringReader) commit() {
+	if r.handled != r.stored {
+		atomic.StoreUintptr(r.ring.cons, r.handled)
+		r.stored = r.handled
+	}
 }
 
 // decode fills r.s from a record; false when the record is malformed.

@@ -196,3 +196,58 @@ func TestSourceWakeAndClose(t *testing.T) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+// TestRingCommit: Commit, called from a Read callback, releases to the
+// kernel exactly the records handed before the current one (so that a
+// program taking the pinned ring over after a SIGKILL does not read them
+// again); the rest are released when the batch ends, and a Commit outside
+// a callback changes nothing.
+func TestRingCommit(t *testing.T) {
+	lab := netlab.New(t, 1)
+	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2})
+	p1 := lab.PortIndex(t, 0)
+	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 64}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := d.Source(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, ok := r.ring.(*ringReader)
+	if !ok {
+		t.Fatalf("the source's ring is a %T", r.ring)
+	}
+	cons := func() uintptr { return atomic.LoadUintptr(rr.ring.cons) }
+	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, 10, 32))
+	start := cons()
+	var at []uintptr // consumer_pos seen by each callback, after its Commit on the 6th
+	i := 0
+	n, err := r.Read(time.Now().Add(time.Second), func(s *RawSample) {
+		if _, ok := frameSeq(s.Header); !ok {
+			return
+		}
+		if i == 5 {
+			r.Commit()
+		}
+		at = append(at, cons())
+		i++
+	})
+	if err != nil || n < 10 {
+		t.Fatalf("Read: %d samples, %v", n, err)
+	}
+	size := (uintptr(ringHdrSize+metaSize+64) + 7) &^ 7
+	for j, c := range at {
+		want := start
+		if j >= 5 {
+			want = start + 5*size
+		}
+		if c != want {
+			t.Errorf("callback %d: consumer_pos %d records on, want %d", j, (c-start)/size, (want-start)/size)
+		}
+	}
+	end := cons()
+	r.Commit()
+	if end != start+uintptr(n)*size || cons() != end {
+		t.Errorf("after the batch consumer_pos is %d records on (%d after a Commit), want %d", (end-start)/size, (cons()-start)/size, n)
+	}
+}

@@ -71,16 +71,34 @@ func TestPoolExact(t *testing.T) {
 }
 
 // TestSamplingStatistics checks the random 1-in-rate sampling: the number
-// of samples is binomial(K, 1/rate) (within 4 standard deviations), and the
-// gaps between consecutive sampled sequence numbers follow the geometric
-// distribution (chi-square goodness of fit, p > 0.001), as sFlow's random
-// skip sampling requires (sflow_version_5.txt section 4.2.1, Appendix B).
+// of samples is binomial(K, 1/rate), and the gaps between consecutive
+// sampled sequence numbers follow the geometric distribution (chi-square
+// goodness of fit), as sFlow's random skip sampling requires
+// (sflow_version_5.txt section 4.2.1, Appendix B). Each bound is set from
+// the number of comparisons a run makes (statsComparisons), so that a
+// correct sampler fails a run with probability statsFamilyAlpha at most
+// (Bonferroni), not 1 - (1-α)^m.
 func TestSamplingStatistics(t *testing.T) {
 	t.Run("xdp", func(t *testing.T) { testSamplingStatistics(t, HookXDP, nil) })
 	t.Run("tc", func(t *testing.T) {
 		forTCModes(t, func(t *testing.T, c tcCase) { testSamplingStatistics(t, HookTC, &c) })
 	})
 }
+
+// statsFamilyAlpha is the probability that a run of TestSamplingStatistics
+// fails with a correct sampler; statsComparisons the tests a run makes: 3
+// attachments (xdp, tcx, clsact) × 3 rates × 2 (count, gaps).
+const (
+	statsFamilyAlpha = 1e-4
+	statsComparisons = 3 * 3 * 2
+)
+
+// statsAlpha is one comparison's significance level, and statsZ the
+// two-sided normal bound at it (4.54 standard deviations).
+var (
+	statsAlpha = statsFamilyAlpha / statsComparisons
+	statsZ     = math.Sqrt2 * math.Erfinv(1-statsAlpha)
+)
 
 func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 	lab := netlab.New(t, 2)
@@ -151,8 +169,8 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 			continue
 		}
 		mean, sd := float64(k)*p, math.Sqrt(float64(k)*p*(1-p))
-		if dev := math.Abs(float64(len(seqs))-mean) / sd; dev > 4 {
-			t.Errorf("rate %d: %d samples, expected %.1f ± %.1f (%.1f sd off)", rate, len(seqs), mean, sd, dev)
+		if dev := math.Abs(float64(len(seqs))-mean) / sd; dev > statsZ {
+			t.Errorf("rate %d: %d samples, expected %.1f ± %.1f (%.1f sd off, bound %.2f)", rate, len(seqs), mean, sd, dev, statsZ)
 		}
 		gaps := make([]int64, 0, len(seqs))
 		prev := int64(-1)
@@ -168,8 +186,8 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 		if df < 2 {
 			t.Errorf("rate %d: too few gap bins (%d df) for a meaningful test", rate, df)
 		}
-		if pv <= 0.001 {
-			t.Errorf("rate %d: gaps are not geometric: chi-square %.2f, df %d, p %.6f", rate, chi2, df, pv)
+		if pv <= statsAlpha {
+			t.Errorf("rate %d: gaps are not geometric: chi-square %.2f, df %d, p %.2g (bound %.2g)", rate, chi2, df, pv, statsAlpha)
 		}
 	}
 }
@@ -317,7 +335,7 @@ func TestChiSquareGeometricRejects(t *testing.T) {
 	for i := range fixed {
 		fixed[i] = 256
 	}
-	if _, _, pv := chiSquareGeometric(fixed, 1.0/256); pv > 0.001 {
+	if _, _, pv := chiSquareGeometric(fixed, 1.0/256); pv > statsAlpha {
 		t.Errorf("deterministic gaps accepted: p %.6f", pv)
 	}
 	// Inverse-transform geometric gaps from a fixed LCG stream.
@@ -328,7 +346,7 @@ func TestChiSquareGeometricRejects(t *testing.T) {
 		u := (float64(x>>11) + 0.5) / (1 << 53)
 		geo[i] = int64(math.Ceil(math.Log(u) / math.Log(1-1.0/256)))
 	}
-	if chi2, df, pv := chiSquareGeometric(geo, 1.0/256); pv <= 0.001 {
+	if chi2, df, pv := chiSquareGeometric(geo, 1.0/256); pv <= statsAlpha {
 		t.Errorf("geometric gaps rejected: chi2 %.2f df %d p %.6f", chi2, df, pv)
 	}
 }

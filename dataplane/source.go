@@ -278,6 +278,18 @@ func (s *Source) Read(deadline time.Time, fn func(*RawSample)) (int, error) {
 	}
 }
 
+// Commit releases the ring's records before the one being handed to the
+// Read callback it is called from, as handled: a program that takes the
+// ring over after this one dies does not read them again (ringReader.
+// commit). The callback calls it before it sends what those records
+// made. No system call, no lock (it runs inside Read); a no-op outside a
+// callback and for samples of a monitor port.
+func (s *Source) Commit() {
+	if r, ok := s.ring.(*ringReader); ok {
+		r.commit()
+	}
+}
+
 // Wake makes a Read that is waiting return at once with what is there
 // (maybe nothing), so that a configuration change reaches the worker
 // without waiting for samples or its deadline. A Wake while the worker is

@@ -113,7 +113,7 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		defer tp.Close() // LoadAndAssign clones it
 		repl[bpf.TcSamplerMapTakeProgs] = tp
 	}
-	if err := spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: repl}); err != nil {
 		return nil, bpf.LoadError("loading TC sampler", err)
 	}
 	if err := o.TakeProgs.Put(uint32(0), o.Take); err != nil {
@@ -145,7 +145,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 	var o struct {
 		Prog *ebpf.Program `ebpf:"tc_sampler"`
 	}
-	err = spec.LoadAndAssign(&o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
+	err = bpf.LoadAndAssign(spec, &o, &ebpf.CollectionOptions{MapReplacements: map[string]*ebpf.Map{
 		bpf.TcSamplerMapCounters:    d.objs.Counters,
 		bpf.TcSamplerMapSampleHands: d.objs.SampleHands,
 		bpf.TcSamplerMapTakeProgs:   tc.takeProgs,

@@ -102,7 +102,7 @@ func (d *Dataplane) startTransit() error {
 		spec.Maps[name] = d.spec.Maps[name].Copy()
 	}
 	t := &transit{stop: make(chan struct{})}
-	if err := spec.LoadAndAssign(&t.objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+	if err := bpf.LoadAndAssign(spec, &t.objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
 		return bpf.LoadError("loading the transit programs", err)
 	}
 	for _, p := range []*ebpf.Program{t.objs.TransitEnqueue, t.objs.TransitXmit, t.objs.TransitDrop, t.objs.TransitConsume} {

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -93,6 +95,9 @@ type Port struct {
 	// Direction is which way the port is sampled (agent.Config.Directions);
 	// 0 = ingress.
 	Direction sflow.Direction
+	// Hook is the port's own hook (agent.Config.Hooks); "" = the
+	// daemon's.
+	Hook string
 	// StaticRate is the sampling rate of the static samplers on this port
 	// (0 = off).
 	StaticRate uint32
@@ -405,9 +410,17 @@ func (m *MIB) SetAgentAddress(a netip.Addr) error {
 	return m.install(m.cur, false)
 }
 
-// install makes next the current state (rebuilding the key list when the
-// data sources changed) and applies it.
+// install applies next and makes it the current state (rebuilding the
+// key list when the data sources changed). A configuration the agent
+// refuses as a whole (not a port the kernel cannot sample) is not
+// installed: the current state stays what the agent runs, and later
+// changes are made against it (a state the agent refused would make every
+// later one fail too).
 func (m *MIB) install(next *state, sourcesChanged bool) error {
+	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
+	if err != nil {
+		return fmt.Errorf("mib: applying configuration: %w", err)
+	}
 	m.cur = next
 	m.gen++
 	select { // Run sleeps until the earliest timeout of the new state
@@ -417,16 +430,12 @@ func (m *MIB) install(next *state, sourcesChanged bool) error {
 	if sourcesChanged {
 		m.keys = buildKeys(next)
 	}
-	failed, err := agent.SplitPortErrors(m.cfg.Apply(m.agentConfig(next)))
 	if m.cfg.Persist != nil {
 		m.cfg.Persist(m.snapshot(next))
 	}
 	// A port the kernel cannot sample affects only that port: the rest is
 	// applied and the SET (or change) stands; the port reads rate 0.
 	m.failed = failed
-	if err != nil {
-		return fmt.Errorf("mib: applying configuration: %w", err)
-	}
 	return nil
 }
 
@@ -526,14 +535,16 @@ func (m *MIB) AgentConfig() agent.Config {
 // sFlowRcvrAddress), and the samplers and pollers bound to those receivers
 // with a non-zero rate or interval.
 func (m *MIB) agentConfig(s *state) agent.Config {
-	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{}}
+	cfg := agent.Config{AgentAddress: m.agentAddr, MonitorPorts: map[uint32]bool{}, Directions: map[uint32]sflow.Direction{},
+		Hooks: map[uint32]string{}}
 	active := make(map[int32]bool)
 	for i, r := range s.rcv {
 		if r.static && r.unresolved != "" {
 			// Samplers and pollers keep running; the agent counts what
 			// they would send as lost until the name resolves.
 			active[int32(i+1)] = true
-			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1, Unresolved: r.unresolved,
+			cfg.Receivers = append(cfg.Receivers, agent.ReceiverConfig{Index: i + 1,
+				Unresolved:      net.JoinHostPort(r.unresolved, strconv.Itoa(int(r.port))),
 				MaxDatagramSize: int(r.maxSize)})
 			continue
 		}
@@ -551,6 +562,9 @@ func (m *MIB) agentConfig(s *state) agent.Config {
 		}
 		if d := src.port.Direction; d != 0 && d != sflow.DirectionIngress && src.ds.Type == sflow.SourceIfIndex {
 			cfg.Directions[src.ds.Index] = d
+		}
+		if h := src.port.Hook; h != "" && src.ds.Type == sflow.SourceIfIndex {
+			cfg.Hooks[src.ds.Index] = h
 		}
 		for j, f := range src.fs {
 			if active[f.receiver] && f.rate > 0 {

@@ -1,6 +1,8 @@
 package mib
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -85,30 +87,61 @@ func (m *MIB) snapshot(s *state) Snapshot {
 // once (rows that are free now; a row taken by a static receiver stays
 // static), and its sampler and poller rows as their data sources appear
 // (SetPorts), each bound to its receiver if that receiver is still
-// owned. Rows out of range are ignored.
-func (m *MIB) Import(snap Snapshot) error {
+// owned. Expired receivers and rows of instances the MIB does not have
+// are ignored. Every row is checked as a SET of it would be (restore.go):
+// a row a SET would refuse is dropped and returned in refused; the rest
+// is installed. An error means the agent refused the restored rows as a
+// whole: none is installed, the MIB stays as it was.
+func (m *MIB) Import(snap Snapshot) (refused []RefusedRow, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next := m.cur.clone()
 	now := m.cfg.Now()
 	for _, r := range snap.Receivers {
-		if r.Index < 1 || r.Index > len(next.rcv) || next.rcv[r.Index-1].owner != "" || r.Owner == "" || r.Remaining <= 0 {
+		if r.Index < 1 || r.Index > len(next.rcv) {
+			refused = append(refused, RefusedRow{"receiver", fmt.Sprint(r.Index), fmt.Errorf("outside 1..%d", len(next.rcv))})
 			continue
 		}
-		next.rcv[r.Index-1] = receiver{owner: r.Owner, deadline: now.Add(r.Remaining), maxSize: r.MaxDatagramSize,
-			addrType: r.AddressType, addr: slices.Clone(r.Address), port: r.Port, version: r.Version}
+		if next.rcv[r.Index-1].owner != "" || r.Remaining <= 0 {
+			continue
+		}
+		rc, err := restoredReceiver(r, len(next.rcv), now)
+		if err != nil {
+			refused = append(refused, RefusedRow{"receiver", fmt.Sprint(r.Index), err})
+			continue
+		}
+		next.rcv[r.Index-1] = rc
 	}
-	m.imported = map[snapshotKey]SnapshotRow{}
-	for _, row := range snap.Samplers {
-		m.imported[snapshotKey{row.Source, row.Instance, true}] = row
+	imported := map[snapshotKey]SnapshotRow{}
+	for _, rows := range []struct {
+		table   string
+		rows    []SnapshotRow
+		sampler bool
+	}{{"sampler", snap.Samplers, true}, {"poller", snap.Pollers, false}} {
+		for _, row := range rows.rows {
+			k := snapshotKey{row.Source, row.Instance, rows.sampler}
+			if _, dup := imported[k]; dup {
+				refused = append(refused, RefusedRow{rows.table, fmt.Sprintf("%s.%d", row.Source, row.Instance), errors.New("given twice")})
+				continue
+			}
+			checked, err := restoredRow(row, rows.sampler, len(next.rcv))
+			if err != nil {
+				refused = append(refused, RefusedRow{rows.table, fmt.Sprintf("%s.%d", row.Source, row.Instance), err})
+				continue
+			}
+			imported[k] = checked
+		}
 	}
-	for _, row := range snap.Pollers {
-		m.imported[snapshotKey{row.Source, row.Instance, false}] = row
-	}
+	prev := m.imported
+	m.imported = imported
 	for i := range next.src {
 		m.restoreRows(next, &next.src[i])
 	}
-	return m.install(next, false)
+	if err := m.install(next, false); err != nil {
+		m.imported = prev
+		return refused, err
+	}
+	return refused, nil
 }
 
 // snapshotKey identifies an imported row: data source, instance, and

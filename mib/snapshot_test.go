@@ -39,8 +39,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 
 	n := newTestMIB(t, 0, 1)
-	if err := n.Import(back); err != nil {
-		t.Fatal(err)
+	if refused, err := n.Import(back); err != nil || len(refused) > 0 {
+		t.Fatal(refused, err)
 	}
 	if got := n.getString(rcvrOID(colRcvrOwner, 2)); got != "manager" {
 		t.Errorf("receiver 2 owner %q after Import", got)

@@ -15,7 +15,8 @@
 #   lab       iproute2, nsenter, trafgen, nftables, python3 (`make lab`)
 #   bench     the test profile plus perf, and the C toolchain of the
 #             baselines (`make bench`)
-#   deb       dpkg-dev, lintian, fakeroot (`make deb`)
+#   deb       dpkg-dev, lintian, fakeroot, systemd-analyze (`make deb`: the
+#             unit's exposure score)
 #   vm        the box build and the test VMs (`make vagrant-box`,
 #             `make vagrant-test`): debootstrap, qemu-img, sfdisk, GRUB for
 #             BIOS, qemu-system-x86 (TCG or KVM, 9p shares, user
@@ -40,7 +41,7 @@ declare -A profile=(
 	[stress]="stress-ng:stress-ng"
 	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
 	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"
-	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot"
+	[deb]="dpkg-deb:dpkg lintian:lintian fakeroot:fakeroot systemd-analyze:systemd"
 	[vm]="debootstrap:debootstrap qemu-img:qemu-utils mkfs.ext4:e2fsprogs sfdisk:fdisk
 		grub-mkimage:grub-common /usr/lib/grub/i386-pc:grub-pc-bin
 		qemu-system-x86_64:qemu-system-x86 rsync:rsync jq:jq"

@@ -78,7 +78,7 @@ var (
 		"tcp_too_old_ack", "tcp_ack_unsent_data", "tcp_ofo_queue_prune", "tcp_ofo_drop", "tcp_minttl",
 		"ipv6_bad_exthdr", "ipv6_ndisc_frag", "ipv6_ndisc_hop_limit", "ipv6_ndisc_bad_code",
 		"ipv6_ndisc_bad_options", "ipv6_ndisc_ns_otherhost", "tap_filter", "tap_txfilter", "tc_ingress",
-		"tc_egress", "xdp", "cpu_backlog", "bpf_cgroup_egress", "xfrm_policy", "socket_filter"}
+		"tc_egress", "xdp", "cpu_backlog", "bpf_cgroup_egress", "xfrm_policy", "socket_filter", "bgp_flowspec"}
 )
 
 // String returns the spec's name of the reason, or its number for a code

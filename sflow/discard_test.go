@@ -107,7 +107,7 @@ func TestDiscardTestdata(t *testing.T) {
 func TestDropReasonNames(t *testing.T) {
 	for code, name := range map[DropReason]string{0: "net_unreachable", 3: "port_unreachable", 15: "precedence_cutoff",
 		256: "unknown", 258: "acl", 259: "no_buffer_space", 261: "traffic_shaping", 316: "udp_parsing",
-		332: "dev_hdr", 366: "tc_egress", 371: "socket_filter", 16: "16", 372: "372"} {
+		332: "dev_hdr", 366: "tc_egress", 371: "socket_filter", 372: "bgp_flowspec", 16: "16", 373: "373"} {
 		if got := code.String(); got != name {
 			t.Errorf("%d: %q, want %q", code, got, name)
 		}

@@ -45,7 +45,15 @@ func (m *Mixed) SetPort(ifindex uint32, p agent.PortSampling) error {
 	m.mu.Lock()
 	use, ok := m.onPS[ifindex]
 	if !ok {
-		use = !p.Monitor && m.Offloads(ifindex)
+		// The port's own hook (port_hook) first; under auto, psample
+		// where the port offloads tc.
+		switch {
+		case p.Monitor || p.Hook == "xdp" || p.Hook == "tc":
+		case p.Hook == "psample":
+			use = true
+		default:
+			use = m.Offloads != nil && m.Offloads(ifindex)
+		}
 		m.onPS[ifindex] = use
 	}
 	m.mu.Unlock()
@@ -76,14 +84,18 @@ func (m *Mixed) PortPool(ifindex uint32) (uint64, uint64) {
 	return m.BPF.PortPool(ifindex)
 }
 
-// PortSamples implements agent.SampleCounter for the BPF ports (the
-// backoff); a psample port reports none.
+// PortSamples implements agent.SampleCounter (the backoff) for either
+// kind of port.
 func (m *Mixed) PortSamples(ifindex uint32) (uint64, bool) {
 	if m.PS.has(ifindex) {
-		return 0, false
+		return m.PS.PortSamples(ifindex)
 	}
 	return m.BPF.PortSamples(ifindex)
 }
+
+// ExactRate implements agent.ExactRater: the psample ports are sampled
+// at their exact rate, the BPF ports at the kernel's power of two.
+func (m *Mixed) ExactRate(ifindex uint32) bool { return m.PS.ExactRate(ifindex) }
 
 // has tells whether port ifindex is in p's table (no lock).
 func (p *Psample) has(ifindex uint32) bool {

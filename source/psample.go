@@ -24,7 +24,11 @@ package source
 // ways), read with RTM_GETSTATS once per port and batch of samples, as
 // the packets counted since the port's sampling began; it never runs
 // backwards (a counter that steps back, a driver reset, starts a new
-// delta). What it covers is in docs/ARCHITECTURE.md.
+// delta). It counts the directions the port's rules sample. The pool and
+// the drops are kept in the agent's state (PsampleConfig.State): the
+// program that takes over after an upgrade in place or a crash continues
+// them (the frames in between, which no program sampled, not counted).
+// What it covers is in docs/ARCHITECTURE.md.
 
 import (
 	"errors"
@@ -38,6 +42,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
+	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -63,11 +68,18 @@ type PsampleConfig struct {
 	InstallRules, SoftwareRules bool
 	// GroupBase numbers the groups of the rules (rules mode): port
 	// ifindex's ingress group is GroupBase | ifindex<<1, its egress group
-	// that | 1 (default DefaultGroupBase).
+	// that | 1 (default DefaultGroupBase), for an ifindex below 2^23 (the
+	// 24 bits below the base's); a larger ifindex gets a pair handed out
+	// in turn from the range above (groupFor).
 	GroupBase uint32
 	Logger    *slog.Logger
 	// Conn sizes the readers' sockets.
 	Conn psample.ConnConfig
+	// State, when not nil, keeps each port's pool and drops (the agent's
+	// state, agent/persist): a program that takes over (an upgrade in
+	// place, a crash restart) continues them, as it continues the
+	// sequence numbers, rather than restarting them from 0.
+	State *persist.Store
 }
 
 // DefaultGroupBase puts the agent's groups at 0x73000000 ("s"), out of
@@ -108,6 +120,15 @@ type psPort struct {
 	trunc   uint32
 	skipSW  bool
 	egress  bool // its egress rule is installed (rules mode)
+	// l3 says the device has no MAC header (noMACHeader): its samples
+	// start at the network header.
+	l3 bool
+	// counted are the directions its pool counts (agent.Direction): the
+	// rules the kernel took (rules mode: a port refusing its egress rule
+	// is sampled, and counted, at ingress only), or the configured ones
+	// (listen-only: the rules are another component's). Written under
+	// Psample.mu, read by the reader.
+	counted atomic.Uint32
 	// Touched by its worker's reader only:
 	raw    psample.PortCounts // counters at the last read
 	pool   uint64             // packets counted since sampling began
@@ -115,6 +136,20 @@ type psPort struct {
 	seq    [2]psample.Seq     // ingress, egress (rules mode)
 	poolA  atomic.Uint64      // pool, for PortPool
 	dropsA atomic.Uint64      // samples lost, for PortPool
+	// takenA counts the samples its rules took: read, or lost (GROUP_SEQ
+	// gaps charged to it), for PortSamples (the backoff).
+	takenA atomic.Uint64
+	// kept is the port's line in PsampleConfig.State (pool, drops), nil
+	// without one.
+	kept []uint64
+}
+
+// addDrops counts lost samples of the port.
+func (pp *psPort) addDrops(n uint64) {
+	d := pp.dropsA.Add(n)
+	if pp.kept != nil {
+		atomic.StoreUint64(&pp.kept[1], d)
+	}
 }
 
 // psTable is the ports as the readers see them: replaced whole (copy on
@@ -140,6 +175,48 @@ type Psample struct {
 	readers       []*PsampleReader
 	// rstats are the readers' counters, kept after Close.
 	rstats []*PsampleReaderStats
+	// large are the group pairs handed out to ports whose ifindex is
+	// 2^23 or more (groupFor), largeFree the pairs given back.
+	large     map[uint32]uint32
+	largeFree []uint32
+}
+
+// groupFor returns port ifindex's group in one direction (rules mode).
+// An ifindex below 2^23 has Group's, which the port's number makes
+// unique; a larger one (a device made after millions of others, or with
+// an ifindex chosen at creation) would collide there, and gets the pair
+// n of the range above the base's, GroupBase + 2^24 + 2n, held until the
+// port is no longer sampled. Called with mu held.
+func (p *Psample) groupFor(ifindex uint32, egress bool) uint32 {
+	if ifindex < 1<<23 || p.cfg.byGroup() {
+		return p.cfg.Group(ifindex, egress)
+	}
+	n, ok := p.large[ifindex]
+	if !ok {
+		if k := len(p.largeFree); k > 0 {
+			n, p.largeFree = p.largeFree[k-1], p.largeFree[:k-1]
+		} else {
+			n = uint32(len(p.large))
+		}
+		if p.large == nil {
+			p.large = map[uint32]uint32{}
+		}
+		p.large[ifindex] = n
+	}
+	g := p.cfg.GroupBase + 1<<24 + (n<<1)&0x00ffffff
+	if egress {
+		g |= 1
+	}
+	return g
+}
+
+// freeGroups gives back the pair groupFor handed out to ifindex, if any.
+// Called with mu held.
+func (p *Psample) freeGroups(ifindex uint32) {
+	if n, ok := p.large[ifindex]; ok {
+		delete(p.large, ifindex)
+		p.largeFree = append(p.largeFree, n)
+	}
 }
 
 // NewPsample opens the psample path in the calling thread's network
@@ -178,12 +255,27 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		}
 	}
 	for w := 0; w < cfg.Workers; w++ {
-		r, err := p.newReader(w, open)
+		var r *PsampleReader
+		var err error
+		if cfg.listenOnly() && w > 0 {
+			// One socket for the group, the first worker's; the others
+			// get their samples from it (psample_dispatch.go).
+			r, err = p.newFollower(w)
+		} else {
+			r, err = p.newReader(w, open)
+		}
 		if err != nil {
 			return nil, errors.Join(err, p.Close())
 		}
 		p.readers = append(p.readers, r)
 		p.rstats = append(p.rstats, r.Stats)
+	}
+	if cfg.listenOnly() && cfg.Workers > 1 {
+		lead := p.readers[0]
+		lead.followers = make([]*psQueue, cfg.Workers)
+		for w, r := range p.readers[1:] {
+			lead.followers[w+1] = r.queue
+		}
 	}
 	mode := "rules"
 	switch {
@@ -219,8 +311,8 @@ func (p *Psample) publish() {
 	for idx, pp := range p.ports {
 		t.ports[idx] = pp
 		if !p.cfg.listenOnly() {
-			t.groups[p.cfg.Group(idx, false)] = pp
-			t.groups[p.cfg.Group(idx, true)] = pp
+			t.groups[p.groupFor(idx, false)] = pp
+			t.groups[p.groupFor(idx, true)] = pp
 		}
 	}
 	p.table.Store(t)
@@ -257,16 +349,42 @@ func (p *Psample) SetPort(ifindex uint32, ps agent.PortSampling) error {
 			pp.pool = old.poolA.Load()
 			pp.poolA.Store(pp.pool)
 			pp.dropsA.Store(old.dropsA.Load())
+			pp.takenA.Store(old.takenA.Load())
+			pp.kept = old.kept
+		} else if p.cfg.State != nil {
+			// What an earlier program counted (0 for a port new to
+			// the state): the pool goes on from it, over the frames
+			// counted from now on.
+			line, err := p.cfg.State.ClaimLine(persist.PsampleKey(ifindex))
+			if err != nil {
+				p.log.Warn("agent state full: a psample port's pool is not kept across upgrades and restarts", "ifindex", ifindex, "err", err)
+			} else {
+				pp.kept = line
+				pp.pool = atomic.LoadUint64(&line[0])
+				pp.poolA.Store(pp.pool)
+				pp.dropsA.Store(atomic.LoadUint64(&line[1]))
+			}
+		}
+		if old == nil && p.owner != nil {
+			// Rules mode, a port not sampled: its groups are made by
+			// its rules now (the kernel frees a group with its last
+			// rule, and the rules an earlier program left were removed
+			// at start), so their first sample is numbered 0 and a
+			// sample lost before the first one read counts too.
+			pp.seq[0].StartAt(0)
+			pp.seq[1].StartAt(0)
 		}
 	}
 	pp.rate, pp.trunc = rate, uint32(ps.HeaderBytes)
-	if p.owner != nil {
-		if err := p.install(pp); err != nil {
-			if old == nil { // nothing of a port that is not sampled stays behind
-				err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
-			}
-			return err
+	pp.l3 = noMACHeader(ifindex)
+	if p.owner == nil {
+		pp.counted.Store(uint32(dir))
+	} else if err := p.install(pp); err != nil {
+		if old == nil { // nothing of a port that is not sampled stays behind
+			err = errors.Join(err, p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+			p.freeGroups(ifindex)
 		}
+		return err
 	}
 	p.ports[ifindex] = pp
 	p.publish()
@@ -286,7 +404,7 @@ func (p *Psample) install(pp *psPort) error {
 			p.log.Debug("psample: hw-tc-offload unknown: rules in software", "port", l.Attrs().Name, "err", err)
 		}
 	}
-	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.cfg.Group(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW,
+	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW,
 		Continue: p.cfg.InstallRules}
 	if pp.dir&sflow.DirectionIngress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
@@ -295,7 +413,7 @@ func (p *Psample) install(pp *psPort) error {
 	} else if err := p.owner.Remove(idx, false); err != nil {
 		return err
 	}
-	r.Egress, r.Group = true, p.cfg.Group(pp.ifindex, true)
+	r.Egress, r.Group = true, p.groupFor(pp.ifindex, true)
 	if pp.dir&sflow.DirectionEgress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
 			if pp.dir&sflow.DirectionIngress == 0 {
@@ -307,12 +425,15 @@ func (p *Psample) install(pp *psPort) error {
 				p.log.Warn("psample: the port refuses an egress sampling rule: sampled at ingress only", "ifindex", idx, "err", err)
 			}
 			pp.egress = false
+			pp.counted.Store(uint32(sflow.DirectionIngress))
 			return nil
 		}
 		pp.egress = true
+		pp.counted.Store(uint32(pp.dir))
 		return nil
 	}
 	pp.egress = false
+	pp.counted.Store(uint32(pp.dir))
 	return p.owner.Remove(idx, true)
 }
 
@@ -325,11 +446,37 @@ func (p *Psample) RemovePort(ifindex uint32) error {
 	}
 	delete(p.ports, ifindex)
 	p.publish()
+	if p.cfg.State != nil {
+		// The agent keeps what it counted in the port's base.
+		p.cfg.State.Free(persist.PsampleKey(ifindex))
+	}
 	if p.owner == nil {
 		return nil
 	}
-	return errors.Join(p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+	err := errors.Join(p.owner.Remove(int(ifindex), false), p.owner.Remove(int(ifindex), true))
+	p.freeGroups(ifindex) // its rules, which used them, are gone
+	return err
 }
+
+// PortSamples returns the samples the port's rules took so far, read or
+// lost (agent.SampleCounter: the backoff applies to psample ports as to
+// the BPF ones, its rate changes rewriting the rules in place). A port's
+// count starts with its sampling in this program. No lock.
+//
+// Rules mode only: in listen-only mode the rules, and their rates, are
+// another component's, which the backoff cannot change; a port there
+// reports none.
+func (p *Psample) PortSamples(ifindex uint32) (uint64, bool) {
+	pp := p.table.Load().ports[ifindex]
+	if pp == nil || (p.cfg.listenOnly() && !p.cfg.InstallRules) {
+		return 0, false
+	}
+	return pp.takenA.Load(), true
+}
+
+// ExactRate implements agent.ExactRater: a psample port is sampled at
+// its exact rate (tc sample's rate), not at a power of two.
+func (p *Psample) ExactRate(ifindex uint32) bool { return p.has(ifindex) }
 
 // PortPool returns the port's pool (packets counted since its sampling
 // began, as its latest sample read them) and the samples lost
@@ -389,10 +536,15 @@ type PsampleReader struct {
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
-	fn      func(*agent.PacketSample)
-	ps      agent.PacketSample
-	conv    func(*psample.Sample)
-	Stats   *PsampleReaderStats
+	// queue, for a follower (listen-only, not the first worker): where
+	// the first worker's reader puts this worker's samples; conn is nil.
+	// followers, for that first reader: the queues by worker (nil: none).
+	queue     *psQueue
+	followers []*psQueue
+	fn        func(*agent.PacketSample)
+	ps        agent.PacketSample
+	conv      func(*psample.Sample)
+	Stats     *PsampleReaderStats
 }
 
 func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
@@ -407,20 +559,47 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	}
 	r := &PsampleReader{p: p, id: w, conn: conn, stats: st, Stats: &PsampleReaderStats{}}
 	r.conv = r.convert
+	conn.OnGroup = r.groupChanged
 	return r, nil
 }
 
+// newFollower is worker w's reader in listen-only mode when the first
+// worker's socket reads the group for every worker.
+func (p *Psample) newFollower(w int) (*PsampleReader, error) {
+	q, err := newPsQueue()
+	if err != nil {
+		return nil, err
+	}
+	return &PsampleReader{p: p, id: w, queue: q, Stats: &PsampleReaderStats{}}, nil
+}
+
 func (r *PsampleReader) close() error {
+	if r.queue != nil {
+		return r.queue.close()
+	}
 	return errors.Join(r.conn.Close(), r.stats.Close())
 }
 
 // ReadSamples implements agent.SampleReader.
 func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+	if r.queue != nil {
+		return r.queue.read(deadline, fn)
+	}
 	r.fn = fn
 	before := r.conn.Overruns.Load()
 	n, err := r.conn.Read(deadline, r.conv)
+	for _, q := range r.followers {
+		if q != nil {
+			if kerr := q.kick(); kerr != nil {
+				err = errors.Join(err, kerr)
+			}
+		}
+	}
 	if d := r.conn.Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
+	}
+	if n == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+		r.settle()
 	}
 	if n > 0 && errors.Is(err, os.ErrDeadlineExceeded) {
 		err = nil
@@ -429,7 +608,12 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 }
 
 // Wake implements agent.Waker.
-func (r *PsampleReader) Wake() error { return r.conn.Wake() }
+func (r *PsampleReader) Wake() error {
+	if r.queue != nil {
+		return r.queue.wake()
+	}
+	return r.conn.Wake()
+}
 
 // convert turns a psample message into the worker's PacketSample.
 func (r *PsampleReader) convert(s *psample.Sample) {
@@ -456,7 +640,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
-		if pp == nil || pp.worker != r.id {
+		if pp == nil || (pp.worker != r.id && r.followers == nil) {
 			r.Stats.Foreign.Add(1)
 			r.pending += lost
 			return
@@ -475,9 +659,10 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		} else {
 			pp = t.ports[s.IIfIndex]
 		}
-		if pp == nil || pp.worker != r.id {
-			// Another worker's port, or none: the gap it revealed goes
-			// to this worker's next own sample.
+		if pp == nil || (pp.worker != r.id && r.followers == nil) {
+			// No port, or another worker's (each worker reading the
+			// group itself): the gap it revealed goes to this worker's
+			// next own sample.
 			r.Stats.Foreign.Add(1)
 			r.pending += lost
 			return
@@ -497,8 +682,9 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		lost = r.observe(&pp.seq[d], s.Seq)
 	}
 	if lost > 0 {
-		pp.dropsA.Add(lost)
+		pp.addDrops(lost)
 	}
+	pp.takenA.Add(1 + lost)
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
 	// counted.
@@ -512,6 +698,9 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	if egress {
 		ps.Egress, ps.InIfIndex = true, s.IIfIndex
 	}
+	if pp.l3 {
+		ps.HeaderProtocol = networkProtocol(s)
+	}
 	if s.Has&psample.HasOutTC != 0 {
 		ps.Queue.HasTC, ps.Queue.TC = true, s.OutTC
 		if s.Has&psample.HasOutTCOcc != 0 {
@@ -521,7 +710,130 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	if s.Has&psample.HasLatency != 0 {
 		ps.Queue.HasDelay, ps.Queue.Delay = true, time.Duration(min(s.Latency, 1<<62))
 	}
+	if pp.worker != r.id {
+		// Listen-only, another worker's port: to its queue; counted lost
+		// when the queue is full.
+		if pp.worker >= len(r.followers) || r.followers[pp.worker] == nil || !r.followers[pp.worker].push(ps) {
+			pp.addDrops(1)
+			r.Stats.Lost.Add(1)
+		}
+		return
+	}
 	r.fn(ps)
+}
+
+// noMACHeader reports whether port ifindex is a device act_sample pushes
+// no MAC header on (net/sched/act_sample.c, tcf_sample_dev_ok_push: IP
+// tunnels ipip, ip6tnl, sit, gre and ip6gre, ARPHRD_VOID and ARPHRD_NONE
+// devices such as tun and WireGuard) or that has none (PPP, raw IP): its
+// samples start at the network header, whatever the direction. netlink
+// names the device type (ifinfomsg.ifi_type) in EncapType; a device it
+// cannot read is taken for Ethernet.
+func noMACHeader(ifindex uint32) bool {
+	l, err := netlink.LinkByIndex(int(ifindex))
+	if err != nil {
+		return false
+	}
+	switch l.Attrs().EncapType {
+	case "ipip", "tunnel6", "sit", "gre", "ip6gre", "ppp", "rawip", "none", "void",
+		"unknown823",   // ARPHRD_IP6GRE, where netlink has no name for it
+		"unknown519",   // ARPHRD_RAWIP
+		"unknown65534", // ARPHRD_NONE
+		"unknown65535": // ARPHRD_VOID
+		return true
+	}
+	return false
+}
+
+// networkProtocol is the sFlow header_protocol of a sample that starts at
+// its network header: PSAMPLE_ATTR_PROTO (the skb's protocol, Linux 5.13),
+// else the IP version in the first byte.
+func networkProtocol(s *psample.Sample) sflow.HeaderProtocol {
+	if s.Has&psample.HasProto != 0 {
+		switch s.Proto {
+		case 0x0800:
+			return sflow.HeaderProtocolIPv4
+		case 0x86dd:
+			return sflow.HeaderProtocolIPv6
+		case 0x8847, 0x8848:
+			return sflow.HeaderProtocolMPLS
+		}
+	}
+	if len(s.Data) > 0 && s.Data[0]>>4 == 6 {
+		return sflow.HeaderProtocolIPv6
+	}
+	return sflow.HeaderProtocolIPv4
+}
+
+// groupChanged follows the kernel's announcement that group was made
+// (created) or freed: the group's sequence starts again, from 0 for a
+// group made, so that a group made anew after 2^31 or more samples (a
+// step forward Seq cannot tell from a gap) shows no false loss; what its
+// window still missed is lost. Rules mode: the port's group of that
+// number, if this reader's; listen-only: the group read.
+func (r *PsampleReader) groupChanged(group uint32, created bool) {
+	var q *psample.Seq
+	var pp *psPort
+	c := &r.p.cfg
+	switch {
+	case c.byGroup():
+		switch {
+		case c.IngressGroup != 0 && group == c.IngressGroup:
+			q = &r.listen
+		case c.EgressGroup != 0 && group == c.EgressGroup:
+			q = &r.listenEg
+		default:
+			return
+		}
+	case c.ListenGroup != 0:
+		if group != c.ListenGroup {
+			return
+		}
+		q = &r.listen
+	default:
+		if pp = r.p.table.Load().groups[group]; pp == nil || pp.worker != r.id {
+			return
+		}
+		q = &pp.seq[group&1]
+	}
+	lost := uint64(q.Reset())
+	if created {
+		q.StartAt(0)
+	} else {
+		r.Stats.Restarts.Add(1)
+	}
+	r.Stats.Lost.Add(lost)
+	if pp != nil {
+		pp.addDrops(lost)
+	} else {
+		r.pending += lost
+	}
+}
+
+// settle counts as lost, once the socket is quiet (a read waited and got
+// nothing), the numbers the reordering windows of this reader's groups
+// still miss (psample.Seq.Settle): the losses at the end of a burst reach
+// the drops field without waiting for a window's worth of later samples.
+// Rules mode: each port's own groups, charged to the port; listen-only:
+// the group's, charged to this worker's next own sample.
+func (r *PsampleReader) settle() {
+	if r.p.cfg.listenOnly() {
+		lost := uint64(r.listen.Settle()) + uint64(r.listenEg.Settle())
+		r.Stats.Lost.Add(lost)
+		r.pending += lost
+		return
+	}
+	for _, pp := range r.p.table.Load().ports {
+		if pp.worker != r.id {
+			continue
+		}
+		for d := range pp.seq {
+			if lost := uint64(pp.seq[d].Settle()); lost > 0 {
+				r.Stats.Lost.Add(lost)
+				pp.addDrops(lost)
+			}
+		}
+	}
 }
 
 // observe follows a group's sequence and counts its gaps and restarts.
@@ -534,7 +846,9 @@ func (r *PsampleReader) observe(q *psample.Seq, seq uint32) uint64 {
 }
 
 // readPool reads pp's counters and adds what they counted since the last
-// read to its pool: rx for ingress, tx for egress, both for both.
+// read to its pool: rx for ingress, tx for egress, both for both, as its
+// rules sample it (psPort.counted): the pool covers the frames that could
+// have been sampled (sflow_version_5.txt section 4, sample_pool).
 func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 	pp.gen = batch
 	c, err := r.stats.Read(pp.ifindex)
@@ -549,13 +863,17 @@ func (r *PsampleReader) readPool(pp *psPort, batch uint64) {
 		return cur - last
 	}
 	var d uint64
-	if pp.dir&sflow.DirectionIngress != 0 {
+	dir := sflow.Direction(pp.counted.Load())
+	if dir&sflow.DirectionIngress != 0 {
 		d += step(c.RxPackets, pp.raw.RxPackets)
 	}
-	if pp.dir&sflow.DirectionEgress != 0 {
+	if dir&sflow.DirectionEgress != 0 {
 		d += step(c.TxPackets, pp.raw.TxPackets)
 	}
 	pp.raw = c
 	pp.pool += d
 	pp.poolA.Store(pp.pool)
+	if pp.kept != nil {
+		atomic.StoreUint64(&pp.kept[0], pp.pool)
+	}
 }

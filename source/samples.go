@@ -21,6 +21,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Samplers is what a sample source needs of the sampler loader, a
@@ -50,12 +51,31 @@ func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), p)
 }
 
+// egressAdopter is a Samplers that tells what the egress samplers of the
+// ports it took over counted (dataplane.Dataplane.AdoptedEgress).
+type egressAdopter interface {
+	AdoptedEgress() map[int]dataplane.PortCounters
+}
+
 // Adopted are the ports dp took over from pinned state at Open, in the
-// agent's terms (agent.Agent.Adopt).
-func Adopted(dp Samplers) map[uint32]agent.PortSampling {
-	out := map[uint32]agent.PortSampling{}
+// agent's terms (agent.Agent.Adopt): the directions the earlier program
+// sampled each in, those still attached (ingress: an egress sampler is
+// not pinned), and what its egress sampler counted.
+func Adopted(dp Samplers) map[uint32]agent.AdoptedPort {
+	out := map[uint32]agent.AdoptedPort{}
+	var egress map[int]dataplane.PortCounters
+	if e, ok := dp.(egressAdopter); ok {
+		egress = e.AdoptedEgress()
+	}
 	for idx, s := range dp.AdoptedPorts() {
-		out[uint32(idx)] = s
+		ap := agent.AdoptedPort{PortSampling: s}
+		if s.KernelRate != 0 { // attached: its ingress sampler continues
+			ap.Attached = sflow.DirectionIngress
+		}
+		if e, ok := egress[idx]; ok {
+			ap.EndedPool, ap.EndedDrops = e.Pool, e.Drops
+		}
+		out[uint32(idx)] = ap
 	}
 	return out
 }
@@ -131,6 +151,9 @@ func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)
 	r.fn = fn
 	return r.src.Read(deadline, r.conv)
 }
+
+// CommitRead implements agent.Committer (dataplane.Source.Commit).
+func (r *BPFReader) CommitRead() { r.src.Commit() }
 
 // Wake implements agent.Waker.
 func (r *BPFReader) Wake() error { return r.src.Wake() }

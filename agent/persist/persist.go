@@ -57,6 +57,8 @@ const (
 	kindPoolBase = 4
 	kindDrops    = 5
 	kindPoolCPU  = 6
+	kindPsample  = 7
+	kindPoolSum  = 8
 )
 
 // SamplerKey is the key of a flow sampler's sample sequence number
@@ -90,8 +92,23 @@ func PoolCPUKey(ifindex, group uint32) Key {
 	return Key(kindPoolCPU)<<60 | Key(group&0xfffffff)<<32 | Key(ifindex)
 }
 
+// PoolSumKey is the key of a port's pools as its samples told them
+// beyond the per-CPU counts (agent's portPool): a line of the port's pool
+// base (the attachment they belong to), the latest every-CPU sums of
+// ingress and egress, and the pool of the latest sample.
+func PoolSumKey(ifindex uint32) Key {
+	return Key(kindPoolSum)<<60 | Key(ifindex)
+}
+
+// PsampleKey is the key of a psample port's pool and drops (a line: the
+// pool, then the drops), as its reader last counted them.
+func PsampleKey(ifindex uint32) Key {
+	return Key(kindPsample)<<60 | Key(ifindex)
+}
+
 // DropsKey is the key of the discarded_packet sequence number of data
-// source 0:0 (the drop reporter).
+// source 0:0 (the drop reporter), a line: the sequence number, then the
+// drops field as last reported.
 func DropsKey() Key { return Key(kindDrops) << 60 }
 
 // Store is the state region. Claim and Free are safe for concurrent use;

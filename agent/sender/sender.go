@@ -116,6 +116,12 @@ type Config struct {
 	LastSent *uint64
 	// Counters are the sets of counters that each receive every count.
 	Counters []Counters
+	// BeforeSend, when not nil, is called before every system call that
+	// sends datagrams (on the owner's goroutine): the owner marks the
+	// input the datagrams were made of as consumed (the agent's ring
+	// records: dataplane.Source.Commit), so that a crash after the send
+	// never makes them again.
+	BeforeSend func()
 }
 
 // Backoff of the reconnection of a socket that could not be connected (no
@@ -332,6 +338,9 @@ func (s *Sender) Close() (lastSeq uint32, err error) {
 // send sends slots[:k], each with the uptime of now, and counts every
 // datagram: sent, or refused with its samples.
 func (s *Sender) send(k int) {
+	if s.cfg.BeforeSend != nil {
+		s.cfg.BeforeSend()
+	}
 	if s.cfg.LastSent != nil {
 		atomic.StoreUint64(s.cfg.LastSent, uint64(s.slots[k-1].Seq()))
 	}

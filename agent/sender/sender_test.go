@@ -371,3 +371,31 @@ func TestBatchBytesBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestBeforeSend: BeforeSend runs before every system call that sends, at
+// a full batch inside Add (before the sample that did not fit is added)
+// and at Flush, and never when nothing is sent.
+func TestBeforeSend(t *testing.T) {
+	col := newCollector(t)
+	var clk clock
+	const batch = 2
+	var calls []int
+	var sysAtCall []uint64
+	var s *Sender
+	s = newSender(t, Config{Collector: col.addr(), MaxDatagramSize: 200, Batch: batch, Uptime: clk.uptime,
+		BeforeSend: func() { calls = append(calls, s.Queued()); sysAtCall = append(sysAtCall, s.calls) }})
+	defer s.Close()
+	per := samplesPerDatagram(t, 200)
+	for i := 0; i < per*batch; i++ {
+		s.Add(counterSample(uint32(i)))
+	}
+	if len(calls) != 0 {
+		t.Fatalf("BeforeSend called %d times before anything was sent", len(calls))
+	}
+	s.Add(counterSample(0)) // the batch is full: sent inside Add
+	s.Flush()
+	s.Flush() // nothing left: no send
+	if len(calls) != 2 || sysAtCall[0] != 0 || sysAtCall[1] != 1 || s.calls != 2 {
+		t.Fatalf("BeforeSend at %v (system calls made before each %v; %d in all), want twice, each before its send", calls, sysAtCall, s.calls)
+	}
+}

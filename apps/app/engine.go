@@ -440,7 +440,7 @@ func (e *Engine) applyConfig() {
 	e.mu.Unlock()
 	keep := make(map[agent.CollectorKey]bool, len(rs))
 	for _, rc := range rs {
-		keep[agent.CollectorKey{Receiver: rc.Index, Address: rc.Address}] = true
+		keep[agent.CollectorKey{Receiver: rc.Index, Address: rc.Address, Name: rc.Unresolved}] = true
 	}
 	e.stats.Collectors.Keep(keep)
 	for _, s := range e.sources {
@@ -688,7 +688,7 @@ func newOutput(rc agent.ReceiverConfig, addr netip.Addr, subAgent, lastSeq uint3
 			Datagrams: &stats.Datagrams, Bytes: &stats.Bytes,
 			SendErrors: &stats.SendErrors, SamplesUnsent: &stats.SamplesUnsent,
 			TooLarge: &stats.TooLarge,
-		}, stats.Collectors.Counters(agent.CollectorKey{Receiver: rc.Index, Address: rc.Address})},
+		}, stats.Collectors.Counters(agent.CollectorKey{Receiver: rc.Index, Address: rc.Address, Name: rc.Unresolved})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("receiver %d: %w", rc.Index, err)

@@ -28,6 +28,8 @@ type flagValues struct {
 	sources config.Sources
 	// portDirection is -port-direction as given (parsePortDirection).
 	portDirection string
+	// portHook is -port-hook as given (parsePortDirection's syntax).
+	portHook string
 }
 
 type stringList []string
@@ -66,6 +68,7 @@ func newFlags() *flagValues {
 	fs.BoolVar(&f.s.Transit, "transit", false, "follow sampled frames of TC-sampled ports to where they leave: transit delay, egress queue and queue depth records (Linux 6.2)")
 	fs.StringVar(&f.s.Direction, "direction", "", "which way every port is sampled: `ingress|egress|both` (egress: at TC egress; default ingress; over the config file's port_direction)")
 	fs.StringVar(&f.portDirection, "port-direction", "", "per-port sampling direction: `name=dir,...` (name or glob; dir ingress, egress or both)")
+	fs.StringVar(&f.portHook, "port-hook", "", "per-port hook: `name=hook,...` (name or glob; hook auto, xdp, tc or psample; over the config file's port_hook)")
 	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: `auto|xdp|tc|psample` (auto: TC ingress on veth, XDP elsewhere; psample: tc sample rules, switch ASICs; default auto)")
 	fs.Func("psample-group", "listen-only psample mode: read psample `group` G, whose rules another component installs (default 0: off)", func(v string) error {
 		g, err := strconv.ParseUint(v, 10, 32)
@@ -213,6 +216,7 @@ func (f *flagValues) override(s *config.Settings) {
 		"max-ports":              func() { s.MaxPorts = f.s.MaxPorts },
 		"ring-bytes":             func() { s.RingBytes = f.s.RingBytes },
 		"hook":                   func() { s.Hook = f.s.Hook },
+		"port-hook":              func() { s.PortHook = parsePortDirection(f.portHook) },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
 		"psample-ingress-group":  func() { s.PsampleIngressGroup = f.s.PsampleIngressGroup },
 		"psample-egress-group":   func() { s.PsampleEgressGroup = f.s.PsampleEgressGroup },

@@ -127,6 +127,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"max-ports":                   "300",
 		"ring-bytes":                  "65536",
 		"hook":                        "xdp",
+		"port-hook":                   "p1=tc",
 		"psample-group":               "7",
 		"psample-ingress-group":       "5",
 		"psample-egress-group":        "6",

@@ -205,7 +205,7 @@ func Open(cfg Config) (*Drops, error) {
 		return nil, fmt.Errorf("drops: setting the consumed reason: %w", err)
 	}
 	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+	if err := bpf.LoadAndAssign(spec, &d.objs, nil); err != nil {
 		return nil, bpf.LoadError("drops: loading drops", err)
 	}
 	if err := d.Configure(cfg); err != nil {

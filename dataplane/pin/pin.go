@@ -137,9 +137,12 @@ func (s Sizes) Differs(o Sizes) string {
 // PortValue is map_ports' value: how a port is attached.
 type PortValue struct {
 	Slot     uint32
-	Attach   uint8 // attachCode
+	Attach   uint8 // attachCode; 0: not sampled at ingress (egress only)
 	OwnQdisc uint8 // clsact: the owner created the qdisc
-	_        [2]uint8
+	// Dirs are the directions the port is sampled in (dataplane.Direction;
+	// 0, as states written before it: ingress).
+	Dirs uint8
+	_    uint8
 }
 
 // State is an open pin directory.
@@ -149,6 +152,9 @@ type State struct {
 	Meta Meta
 	// Adopt is set when the directory holds state this Open adopts.
 	Adopt bool
+	// Replaced is why the state found there was replaced instead:
+	// "layout", "sizes", "unreadable", "damaged" ("" for none).
+	Replaced string
 	// Ports is map_ports (made or adopted by package dataplane).
 	Ports *ebpf.Map
 }
@@ -172,7 +178,8 @@ type Handover struct {
 }
 
 // CheckDir reports whether dir can be a pin directory: on a BPF file
-// system (its parent, when it does not exist yet).
+// system (its parent, when it does not exist yet), not its root, holding
+// nothing but what the daemon makes (guard.go).
 func CheckDir(dir string) error {
 	p := dir
 	for {
@@ -182,7 +189,7 @@ func CheckDir(dir string) error {
 			if st.Type != bpffsMagic {
 				return fmt.Errorf("%s is not on a BPF file system (mount -t bpf bpf %s)", dir, p)
 			}
-			return nil
+			return checkEntries(dir)
 		}
 		if !errors.Is(err, unix.ENOENT) || p == "/" {
 			return fmt.Errorf("pin directory %s: %w", dir, err)
@@ -421,6 +428,9 @@ func (p *State) PinMaps(objs *bpf.SamplerObjects) error {
 func (p *State) UnpinAll() error {
 	var errs []error
 	for _, name := range Names(p.Dir) {
+		if !OwnName(name) {
+			continue // not the daemon's: left, and so is the directory
+		}
 		if err := os.Remove(p.Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning %s: %w", name, err))
 		}

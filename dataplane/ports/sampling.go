@@ -26,4 +26,9 @@ type Sampling struct {
 	// Direction is which way the port's frames are sampled; 0 means
 	// ingress.
 	Direction sflow.Direction
+	// Hook is the port's own hook (port_hook): "xdp" or "tc" attach its
+	// BPF sampler there, "psample" puts it on psample's tc rules (a
+	// source that has both, source.Mixed); "" or "auto" is the daemon's
+	// choice. Taken when the port is first sampled.
+	Hook string
 }

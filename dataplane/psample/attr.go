@@ -28,10 +28,21 @@ const (
 	AttrLatency     = 12 // u64: ns in the device
 	AttrTimestamp   = 13 // u64: ns
 	AttrProto       = 14 // u16: the skb's protocol (host order)
+	AttrUserCookie  = 15 // binary: the user's cookie (Linux 6.11)
+	// AttrSampleProbability (a flag, Linux 6.11) says SAMPLE_RATE is a
+	// probability scaled to 0..U32_MAX, not 1 in N (Open vSwitch's
+	// psample action, tc sample's TCA_SAMPLE_PROBABILITY).
+	AttrSampleProbability = 16
 )
 
-// CmdSample is PSAMPLE_CMD_SAMPLE, the command of a sample message.
-const CmdSample = 0
+// The commands of psample's messages (enum psample_command): a sample,
+// and the announcements of a group made or freed (on the "config" group).
+const (
+	CmdSample   = 0
+	CmdGetGroup = 1
+	CmdNewGroup = 2
+	CmdDelGroup = 3
+)
 
 // Has bits: which optional attributes a Sample carries.
 const (
@@ -47,24 +58,30 @@ const (
 	HasLatency
 	HasTimestamp
 	HasProto
+	HasProbability // the kernel's rate was a probability (Probability)
 )
 
 // Sample is one PSAMPLE_CMD_SAMPLE message. Data aliases the buffer the
 // message was read into: valid only during the callback that receives it.
 type Sample struct {
-	Has       uint32 // Has* bits
-	IIfIndex  uint32 // 0 when absent
-	OIfIndex  uint32 // 0 when absent
-	OrigSize  uint32
-	Group     uint32
-	Seq       uint32
-	Rate      uint32
-	OutTC     uint32
-	OutTCOcc  uint64
-	Latency   uint64
-	Timestamp uint64
-	Proto     uint16
-	Data      []byte
+	Has      uint32 // Has* bits
+	IIfIndex uint32 // 0 when absent
+	OIfIndex uint32 // 0 when absent
+	OrigSize uint32
+	Group    uint32
+	Seq      uint32
+	// Rate is 1 in N: the kernel's SAMPLE_RATE, or, for a probability
+	// (HasProbability), the N nearest to it (ProbabilityRate).
+	Rate uint32
+	// Probability is the kernel's SAMPLE_RATE as it came, with
+	// HasProbability: a probability scaled to 0..U32_MAX.
+	Probability uint32
+	OutTC       uint32
+	OutTCOcc    uint64
+	Latency     uint64
+	Timestamp   uint64
+	Proto       uint16
+	Data        []byte
 	// Truncated: the socket's buffer held only part of the message
 	// (MSG_TRUNC); Data holds the bytes that fitted.
 	Truncated bool
@@ -105,7 +122,82 @@ func ParseMessage(b []byte, family uint16, s *Sample) (ok bool, err error) {
 	} else if n > len(b) {
 		s.Truncated = true
 	}
-	return true, s.parseAttrs(b[nlmsgHdrLen+genlHdrLen:])
+	err = s.parseAttrs(b[nlmsgHdrLen+genlHdrLen:])
+	if s.Has&HasProbability != 0 {
+		s.Probability, s.Rate = s.Rate, ProbabilityRate(s.Rate)
+	}
+	return true, err
+}
+
+// ParseGroupMessage parses b as a PSAMPLE_CMD_NEW_GROUP or DEL_GROUP
+// announcement of family (psample_group_notify: SAMPLE_GROUP, then
+// GROUP_REFCOUNT) and returns the group and whether it was made; isGroup
+// is false for any other message or one without its group.
+func ParseGroupMessage(b []byte, family uint16) (group uint32, created, isGroup bool) {
+	if len(b) < nlmsgHdrLen+genlHdrLen || binary.NativeEndian.Uint16(b[4:6]) != family {
+		return 0, false, false
+	}
+	cmd := b[nlmsgHdrLen]
+	if cmd != CmdNewGroup && cmd != CmdDelGroup {
+		return 0, false, false
+	}
+	if n := int(binary.NativeEndian.Uint32(b[0:4])); n >= nlmsgHdrLen+genlHdrLen && n < len(b) {
+		b = b[:n]
+	}
+	for a := b[nlmsgHdrLen+genlHdrLen:]; len(a) >= nlaHdrLen; {
+		l := int(binary.NativeEndian.Uint16(a[0:2]))
+		typ := binary.NativeEndian.Uint16(a[2:4]) & 0x3fff
+		if l < nlaHdrLen || l > len(a) {
+			return 0, false, false
+		}
+		if typ == AttrSampleGroup && l >= nlaHdrLen+4 {
+			return binary.NativeEndian.Uint32(a[nlaHdrLen:]), cmd == CmdNewGroup, true
+		}
+		a = a[min((l+3)&^3, len(a)):]
+	}
+	return 0, false, false
+}
+
+// AppendGroupMessage appends the kernel's announcement of group made
+// (created) or freed, from family (for tests).
+func AppendGroupMessage(b []byte, family uint16, group uint32, created bool) []byte {
+	start := len(b)
+	cmd := byte(CmdDelGroup)
+	if created {
+		cmd = CmdNewGroup
+	}
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = binary.NativeEndian.AppendUint16(b, family)
+	b = binary.NativeEndian.AppendUint16(b, 0)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	b = append(b, cmd, 1, 0, 0)
+	for _, a := range [][2]uint32{{AttrSampleGroup, group}, {AttrGroupRefcnt, 1}} {
+		b = binary.NativeEndian.AppendUint16(b, nlaHdrLen+4)
+		b = binary.NativeEndian.AppendUint16(b, uint16(a[0]))
+		b = binary.NativeEndian.AppendUint32(b, a[1])
+	}
+	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
+	return b
+}
+
+// ProbabilityRate is the 1-in-N rate of a sampling probability p scaled
+// to 0..U32_MAX (PSAMPLE_ATTR_SAMPLE_PROBABILITY): U32_MAX / p rounded to
+// the nearest integer (sFlow's sampling_rate is 1 in N). hsflowd's
+// mod_psample makes the same division but rounds up only when the
+// remainder exceeds U32_MAX/2, which it never does for p > 1, so it
+// rounds down: 99 for a probability of 1% (42949673); this gives 100. 0
+// for a probability of 0 (nothing is sampled).
+func ProbabilityRate(p uint32) uint32 {
+	if p == 0 {
+		return 0
+	}
+	const max32 = 1<<32 - 1
+	n, rem := max32/uint64(p), max32%uint64(p)
+	if 2*rem >= uint64(p) {
+		n++
+	}
+	return uint32(n)
 }
 
 // parseAttrs reads the attributes in a.
@@ -148,6 +240,9 @@ func (s *Sample) attr(typ uint16, v []byte) error {
 		want = 8
 	case AttrData:
 		s.Data, s.Has = v, s.Has|HasData
+		return nil
+	case AttrSampleProbability:
+		s.Has |= HasProbability
 		return nil
 	default:
 		return nil // others (tunnel, cookies of newer kernels) are not used
@@ -221,7 +316,11 @@ func AppendMessage(b []byte, family uint16, s *Sample) []byte {
 	if s.Has&HasOIf != 0 {
 		p16(AttrOIfIndex, s.OIfIndex)
 	}
-	p32(AttrSampleRate, s.Rate)
+	if s.Has&HasProbability != 0 {
+		p32(AttrSampleRate, s.Probability)
+	} else {
+		p32(AttrSampleRate, s.Rate)
+	}
 	p32(AttrOrigSize, s.OrigSize)
 	p32(AttrSampleGroup, s.Group)
 	p32(AttrGroupSeq, s.Seq)
@@ -242,6 +341,9 @@ func AppendMessage(b []byte, family uint16, s *Sample) []byte {
 	}
 	if len(s.Data) > 0 {
 		put(AttrData, s.Data)
+	}
+	if s.Has&HasProbability != 0 {
+		put(AttrSampleProbability, nil)
 	}
 	binary.NativeEndian.PutUint32(b[start:], uint32(len(b)-start))
 	return b

@@ -134,3 +134,39 @@ func TestParseNoAlloc(t *testing.T) {
 		t.Errorf("%v allocations per message", n)
 	}
 }
+
+// TestParseProbability: a sample whose SAMPLE_RATE is a probability
+// (PSAMPLE_ATTR_SAMPLE_PROBABILITY, Linux 6.11: Open vSwitch's psample
+// action) is read as the 1-in-N rate nearest to it, the probability kept;
+// the kernel's layout, byte by byte (the flag is an attribute without a
+// payload, after DATA).
+func TestParseProbability(t *testing.T) {
+	msg := []byte{
+		0x30, 0, 0, 0, 0x1d, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // nlmsghdr: len 48
+		0, 1, 0, 0, // genlmsghdr
+		8, 0, 5, 0, 0x29, 0x5c, 0x8f, 0x02, // SAMPLE_RATE 42949673 (1% of 2^32)
+		8, 0, 3, 0, 3, 0, 0, 0, // SAMPLE_GROUP 3
+		8, 0, 6, 0, 0xde, 0xad, 0xbe, 0xef, // DATA
+		4, 0, 16, 0, // SAMPLE_PROBABILITY (flag)
+	}
+	var s Sample
+	if ok, err := ParseMessage(msg, 0x1d, &s); !ok || err != nil {
+		t.Fatalf("ok %v err %v", ok, err)
+	}
+	if s.Has&HasProbability == 0 || s.Rate != 100 || s.Probability != 42949673 {
+		t.Errorf("rate %d probability %d (has %v), want 100 from 42949673", s.Rate, s.Probability, s.Has&HasProbability != 0)
+	}
+	for _, c := range []struct{ p, n uint32 }{
+		{0, 0}, {1<<32 - 1, 1}, {1 << 31, 2}, {1 << 20, 4096}, {42949673, 100}, {4294967, 1000}, {429497, 10000}, {1, 1<<32 - 1},
+	} {
+		if got := ProbabilityRate(c.p); got != c.n {
+			t.Errorf("ProbabilityRate(%d) = %d, want %d", c.p, got, c.n)
+		}
+	}
+	// The encoder writes what the parser reads.
+	in := Sample{Has: HasProbability, Probability: 4294967, Group: 1, Data: []byte{1}}
+	var out Sample
+	if ok, err := ParseMessage(AppendMessage(nil, 0x20, &in), 0x20, &out); !ok || err != nil || out.Rate != 1000 {
+		t.Errorf("round trip: rate %d (ok %v err %v), want 1000", out.Rate, ok, err)
+	}
+}

@@ -70,6 +70,14 @@ type Conn struct {
 	// did not parse (counted, skipped).
 	Received  atomic.Uint64
 	Malformed atomic.Uint64
+
+	// OnGroup, when set (before the first Read), is told of every group
+	// the kernel made (created) or freed, as it announces them on the
+	// family's "config" group (psample_group_notify): a group made anew
+	// numbers its samples from 0, whatever its number was before, and a
+	// reader following its GROUP_SEQ starts again (Seq.Reset). Called
+	// from Read, on the reader's goroutine.
+	OnGroup func(group uint32, created bool)
 }
 
 // Open opens a Conn in the calling thread's network namespace.
@@ -105,6 +113,12 @@ func openFamily(cfg ConnConfig, fam Family, join bool) (*Conn, error) {
 		if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(fam.Packets)); err != nil {
 			c.Close()
 			return nil, fmt.Errorf("psample: joining multicast group %s/%s (%d): %w", FamilyName, GroupPacket, fam.Packets, err)
+		}
+		if fam.Config != 0 {
+			if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_ADD_MEMBERSHIP, int(fam.Config)); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("psample: joining multicast group %s/%s (%d): %w", FamilyName, GroupConfig, fam.Config, err)
+			}
 		}
 	}
 	if c.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
@@ -239,6 +253,9 @@ func (c *Conn) deliver(i int, fn func(*Sample)) int {
 		return 0
 	}
 	if !ok {
+		if group, created, isGroup := ParseGroupMessage(b, c.family.ID); isGroup && c.OnGroup != nil {
+			c.OnGroup(group, created)
+		}
 		return 0
 	}
 	if m.hdr.Flags&unix.MSG_TRUNC != 0 {

@@ -21,8 +21,10 @@ const (
 // Family is the psample family as the running kernel numbers it.
 type Family struct {
 	ID uint16
-	// Packets is the id of the "packets" multicast group.
-	Packets uint32
+	// Packets is the id of the "packets" multicast group; Config the id
+	// of the "config" group, where the kernel announces every group made
+	// or freed (0: unknown).
+	Packets, Config uint32
 }
 
 // ErrNoPsample is returned when the kernel has no psample family (module
@@ -40,12 +42,19 @@ func GetFamily() (Family, error) {
 		}
 		return Family{}, fmt.Errorf("resolving generic-netlink family %s: %w", FamilyName, err)
 	}
+	fam := Family{ID: f.ID}
 	for _, g := range f.Groups {
-		if g.Name == GroupPacket {
-			return Family{ID: f.ID, Packets: g.ID}, nil
+		switch g.Name {
+		case GroupPacket:
+			fam.Packets = g.ID
+		case GroupConfig:
+			fam.Config = g.ID
 		}
 	}
-	return Family{}, fmt.Errorf("generic-netlink family %s has no %q multicast group", FamilyName, GroupPacket)
+	if fam.Packets == 0 {
+		return Family{}, fmt.Errorf("generic-netlink family %s has no %q multicast group", FamilyName, GroupPacket)
+	}
+	return fam, nil
 }
 
 // ProbePsample is the feature probe of the psample channel: nil when the

@@ -25,7 +25,7 @@ func (moduleProbe) Unavailable(name string) error {
 
 // needActSample loads psample and act_sample where they are modules and
 // skips t (testskip.Feature) when the kernel has either not.
-func needActSample(t *testing.T) {
+func needActSample(t testing.TB) {
 	t.Helper()
 	testskip.Root(t)
 	_ = exec.Command("modprobe", "-q", "psample").Run()

@@ -37,7 +37,8 @@ func startWithHosts(t *testing.T, lab *netlab.Lab, hosts string, args ...string)
 // 705, gets nothing (a UDP socket on 127.0.0.1:161 and :705 in the
 // daemon's namespace receives no datagram); it is logged once and in
 // sflowswitchd_collector_address_refused; a name with another address too
-// is sent to that one; the other collectors receive as usual. Before, the
+// is sent to that one; the other collectors receive as usual, and the
+// refused ones' collector_* series name them as configured. Before, the
 // resolver checked the address with port 6343, and localhost:161 sent
 // sFlow into snmpd.
 func TestHostileCollectorNames(t *testing.T) {
@@ -143,6 +144,19 @@ func testCollectorNames(t *testing.T, source string) {
 	mixed, _ := m.get("sflowswitchd_collector_address_refused", `collector="mixed.hhos.test"`)
 	if refused != 1 || mixed != 0 {
 		t.Errorf("collector_address_refused: snmp.hhos.test %d (want 1), mixed.hhos.test %d (want 0)", refused, mixed)
+	}
+	// The refused collectors' own series are labelled with the name as
+	// configured (they used to read collector="invalid AddrPort", both
+	// the same).
+	for _, name := range []string{"snmp.hhos.test:161", "snmp.hhos.test:705"} {
+		if _, ok := m.get("sflowswitchd_collector_datagrams_sent_total", `collector="`+name+`"`); !ok {
+			t.Errorf("no sflowswitchd_collector_datagrams_sent_total series for collector %q", name)
+		}
+	}
+	for _, line := range m {
+		if strings.HasPrefix(line, "sflowswitchd_collector_") && strings.Contains(line, "invalid AddrPort") {
+			t.Errorf("metric labelled with no collector: %s", line)
+		}
 	}
 	recordHostile(t, hostileRow{
 		Case:  "collector names (" + source + ") resolving to 127.0.0.1 at ports 161 and 705 (private /etc/hosts), one with another address too",

@@ -390,6 +390,37 @@ func TestSystemdUnit(t *testing.T) {
 			}
 		}
 	}
+	// The sandbox (docs/reference/privileges.md), each setting checked
+	// under systemd by vagrant/vm/upgrade.sh.
+	for k, v := range map[string]string{"PrivateDevices": "yes", "ReadOnlyPaths": "/proc/sys /sys", "ProtectKernelLogs": "yes",
+		"ProtectProc": "invisible", "PrivateMounts": "yes", "MemoryDenyWriteExecute": "yes", "SystemCallErrorNumber": "EPERM",
+		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK AF_XDP", "ReadWritePaths": "-/sys/fs/bpf"} {
+		if len(set[k]) != 1 || set[k][0] != v {
+			t.Errorf("%s=%v, want %s", k, set[k], v)
+		}
+	}
+	// ProtectKernelTunables makes /sys/fs/bpf read-only whatever
+	// ReadWritePaths says: no pin directory.
+	if len(set["ProtectKernelTunables"]) > 0 && set["ProtectKernelTunables"][0] != "no" {
+		t.Errorf("ProtectKernelTunables=%v: the BPF file system would be read-only", set["ProtectKernelTunables"])
+	}
+	filter := strings.Join(set["SystemCallFilter"], " ")
+	for _, call := range []string{"@system-service", "bpf", "perf_event_open", "sched_setaffinity", "setrlimit"} {
+		if !strings.Contains(" "+filter+" ", " "+call+" ") {
+			t.Errorf("SystemCallFilter lacks %s (the daemon calls it): %s", call, filter)
+		}
+	}
+	if _, err := exec.LookPath("systemd-analyze"); err == nil {
+		out, err := exec.Command("systemd-analyze", "security", "--offline=yes", "../../packaging/sflowswitchd.service").CombinedOutput()
+		var score float64
+		if i := strings.Index(string(out), "Overall exposure level for sflowswitchd.service: "); err != nil || i < 0 {
+			t.Errorf("systemd-analyze security: %v\n%s", err, out)
+		} else if _, err := fmt.Sscanf(string(out[i:]), "Overall exposure level for sflowswitchd.service: %g", &score); err != nil || score > 3.0 {
+			t.Errorf("exposure %g (%v), bound 3.0", score, err)
+		} else {
+			t.Logf("systemd-analyze security --offline=yes: exposure %.1f", score)
+		}
+	}
 }
 
 // sysctlInt reads an integer from /proc/sys/NAME.

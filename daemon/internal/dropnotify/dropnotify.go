@@ -11,7 +11,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +45,41 @@ type Runner struct {
 	dp     *drops.Drops
 	cancel context.CancelFunc
 	done   chan struct{}
+	// want is the configuration asked for last; retry the pending
+	// attempt to turn notifications on after a transient failure, wait
+	// its backoff.
+	want  Config
+	retry *time.Timer
+	wait  time.Duration
+	// failures counts attempts to turn notifications on that failed for
+	// a transient reason (retried); failing is set while the last did.
+	failures atomic.Uint64
+	failing  atomic.Bool
+}
+
+// Backoff of the attempts to turn notifications on after a transient
+// failure (no descriptor or memory left, the kernel busy): from retryMin,
+// doubling to retryMax, until one succeeds or notifications are turned
+// off. A missing kernel feature or privilege is not retried.
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
+// ErrRetrying marks an Apply error after which notifications are tried
+// again with backoff (a transient failure).
+var ErrRetrying = errors.New("retrying with backoff")
+
+// transient reports whether err is worth retrying: no descriptor
+// (EMFILE, ENFILE) or memory (ENOMEM) left, or the kernel busy (EBUSY).
+// cilium/ebpf's errors carry the errno in their text only at times.
+func transient(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EBUSY} {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // New returns a runner, off until Start, whose reporter is sub-agent
@@ -79,12 +118,66 @@ func (d *Runner) Start(ctx context.Context, c Config) error {
 // (SIGHUP). A failure leaves notifications off and is reported; nothing
 // else of the daemon depends on it. Before start and after the daemon's
 // context ended it does nothing.
+//
+// A transient failure (no descriptor left: EMFILE at a start under a
+// tight RLIMIT_NOFILE) is counted and retried with backoff until
+// notifications are on, and the error wraps ErrRetrying.
 func (d *Runner) Apply(c Config) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ctx == nil || d.ctx.Err() != nil {
 		return nil
 	}
+	d.want = c
+	if d.retry != nil {
+		d.retry.Stop()
+		d.retry = nil
+	}
+	err := d.applyLocked(c)
+	if err == nil || !c.On || d.dp != nil || !transient(err) {
+		d.wait = 0
+		d.failing.Store(false)
+		return err
+	}
+	d.failed()
+	return fmt.Errorf("%w (%w, next in %v)", err, ErrRetrying, d.wait)
+}
+
+// failed counts a transient failure and schedules the next attempt.
+// Called with mu held.
+func (d *Runner) failed() {
+	d.failures.Add(1)
+	d.failing.Store(true)
+	d.wait = min(max(2*d.wait, retryMin), retryMax)
+	d.retry = time.AfterFunc(d.wait, d.retryOn)
+}
+
+// retryOn is the retry timer's: it tries again to turn notifications on,
+// as asked last.
+func (d *Runner) retryOn() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.retry = nil
+	if d.ctx == nil || d.ctx.Err() != nil || !d.want.On || d.dp != nil {
+		return
+	}
+	err := d.applyLocked(d.want)
+	switch {
+	case err == nil:
+		d.log.Info("drop notifications on after failing", "failed_attempts", d.failures.Load())
+		d.wait = 0
+		d.failing.Store(false)
+	case transient(err):
+		d.failed()
+		d.log.Debug("drop notifications still off: retrying with backoff", "err", err, "retry_in", d.wait)
+	default:
+		d.failing.Store(false)
+		d.log.Error("drop notifications off", "err", err)
+	}
+}
+
+// applyLocked is Apply of c. Called with mu held.
+func (d *Runner) applyLocked(c Config) error {
 	ctx := d.ctx
 	if !c.On {
 		return d.stopLocked()
@@ -124,6 +217,11 @@ func (d *Runner) Apply(c Config) error {
 func (d *Runner) Stop() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.want.On = false
+	if d.retry != nil {
+		d.retry.Stop()
+		d.retry = nil
+	}
 	return d.stopLocked()
 }
 
@@ -154,6 +252,9 @@ var (
 	dropsByReason   = prometheus.NewDesc("sflowswitchd_switch_dropped_packets_total", "Packets the switch dropped (in its namespace), by kernel reason (and its sFlow drop_reason), exact; not samples the agent lost (sflowswitchd_samples_dropped_total, sflowswitchd_port_kernel_drops_total).", []string{"reason", "sflow_reason"}, nil)
 	dropFuncNames   = prometheus.NewDesc("sflowswitchd_drop_function_names", "1 if drop notifications can name the kernel function of the drop (extended_function): /proc/kallsyms shows addresses to the daemon; 0 if not (no CAP_SYSLOG), or if notifications are off.", nil, nil)
 	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_switch_dropped_packets_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
+	dropStartFails  = prometheus.NewDesc("sflowswitchd_drop_notifications_start_failures_total", "Attempts to turn drop notifications on that failed for a transient reason (no descriptor or memory left, the kernel busy), each retried with backoff.", nil, nil)
+	dropOnGauge     = prometheus.NewDesc("sflowswitchd_drop_notifications_on", "1 while drop notifications run; 0 while off (by configuration, a missing kernel feature, or a failure being retried: drop_notifications_retrying).", nil, nil)
+	dropRetrying    = prometheus.NewDesc("sflowswitchd_drop_notifications_retrying", "1 while drop notifications are asked for but their last attempt failed for a transient reason; retried with backoff.", nil, nil)
 )
 
 // dropCollector exports the drop metrics. The kernel's counters restart
@@ -170,7 +271,8 @@ func NewCollector(r *Runner, portName func(ifindex uint32) string) prometheus.Co
 }
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropBufLost, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames} {
+	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropBufLost, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames,
+		dropStartFails, dropOnGauge, dropRetrying} {
 		ch <- d
 	}
 }
@@ -182,6 +284,12 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.d.reporter.Stats()
 	cnt(dropNotifSent, st.Notifications.Load())
 	cnt(dropNotifUnsent, st.Unsent.Load())
+	cnt(dropStartFails, c.d.failures.Load())
+	retrying := 0.0
+	if c.d.failing.Load() {
+		retrying = 1
+	}
+	ch <- prom.Gauge(dropRetrying, retrying)
 
 	c.d.mu.Lock()
 	defer c.d.mu.Unlock()
@@ -191,6 +299,11 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 		names = 1
 	}
 	ch <- prom.Gauge(dropFuncNames, names)
+	on := 0.0
+	if dp != nil {
+		on = 1
+	}
+	ch <- prom.Gauge(dropOnGauge, on)
 	if dp == nil {
 		return
 	}

@@ -154,14 +154,33 @@ type snmpRecord struct {
 	Snapshot mib.Snapshot `json:"snapshot"`
 }
 
-// SNMPStore keeps the MIB's SNMP-set part in a state directory.
-type SNMPStore struct {
-	dir  string
-	last []byte // the deadlines of the last write, to skip writing the same
+// ErrDamaged marks a snapshot file that could not be read as one (not a
+// regular file, larger than the limit, not the JSON the daemon writes):
+// Load has set it aside as snmp.json.damaged.
+var ErrDamaged = errors.New("damaged")
+
+// SNMPLimit bounds the snapshot file read back for a MIB of receivers
+// receiver rows and instances instances per data source, with at most
+// sources data sources: every row written at its largest (an owner of 127
+// characters escaped in JSON, a row of the largest numbers), with room to
+// spare. A larger file is damaged, never read whole.
+func SNMPLimit(receivers, instances, sources int) int64 {
+	const perReceiver, perRow = 1024, 192
+	return 64<<10 + int64(receivers)*perReceiver + 2*int64(instances)*int64(sources)*perRow
 }
 
-// NewSNMPStore keeps the snapshot in dir.
-func NewSNMPStore(dir string) *SNMPStore { return &SNMPStore{dir: dir} }
+// SNMPStore keeps the MIB's SNMP-set part in a state directory.
+type SNMPStore struct {
+	dir   string
+	limit int64
+	last  []byte // the deadlines of the last write, to skip writing the same
+}
+
+// NewSNMPStore keeps the snapshot in dir; Load reads back at most limit
+// bytes (SNMPLimit).
+func NewSNMPStore(dir string, limit int64) *SNMPStore {
+	return &SNMPStore{dir: dir, limit: limit}
+}
 
 // Save writes snap when it differs from the last one written (the
 // receivers' deadlines, not their remaining time, are compared).
@@ -191,18 +210,33 @@ func (s *SNMPStore) Save(snap mib.Snapshot) error {
 }
 
 // Load reads the snapshot, with the receivers' remaining time as of now;
-// an empty snapshot when there is none.
+// an empty snapshot when there is none. The file is read as one another
+// process may have put there (the state directory is the administrator's):
+// a regular file only, opened without following a symbolic link and
+// without blocking (a FIFO), at most the store's limit. A file that is
+// not a snapshot is renamed snmp.json.damaged and the error wraps
+// ErrDamaged: the caller starts without the snapshot, never fails.
 func (s *SNMPStore) Load() (mib.Snapshot, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, snmpFile))
+	name := filepath.Join(s.dir, snmpFile)
+	b, err := readBounded(name, s.limit)
 	if errors.Is(err, os.ErrNotExist) {
 		return mib.Snapshot{}, nil
 	}
-	if err != nil {
-		return mib.Snapshot{}, err
-	}
 	var r snmpRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return mib.Snapshot{}, fmt.Errorf("%s: %w", snmpFile, err)
+	if err == nil {
+		if err = json.Unmarshal(b, &r); err != nil {
+			err = fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, ErrDamaged) {
+			if rerr := os.Rename(name, name+".damaged"); rerr != nil {
+				err = fmt.Errorf("%w (not set aside: %v)", err, rerr)
+			} else {
+				err = fmt.Errorf("%w (set aside as %s.damaged)", err, snmpFile)
+			}
+		}
+		return mib.Snapshot{}, fmt.Errorf("%s: %w", name, err)
 	}
 	now := Monotonic()
 	for i := range r.Snapshot.Receivers {
@@ -211,6 +245,38 @@ func (s *SNMPStore) Load() (mib.Snapshot, error) {
 		}
 	}
 	return r.Snapshot, nil
+}
+
+// readBounded reads name: a regular file of at most limit bytes. A
+// symbolic link, a FIFO, a device or a larger file is ErrDamaged, never
+// followed, waited on or read to the end.
+func readBounded(name string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%w: a symbolic link", ErrDamaged)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: not a regular file (%s)", ErrDamaged, fi.Mode().Type())
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrDamaged, fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit { // grew while read
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrDamaged, limit)
+	}
+	return b, nil
 }
 
 // Remove deletes the snapshot (a clean stop: the next start begins
@@ -223,12 +289,64 @@ func (s *SNMPStore) Remove() error {
 	return err
 }
 
-// writeFile replaces name with b atomically (a temporary file renamed),
-// mode 0600.
+// writeFile replaces name with b atomically, mode 0600: a new file
+// (name.tmp, created exclusively and never through a symbolic link:
+// whatever another user planted under that name is removed first, not
+// written through) renamed over name (a link planted as name is
+// replaced, not followed).
 func writeFile(name string, b []byte) error {
 	tmp := name + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	f, err := os.OpenFile(tmp, flags, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		// Left by a crash, or planted: unlink removes the entry itself
+		// (a link, not what it points to).
+		if err = os.Remove(tmp); err == nil {
+			f, err = os.OpenFile(tmp, flags, 0o600)
+		}
 	}
-	return os.Rename(tmp, name)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", tmp, err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	return nil
+}
+
+// CheckDir reports why dir is not safe for state only the daemon should
+// write: it is not a directory, or not owned by the daemon's user (or
+// root), or group or others may write it (anyone who can write it can
+// plant or replace names in it, sticky bit or not). nil when it is safe
+// or does not exist yet.
+func CheckDir(dir string) error {
+	var st unix.Stat_t
+	err := unix.Lstat(dir, &st)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s: not a directory", dir)
+	}
+	if uid := uint32(os.Geteuid()); st.Uid != uid && st.Uid != 0 {
+		return fmt.Errorf("%s: owned by uid %d, not by the daemon's user (uid %d) or root", dir, st.Uid, uid)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("%s: mode %04o: group or others may write it", dir, st.Mode&0o7777)
+	}
+	return nil
 }

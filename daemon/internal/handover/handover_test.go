@@ -78,7 +78,7 @@ func TestTakeRefusesGarbage(t *testing.T) {
 // it and a missing one loads empty.
 func TestSNMPStore(t *testing.T) {
 	dir := t.TempDir()
-	s := NewSNMPStore(dir)
+	s := NewSNMPStore(dir, 1<<20)
 	snap := mib.Snapshot{
 		Receivers: []mib.SnapshotReceiver{{Index: 2, Owner: "hl", Remaining: time.Minute, Port: 6344}},
 		Samplers:  []mib.SnapshotRow{{Source: sflow.DataSource{Index: 7}, Instance: 2, Receiver: 2, Value: 8}},
@@ -87,7 +87,7 @@ func TestSNMPStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	got, err := NewSNMPStore(dir).Load()
+	got, err := NewSNMPStore(dir, 1<<20).Load()
 	if err != nil {
 		t.Fatal(err)
 	}

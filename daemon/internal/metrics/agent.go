@@ -90,7 +90,7 @@ func (c agentCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, t := range c.a.CollectorStats() {
-		r, addr := strconv.Itoa(t.Receiver), t.Address.String()
+		r, addr := strconv.Itoa(t.Receiver), t.Collector()
 		ch <- prom.Counter(collDatagrams, t.Datagrams, r, addr)
 		ch <- prom.Counter(collBytes, t.Bytes, r, addr)
 		ch <- prom.Counter(collSendErrors, t.SendErrors, r, addr)

@@ -1,0 +1,129 @@
+package dataplane
+
+// The egress samplers across a take-over. An egress sampler is not pinned:
+// a TCX egress link ends with its process, and Release and the next Open
+// remove a clsact egress filter. What it counted is not lost with it: its
+// counters map (the egress pools and drops, one line per port slot and
+// CPU, bpf/tc_egress.c) is pinned as map_tc_out_counters, and map_ports
+// records every port's directions (pinPortValue.Dirs), so the program
+// that takes over reads each port's final egress counts (AdoptedEgress),
+// which the agent adds to the port's base before it attaches the egress
+// sampler anew: the port's pool continues over the frames sampled at
+// egress before the take-over (sflow_version_5.txt section 4,
+// flow_sample.sample_pool, never running backwards).
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+
+	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// pinEgressCounters is the pinned name of the egress counters map.
+const pinEgressCounters = "tc_out_counters"
+
+// pinEgress pins the egress counters map m, replacing what a previous
+// program pinned there (read at adoption). Called with mu held.
+func (d *Dataplane) pinEgress(m *ebpf.Map) error {
+	if d.pin == nil {
+		return nil
+	}
+	path := d.pin.Path(pin.MapPrefix + pinEgressCounters)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("replacing the pinned egress counters: %w", err)
+	}
+	if err := m.Pin(path); err != nil {
+		return fmt.Errorf("pinning the egress counters: %w", err)
+	}
+	return nil
+}
+
+// endedEgress returns the egress counts of the pinned ports sampled at
+// egress, as their samplers left them, and unpins the map they are in. A
+// clsact egress filter of this state that outlived its process (a crash)
+// is removed first, so that the counts read are final. Runs in the
+// Dataplane's namespace, at adoption.
+func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]PortCounters {
+	out := map[int]PortCounters{}
+	for ifindex, v := range ports {
+		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) {
+			d.removeOwnEgressFilter(ifindex)
+		}
+	}
+	path := d.pin.Path(pin.MapPrefix + pinEgressCounters)
+	m, err := ebpf.LoadPinnedMap(path, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return out
+	}
+	if err != nil {
+		d.log.Warn("pinned egress counters unreadable: the egress pools of the ports taken over start afresh", "err", err)
+		return out
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			d.log.Warn("closing the pinned egress counters", "err", err)
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("unpinning the egress counters", "err", err)
+		}
+	}()
+	if int(m.MaxEntries()) != d.cfg.MaxPorts*d.cpuSlots {
+		d.log.Warn("pinned egress counters of another size: the egress pools of the ports taken over start afresh",
+			"entries", m.MaxEntries(), "want", d.cfg.MaxPorts*d.cpuSlots)
+		return out
+	}
+	pages, err := mapCounters(m, d.cfg.MaxPorts, d.cpuSlots)
+	if err != nil {
+		d.log.Warn("pinned egress counters unreadable: the egress pools of the ports taken over start afresh", "err", err)
+		return out
+	}
+	for ifindex, v := range ports {
+		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) && int(v.Slot) < d.cfg.MaxPorts {
+			out[ifindex] = pages.sum(v.Slot)
+		}
+	}
+	if err := pages.close(); err != nil {
+		d.log.Warn("unmapping the pinned egress counters", "err", err)
+	}
+	return out
+}
+
+// removeOwnEgressFilter deletes this state's clsact egress filter of
+// ifindex, if one outlived its process (its owner id is the state's,
+// which this Dataplane now holds, so the startup cleanup left it).
+func (d *Dataplane) removeOwnEgressFilter(ifindex int) {
+	f, err := filterAt(sideEgress, ifindex)
+	if err != nil || f == nil {
+		return
+	}
+	if id, _, ok := parseTCFilterName(f.Name); !ok || id != d.owner.id {
+		return
+	}
+	err = netlink.FilterDel(ourFilter(sideEgress, ifindex, -1, ""))
+	if err != nil && !linkGone(err) && !errors.Is(err, unix.ENOENT) {
+		d.log.Warn("removing the egress filter of the previous program", "ifindex", ifindex, "err", err)
+		return
+	}
+	d.log.Info("egress filter of the previous program removed", "ifindex", ifindex, "name", f.Name)
+}
+
+// AdoptedEgress returns the egress counts (pool, drops) of the ports taken
+// over at Open that the previous program sampled at egress, as its egress
+// samplers left them: those samplers ended with it, and a port's pool and
+// drops continue over them. Nil when none.
+func (d *Dataplane) AdoptedEgress() map[int]PortCounters {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[int]PortCounters, len(d.adoptedEgress))
+	for k, v := range d.adoptedEgress {
+		out[k] = v
+	}
+	return out
+}
