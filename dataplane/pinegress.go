@@ -27,7 +27,7 @@ import (
 )
 
 // pinEgressCounters is the pinned name of the egress counters map.
-const pinEgressCounters = "tc_out_counters"
+const pinEgressCounters = pin.EgressCounters
 
 // pinEgress pins the egress counters map m, replacing what a previous
 // program pinned there (read at adoption). Called with mu held.

@@ -26,7 +26,9 @@ import (
 )
 
 // OwnName reports whether name is one the daemon makes in its pin
-// directory (the package doc lists them).
+// directory (the package doc lists them). A map pinned under a new name
+// must be added here, or Close leaves it (and the directory) behind:
+// TestPinnedReleaseAdoptEgress and TestPinnedCleanup see it.
 func OwnName(name string) bool {
 	decimal := func(s string) bool {
 		_, err := strconv.ParseUint(s, 10, 32)
@@ -41,7 +43,7 @@ func OwnName(name string) bool {
 		return decimal(name[len(LinkPrefix):])
 	case strings.HasPrefix(name, MapPrefix):
 		n := name[len(MapPrefix):]
-		return slices.Contains(pinnedMaps, n) || n == PortsMap || n == StateMap || n == TCTake
+		return slices.Contains(pinnedMaps, n) || n == PortsMap || n == StateMap || n == TCTake || n == EgressCounters
 	}
 	return false
 }

@@ -76,6 +76,8 @@ const (
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
+	// EgressCounters is the egress samplers' counters map.
+	EgressCounters = "tc_out_counters"
 )
 
 // layoutVersion is part of the layout fingerprint: bump it when a pinned
