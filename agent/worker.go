@@ -257,9 +257,13 @@ type worker struct {
 
 	agent     netip.Addr
 	receivers map[int]*receiverOut
-	samplers  map[uint32][]*sampler
-	pools     map[uint32]*portPool // per sampled port: pools at sample time
-	pollers   []*poller
+	// unreachable is, per receiver, the collector and error last logged
+	// as not reachable: a receiver reopened for another reason (the agent
+	// address set) with the same failure is not logged again.
+	unreachable map[int]string
+	samplers    map[uint32][]*sampler
+	pools       map[uint32]*portPool // per sampled port: pools at sample time
+	pollers     []*poller
 
 	// Scratch reused for every sample: no allocation per sample.
 	fs   sflow.FlowSample
@@ -737,8 +741,16 @@ func (w *worker) apply(cfg workerConfig) {
 			continue
 		}
 		if err := r.DialErr(); err != nil && w.id == 0 {
-			w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
-				"receiver", rc.Index, "collector", CollectorKey{rc.Index, rc.Address, rc.Unresolved}.Collector(), "err", err)
+			if w.unreachable == nil {
+				w.unreachable = map[int]string{}
+			}
+			if why := fmt.Sprint(rc.Address, rc.Unresolved, err); w.unreachable[rc.Index] != why {
+				w.unreachable[rc.Index] = why
+				w.log.Warn("collector not reachable now: its datagrams are counted as send errors and the socket is retried with backoff",
+					"receiver", rc.Index, "collector", CollectorKey{rc.Index, rc.Address, rc.Unresolved}.Collector(), "err", err)
+			}
+		} else {
+			delete(w.unreachable, rc.Index)
 		}
 		w.receivers[rc.Index] = r
 	}

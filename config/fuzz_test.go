@@ -26,14 +26,21 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// The daemon reads no larger file (readLimited); within it the
 		// nesting is bounded before the decoder sees the text
-		// (checkTOMLShape), and a refusal is one short line.
+		// (checkTOMLShape), and a refusal is a few short lines (boundedError).
 		if len(data) > MaxConfigBytes {
 			return
 		}
 		s := Defaults()
-		if err := parse("fuzz.toml", data, &s); err != nil {
-			if msg := bound(err).Error(); strings.Contains(msg, "\n") || len(msg) > MaxErrorBytes+64 {
-				t.Fatalf("refusal of %d bytes, on more than one line: %.400q", len(msg), msg)
+		if _, err := parse("fuzz.toml", data, &s); err != nil {
+			msg := bound(err).Error()
+			lines := strings.Split(msg, "\n")
+			if len(lines) > MaxErrorLines+1 {
+				t.Fatalf("refusal of %d lines: %.400q", len(lines), msg)
+			}
+			for _, l := range lines {
+				if len(l) > MaxErrorBytes+64 {
+					t.Fatalf("refusal line of %d bytes: %.400q", len(l), l)
+				}
 			}
 			return
 		}

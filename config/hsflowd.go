@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -112,13 +113,22 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 		}
 	}
 	if v := c.Polling; v != nil {
-		s.Polling = int(v.V)
+		s.Polling = Seconds(v.V)
 	}
 	if v := c.HeaderBytes; v != nil {
-		if v.V < 20 {
-			return at(v.Pos, "headerBytes %d: sflowswitchd exports 20..256 bytes", v.V)
-		}
+		// hsflowd takes 0..256 (hsflowconfig.c: expectInteger32(...,
+		// 0, HSP_MAX_HEADER_BYTES)); sflowswitchd exports 20..256, as
+		// the SFLOW-MIB's sFlowFsMaximumHeaderSize is adjusted here: a
+		// sampled_header shorter than an Ethernet and an IPv4 header
+		// tells a collector nothing (hsflowd's 0 sends an empty
+		// header). Every file hsflowd reads is read: below 20 is raised
+		// to 20, and said.
 		s.HeaderBytes = int(v.V)
+		if v.V < MinHeaderBytes {
+			s.HeaderBytes = MinHeaderBytes
+			ignored = append(ignored, hsflowdconf.Ignored{Setting: "headerBytes", Pos: v.Pos,
+				Reason: fmt.Sprintf("%d raised to %d: sflowswitchd exports %d..256 header bytes (a header shorter than Ethernet + IPv4 tells a collector nothing)", v.V, MinHeaderBytes, MinHeaderBytes)})
+		}
 	}
 	if c.AgentDevice != "" {
 		s.AgentInterface = c.AgentDevice
@@ -181,7 +191,9 @@ func applyHsflowdConf(path string, s *Settings, notes io.Writer) error {
 		if _, dup := reportedIgnored.LoadOrStore(key, true); dup {
 			continue
 		}
-		fmt.Fprintf(notes, "sflowswitchd: %s:%d:%d: hsflowd setting %s ignored: %s\n", path, ig.Line, ig.Col, ig.Setting, ig.Reason)
+		// Structured as the daemon's own log (logfmt), whatever prints it.
+		slog.New(slog.NewTextHandler(notes, nil)).Warn("hsflowd setting ignored",
+			"file", path, "line", ig.Line, "col", ig.Col, "setting", ig.Setting, "reason", ig.Reason)
 	}
 	return nil
 }
@@ -229,12 +241,12 @@ func (s *Settings) validateHsflowdSettings() []error {
 			errs = append(errs, fmt.Errorf("sampling_speed %q: want a speed such as 100M, 1G, 10G, 25G", k))
 		}
 		if v == 0 {
-			errs = append(errs, fmt.Errorf("sampling_speed %q: rate must be positive", k))
+			errs = append(errs, fmt.Errorf("sampling_speed %q = 0: %s", k, RateZero))
 		}
 	}
 	for k, v := range s.PortSampling {
 		if v == 0 {
-			errs = append(errs, fmt.Errorf("port_sampling %q: rate must be positive", k))
+			errs = append(errs, fmt.Errorf("port_sampling %q = 0: %s", k, RateZero))
 		}
 	}
 	if _, err := parseAgentCIDRs(s.AgentCIDR); err != nil {
@@ -304,4 +316,29 @@ func parseAgentCIDRs(vs []string) ([]AgentCIDR, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// PortRateKey names the setting that decides port name's rate at
+// speedMbps (PortSamplingRate's order), "" when it is the rate from link
+// speed (no setting).
+func (s *Settings) PortRateKey(name string, speedMbps uint64) string {
+	if _, ok := s.PortSampling[name]; ok {
+		return "port_sampling"
+	}
+	if speedMbps != 0 && len(s.SamplingSpeed) > 0 {
+		for k := range s.SamplingSpeed {
+			if bps, ok := hsflowdconf.ParseSpeed(k); ok && bps == speedMbps*1_000_000 {
+				return "sampling_speed"
+			}
+		}
+	}
+	switch {
+	case s.Sampling != 0:
+		return "sampling"
+	case speedMbps == 0:
+		return "sampling_unknown_speed"
+	case s.SamplingBpsRatio != 0:
+		return "sampling_bps_ratio"
+	}
+	return ""
 }

@@ -46,12 +46,12 @@ func TestHsflowdPlatform(t *testing.T) {
 	if s.Drops != "on" || s.DropsLimit != 50 {
 		t.Errorf("dropmon: drops %q limit %d", s.Drops, s.DropsLimit)
 	}
-	for _, want := range []string{"setting start ignored", "setting sw ignored", "setting hw ignored"} {
+	for _, want := range []string{"setting=start reason=", "setting=sw reason=", "setting=hw reason="} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
 	}
-	if strings.Contains(notes, "psample ignored") || strings.Contains(notes, "dent ignored") {
+	if strings.Contains(notes, "setting=psample ") || strings.Contains(notes, "setting=dent ") {
 		t.Errorf("psample or dent reported ignored:\n%s", notes)
 	}
 	for _, port := range []string{"swp1", "swp12s3"} {

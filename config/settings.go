@@ -20,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Settings is the daemon's configuration: built-in defaults, overridden by
@@ -28,17 +30,24 @@ import (
 type Settings struct {
 	// Collectors each become one receiver (sFlowRcvrTable row 1, 2, ...).
 	Collectors []Collector `toml:"collector"`
-	// Sampling is the rate for every port; 0 derives it from the link
-	// speed (one sample per Mb/s of speed, at least MinSampling).
+	// Sampling is the rate for every port, 1 in N; absent, it is derived
+	// from the link speed (one sample per Mb/s of speed, at least
+	// MinSampling). 0 is refused in the file, hsflowd.conf and the flags
+	// (RateZero): only over SNMP, as the SFLOW-MIB defines, does
+	// sFlowFsPacketSamplingRate 0 turn a sampler off.
 	Sampling uint32 `toml:"sampling"`
 	// SamplingUnknownSpeed is the rate of ports whose speed is unknown.
 	SamplingUnknownSpeed uint32 `toml:"sampling_unknown_speed"`
-	// Polling is the counter polling interval in seconds (0 = off).
-	Polling int `toml:"polling"`
-	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler.
+	// Polling is the counter polling interval in seconds (0 = off); the
+	// file also takes a duration ("20s").
+	Polling Seconds `toml:"polling"`
+	// HeaderBytes is sFlowFsMaximumHeaderSize for every sampler, 20..256
+	// (hsflowd.conf's headerBytes below 20 is raised to 20, and said).
 	HeaderBytes int `toml:"header_bytes"`
 	// Ports selects the sampled ports by name or glob; empty = every up
-	// port that is not loopback (nor a bridge device).
+	// port that is not loopback (nor a bridge device), but the management
+	// interface: the one with the agent address, and the default route's
+	// (logged).
 	Ports []string `toml:"ports"`
 	// MonitorPorts are ports carrying mirrored traffic (SPAN/TAP), sampled
 	// through AF_XDP; unsampled frames there are dropped.
@@ -66,8 +75,9 @@ type Settings struct {
 	AppAPI string `toml:"app_api"`
 	// AppAPIAllowRemote lets AppAPI be a non-loopback address.
 	AppAPIAllowRemote bool `toml:"app_api_allow_remote"`
-	// APMInterval is the APM report interval in seconds (0 = 60).
-	APMInterval int `toml:"apm_interval"`
+	// APMInterval is the APM report interval in seconds (0 = 60); the
+	// file also takes a duration ("1m").
+	APMInterval Seconds `toml:"apm_interval"`
 	// APMReports is the number of APM reports kept per report control
 	// (0 = 60).
 	APMReports int `toml:"apm_reports"`
@@ -204,7 +214,7 @@ type Settings struct {
 	// DNSSDStartDelay bounds the random delay, in seconds, of the first
 	// query after start (so that a fleet restarted at once does not ask
 	// at once); 0 asks at once.
-	DNSSDStartDelay int `toml:"dns_sd_start_delay"`
+	DNSSDStartDelay Seconds `toml:"dns_sd_start_delay"`
 }
 
 // Collector is one sFlow collector.
@@ -229,11 +239,15 @@ const (
 	DefaultSamplingUnknownSpeed = 1000
 	DefaultPolling              = 20
 	DefaultHeaderBytes          = 128
-	MinSampling                 = 100
-	DefaultAgentX               = "unix:/var/agentx/master"
-	DefaultSNMPReceivers        = 10
-	DefaultSNMPInstances        = 3
-	DefaultStateDir             = "/var/lib/sflowswitchd"
+	// MinHeaderBytes is the least header_bytes: an Ethernet and an IPv4
+	// header (14 + 20 bytes would be more; 20 is what the sampler and
+	// the SFLOW-MIB's adjustment take).
+	MinHeaderBytes       = 20
+	MinSampling          = 100
+	DefaultAgentX        = "unix:/var/agentx/master"
+	DefaultSNMPReceivers = 10
+	DefaultSNMPInstances = 3
+	DefaultStateDir      = "/var/lib/sflowswitchd"
 	// DefaultPinDir pins nothing: a daemon started by hand or by a test
 	// leaves nothing in the machine's BPF file system. The packaged
 	// configuration sets PackagedPinDir (packaging/sflowswitchd.conf.example).
@@ -304,6 +318,12 @@ type Layers struct {
 	// refuses, the dataplane's limits); its errors join Validate's, so
 	// that every problem is reported at once. nil = none.
 	Check func(Settings) error
+	// Sources, when not nil, receives where each setting in force came
+	// from (the default, hsflowd.conf, the file, a flag).
+	Sources *Sources
+	// Flags are the settings the command line gave, by config-file key:
+	// they are from SourceFlag even where the value equals the one below.
+	Flags []string
 }
 
 // Load builds the effective settings: defaults, then the hsflowd.conf,
@@ -314,6 +334,8 @@ type Layers struct {
 // holds.
 func Load(l Layers) (Settings, error) {
 	s := Defaults()
+	src := Sources{}
+	var fileData []byte
 	hsflowd := l.HsflowdConf
 	if hsflowd == "" && l.File != "" {
 		var err error
@@ -322,17 +344,32 @@ func Load(l Layers) (Settings, error) {
 		}
 	}
 	if hsflowd != "" {
+		before := clone(s)
 		if err := applyHsflowdConf(hsflowd, &s, l.Notes); err != nil {
 			return Settings{}, bound(err)
 		}
+		src.note(&before, &s, SourceHsflowd)
 	}
 	if l.File != "" {
-		if err := readFile(l.File, &s); err != nil {
+		before := clone(s)
+		var keys []string
+		var err error
+		keys, fileData, err = readFile(l.File, &s)
+		if err != nil {
 			return Settings{}, bound(err)
+		}
+		src.note(&before, &s, SourceFile)
+		for _, k := range keys {
+			src[k] = SourceFile
 		}
 	}
 	if l.Override != nil {
+		before := clone(s)
 		l.Override(&s)
+		src.note(&before, &s, SourceFlag)
+		for _, k := range l.Flags {
+			src[k] = SourceFlag
+		}
 	}
 	s.HsflowdConf = hsflowd
 	if s.DNSSD {
@@ -349,33 +386,56 @@ func Load(l Layers) (Settings, error) {
 	if l.Check != nil {
 		err = errors.Join(err, l.Check(s))
 	}
+	err = locate(err, l.File, fileData, src, hsflowd)
+	if l.Sources != nil {
+		*l.Sources = src
+	}
 	return s, bound(err)
 }
 
 // readFile reads a TOML config file (readLimited) and parses it into s
 // (parse), refusing unknown keys so that a typo is an error rather than a
 // silently ignored setting.
-func readFile(name string, s *Settings) error {
+func readFile(name string, s *Settings) ([]string, []byte, error) {
 	data, err := readLimited(name, MaxConfigBytes)
 	if err != nil {
-		return fmt.Errorf("reading config: %w", err)
+		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	return parse(name, data, s)
+	md, err := parse(name, data, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	var keys []string
+	for _, k := range md.Keys() {
+		if len(k) == 1 {
+			keys = append(keys, k[0])
+		}
+	}
+	return keys, data, nil
 }
 
 // parse decodes the TOML text data of the config file name into s,
 // refusing unknown keys (decodeTOML: the nesting is bounded first, and
 // every refusal is one short line).
-func parse(name string, data []byte, s *Settings) error {
+func parse(name string, data []byte, s *Settings) (toml.MetaData, error) {
 	md, err := decodeTOML(name, data, s)
 	if err != nil {
-		return err
+		return md, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return fmt.Errorf("config %s: unknown setting(s) %s", name, unknownKeys(und))
+		return md, unknownSettings(name, data, und)
 	}
-	return nil
+	if md.IsDefined("sampling") && s.Sampling == 0 {
+		return md, fmt.Errorf("config %s:%d: sampling = 0: %s", name, keyLine(data, toml.Key{"sampling"}), RateZero)
+	}
+	return md, nil
 }
+
+// RateZero is what every place that takes a sampling rate says of 0: the
+// config file, hsflowd.conf and the flags refuse it; only the SFLOW-MIB
+// (sFlowFsPacketSamplingRate, RFC 3176 / sFlow v5 MIB: "0 disables
+// sampling") turns a sampler off with it.
+const RateZero = "0 is not a rate (sample 1 in N, N >= 1): for the rate from link speed leave the setting out; not to sample a port leave it out of ports"
 
 // MaxConfigBytes bounds the config file (and hsflowd.conf): a real one
 // is a few KiB. With the nesting bounded (checkTOMLShape) the decoder
@@ -439,13 +499,13 @@ func (s *Settings) Validate() error {
 	errs = append(errs, s.validateHsflowdSettings()...)
 	errs = append(errs, s.validateSonic()...)
 	if s.SamplingUnknownSpeed == 0 {
-		errs = append(errs, errors.New("sampling_unknown_speed must be positive"))
+		errs = append(errs, errors.New("sampling_unknown_speed = 0: "+RateZero))
 	}
 	if s.Polling < 0 {
 		errs = append(errs, errors.New("polling must not be negative"))
 	}
 	if s.HeaderBytes < 20 || s.HeaderBytes > 256 {
-		errs = append(errs, fmt.Errorf("header_bytes %d outside 20..256", s.HeaderBytes))
+		errs = append(errs, fmt.Errorf("header_bytes %d: want %d..256 (bytes of each sampled frame)", s.HeaderBytes, MinHeaderBytes))
 	}
 	if !validDirection(s.Direction) {
 		errs = append(errs, fmt.Errorf("direction %q: want ingress, egress or both", s.Direction))
@@ -583,7 +643,7 @@ func (s *Settings) SamplingRate(speedMbps uint64) uint32 {
 }
 
 // PollInterval returns the polling interval as a duration.
-func (s *Settings) PollInterval() time.Duration { return time.Duration(s.Polling) * time.Second }
+func (s *Settings) PollInterval() time.Duration { return s.Polling.Duration() }
 
 // validDirection reports whether d names a sampling direction.
 func validDirection(d string) bool {

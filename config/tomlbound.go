@@ -111,7 +111,7 @@ func decodeTOML(name string, data []byte, v any) (toml.MetaData, error) {
 	}
 	md, err := toml.Decode(string(data), v)
 	if err != nil {
-		return md, fmt.Errorf("config %s: %s", name, shortError(err.Error()))
+		return md, decodeError(name, err)
 	}
 	return md, nil
 }
@@ -131,21 +131,6 @@ func shortError(s string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… (%d bytes cut)", s[:cut], len(s)-cut)
-}
-
-// unknownKeys lists the keys the decoder found no setting for, at most a
-// few of them and each cut short.
-func unknownKeys(und []toml.Key) string {
-	const show = 5
-	keys := make([]string, 0, show)
-	for _, k := range und[:min(len(und), show)] {
-		keys = append(keys, shortError(k.String()))
-	}
-	s := strings.Join(keys, ", ")
-	if len(und) > show {
-		s += fmt.Sprintf(" and %d more", len(und)-show)
-	}
-	return shortError(s)
 }
 
 // MaxErrorLines bounds the problems one refusal lists (Validate reports

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/internal/agentx"
+	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
+	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
+	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
+	"github.com/sflowswitchd/sflowswitchd/internal/instancelock"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/source"
@@ -56,11 +61,21 @@ type Config struct {
 	// log_level at start and at every reload.
 	Level *slog.LevelVar
 	// Version is the software revision; "" = the module version the
-	// binary was built from, or "dev".
-	Version string
+	// binary was built from, or "dev". Commit is the VCS revision it was
+	// built from; "" = the Go toolchain's stamp (internal/buildinfo).
+	Version, Commit string
+	// Sources are where each setting came from (config.Layers.Sources),
+	// for the state file and `sflowswitchd show`; nil = unknown.
+	Sources config.Sources
+	// ConfigFile is the config file read ("" = none), for the state file.
+	ConfigFile string
 	// Handover is the previous program's, when this one was exec'ed by an
 	// upgrade in place (TakeHandover); nil otherwise.
 	Handover *Handover
+	// InstanceLock is the network namespace's instance lock
+	// (TakeInstanceLock), passed on to the program an upgrade in place
+	// execs; nil = none (tests).
+	InstanceLock *instancelock.Lock
 }
 
 // revision returns v, or the module version the binary was built from,
@@ -81,16 +96,37 @@ func revision(v string) string {
 // chosen (ErrNoAgentAddress).
 func New(c Config) (*Daemon, error) {
 	setLevel(c.Level, c.Settings.LogLevel)
+	build := buildinfo.Get(c.Version, c.Commit)
+	c.Logger.Info("sflowswitchd starting", "version", build.Version, "commit", build.Commit, "go", build.GoVersion, "pid", os.Getpid())
 	privilege.LogCapabilities(c.Logger)
 	if err := requireAgentAddress(c.Settings); err != nil {
 		return nil, err
 	}
-	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover)
+	d, err := newDaemon(c.Settings, revision(c.Version), c.Logger, c.Handover, build)
 	if d != nil {
+		d.sources = c.Sources
+		if d.dnssd != nil {
+			d.dnssd.baseSrc = c.Sources
+		}
+		d.configFile = c.ConfigFile
 		d.level = c.Level
+		d.instanceLock = c.InstanceLock
 		d.upgraded(c.Handover)
 	}
 	return d, err
+}
+
+// TakeInstanceLock takes the network namespace's instance lock: one
+// sflowswitchd per network namespace (internal/instancelock), whatever
+// its pin directory, state directory or metrics address. A program
+// exec'ed by an upgrade in place takes over its predecessor's (h). The
+// refusal names the running daemon's PID.
+func TakeInstanceLock(h *Handover) (*instancelock.Lock, error) {
+	fd := -1
+	if h != nil {
+		fd = h.InstanceLockFD
+	}
+	return instancelock.Take(instancelock.DefaultName, fd)
 }
 
 // ErrNoAgentAddress is New's refusal to start when no agent address can
@@ -105,15 +141,19 @@ func (d *Daemon) Run(ctx context.Context) error { return d.run(ctx) }
 // running take effect at once, the others at restart (logged). Settings
 // that could only be applied in part are refused whole, before anything
 // changes, and the running ones stay in force (reload.go).
-func (d *Daemon) Reload(s config.Settings) error {
+func (d *Daemon) Reload(s config.Settings) error { return d.reloadFrom(s, nil) }
+
+// reloadFrom is Reload with where each setting of s came from (nil: as
+// before).
+func (d *Daemon) reloadFrom(s config.Settings, src config.Sources) error {
 	if d.sonic != nil {
 		// SONiC mode: Redis's configuration stays over the file's
 		// (DNS-SD is refused with it: config.validateSonic).
 		s = d.sonic.reloadBase(s)
 	} else if d.dnssd != nil {
-		return d.dnssd.reloadBase(d, s) // under the DNS-SD answer in force (dnssd.go)
+		return d.dnssd.reloadBase(d, s, src) // under the DNS-SD answer in force (dnssd.go)
 	}
-	return d.reload(s)
+	return d.reload(s, src)
 }
 
 // Daemon is the composition: it ties the dataplane, the agent, port
@@ -150,6 +190,8 @@ type Daemon struct {
 
 	// level is the logger's level (Config.Level; nil = not ours to set).
 	level *slog.LevelVar
+	// instanceLock is Config.InstanceLock.
+	instanceLock *instancelock.Lock
 
 	// metricsHook, when set (tests), wraps the /metrics handler.
 	metricsHook func(http.Handler) http.Handler
@@ -183,12 +225,35 @@ type Daemon struct {
 	selectionEmpty bool
 	// agentAddr is the last agent address chosen (reconfigure only).
 	agentAddr netip.Addr
+	// mgmtLeftOut is the ports the default selection left out, as last
+	// logged (reconfigure only).
+	mgmtLeftOut string
 	// reconfFailures counts reconfigurations that failed (reload.go),
 	// reconfFailing is set while the last one failed, reconfWait is the
 	// backoff (reconfigure only).
 	reconfFailures atomic.Uint64
 	reconfFailing  atomic.Bool
 	reconfWait     time.Duration
+	// reloadFailures counts the reloads refused, reloadFailing is set
+	// while the last one was (ReloadOn).
+	reloadFailures atomic.Uint64
+	reloadFailing  atomic.Bool
+	// sources are where each setting in force came from (under mu).
+	sources config.Sources
+	// build is the running build, for the state file.
+	build buildinfo.Info
+	// configFile is the config file read, for the state file.
+	configFile string
+	// agentChoice is the agent address in force and why (under mu).
+	agentChoice agentChoice
+	// stateMu orders the state file's writes; auto writes hsflowd.auto
+	// and stateErr is the last write's failure (under stateMu).
+	stateMu  sync.Mutex
+	auto     *autofile.Writer
+	stateErr error
+	// lastState is the state last written, but its time and build
+	// (under stateMu).
+	lastState inforce.State
 	// dnssd is configuration by DNS-SD (dnssd.go); nil when off.
 	dnssd *dnssdState
 	// snmpRefused counts what restoreSNMP refused.
@@ -207,7 +272,7 @@ type portState struct {
 	kernelRate uint32
 }
 
-func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover) (*Daemon, error) {
+func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover, build buildinfo.Info) (*Daemon, error) {
 	var sm *sonicMode
 	if s.Sonic {
 		// Nothing sent and no port until Redis is read.
@@ -237,6 +302,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		ready:    make(chan struct{}),
 		start:    time.Now(),
 		version:  version,
+		build:    build,
 		sonic:    sm,
 	}
 	if sm != nil {
@@ -333,14 +399,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 	if sm != nil {
 		d.metrics.MustRegister(sonicCollector{sm})
 	}
-	d.metrics.MustRegister(metrics.NewConfigCollector(metrics.ConfigState{
-		FailedPorts:       d.portFail.Failed,
-		Collectors:        d.resolver.Stats,
-		UnmatchedPatterns: d.unmatchedPatterns,
-		Reconfigure: func() (uint64, bool) {
-			return d.reconfFailures.Load(), d.reconfFailing.Load()
-		},
-	}))
+	d.metrics.MustRegister(d.configCollector())
 	if err := d.newMIB(s, version); err != nil {
 		return fail(err)
 	}
@@ -351,6 +410,32 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover)
 		return fail(err)
 	}
 	return d, nil
+}
+
+// configCollector exports the configuration plane's state: ports not
+// sampled, collector names, unmatched patterns, reconfigurations and
+// reloads that failed, the build.
+func (d *Daemon) configCollector() prometheus.Collector {
+	return metrics.NewConfigCollector(metrics.ConfigState{
+		FailedPorts:       d.portFail.Failed,
+		Collectors:        d.resolver.Stats,
+		UnmatchedPatterns: d.unmatchedPatterns,
+		Reconfigure: func() (uint64, bool) {
+			return d.reconfFailures.Load(), d.reconfFailing.Load()
+		},
+		Reload: func() (uint64, bool) {
+			return d.reloadFailures.Load(), !d.reloadFailing.Load()
+		},
+		Build: metrics.BuildInfo{Version: d.build.Version, Commit: d.build.Commit, GoVersion: d.build.GoVersion},
+		Agent: func() (string, string, string) {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if !d.agentChoice.addr.IsValid() {
+				return "", "", ""
+			}
+			return d.agentChoice.addr.String(), d.agentChoice.iface, d.agentChoice.why
+		},
+	})
 }
 
 // newMIB builds the SFLOW-MIB, the daemon's configuration model. It is
@@ -504,6 +589,7 @@ func (d *Daemon) applyConfig(cfg agent.Config) error {
 	d.sampled = states
 	d.mu.Unlock()
 	d.counters.Forget(keep)
+	d.writeState(cfg)
 	return err
 }
 

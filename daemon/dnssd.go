@@ -39,6 +39,8 @@ type dnssdState struct {
 	mu   sync.Mutex
 	base config.Settings
 	cur  dnssd.Settings
+	// baseSrc is where each base setting came from (config.Load).
+	baseSrc config.Sources
 	// outcomes count the queries by outcome (dnssd.Outcome), problems the
 	// parts of answers not taken (bad values, unknown keys, targets that
 	// did not resolve), refused the answers whose settings were refused
@@ -159,7 +161,7 @@ func (d *Daemon) dnssdInstall(ds dnssd.Settings) error {
 	s := dnssd.Apply(st.base, ds)
 	err := errors.Join(s.Validate(), Validate(s))
 	if err == nil {
-		err = d.reload(s)
+		err = d.reload(s, dnssdSources(st.base, st.baseSrc, s))
 	}
 	if err != nil {
 		st.refused.Add(1)
@@ -171,10 +173,14 @@ func (d *Daemon) dnssdInstall(ds dnssd.Settings) error {
 }
 
 // reloadBase is Reload with DNS-SD on: s (the files and flags read
-// again) becomes the base under the DNS-SD answer in force.
-func (st *dnssdState) reloadBase(d *Daemon, s config.Settings) error {
+// again, from src; nil: as before) becomes the base under the DNS-SD
+// answer in force.
+func (st *dnssdState) reloadBase(d *Daemon, s config.Settings, src config.Sources) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if src == nil {
+		src = st.baseSrc
+	}
 	if !s.DNSSD {
 		d.log.Warn("turning DNS-SD off takes effect at restart; DNS-SD stays on")
 		s.DNSSD = true
@@ -183,11 +189,24 @@ func (st *dnssdState) reloadBase(d *Daemon, s config.Settings) error {
 	if err := errors.Join(eff.Validate(), Validate(eff)); err != nil {
 		return err
 	}
-	if err := d.reload(eff); err != nil {
+	if err := d.reload(eff, dnssdSources(s, src, eff)); err != nil {
 		return err
 	}
-	st.base = s
+	st.base, st.baseSrc = s, src
 	return nil
+}
+
+// dnssdSources are the sources of eff, the DNS-SD answer laid over base
+// (from baseSrc): the settings the answer changed are DNS-SD's.
+func dnssdSources(base config.Settings, baseSrc config.Sources, eff config.Settings) config.Sources {
+	out := make(config.Sources, len(baseSrc))
+	for k, v := range baseSrc {
+		out[k] = v
+	}
+	for _, c := range config.Changes(base, eff) {
+		out[c.Key] = config.SourceDNSSD
+	}
+	return out
 }
 
 func (st *dnssdState) problem(kind string) {

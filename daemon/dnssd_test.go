@@ -28,6 +28,7 @@ func TestDNSSDLayering(t *testing.T) {
 	d := &Daemon{log: log, settings: base, mibRows: 3, changed: make(chan struct{}, 1), ready: make(chan struct{}),
 		drops: dropnotify.New(2, nil, log), ports: map[int]ports.Info{3: {Index: 3, Name: "swp1"}}}
 	d.dnssd = newDNSSD(base)
+	d.dnssd.baseSrc = config.Sources{"polling": config.SourceFile, "dns_sd": config.SourceFlag}
 	settings := func() config.Settings {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -49,6 +50,16 @@ func TestDNSSDLayering(t *testing.T) {
 	d.dnssdAnswer(records(two, "txtvers=1", "sampling=400", "polling=5"), time.Minute)
 	if s := settings(); !reflect.DeepEqual(collectors(), two) || s.Sampling != 400 || s.Polling != 5 || s.HeaderBytes != base.HeaderBytes {
 		t.Fatalf("records: collectors %q sampling %d polling %d header %d", collectors(), s.Sampling, s.Polling, s.HeaderBytes)
+	}
+	// `sflowswitchd show` names DNS-SD as the source of what it set.
+	d.mu.Lock()
+	src := d.sources
+	d.mu.Unlock()
+	for k, want := range map[string]config.Source{"polling": config.SourceDNSSD, "sampling": config.SourceDNSSD, "collector": config.SourceDNSSD,
+		"dns_sd": config.SourceFlag, "header_bytes": config.SourceDefault} {
+		if got := src.Of(k); got != want {
+			t.Errorf("source of %s = %s, want %s", k, got, want)
+		}
 	}
 
 	// SIGHUP: a new base (headerBytes from the file), the answer over it.

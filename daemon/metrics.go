@@ -2,7 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"html"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,6 +115,7 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	}
 	mux.Handle("/metrics", mh)
 	mux.HandleFunc("/apm", d.apps.ServeAPM)
+	mux.HandleFunc("/", landing)
 	srv, err := listener.Listen("metrics", addr, mux, listener.Defaults, d.log)
 	if err != nil {
 		return err
@@ -120,6 +125,29 @@ func (d *Daemon) serveMetrics(ctx context.Context, addr string, running *sync.Wa
 	running.Go(func() { srv.Serve(ctx) })
 	d.log.Info("metrics listening", "addr", srv.Addr().String())
 	return nil
+}
+
+// endpoints are what the metrics listener serves, listed at /.
+var endpoints = []struct{ path, what string }{
+	{"/metrics", "Prometheus metrics (sflowswitchd_*, Go runtime, process)"},
+	{"/apm", "APM reports (RFC 3729) as JSON, when -app-api is on (sflowswitchd apm)"},
+}
+
+// landing is / on the metrics listener: the endpoints, as
+// node_exporter's landing page lists its own; any other path is 404.
+func landing(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html>\n<html><head><title>sflowswitchd</title></head><body>\n<h1>sflowswitchd</h1>\n<ul>\n")
+	for _, e := range endpoints {
+		fmt.Fprintf(&b, "<li><a href=\"%s\">%s</a>: %s</li>\n", e.path, e.path, html.EscapeString(e.what))
+	}
+	b.WriteString("</ul>\n</body></html>\n")
+	_, _ = io.WriteString(w, b.String()) // a client gone is not ours to report
 }
 
 // backoffSteps is sflowswitchd_backoff_steps_total{direction}.

@@ -18,6 +18,12 @@ import (
 type model struct {
 	// AgentAddr is the agent address chosen; invalid when none could be.
 	AgentAddr netip.Addr
+	// AgentIf is the interface that has it ("" = none of this host's), and
+	// AgentWhy says how it was chosen.
+	AgentIf, AgentWhy string
+	// Management are the ports the default selection (no ports setting)
+	// leaves out, sorted: the management interface (managementPorts).
+	Management []string
 	// Static is the static configuration (mib.MIB.SetStatic).
 	Static mib.Static
 	// Ports are the selected ports as data sources (mib.MIB.SetPorts).
@@ -35,13 +41,15 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 	// descriptor left): the agent address is then unknown for now and
 	// the caller keeps the last one, and the rest (ports gone, which
 	// frees their descriptors) is applied all the same.
+	var how string
 	addrs, err := agentaddr.List()
 	if err == nil {
-		m.AgentAddr, _, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
+		m.AgentAddr, how, err = agentaddr.Choose(s.AgentAddress, s.AgentInterface, preferCIDRs(addrs, s.AgentCIDRs()))
 	}
 	if err != nil {
 		log.Warn("agent address unknown", "err", err)
 	}
+	m.AgentIf, m.AgentWhy = agentWhy(s, how, m.AgentAddr, addrs)
 	m.Static = mib.Static{HeaderBytes: s.HeaderBytes, PollInterval: s.PollInterval()}
 	m.Static.Receivers = staticReceivers(s, res)
 	sel, err := ports.Select(s.Ports)
@@ -54,12 +62,20 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 			return m, err
 		}
 	}
+	mgmt := map[int]bool{}
+	if len(s.Ports) == 0 {
+		mgmt = managementPorts(m.AgentAddr, addrs, log)
+	}
 	switchPort := s.SwitchPorts()
 	var selected []ports.Info
 	for _, p := range present {
 		monitor := monSel != nil && monSel(p)
 		if !monitor && (!sel(p) || !switchPort(p.Name)) {
 			continue // dent: switch ports only (hsflowd's mod_dent)
+		}
+		if !monitor && mgmt[p.Index] {
+			m.Management = append(m.Management, p.Name)
+			continue
 		}
 		dir := sflow.DirectionIngress
 		if !monitor { // a monitor port is sampled at ingress only
@@ -78,6 +94,47 @@ func buildModel(s config.Settings, present []ports.Info, res *collectoraddr.Reso
 	}
 	m.Ports = append(m.Ports, l2Sources(present, selected, log)...)
 	return m, nil
+}
+
+// managementPorts are the ports the default port selection leaves out:
+// the interface of the agent address and those of the default routes,
+// which on a switch are its management port (eth0), not a switch port.
+// A configured ports setting samples what it lists, these included.
+func managementPorts(agentAddr netip.Addr, addrs []agentaddr.HostAddr, log *slog.Logger) map[int]bool {
+	out, err := agentaddr.DefaultRouteLinks()
+	if err != nil {
+		log.Warn("default routes unknown: the default port selection may include the management interface", "err", err)
+		out = map[int]bool{}
+	}
+	for _, h := range addrs {
+		if agentAddr.IsValid() && h.Addr == agentAddr {
+			out[h.IfIndex] = true
+		}
+	}
+	return out
+}
+
+// agentWhy names the interface that has the agent address a and says
+// why it was chosen, from agentaddr.Choose's how.
+func agentWhy(s config.Settings, how string, a netip.Addr, addrs []agentaddr.HostAddr) (string, string) {
+	iface := ""
+	for _, h := range addrs {
+		if h.Addr == a {
+			iface = h.IfName
+			break
+		}
+	}
+	switch {
+	case !a.IsValid():
+		return "", "none available"
+	case how == "configured":
+		return iface, "agent_address set"
+	case s.AgentInterface != "":
+		return iface, "the address of agent_interface " + s.AgentInterface
+	case len(s.AgentCIDR) > 0:
+		return iface, "preferred by agent_cidr, then ranked: up, IPv4 before IPv6, global before private before link-local, lowest ifindex"
+	}
+	return iface, "ranked among the host's addresses: up, IPv4 before IPv6, global before private before link-local, lowest ifindex"
 }
 
 // statsVLANs lists the VLAN data sources of the selected ports

@@ -65,11 +65,14 @@ func (d *Daemon) checkReload(s config.Settings) error {
 }
 
 // ReloadOn reloads the settings load returns (the config file and flags
-// read again) at each signal on hup (SIGHUP), until ctx ends. Settings
-// that cannot be read, or could only be applied in part, are refused and
-// logged; the running ones stay in force. A signal that arrives while Run
-// starts waits in hup and is applied once start-up completed.
-func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, error)) {
+// read again), with where each came from, at each signal on hup (SIGHUP),
+// until ctx ends. Settings that cannot be read, or could only be applied
+// in part, are refused, logged and counted
+// (sflowswitchd_config_reload_failures_total,
+// sflowswitchd_config_last_reload_success); the running ones stay in
+// force. A signal that arrives while Run starts waits in hup and is
+// applied once start-up completed.
+func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func() (config.Settings, config.Sources, error)) {
 	select {
 	case <-ctx.Done():
 		return
@@ -80,19 +83,24 @@ func (d *Daemon) ReloadOn(ctx context.Context, hup <-chan os.Signal, load func()
 		case <-ctx.Done():
 			return
 		case <-hup:
-			s, err := load()
+			s, src, err := load()
 			if err == nil {
-				err = d.Reload(s)
+				err = d.reloadFrom(s, src)
 			}
 			if err != nil {
-				d.log.Error("config reload refused; previous settings stay in force", "err", err)
+				n := d.reloadFailures.Add(1)
+				d.reloadFailing.Store(true)
+				d.log.Error("config reload refused; previous settings stay in force", "err", err, "refused_total", n)
+				continue
 			}
+			d.reloadFailing.Store(false)
 		}
 	}
 }
 
-// reload installs new settings (SIGHUP).
-func (d *Daemon) reload(s config.Settings) error {
+// reload installs new settings (SIGHUP) and where they came from (nil:
+// as before), and logs what changed.
+func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 	setLevel(d.level, s.LogLevel)
 	if err := d.checkReload(s); err != nil {
 		return err
@@ -150,11 +158,22 @@ func (d *Daemon) reload(s config.Settings) error {
 		s.AgentX, s.SNMPReceivers, s.SNMPInstances = old.AgentX, old.SNMPReceivers, old.SNMPInstances
 	}
 	d.settings = s
+	if src != nil {
+		d.sources = src
+	}
 	d.mu.Unlock()
 	if err := d.drops.Apply(dropsConfig(s)); err != nil {
 		d.dropsOff(err)
 	}
-	d.log.Info("configuration reloaded")
+	changes := config.Changes(old, s)
+	what := make([]string, len(changes))
+	for i, c := range changes {
+		what[i] = c.String()
+	}
+	if len(what) == 0 {
+		what = []string{"nothing"}
+	}
+	d.log.Info("configuration reloaded", "changed", strings.Join(what, "; "))
 	d.poke()
 	return nil
 }
@@ -190,14 +209,31 @@ func (d *Daemon) reconfigure() {
 		m = d.sonic.model(s, m, linux)
 	}
 	d.noteSelection(s, present)
+	if mg := strings.Join(m.Management, ","); mg != d.mgmtLeftOut {
+		if mg != "" {
+			d.log.Info("management interface left out of the default port selection (the agent address's or the default route's); list it in ports to sample it", "ports", mg)
+		}
+		d.mgmtLeftOut = mg
+	}
+	choice := agentChoice{addr: m.AgentAddr, iface: m.AgentIf, why: m.AgentWhy}
 	if !m.AgentAddr.IsValid() && d.agentAddr.IsValid() {
 		d.log.Warn("no agent address available now; keeping the last one", "agent_address", d.agentAddr)
 		m.AgentAddr = d.agentAddr
+		d.mu.Lock()
+		choice = d.agentChoice
+		d.mu.Unlock()
+		choice.why = "kept: no address available now, the last one chosen stays"
+	}
+	if m.AgentAddr != d.agentAddr {
+		d.log.Info("agent address", "agent_address", m.AgentAddr, "interface", choice.iface, "why", choice.why)
 	}
 	d.agentAddr = m.AgentAddr
 	if d.sonic != nil {
 		d.sonic.writeAuto(s, m.AgentAddr)
 	}
+	d.mu.Lock()
+	d.agentChoice = choice
+	d.mu.Unlock()
 	// A change the agent refuses as a whole leaves the configuration it
 	// runs stale (configuration_stale): retried with backoff like a
 	// failure from outside. A port the kernel cannot sample is not such a

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,12 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/config"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/collectoraddr"
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/dropnotify"
+	"github.com/sflowswitchd/sflowswitchd/daemon/internal/portfail"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
+	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
 // TestCheckReload: a reload that could only be applied in part is refused
@@ -81,15 +87,17 @@ func TestReloadOn(t *testing.T) {
 	typo, next := old, old
 	typo.Ports = []string{"sw*p"}
 	next.Sampling, next.Workers, next.LogLevel = 77, 9, "debug"
-	loads := []func() (config.Settings, error){
-		func() (config.Settings, error) {
-			return config.Settings{}, errors.New("config c.conf: unknown setting(s) samplng")
+	loads := []func() (config.Settings, config.Sources, error){
+		func() (config.Settings, config.Sources, error) {
+			return config.Settings{}, nil, errors.New(`config c.conf:3: unknown setting "samplng" (did you mean "sampling"?)`)
 		},
-		func() (config.Settings, error) { return typo, nil },
-		func() (config.Settings, error) { return next, nil },
+		func() (config.Settings, config.Sources, error) { return typo, nil, nil },
+		func() (config.Settings, config.Sources, error) {
+			return next, config.Sources{"sampling": config.SourceFile}, nil
+		},
 	}
 	var n atomic.Int32
-	load := func() (config.Settings, error) { return loads[n.Add(1)-1]() }
+	load := func() (config.Settings, config.Sources, error) { return loads[n.Add(1)-1]() }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hup := make(chan os.Signal)
@@ -117,7 +125,7 @@ func TestReloadOn(t *testing.T) {
 		t.Fatalf("settings read on a SIGHUP before start-up completed")
 	}
 	close(d.ready)
-	waitLog("unknown setting(s) samplng")
+	waitLog(`unknown setting \"samplng\"`)
 	hup <- syscall.SIGHUP
 	waitLog("match none")
 	if s := settings(); !reflect.DeepEqual(s, old) {
@@ -126,11 +134,37 @@ func TestReloadOn(t *testing.T) {
 	if !logged("config reload refused; previous settings stay in force") {
 		t.Errorf("refusal not logged as such:\n%s", logText())
 	}
+	// Refusals are counted and exported; the last one's state too.
+	d.portFail = portfail.New(log, func(uint32) string { return "" })
+	d.resolver = collectoraddr.NewResolver(log, func() {})
+	d.build = buildinfo.Get("1.2.3", "abc")
+	d.agentChoice = agentChoice{addr: netip.MustParseAddr("198.18.0.1"), iface: "eth0", why: "agent_address set"}
+	scraped := metricstest.Scrape(t, d.configCollector())
+	for _, want := range []string{
+		"sflowswitchd_config_reload_failures_total 2\n",
+		"sflowswitchd_config_last_reload_success 0\n",
+		`sflowswitchd_build_info{commit="abc",goversion="` + runtime.Version() + `",version="1.2.3"} 1`,
+		`sflowswitchd_agent_address_info{address="198.18.0.1",interface="eth0",why="agent_address set"} 1`,
+	} {
+		if !strings.Contains(scraped, want) {
+			t.Errorf("metrics after two refused reloads lack %q:\n%s", want, scraped)
+		}
+	}
 
 	hup <- syscall.SIGHUP
 	waitLog("configuration reloaded")
 	if s := settings(); s.Sampling != 77 || s.Workers != 2 {
 		t.Errorf("after reload: sampling %d (want 77), workers %d (want 2 until restart)", s.Sampling, s.Workers)
+	}
+	if want := `changed="sampling: 0 -> 77; log_level: \"info\" -> \"debug\""`; !logged(want) {
+		t.Errorf("the reload did not log what changed (want %s):\n%s", want, logText())
+	}
+	if scraped := metricstest.Scrape(t, d.configCollector()); !strings.Contains(scraped, "sflowswitchd_config_last_reload_success 1\n") ||
+		!strings.Contains(scraped, "sflowswitchd_config_reload_failures_total 2\n") {
+		t.Errorf("metrics after a good reload:\n%s", scraped)
+	}
+	if d.sources.Of("sampling") != config.SourceFile {
+		t.Errorf("sources after the reload: %v", d.sources)
 	}
 	if !logged("a change of workers takes effect at restart") {
 		t.Errorf("restart-only change not logged:\n%s", logText())

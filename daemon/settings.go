@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/agent/sender"
@@ -150,7 +149,7 @@ func appsConfig(s config.Settings) appsubagent.Config {
 	return appsubagent.Config{
 		API:         s.AppAPI,
 		AllowRemote: s.AppAPIAllowRemote,
-		APMInterval: time.Duration(s.APMInterval) * time.Second,
+		APMInterval: s.APMInterval.Duration(),
 		APMReports:  s.APMReports,
 		StateFile:   appsubagent.StateFile(s.StateDir),
 	}

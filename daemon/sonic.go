@@ -125,7 +125,7 @@ func overlaySonic(base config.Settings, c sonic.Config) config.Settings {
 			s.Collectors = append(s.Collectors, config.Collector{Address: col.Addr.String(), Device: col.Device, MaxDatagramSize: size})
 		}
 	}
-	s.Polling = c.Polling
+	s.Polling = config.Seconds(c.Polling)
 	if c.AgentID != "" {
 		s.AgentInterface, s.AgentAddress = c.AgentID, ""
 	}
@@ -166,7 +166,7 @@ func (m *sonicMode) changed(st *sonic.State) {
 			err = Validate(s)
 		}
 		if err == nil {
-			err = m.d.reload(s)
+			err = m.d.reload(s, nil)
 		}
 		if err != nil {
 			m.reloadErrors.Add(1)
@@ -383,7 +383,7 @@ func (m *sonicMode) writeAuto(s config.Settings, a netip.Addr) {
 		return
 	}
 	as := sonic.AutoSettings{Off: len(s.StaticCollectors()) == 0 || !a.IsValid(), Hostname: m.host,
-		Sampling: s.Sampling, Header: s.HeaderBytes, Datagram: sflow.DefaultMaxDatagramSize, Polling: s.Polling,
+		Sampling: s.Sampling, Header: s.HeaderBytes, Datagram: sflow.DefaultMaxDatagramSize, Polling: int(s.Polling),
 		AgentDevice: s.AgentInterface, AgentIP: a}
 	if as.Sampling == 0 {
 		as.Sampling = s.SamplingUnknownSpeed

@@ -153,7 +153,11 @@ func (d *Daemon) release() error {
 	if err != nil {
 		exe = -1 // no rollback possible; said at exec
 	}
-	d.upgrade.next = handover.State{LockFD: h.LockFD, OwnerFD: h.OwnerFD, ExeFD: exe,
+	lock := -1
+	if d.instanceLock != nil {
+		lock = d.instanceLock.Handover() // the same instance after the exec
+	}
+	d.upgrade.next = handover.State{LockFD: h.LockFD, OwnerFD: h.OwnerFD, ExeFD: exe, InstanceLockFD: lock,
 		Args: os.Args, From: d.version, StoppedNs: handover.Monotonic()}
 	return nil
 }

@@ -179,6 +179,10 @@ type PortConfig struct {
 	// Kind tells the sampled path what it may read of a tunnel device's
 	// frames (PortKind, KindOf); PortPlain otherwise.
 	Kind PortKind
+	// ConfiguredRate is the rate configured on the port, which the
+	// agent's sub-sampling makes exact on top of Rate (logged beside it;
+	// 0 = Rate).
+	ConfiguredRate uint32
 	// Hook is the port's own hook, HookXDP or HookTC, over Config.Hook;
 	// HookAuto (0): Config.Hook's choice. Taken at attach: UpdatePort
 	// keeps the port where it is.
@@ -967,8 +971,14 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 		}
 	}
-	d.log.Info("sampler attached", "ifindex", ifindex, "direction", pc.Direction, "hook", p.hook, "mode", p.mode,
-		"egress_mode", p.egressMode(), "rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
+	// The configured rate (exported in sampling_rate) beside the kernel's
+	// power of two, which the agent sub-samples to it exactly.
+	rate := pc.ConfiguredRate
+	if rate == 0 {
+		rate = pc.Rate
+	}
+	d.log.Info("sampler attached", "port", d.linkName(ifindex), "ifindex", ifindex, "direction", pc.Direction, "hook", p.hook, "mode", p.mode,
+		"egress_mode", p.egressMode(), "rate", rate, "kernel_rate", pc.Rate, "delivery", pc.Mode.String(), "worker", pc.Worker, "slot", slot)
 	return nil
 }
 

@@ -94,6 +94,19 @@ func (d *Dataplane) hookFor(ifindex int, m Mode) Hook {
 	return HookXDP
 }
 
+// linkName is the name of link ifindex, for the log ("" if unknown).
+func (d *Dataplane) linkName(ifindex int) string {
+	name := ""
+	_ = d.inNetns(func() error {
+		l, err := netlink.LinkByIndex(ifindex)
+		if err == nil {
+			name = l.Attrs().Name
+		}
+		return err
+	})
+	return name
+}
+
 // linkKind is the PortKind of link ifindex in the dataplane's netns. A
 // link that cannot be read is PortPlain: attaching it fails with a
 // clearer error, or it vanished.

@@ -172,7 +172,8 @@ func portConfig(s ports.Sampling) PortConfig {
 	if s.Monitor {
 		mode = ModeMonitor
 	}
-	pc := PortConfig{Rate: s.KernelRate, Mode: mode, HeaderBytes: s.HeaderBytes, Worker: s.Worker, Direction: s.Direction.OrIngress()}
+	pc := PortConfig{Rate: s.KernelRate, Mode: mode, HeaderBytes: s.HeaderBytes, Worker: s.Worker, Direction: s.Direction.OrIngress(),
+		ConfiguredRate: s.Rate}
 	switch s.Hook {
 	case "xdp":
 		pc.Hook = HookXDP

@@ -403,13 +403,13 @@ func BenchmarkDropsFlood(b *testing.B) {
 			b.Fatal(err)
 		}
 		time.Sleep(1500 * time.Millisecond)
-		_, on := metrics(b, lab)["sflowswitchd_drops_counted_total"]
+		_, on := metrics(b, lab)["sflowswitchd_switch_dropped_packets_counted_total"]
 		if on != (mode == "on") {
 			b.Fatalf("drops %s not applied", mode)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for metrics(b, lab)["sflowswitchd_drops_counted_total"] == 0 && time.Now().Before(deadline) {
+	for metrics(b, lab)["sflowswitchd_switch_dropped_packets_counted_total"] == 0 && time.Now().Before(deadline) {
 		lab.SendFrames(b, 0, dl.ACLFrames(1))
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -476,12 +476,12 @@ func BenchmarkDropsFlood(b *testing.B) {
 	tg.stop()
 	time.Sleep(1500 * time.Millisecond)
 	m := metrics(b, lab)
-	const key = `sflowswitchd_drops_total{reason="NETFILTER_DROP",sflow_reason="acl"}`
+	const key = `sflowswitchd_switch_dropped_packets_total{reason="NETFILTER_DROP",sflow_reason="acl"}`
 	nft := float64(dl.ACLDropped(b) - nftBase)
 	reason := m[key] - base[key]
 	out := m[`sflowswitchd_drop_notifications_total{outcome="notified"}`] + m[`sflowswitchd_drop_notifications_total{outcome="suppressed"}`] +
 		m[`sflowswitchd_drop_notifications_total{outcome="ring_full"}`]
-	counted := m["sflowswitchd_drops_counted_total"]
+	counted := m["sflowswitchd_switch_dropped_packets_counted_total"]
 	b.Logf("final flood: nft %.0f, NETFILTER_DROP metric %.0f; since the last load: counted %.0f = notified %.0f + suppressed %.0f + ring_full %.0f; datagrams received %d",
 		nft, reason, counted, m[`sflowswitchd_drop_notifications_total{outcome="notified"}`], m[`sflowswitchd_drop_notifications_total{outcome="suppressed"}`],
 		m[`sflowswitchd_drop_notifications_total{outcome="ring_full"}`], received.Load())

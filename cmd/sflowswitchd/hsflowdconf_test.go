@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -50,17 +51,21 @@ func TestHsflowdConfLikeTOML(t *testing.T) {
 		t.Fatalf("hsflowd.conf read as\n%+v\nthe TOML as\n%+v", h, toml)
 	}
 	for _, want := range []string{
-		":12:3: hsflowd setting sampling.app.myapp ignored: application sampling",
-		":22:3: hsflowd setting ulog ignored: another packet-sampling source",
-		":23:3: hsflowd setting nflog ignored:",
-		":24:3: hsflowd setting k8s ignored:",
-		":25:3: hsflowd setting systemd ignored:",
-		":26:3: hsflowd setting Cumulus ignored:",
-		":27:24: hsflowd setting start ignored: drop sources are the kernel's",
+		`line=12 col=3 setting=sampling.app.myapp reason="application sampling`,
+		`line=22 col=3 setting=ulog reason="another packet-sampling source`,
+		`line=23 col=3 setting=nflog reason=`,
+		`line=24 col=3 setting=k8s reason=`,
+		`line=25 col=3 setting=systemd reason=`,
+		`line=26 col=3 setting=Cumulus reason=`,
+		`line=27 col=24 setting=start reason="drop sources are the kernel's`,
 	} {
 		if strings.Count(notes, want) != 1 {
 			t.Errorf("notes lack %q once:\n%s", want, notes)
 		}
+	}
+	// Structured as the daemon's log (logfmt), one line each.
+	if n := strings.Count(notes, `level=WARN msg="hsflowd setting ignored" file=`+representativeHsflowd+" "); n != 7 {
+		t.Errorf("%d notes in logfmt, want 7:\n%s", n, notes)
 	}
 	if n := strings.Count(notes, "\n"); n != 7 {
 		t.Errorf("%d notes, want 7:\n%s", n, notes)
@@ -120,6 +125,25 @@ func TestHsflowdConfLayers(t *testing.T) {
 	}
 }
 
+// TestHsflowdHeaderBytesRaised: hsflowd takes headerBytes 0..256; below
+// the 20 sflowswitchd exports it is raised to 20, and said.
+func TestHsflowdHeaderBytesRaised(t *testing.T) {
+	config.ForgetReportedIgnored()
+	for _, v := range []int{0, 19} {
+		path := filepath.Join(t.TempDir(), "hsflowd.conf")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("sflow { headerBytes = %d }", v)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, notes, err := loadWithNotes(t, "-hsflowd-conf", path)
+		if err != nil || s.HeaderBytes != 20 {
+			t.Fatalf("headerBytes = %d: header_bytes %d, %v; want 20", v, s.HeaderBytes, err)
+		}
+		if want := fmt.Sprintf(`setting=headerBytes reason="%d raised to 20`, v); !strings.Contains(notes, want) {
+			t.Errorf("headerBytes = %d: notes lack %q:\n%s", v, want, notes)
+		}
+	}
+}
+
 // TestHsflowdConfRefused: an invalid hsflowd.conf is refused with its
 // line and column, whether the parser or the mapping onto sflowswitchd's
 // settings refuses it; nothing is applied.
@@ -128,7 +152,6 @@ func TestHsflowdConfRefused(t *testing.T) {
 		"syntax":          {"sflow {\n polling = 5\n", ":2:13: end of file inside the sflow block"},
 		"unknown setting": {"sflow {\n samplng = 5\n}", `:2:2: unknown setting "samplng"`},
 		"value":           {"sflow { headerBytes = 300 }", ":1:23: headerBytes: 300 outside 0..256"},
-		"too small here":  {"sflow { headerBytes = 10 }", ":1:23: headerBytes 10: sflowswitchd exports 20..256"},
 		"sampling off":    {"sflow {\n sampling = 0 }", ":2:13: sampling = 0"},
 		"speed rate 0":    {"sflow { sampling.1G = 0 }", ":1:23: a sampling rate of 0"},
 		"pcap sampling 0": {"sflow { pcap { dev = swp1 sampling = 0 } }", ":1:38: pcap sampling = 0"},

@@ -4,13 +4,17 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/apmreports"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/decode"
+	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/show"
 	"github.com/sflowswitchd/sflowswitchd/cmd/sflowswitchd/internal/top"
+	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
 	"github.com/sflowswitchd/sflowswitchd/internal/earlysignal"
 )
 
@@ -25,6 +29,18 @@ var subcommands = []subcommand{
 	{"decode", "decode sFlow datagrams from UDP or a pcap/pcapng file to JSON", decode.Run},
 	{"apm", "print the daemon's APM reports (RFC 3729) as JSON", apmreports.Run},
 	{"top", "live collector view of received sFlow: agents, samples per port, top flows, counters", top.Run},
+	{"show", "print the settings in force of the running daemon and where each came from", show.Run},
+	{"version", "print the version, commit and Go version (also -version)", runVersion},
+}
+
+// runVersion is `sflowswitchd version`.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "sflowswitchd version: unexpected argument %q\n", args[0])
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, buildinfo.Get(version, commit))
+	return exitOK
 }
 
 func main() {
@@ -36,10 +52,10 @@ func main() {
 // flags work without a subcommand. It returns the process exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
-		// "help" lists the subcommands; -h is left to the daemon's flags.
+		// "help" is -h.
 		if args[0] == "help" {
-			usage(stdout)
-			return 0
+			usage(stdout, newFlags().fs)
+			return exitOK
 		}
 		for _, c := range subcommands {
 			if args[0] == c.name {
@@ -51,9 +67,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runDaemon(args, stdout, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: sflowswitchd [daemon flags]\n       sflowswitchd COMMAND [flags]   (COMMAND -h for its flags)\n\ncommands:\n")
+// usage is -h: the commands, then the daemon's flags with their
+// defaults and units.
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: sflowswitchd [flags]            run the agent (flags below)\n       sflowswitchd COMMAND [flags]    (sflowswitchd COMMAND -h for its flags)\n\ncommands:\n")
 	for _, c := range subcommands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.brief)
 	}
+	fmt.Fprintf(w, "\nflags (durations in seconds also take Go durations: 30s, 1m; man sflowswitchd):\n")
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, b.String())
 }

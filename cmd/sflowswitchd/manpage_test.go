@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/sflowswitchd/sflowswitchd/config"
 )
 
 // TestManPageListsEveryFlag: the Debian package's man page documents
@@ -30,6 +32,38 @@ func TestManPageListsEveryFlag(t *testing.T) {
 	for _, c := range subcommands {
 		if !strings.Contains(string(man), ".B "+c.name+"\n") {
 			t.Errorf("man page does not list the %s command", c.name)
+		}
+	}
+}
+
+// TestManPageSections: the man page has the sections an operator looks
+// for, and its CONFIGURATION section names every setting of the config
+// file (config.Keys), transit included.
+func TestManPageSections(t *testing.T) {
+	b, err := os.ReadFile("../../packaging/deb/sflowswitchd.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := string(b)
+	for _, sec := range []string{"CONFIGURATION", "SIGNALS", "EXIT STATUS", "EXAMPLES", "FILES", "COMMANDS"} {
+		if !strings.Contains(man, "\n.SH "+sec+"\n") {
+			t.Errorf("man page has no %s section", sec)
+		}
+	}
+	start, end := strings.Index(man, ".SH CONFIGURATION\n"), strings.Index(man, ".SH SIGNALS\n")
+	if start < 0 || end < start {
+		t.Fatal("no CONFIGURATION section before SIGNALS")
+	}
+	conf := man[start:end]
+	keys := append(config.Keys(), "address", "max_datagram_size")
+	for _, k := range keys {
+		if !strings.Contains(conf, k+" =") && !strings.Contains(conf, "["+k+"]") && !strings.Contains(conf, "[["+k+"]]") {
+			t.Errorf("the man page's CONFIGURATION section lacks %s", k)
+		}
+	}
+	for _, want := range []string{"SIGHUP", "SIGTERM", "SIGUSR2", "0 is refused"} {
+		if !strings.Contains(man, want) {
+			t.Errorf("man page lacks %q", want)
 		}
 	}
 }

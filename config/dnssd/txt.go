@@ -299,7 +299,7 @@ func Apply(base config.Settings, ds Settings) config.Settings {
 		}
 	}
 	if n, ok := num(keyPolling); ok {
-		s.Polling = int(n)
+		s.Polling = config.Seconds(n)
 	}
 	if n, ok := num(keyHeaderBytes); ok {
 		s.HeaderBytes = int(n)

@@ -5,8 +5,8 @@
 # packaging/ (CAP_BPF CAP_NET_ADMIN CAP_PERFMON CAP_NET_RAW only), the example
 # configuration as the conffile /etc/sflowswitchd/sflowswitchd.conf, the MIB
 # modules of mib/modules/ in /usr/share/sflowswitchd/mibs, the man page
-# sflowswitchd(8), README.md and docs/reference/kernels.md, and the license
-# in copyright (DEP-5). The package does not
+# sflowswitchd(8), README.md and the manual under docs/ (guides, reference),
+# and the license in copyright (DEP-5). The package does not
 # enable or start the service (see postinst).
 #
 # Environment: VERSION (default: git describe, else 0.1.0~gitDATE.HASH),
@@ -40,14 +40,25 @@ install -d "$pkg/DEBIAN" "$pkg/usr/sbin" "$pkg/lib/systemd/system" "$pkg/etc/sfl
 # Go team's toolchain), reproducible paths, stripped, version in
 # sFlowVersion.
 CGO_ENABLED=0 GOARCH=$arch $go build -buildmode=pie -trimpath -buildvcs=false \
-	-ldflags "-s -w -X main.version=$VERSION" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
+	-ldflags "-s -w -X main.version=$VERSION -X main.commit=$(git rev-parse --short=12 HEAD)" -o "$pkg/usr/sbin/sflowswitchd" ./cmd/sflowswitchd
 install -m 0644 packaging/sflowswitchd.service "$pkg/lib/systemd/system/"
 install -m 0644 packaging/sflowswitchd.conf.example "$pkg/etc/sflowswitchd/sflowswitchd.conf"
 install -m 0644 packaging/sflowswitchd.conf.example "$doc/examples/"
 install -m 0644 mib/modules/*.txt "$pkg/usr/share/sflowswitchd/mibs/"
 gzip -9n <"$here/sflowswitchd.8" >"$pkg/usr/share/man/man8/sflowswitchd.8.gz"
+# The operator's manual, where the README's relative links (docs/...)
+# lead from /usr/share/doc/sflowswitchd/README.md (the specs, docs/spec/,
+# are left to the web).
 install -m 0644 README.md "$doc/"
-install -m 0644 docs/reference/kernels.md "$doc/KERNELS.md" # the man page names it
+for d in docs docs/guides docs/reference; do
+	install -d "$doc/$d"
+	install -m 0644 "$d"/*.md "$doc/$d/"
+done
+# Every document the README links to should be in the package: a link
+# that leads nowhere is said (a document still to come is not fatal).
+for f in $(grep -o '](docs/[^)#]*' README.md | sed 's/^](//' | grep -v '/$' | sort -u); do
+	[ -f "$doc/$f" ] || echo "deb: WARNING: README.md links to $f, which the package lacks (not in the tree)" >&2
+done
 install -m 0644 "$here/copyright" "$doc/copyright"
 install -d "$pkg/usr/share/lintian/overrides"
 install -m 0644 "$here/lintian-overrides" "$pkg/usr/share/lintian/overrides/sflowswitchd"

@@ -203,7 +203,7 @@ func TestDrops(t *testing.T) {
 		if n != c.truth || right != n {
 			t.Errorf("%s: %d discarded_packet samples (%d right), true count %d", c.linux, n, right, c.truth)
 		}
-		v, ok := m.get("sflowswitchd_drops_total", `reason="`+c.linux+`"`)
+		v, ok := m.get("sflowswitchd_switch_dropped_packets_total", `reason="`+c.linux+`"`)
 		if c.linux == aclReason && catchAll {
 			// The reason's counter: the ACL's drops and the others, each
 			// notified (drops_limit 100000) or in the drops field.
@@ -212,12 +212,12 @@ func TestDrops(t *testing.T) {
 				lost = uint64(recs[len(recs)-1].s.Drops)
 			}
 			if !ok || v < c.truth+aside || v > c.truth+aside+lost {
-				t.Errorf("metric sflowswitchd_drops_total{reason=%q} = %d (%v), want the %d ACL drops + %d other %s drops notified (+ at most %d not notified)",
+				t.Errorf("metric sflowswitchd_switch_dropped_packets_total{reason=%q} = %d (%v), want the %d ACL drops + %d other %s drops notified (+ at most %d not notified)",
 					c.linux, v, ok, c.truth, aside, c.linux, lost)
 			}
 			t.Logf("%s (this kernel's catch-all): %d ACL drops (came in on p1), %d other drops of the namespace %v; counter %d", c.linux, c.truth, aside, otherNotSpecified, v)
 		} else if !ok || v != c.truth {
-			t.Errorf("metric sflowswitchd_drops_total{reason=%q} = %d (%v), true count %d", c.linux, v, ok, c.truth)
+			t.Errorf("metric sflowswitchd_switch_dropped_packets_total{reason=%q} = %d (%v), true count %d", c.linux, v, ok, c.truth)
 		}
 		t.Logf("%s: %d drops, %d samples", c.linux, c.truth, n)
 	}
@@ -293,7 +293,7 @@ func TestDrops(t *testing.T) {
 	dgs = waitDropsQuiet(t, col)
 	recs = dropSamplesOf(dgs)
 	m = mustFetchMetrics(t, lab)
-	total, _ := m.value("sflowswitchd_drops_counted_total")
+	total, _ := m.value("sflowswitchd_switch_dropped_packets_counted_total")
 	// Every notification since the start (no send error, checked below)
 	// plus the last drops field must be every drop counted since the start.
 	notified := uint64(len(recs))
@@ -319,7 +319,7 @@ func TestDrops(t *testing.T) {
 	if fwdReason == aclReason {
 		wantACL += nFwd
 	}
-	if v, _ := m.get("sflowswitchd_drops_total", `reason="`+aclReason+`"`); catchAll {
+	if v, _ := m.get("sflowswitchd_switch_dropped_packets_total", `reason="`+aclReason+`"`); catchAll {
 		// The reason counts other drops of the namespace too (above):
 		// the ACL's exact count is p1's, where they came in (the forward
 		// chain's drops count on their egress port); the reason's
@@ -330,7 +330,7 @@ func TestDrops(t *testing.T) {
 				aside++
 			}
 		}
-		onP1, _ := m.get("sflowswitchd_port_drops_total", fmt.Sprintf(`ifindex="%d"`, p1))
+		onP1, _ := m.get("sflowswitchd_port_switch_dropped_packets_total", fmt.Sprintf(`ifindex="%d"`, p1))
 		if onP1 != acl || v < wantACL+uint64(aside) || acl != nACL+flood+1 {
 			t.Errorf("port p1's drops %d, want the nft prerouting counter %d; metric %s %d, want at least %d ACL + %d other drops notified; sent %d",
 				onP1, acl, aclReason, v, wantACL, aside, nACL+flood+1)
@@ -385,7 +385,7 @@ func TestDrops(t *testing.T) {
 func waitDropsLoaded(t *testing.T, lab *netlab.Lab, on bool) bool {
 	t.Helper()
 	for end := time.Now().Add(testutil.Scaled(10 * time.Second)); ; {
-		if _, loaded := mustFetchMetrics(t, lab).value("sflowswitchd_drops_counted_total"); loaded == on {
+		if _, loaded := mustFetchMetrics(t, lab).value("sflowswitchd_switch_dropped_packets_counted_total"); loaded == on {
 			return true
 		}
 		if time.Now().After(end) {

@@ -557,6 +557,15 @@ func TestHitlessUpgrade(t *testing.T) {
 		t.Errorf("the upgrade did not run the new binary:\n%s", d.log())
 	}
 	d.waitReady(t, h.lab, "p1", "p2")
+	// The upgraded program is the same instance: it kept the namespace's
+	// lock across the execs (and the rollback); another start is refused
+	// with the same PID.
+	second := h.lab.Start(t, h.lab.Switch, daemonBin, hermetic(t, -1, []string{"-ports", "p1"})...)
+	d2 := &daemon{cmd: second, out: second.Stdout.(fmt.Stringer)}
+	if code := d2.waitExit(t, testutil.Scaled(10*time.Second)); code != 1 ||
+		!strings.Contains(d2.log(), fmt.Sprintf("another sflowswitchd runs in this network namespace: PID %d", d.cmd.Process.Pid)) {
+		t.Errorf("a second start after the upgrade: exit %d\n%s", code, d2.log())
+	}
 	time.Sleep(2 * time.Second)
 	sent := tr.stop()
 	flows := h.checkHitless(t, sent, event, false)

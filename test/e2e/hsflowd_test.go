@@ -392,7 +392,7 @@ sflow {
 	if name != "p1" {
 		t.Errorf("port_name %q, want p1", name)
 	}
-	if want := conf + ":8:3: hsflowd setting nflog ignored"; !strings.Contains(d.log(), want) {
+	if want := "file=" + conf + " line=8 col=3 setting=nflog"; !strings.Contains(d.log(), want) {
 		t.Errorf("log lacks %q:\n%s", want, d.log())
 	}
 	checkDatagramSequences(t, col.snapshot(t))

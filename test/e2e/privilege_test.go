@@ -259,7 +259,7 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	t.Logf("kernel.perf_event_paranoid=%d; a process with %s only opens a BPF output perf event: %v (%s)",
 		sysctlInt(t, "kernel/perf_event_paranoid"), daemonCaps, allowed, answer)
 	if !allowed {
-		if _, on := m.value("sflowswitchd_drops_counted_total"); on {
+		if _, on := m.value("sflowswitchd_switch_dropped_packets_counted_total"); on {
 			t.Errorf("drop notifications are on although the kernel refuses the daemon a perf event (%s)", answer)
 		}
 		if v, ok := m.get("sflowswitchd_kernel_feature", `feature="tp_btf_kfree_skb"`); !ok || v != 0 {
@@ -286,8 +286,8 @@ func testLeastPrivilege(t *testing.T, nobody bool) {
 	// allows them the perf event: their per-CPU perf buffers
 	// (perf_event_open needs CAP_PERFMON; their locked memory stays
 	// within perf_event_mlock_kb without CAP_IPC_LOCK) opened.
-	if _, ok := m.value("sflowswitchd_drops_counted_total"); allowed && !ok {
-		t.Errorf("drop notifications are not on (no sflowswitchd_drops_counted_total)\n%s", d.log())
+	if _, ok := m.value("sflowswitchd_switch_dropped_packets_counted_total"); allowed && !ok {
+		t.Errorf("drop notifications are not on (no sflowswitchd_switch_dropped_packets_counted_total)\n%s", d.log())
 	}
 	if logged := strings.Contains(d.log(), "carry no extended_function"); allowed && logged != (names == 0) {
 		t.Errorf("log says drop locations cannot be named: %v, want %v", logged, names == 0)
@@ -371,10 +371,17 @@ func TestSystemdUnit(t *testing.T) {
 	// Type=notify: a reload waits for the daemon's READY=1; a death by
 	// SIGHUP before it catches signals is restarted.
 	for k, v := range map[string]string{"NoNewPrivileges": "yes", "ProtectSystem": "strict", "StateDirectory": "sflowswitchd", "UMask": "0077",
-		"Type": "notify", "RestartForceExitStatus": "SIGHUP", "ExecReload": "/bin/kill -HUP $MAINPID"} {
+		"Type": "notify", "RestartForceExitStatus": "SIGHUP"} {
 		if len(set[k]) != 1 || set[k][0] != v {
 			t.Errorf("%s=%v, want %s", k, set[k], v)
 		}
+	}
+	// A reload checks the file as a start would before the SIGHUP, so
+	// that `systemctl reload` fails on a refused file (ExecStart's flags).
+	start := strings.Fields(set["ExecStart"][0])
+	wantReload := []string{strings.Join(append([]string{start[0], "-check-config"}, start[1:]...), " "), "/bin/kill -HUP $MAINPID"}
+	if strings.Join(set["ExecReload"], "\n") != strings.Join(wantReload, "\n") {
+		t.Errorf("ExecReload=%q, want %q", set["ExecReload"], wantReload)
 	}
 	for k, vs := range set {
 		for _, v := range vs {

@@ -133,7 +133,7 @@ top_pid=$!
 wait "$top_pid" || true
 top_pid=""
 
-echo "== true drop counts (compare with DROPS in top and sflowswitchd_drops_total):"
+echo "== true drop counts (compare with DROPS in top and sflowswitchd_switch_dropped_packets_total):"
 "$here/drops.sh" show "$prefix" | sed 's/^/   /'
 if ! kill -0 "$daemon_pid" 2>/dev/null; then
 	echo "demo.sh: sflowswitchd is no longer running; its log:" >&2

@@ -24,8 +24,13 @@
 #      with its size); every sample's pool above the previous one;
 #      the last pool = sw1's rx_packets (the frames of both gaps
 #      included); samples + drops = pool (sampling 1);
-#   7. dpkg -r: prerm stops the daemon and runs -cleanup: nothing left
-#      pinned, no program on sw1.
+#   7. systemctl reload with a refused file fails, the daemon keeps its
+#      settings; with the good file it reloads; a second daemon is refused
+#      with the running one's PID; sflowswitchd show and hsflowd.auto show
+#      what is in force;
+#   8. systemctl enable, dpkg -P: prerm stops the daemon and runs -cleanup
+#      (nothing left pinned, no program on sw1), postrm removes the
+#      enablement link and the state directory.
 # All under the package's unit as shipped (its sandbox: system call
 # filter, address families, private /dev, read-only /proc/sys and /sys
 # but the BPF file system...): besides sampling, the upgrade and the
@@ -203,6 +208,30 @@ n=$(journalctl -u sflowswitchd --no-pager -o cat | grep -c 'drop notifications o
 [ "$n" -ge 3 ] || fail "drop notifications on in $n of the 3 programs: $(journalctl -u sflowswitchd --no-pager -o cat | grep 'drop notifications' | tail -3)"
 journalctl -u sflowswitchd --no-pager -o cat | grep -iE 'seccomp|bad system call|read-only file system' && fail "refused by the unit's sandbox (above)"
 
+echo "== systemctl reload: a refused file fails it; one instance; sflowswitchd show"
+cp "$conf" "$work/conf.good"
+{ echo 'samplng = 5'; cat "$work/conf.good"; } >"$conf"
+if systemctl reload sflowswitchd 2>"$work/reload.err"; then fail "systemctl reload succeeded with a refused file"; fi
+journalctl -u sflowswitchd --no-pager -o cat | grep -q 'unknown setting "samplng" (did you mean "sampling"?)' ||
+	fail "the refused reload's reason is not in the journal"
+[ "$(systemctl show -P MainPID sflowswitchd)" = "$pid2" ] || fail "the refused reload restarted the daemon"
+cp "$work/conf.good" "$conf"
+systemctl reload sflowswitchd || fail "systemctl reload of the good file failed"
+for _ in $(seq 1 30); do
+	journalctl _PID="$pid2" --no-pager -o cat | grep -q 'configuration reloaded' && break
+	sleep 1
+done
+journalctl _PID="$pid2" --no-pager -o cat | grep 'configuration reloaded' || fail "the good reload was not applied"
+if timeout 20 sflowswitchd -config "$conf" -state-dir "$work" -pin-dir off >"$work/second.log" 2>&1; then
+	fail "a second daemon started beside the running one"
+fi
+grep -q "another sflowswitchd runs in this network namespace: PID $pid2" "$work/second.log" ||
+	fail "the second daemon's refusal does not name PID $pid2: $(cat "$work/second.log")"
+sflowswitchd show | tee "$work/show.out"
+grep -q "pid $pid2," "$work/show.out" && grep -Eq '^  sw1 +[0-9]+ +1 +1 +ingress' "$work/show.out" || fail "sflowswitchd show does not show sw1 at 1 in 1"
+grep -q '^sampling=1$' /var/lib/sflowswitchd/hsflowd.auto || fail "hsflowd.auto: $(cat /var/lib/sflowswitchd/hsflowd.auto)"
+sflowswitchd -version
+
 echo "== traffic stops"
 kill "$ping_pid"
 wait "$ping_pid" 2>/dev/null || true
@@ -310,8 +339,13 @@ for f in fails:
 sys.exit(1 if fails else 0)
 PY
 
-echo "== dpkg -r sflowswitchd (prerm: stop, -cleanup)"
-dpkg -r sflowswitchd >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg -r"; }
+echo "== systemctl enable, then dpkg -P sflowswitchd (prerm: stop, -cleanup; postrm: purge)"
+systemctl enable sflowswitchd 2>&1
+[ -L /etc/systemd/system/multi-user.target.wants/sflowswitchd.service ] || fail "systemctl enable made no link"
+dpkg -P sflowswitchd >"$work/dpkg-r.log" 2>&1 || { cat "$work/dpkg-r.log"; fail "dpkg -P"; }
+[ -e /etc/systemd/system/multi-user.target.wants/sflowswitchd.service ] || [ -L /etc/systemd/system/multi-user.target.wants/sflowswitchd.service ] &&
+	fail "the purge left the enablement link"
+[ -e /var/lib/sflowswitchd ] && fail "the purge left /var/lib/sflowswitchd"
 systemctl is-active --quiet sflowswitchd && fail "still active after removal"
 [ -z "$(ls -A "$pin" 2>/dev/null)" ] || fail "left pinned: $(ls "$pin")"
 ip -d link show sw1 | grep -q ' xdp' && fail "sw1 still has an XDP program"

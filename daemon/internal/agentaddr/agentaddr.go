@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // HostAddr is one address configured on an interface.
@@ -130,6 +131,33 @@ func List() ([]HostAddr, error) {
 				Loopback: attrs.Flags&net.FlagLoopback != 0,
 				Addr:     ip.Unmap(),
 			})
+		}
+	}
+	return out, nil
+}
+
+// DefaultRouteLinks returns the interfaces the default routes (IPv4 and
+// IPv6, every next hop of a multipath route) leave through, by ifindex:
+// on a switch, the management port.
+func DefaultRouteLinks() (map[int]bool, error) {
+	routes, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, fmt.Errorf("listing routes: %w", err)
+	}
+	out := map[int]bool{}
+	for _, r := range routes {
+		if r.Dst != nil {
+			if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+				continue
+			}
+		}
+		if r.LinkIndex > 0 {
+			out[r.LinkIndex] = true
+		}
+		for _, nh := range r.MultiPath {
+			if nh.LinkIndex > 0 {
+				out[nh.LinkIndex] = true
+			}
 		}
 	}
 	return out, nil

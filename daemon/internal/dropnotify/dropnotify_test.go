@@ -69,7 +69,7 @@ func TestWithoutBTFTracepoint(t *testing.T) {
 	if !strings.Contains(m, "sflowswitchd_drop_function_names 0") {
 		t.Errorf("metrics do not say notifications are off:\n%s", m)
 	}
-	if strings.Contains(m, "sflowswitchd_drops_total{") {
+	if strings.Contains(m, "sflowswitchd_switch_dropped_packets_total{") {
 		t.Errorf("per-reason drop counts without the program:\n%s", m)
 	}
 }

@@ -34,6 +34,11 @@ type State struct {
 	// directory's lock and the clsact owner socket, open across the exec.
 	LockFD  int `json:"lock_fd"`
 	OwnerFD int `json:"owner_fd"`
+	// InstanceLockFD is the network namespace's instance lock
+	// (internal/instancelock), open across the exec: the upgraded
+	// program is the same instance. -1: none (a program older than the
+	// lock, whose successor takes it afresh).
+	InstanceLockFD int `json:"instance_lock_fd"`
 	// ExeFD is the previous program's executable, open across the exec:
 	// a program that fails to start execs it again (a rollback). -1: none.
 	ExeFD int `json:"exe_fd"`
@@ -98,14 +103,14 @@ func Take() (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the handover: %w", err)
 	}
-	var st State
+	st := State{InstanceLockFD: -1} // absent from an older program's
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("decoding the handover: %w", err)
 	}
 	if st.Version != version {
 		return nil, fmt.Errorf("handover of version %d, this program reads %d", st.Version, version)
 	}
-	for _, fd := range []int{st.LockFD, st.OwnerFD, st.ExeFD} {
+	for _, fd := range []int{st.LockFD, st.OwnerFD, st.ExeFD, st.InstanceLockFD} {
 		if fd >= 0 {
 			unix.CloseOnExec(fd) // passed on again explicitly when needed
 		}
@@ -121,7 +126,7 @@ func (st State) Env() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range []int{st.LockFD, st.OwnerFD, st.ExeFD} {
+	for _, k := range []int{st.LockFD, st.OwnerFD, st.ExeFD, st.InstanceLockFD} {
 		if k < 0 {
 			continue
 		}

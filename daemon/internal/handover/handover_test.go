@@ -23,7 +23,7 @@ func TestStateAcrossExec(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	st := State{LockFD: int(r.Fd()), OwnerFD: int(w.Fd()), ExeFD: -1, Args: []string{"sflowswitchd", "-x"}, From: "v1", StoppedNs: Monotonic()}
+	st := State{LockFD: int(r.Fd()), OwnerFD: int(w.Fd()), ExeFD: -1, InstanceLockFD: -1, Args: []string{"sflowswitchd", "-x"}, From: "v1", StoppedNs: Monotonic()}
 	env, err := st.Env()
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ var routerResults = prom.Desc("extended_router_total", "Samples whose sampler as
 // (agent.TunnelResult).
 var tunnelResults = prom.Desc("tunnel_samples_total", "Kernel samples of tunnel devices (VXLAN, GRE), by result: ok (the outer header's record sent), outer_unknown (the VNI only), none (no tunnel record).", "worker", "result")
 
-var samplesDropped = prom.Desc("samples_dropped_total", "Samples the agent could not deliver, by reason.", "worker", "reason")
+var samplesDropped = prom.Desc("samples_dropped_total", "Samples the agent lost (could not deliver), by reason; not packets the switch dropped (sflowswitchd_switch_dropped_packets_total).", "worker", "reason")
 
 // Per collector: the receiver row (sFlowRcvrIndex) and its address,
 // counting every datagram sent to it (the workers', the drop reporter's

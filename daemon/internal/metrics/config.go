@@ -25,6 +25,19 @@ type ConfigState struct {
 	// Reconfigure returns the reconfigurations that failed (retried with
 	// backoff) and whether the last one did; nil: none.
 	Reconfigure func() (failures uint64, failing bool)
+	// Reload returns the reloads (SIGHUP) refused and whether the last
+	// one was applied; nil: none.
+	Reload func() (failures uint64, lastOK bool)
+	// Build is the running build (sflowswitchd_build_info).
+	Build BuildInfo
+	// Agent returns the agent address in force, the interface that has
+	// it and how it was chosen ("" address: none yet); nil: none.
+	Agent func() (address, iface, why string)
+}
+
+// BuildInfo is the running build's identity (internal/buildinfo).
+type BuildInfo struct {
+	Version, Commit, GoVersion string
 }
 
 var (
@@ -40,6 +53,14 @@ var (
 		"Reconfigurations (port changes, reloads, collector addresses) that could not be applied for a reason from outside, such as no descriptor left to list the links; retried with backoff.")
 	reconfFailing = prom.Desc("configuration_stale",
 		"1 while the last reconfiguration failed: port changes since are not applied yet (retried with backoff).")
+	reloadFailures = prom.Desc("config_reload_failures_total",
+		"Reloads (SIGHUP, systemctl reload) refused: the file, hsflowd.conf or the flags did not validate, or could only be applied in part; the settings in force stayed (see the log).")
+	reloadOK = prom.Desc("config_last_reload_success",
+		"1 if the last reload (or the start, before any) was applied, 0 if it was refused.")
+	agentAddress = prom.Desc("agent_address_info",
+		"The agent address in force (sFlowAgentAddress, in every datagram): always 1; the address, the interface that has it and how it was chosen in the labels.", "address", "interface", "why")
+	buildInfo = prom.Desc("build_info",
+		"The running build: always 1; its version, commit and Go toolchain in the labels.", "version", "commit", "goversion")
 	unmatchedPattern = prom.Desc("port_pattern_unmatched",
 		"1 for a ports or monitor_ports pattern that matches no port present.", "pattern")
 )
@@ -59,6 +80,10 @@ func (c configCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- unmatchedPattern
 	ch <- reconfFailures
 	ch <- reconfFailing
+	ch <- reloadFailures
+	ch <- reloadOK
+	ch <- buildInfo
+	ch <- agentAddress
 }
 
 func (c configCollector) Collect(ch chan<- prometheus.Metric) {
@@ -81,5 +106,22 @@ func (c configCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prom.Counter(reconfFailures, n)
 		ch <- prom.Gauge(reconfFailing, stale)
+	}
+	if c.s.Reload != nil {
+		n, ok := c.s.Reload()
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prom.Counter(reloadFailures, n)
+		ch <- prom.Gauge(reloadOK, v)
+	}
+	if c.s.Agent != nil {
+		if a, iface, why := c.s.Agent(); a != "" {
+			ch <- prom.Gauge(agentAddress, 1, a, iface, why)
+		}
+	}
+	if b := c.s.Build; b.Version != "" {
+		ch <- prom.Gauge(buildInfo, 1, b.Version, b.Commit, b.GoVersion)
 	}
 }

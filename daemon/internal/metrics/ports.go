@@ -29,7 +29,7 @@ type Port struct {
 var (
 	portPool          = prom.Desc("port_sample_pool_total", "Frames the port's ingress sampler saw (sFlow sample_pool, with the egress pool of a port sampled both ways).", "port", "ifindex")
 	portSamples       = prom.Desc("port_kernel_samples_total", "Frames the kernel selected for sampling on the port.", "port", "ifindex")
-	portDrops         = prom.Desc("port_kernel_drops_total", "Selected frames the kernel could not deliver (ring full, no socket).", "port", "ifindex")
+	portDrops         = prom.Desc("port_kernel_drops_total", "Samples the agent lost: frames selected for sampling that the kernel could not deliver (ring full, no socket); not packets the switch dropped (sflowswitchd_switch_dropped_packets_total).", "port", "ifindex")
 	portEgressPool    = prom.Desc("port_egress_sample_pool_total", "Frames the port's egress sampler saw (its flow samples' sample_pool is this plus the ingress pool); only for ports sampled at egress.", "port", "ifindex")
 	portEgressSamples = prom.Desc("port_egress_kernel_samples_total", "Frames the kernel selected for sampling leaving the port.", "port", "ifindex")
 	portEgressDrops   = prom.Desc("port_egress_kernel_drops_total", "Frames selected leaving the port that the kernel could not deliver (ring full).", "port", "ifindex")
