@@ -19,6 +19,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/daemon/internal/agentaddr"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
+	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
@@ -50,7 +51,7 @@ type sonicMode struct {
 	d      *Daemon
 	log    *slog.Logger
 	client *sonic.Client
-	auto   *sonic.AutoFile // nil: not written
+	auto   *autofile.Writer // nil: not written
 	host   string
 
 	// portMap is the kernel's ifindex → SONiC ifIndex, rebuilt at every
@@ -71,7 +72,7 @@ type sonicMode struct {
 func newSonicMode(s config.Settings, log *slog.Logger) *sonicMode {
 	m := &sonicMode{log: log, base: s}
 	if s.SonicAutoFile != "" {
-		m.auto = &sonic.AutoFile{Path: s.SonicAutoFile}
+		m.auto = autofile.New(s.SonicAutoFile)
 	}
 	m.host, _ = os.Hostname() // "" when unknown: hsflowd.auto shows hostname=
 	empty := map[uint32]uint32{}
@@ -377,14 +378,26 @@ func (m *sonicMode) start(ctx context.Context, running *sync.WaitGroup) {
 
 // writeAuto writes hsflowd.auto for settings s and agent address a: the
 // settings while something is sent, the revision lines alone otherwise
-// (hsflowd's syncOutputFile).
+// (hsflowd's syncOutputFile; mod_sonic turns sFlow off with no collector
+// or admin_state down). agent_id reaches hsflowd as a configured agent
+// device (mod_sonic's "agent=" line).
 func (m *sonicMode) writeAuto(s config.Settings, a netip.Addr) {
 	if m.auto == nil {
 		return
 	}
-	as := sonic.AutoSettings{Off: len(s.StaticCollectors()) == 0 || !a.IsValid(), Hostname: m.host,
-		Sampling: s.Sampling, Header: s.HeaderBytes, Datagram: sflow.DefaultMaxDatagramSize, Polling: int(s.Polling),
-		AgentDevice: s.AgentInterface, AgentIP: a}
+	as := sonicAutoSettings(s, a, m.host)
+	if _, err := m.auto.Write(as); err != nil {
+		m.log.Warn("sonic: writing hsflowd.auto", "err", err)
+	}
+}
+
+// sonicAutoSettings are SONiC mode's hsflowd.auto lines for settings s,
+// agent address a and host name host.
+func sonicAutoSettings(s config.Settings, a netip.Addr, host string) autofile.Settings {
+	as := autofile.Settings{Off: len(s.StaticCollectors()) == 0 || !a.IsValid(), Hostname: host,
+		Sampling: s.Sampling, HeaderBytes: s.HeaderBytes, DatagramBytes: sflow.DefaultMaxDatagramSize, Polling: int(s.Polling),
+		AgentDevice: s.AgentInterface, AgentDeviceConfigured: s.AgentInterface != "", AgentIP: a,
+		DSIndex: int(mib.HostSource.Index)}
 	if as.Sampling == 0 {
 		as.Sampling = s.SamplingUnknownSpeed
 	}
@@ -394,13 +407,11 @@ func (m *sonicMode) writeAuto(s config.Settings, a netip.Addr) {
 			continue // not a literal: SONiC's are
 		}
 		if c.MaxDatagramSize != 0 {
-			as.Datagram = c.MaxDatagramSize
+			as.DatagramBytes = c.MaxDatagramSize
 		}
-		as.Collectors = append(as.Collectors, sonic.AutoCollector{Addr: ap, Device: c.Device})
+		as.Collectors = append(as.Collectors, autofile.Collector{Addr: ap, Device: c.Device})
 	}
-	if err := m.auto.Write(as); err != nil {
-		m.log.Warn("sonic: writing hsflowd.auto", "err", err)
-	}
+	return as
 }
 
 // portName is the name of SONiC port idx ("" unknown).

@@ -12,6 +12,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
 	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
 	"github.com/sflowswitchd/sflowswitchd/mib"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // AutoFileName is the state directory's file of the settings in force in
@@ -126,21 +127,28 @@ func stateOf(s config.Settings, src config.Sources, choice agentChoice, cfg agen
 	return st
 }
 
-// autoSettings are the hsflowd.auto lines of the configuration applied.
+// autoSettings are the hsflowd.auto lines of the configuration applied:
+// nothing but the revisions while there is no agent address (hsflowd's
+// suppress_sendPkt_agentAddress); the agent address and interface as
+// configured or elected (hsflowd writes the two in different places).
 func autoSettings(s config.Settings, cfg agent.Config, choice agentChoice) autofile.Settings {
 	host, _ := os.Hostname()
-	a := autofile.Settings{Hostname: host, Sampling: s.Sampling, HeaderBytes: s.HeaderBytes, Polling: int(s.Polling),
-		AgentIP: cfg.AgentAddress, AgentDevice: choice.iface, DSIndex: int(mib.HostSource.Index)}
+	a := autofile.Settings{Off: !cfg.AgentAddress.IsValid(), Hostname: host, Sampling: s.Sampling, HeaderBytes: s.HeaderBytes,
+		DatagramBytes: sflow.DefaultMaxDatagramSize, Polling: int(s.Polling),
+		AgentIP: cfg.AgentAddress, AgentIPConfigured: s.AgentAddress != "",
+		AgentDevice: choice.iface, AgentDeviceConfigured: s.AgentInterface != "", DSIndex: int(mib.HostSource.Index)}
 	if a.Sampling == 0 {
 		// Rates from link speed have no one value: hsflowd.auto's
 		// sampling is the rate of a port no other rule covers.
 		a.Sampling = s.SamplingUnknownSpeed
 	}
+	size := 0
 	for _, r := range cfg.Receivers {
-		a.Collectors = append(a.Collectors, r.Address)
-		if r.MaxDatagramSize > a.DatagramBytes {
-			a.DatagramBytes = r.MaxDatagramSize
-		}
+		a.Collectors = append(a.Collectors, autofile.Collector{Addr: r.Address})
+		size = max(size, r.MaxDatagramSize)
+	}
+	if size > 0 {
+		a.DatagramBytes = size
 	}
 	if ap, err := netip.ParseAddrPort(s.AppAPI); err == nil {
 		a.JSONPort = int(ap.Port())

@@ -14,8 +14,10 @@
 //     ethernet_counters, a LAG's as the sum of its members';
 //   - ready.go: STATE_DB SYSTEM_READY|SYSTEM_STATE;
 //   - client.go: the connections, pipelined reads, keyspace notifications
-//     and reconnection with backoff;
-//   - autofile.go: /etc/hsflowd.auto as hsflowd writes it.
+//     and reconnection with backoff.
+//
+// /etc/hsflowd.auto is written by internal/autofile, the one writer of
+// hsflowd's file.
 //
 // Every bad value is reported (Problem, counted by table) and skips only
 // its own key or field; the rest is read.

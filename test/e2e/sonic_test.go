@@ -17,6 +17,7 @@ import (
 
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
+	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -218,8 +219,20 @@ func TestSonicRedis(t *testing.T) {
 	}
 	// The mgmt-VRF collector gets the same, through the mgmt device.
 	sl.c2.waitFor(t, timeout, "datagrams at the mgmt-VRF collector", func(dgs []datagram) bool { return len(polledSources(dgs)) > 0 })
-	// hsflowd.auto as hsflowd writes it.
+	// hsflowd.auto as hsflowd writes it (host-sflow hsflowd.c
+	// syncOutputFile): its header, then the settings in its order, the
+	// configured agent device (agent_id) before the collectors, the
+	// elected agentIP after them, ds_index last.
 	auto := waitAuto(t, sl.auto, time.Second, func(s string) bool { return strings.Contains(s, "collector=") })
+	var keys []string
+	for _, l := range strings.Split(strings.TrimSpace(auto), "\n")[1:] {
+		k, _, _ := strings.Cut(l, "=")
+		keys = append(keys, k)
+	}
+	if wantKeys := "rev_start hostname sampling header datagram polling agent collector collector agentIP ds_index rev_end"; !strings.HasPrefix(auto, autofile.Header) ||
+		strings.Join(keys, " ") != wantKeys {
+		t.Errorf("hsflowd.auto's lines %q, want %q after hsflowd's header:\n%s", keys, wantKeys, auto)
+	}
 	for _, line := range []string{"agentIP=" + lab.AgentAddr.String(), "agent=mgmt0", "polling=5",
 		"collector=" + lab.CollectorAddr.String() + "\n", "collector=198.18.6.2/6344/mgmt/"} {
 		if !strings.Contains(auto, line) {
