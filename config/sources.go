@@ -29,7 +29,22 @@ const (
 	// SourceSNMP is a receiver, sampler or poller an SNMP manager set in
 	// the SFLOW-MIB (the running daemon's, not Load's).
 	SourceSNMP Source = "snmp"
+	// SourceRedis is a setting from SONiC's Redis (SONiC mode, laid over
+	// the files' and flags'); RedisSource names the database, key and
+	// field after it.
+	SourceRedis Source = "redis"
 )
+
+// RedisSource is the source of a setting read from SONiC's Redis: db
+// (CONFIG_DB), key (SFLOW|global) and field (polling_interval; "" for the
+// whole key), e.g. "redis CONFIG_DB SFLOW|global polling_interval".
+func RedisSource(db, key, field string) Source {
+	s := string(SourceRedis) + " " + db + " " + key
+	if field != "" {
+		s += " " + field
+	}
+	return Source(s)
+}
 
 // Sources maps a setting, by its config-file key ("sampling",
 // "collector", ...), to the source of its value in force; a key absent is

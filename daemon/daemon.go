@@ -108,6 +108,9 @@ func New(c Config) (*Daemon, error) {
 		if d.dnssd != nil {
 			d.dnssd.baseSrc = c.Sources
 		}
+		if d.sonic != nil {
+			d.sources = d.sonic.setBaseSources(c.Sources)
+		}
 		d.configFile = c.ConfigFile
 		d.level = c.Level
 		d.instanceLock = c.InstanceLock
@@ -149,7 +152,7 @@ func (d *Daemon) reloadFrom(s config.Settings, src config.Sources) error {
 	if d.sonic != nil {
 		// SONiC mode: Redis's configuration stays over the file's
 		// (DNS-SD is refused with it: config.validateSonic).
-		s = d.sonic.reloadBase(s)
+		s, src = d.sonic.reloadBase(s, src)
 	} else if d.dnssd != nil {
 		return d.dnssd.reloadBase(d, s, src) // under the DNS-SD answer in force (dnssd.go)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
+	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/mib"
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
@@ -59,8 +61,10 @@ type sonicMode struct {
 	portMap atomic.Pointer[map[uint32]uint32]
 
 	mu sync.Mutex
-	// base is the settings of the file and flags, under Redis's.
-	base config.Settings
+	// base is the settings of the file and flags, under Redis's;
+	// baseSrc where each of them came from.
+	base    config.Settings
+	baseSrc config.Sources
 	// last is the configuration last applied.
 	last    *sonic.Config
 	lastWhy string // the agent address's reason last logged
@@ -148,13 +152,24 @@ func overlaySonic(base config.Settings, c sonic.Config) config.Settings {
 	return s
 }
 
+// setBaseSources records where the file's and flags' settings came from
+// (at start) and returns the sources of the settings the daemon starts
+// with (sonicStartSettings: Redis not read yet, so sFlow is off as with
+// admin_state down).
+func (m *sonicMode) setBaseSources(src config.Sources) config.Sources {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.baseSrc = src
+	return sonicSources(src, sonic.Config{Polling: sonic.DefaultPolling})
+}
+
 // changed is the client's OnChange: a configuration that changed is
 // applied through reload (checked whole first; refused, the running one
 // stays); ports and readiness through a reconfiguration.
 func (m *sonicMode) changed(st *sonic.State) {
 	m.mu.Lock()
 	cfgChanged := m.last == nil || !sameConfig(*m.last, st.Config)
-	base := m.base
+	base, baseSrc := m.base, m.baseSrc
 	if cfgChanged {
 		c := st.Config
 		m.last = &c
@@ -167,7 +182,7 @@ func (m *sonicMode) changed(st *sonic.State) {
 			err = Validate(s)
 		}
 		if err == nil {
-			err = m.d.reload(s, nil)
+			err = m.d.reload(s, sonicSources(baseSrc, st.Config))
 		}
 		if err != nil {
 			m.reloadErrors.Add(1)
@@ -193,17 +208,63 @@ func sameConfig(a, b sonic.Config) bool {
 	return true
 }
 
-// reloadBase takes new settings of the file and flags (SIGHUP) and
-// returns them with Redis's configuration over them.
-func (m *sonicMode) reloadBase(s config.Settings) config.Settings {
+// reloadBase takes new settings of the file and flags (SIGHUP), read from
+// src (nil: as before), and returns them with Redis's configuration over
+// them, and the sources of the result.
+func (m *sonicMode) reloadBase(s config.Settings, src config.Sources) (config.Settings, config.Sources) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.base = s
+	if src != nil {
+		m.baseSrc = src
+	}
 	c := sonic.Config{Polling: sonic.DefaultPolling}
 	if m.last != nil {
 		c = *m.last
 	}
-	return overlaySonic(s, c)
+	return overlaySonic(s, c), sonicSources(m.baseSrc, c)
+}
+
+// sonicSources are the sources of the settings overlaySonic(base, c)
+// gives, base's being baseSrc: each setting Redis decides names its
+// database, key and field (`sflowswitchd show`), as overlaySonic lays
+// them: the collectors (SFLOW_COLLECTOR, or admin_state while it is
+// down), polling, the direction, and agent_id, max_header_size and
+// drop_monitor_limit where set.
+func sonicSources(baseSrc config.Sources, c sonic.Config) config.Sources {
+	out := make(config.Sources, len(baseSrc)+8)
+	for k, v := range baseSrc {
+		out[k] = v
+	}
+	global := func(field string) config.Source {
+		return config.RedisSource("CONFIG_DB", "SFLOW|global", field)
+	}
+	switch {
+	case !c.AdminUp:
+		out["collector"] = global("admin_state")
+	case len(c.Collectors) == 0:
+		out["collector"] = config.RedisSource("CONFIG_DB", "SFLOW_COLLECTOR", "")
+	default:
+		names := make([]string, len(c.Collectors))
+		for i, col := range c.Collectors {
+			names[i] = "SFLOW_COLLECTOR|" + col.Name
+		}
+		out["collector"] = config.RedisSource("CONFIG_DB", strings.Join(names, ", "), "")
+	}
+	out["polling"] = global("polling_interval")
+	out["direction"] = global("sample_direction")
+	out["port_direction"] = global("sample_direction")
+	if c.AgentID != "" {
+		out["agent_interface"] = global("agent_id")
+		out["agent_address"] = global("agent_id")
+	}
+	if c.MaxHeaderSize > 0 {
+		out["header_bytes"] = global("max_header_size")
+	}
+	if c.DropMonitorLimit > 0 {
+		out["drops_limit"] = global("drop_monitor_limit")
+	}
+	return out
 }
 
 // model replaces the kernel's ports of m0 (buildModel's agent address and
@@ -412,6 +473,17 @@ func sonicAutoSettings(s config.Settings, a netip.Addr, host string) autofile.Se
 		as.Collectors = append(as.Collectors, autofile.Collector{Addr: ap, Device: c.Device})
 	}
 	return as
+}
+
+// statePorts names SONiC mode's ports of the settings in force by
+// SONiC's names (their ifIndex is SONiC's, not the kernel's) and says
+// where their rate comes from: the ASIC samples at the rate SONiC set, and
+// each sample carries it (the agent's own rate is 1).
+func (m *sonicMode) statePorts(ps []inforce.Port) {
+	for i := range ps {
+		ps[i].Name = m.portName(ps[i].IfIndex)
+		ps[i].RateSource = "the ASIC's, per sample (SONiC's SFLOW_SESSION)"
+	}
 }
 
 // portName is the name of SONiC port idx ("" unknown).

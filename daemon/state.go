@@ -41,6 +41,9 @@ func (d *Daemon) writeState(cfg agent.Config) {
 	}
 	d.mu.Unlock()
 	st := stateOf(s, src, choice, cfg, names, speeds)
+	if d.sonic != nil {
+		d.sonic.statePorts(st.Ports)
+	}
 	d.stateMu.Lock()
 	defer d.stateMu.Unlock()
 	if d.auto == nil {

@@ -156,7 +156,8 @@ func TestSonicRedis(t *testing.T) {
 		sl.srv.DBConfig, sl.auto)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, lab, "-config", cfg)
+	state := t.TempDir()
+	d := startDaemon(t, lab, "-config", cfg, "-state-dir", state)
 	want := sonicSources()
 	timeout := testutil.Scaled(15 * time.Second)
 	dgs := sl.c1.waitFor(t, timeout, "a counter sample of every SONiC port and the LAG", func(dgs []datagram) bool {
@@ -216,6 +217,26 @@ func TestSonicRedis(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("tshark finds no if_counters of ifIndex 1001: %v", rows[0])
+	}
+	// `show` names Redis, by database, key and field, as the source of
+	// each setting it gave; the file's stay the file's.
+	out, err := osexec.Command(daemonBin, "show", "-state-dir", state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("show: %v\n%s", err, out)
+	}
+	t.Logf("show:\n%s", out)
+	for _, w := range [][]string{
+		{"agent address:", lab.AgentAddr.String(), "[redis CONFIG_DB SFLOW|global agent_id]"},
+		{"polling:", "5s", "[redis CONFIG_DB SFLOW|global polling_interval]"},
+		{"receiver 1", lab.CollectorAddr.String(), "[redis CONFIG_DB SFLOW_COLLECTOR|col1, SFLOW_COLLECTOR|col2]"},
+		{"  direction ", `"ingress"`, "[redis CONFIG_DB SFLOW|global sample_direction]"},
+		{"  agent_interface ", `"mgmt0"`, "[redis CONFIG_DB SFLOW|global agent_id]"},
+		{"  workers ", "1", "[file]"},
+		{"  Ethernet4 ", " 5 ", "[the ASIC's, per sample (SONiC's SFLOW_SESSION)]"},
+	} {
+		if !lineWith(string(out), w...) {
+			t.Errorf("show has no line with %q", w)
+		}
 	}
 	// The mgmt-VRF collector gets the same, through the mgmt device.
 	sl.c2.waitFor(t, timeout, "datagrams at the mgmt-VRF collector", func(dgs []datagram) bool { return len(polledSources(dgs)) > 0 })
@@ -317,6 +338,10 @@ func TestSonicRedis(t *testing.T) {
 	waitNewCounters(t, c3, hup.Add(time.Second), "counter samples after SIGHUP")
 	if auto := waitAuto(t, sl.auto, time.Second, func(s string) bool { return true }); !strings.Contains(auto, lab.CollectorAddr.String()+" 6345") {
 		t.Errorf("hsflowd.auto after SIGHUP lost Redis's collector:\n%s", auto)
+	}
+	if out, err := osexec.Command(daemonBin, "show", "-state-dir", state).CombinedOutput(); err != nil ||
+		!lineWith(string(out), "polling:", "[redis CONFIG_DB SFLOW|global polling_interval]") || !lineWith(string(out), "  workers ", "[file]") {
+		t.Errorf("show after SIGHUP (%v): Redis's polling or the file's workers lost their source:\n%s", err, out)
 	}
 	// A bad value is reported and skipped alone.
 	sl.srv.HSet(redistest.ApplDB, "PORT_TABLE:Ethernet16", "speed", "fast")
