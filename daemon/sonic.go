@@ -371,6 +371,7 @@ func (m *sonicMode) psampleConfig(s config.Settings, log *slog.Logger) source.Ps
 type sonicRecords struct {
 	ifc  sflow.IfCounters
 	eth  sflow.EthernetCounters
+	lag  sflow.LAGPortStats
 	name sflow.PortName
 }
 
@@ -397,7 +398,8 @@ func (c *counterRecords) generation(idx uint32) uint64 {
 
 // appendCounters appends SONiC port idx's if_counters (the ASIC's
 // counters, SONiC's ifIndex, a LAG's as its members' sum),
-// ethernet_counters where the ASIC keeps dot3 statistics, and port_name.
+// ethernet_counters where the ASIC keeps dot3 statistics, lag_port_stats
+// of a LAG member, and port_name.
 func (c *counterRecords) appendCounters(recs []sflow.Record, idx uint32) ([]sflow.Record, error) {
 	st := c.m.client.State()
 	if st == nil {
@@ -427,6 +429,11 @@ func (c *counterRecords) appendCounters(recs []sflow.Record, idx uint32) ([]sflo
 	recs = append(recs, &r.ifc)
 	if sonic.EthernetCounters(ct, &r.eth) {
 		recs = append(recs, &r.eth)
+	}
+	if sonic.LAGPortStats(st, p, &r.lag) {
+		// A LAG member: lag_port_stats with its if_counters (sFlow LAG
+		// counters; hsflowd's mod_sonic sends them for every member).
+		recs = append(recs, &r.lag)
 	}
 	r.name.PortName = p.Name
 	return append(recs, &r.name), nil

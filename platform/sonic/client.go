@@ -305,8 +305,8 @@ func (c *Client) patterns(t *Topology) map[string][]string {
 	}
 	return map[string][]string{
 		ConfigDB:   p(ConfigDB, sflowGlobal, portchannelMember+t.Sep(ConfigDB), deviceMetadata+t.Sep(ConfigDB)),
-		ApplDB:     p(ApplDB, portTable+t.Sep(ApplDB), lagTable+t.Sep(ApplDB)),
-		StateDB:    p(StateDB, portIndexTable+t.Sep(StateDB), systemReady+t.Sep(StateDB)),
+		ApplDB:     p(ApplDB, portTable+t.Sep(ApplDB), lagTable+t.Sep(ApplDB), lagMemberTable+t.Sep(ApplDB)),
+		StateDB:    p(StateDB, portIndexTable+t.Sep(StateDB), systemReady+t.Sep(StateDB), lagMemberTable+t.Sep(StateDB)),
 		CountersDB: p(CountersDB, portNameMap),
 	}
 }
@@ -418,6 +418,12 @@ func (c *Client) readAll(ctx context.Context, d *dbs) error {
 			return fmt.Errorf("%s: %w", ApplDB, err)
 		}
 		if in.index, err = c.table(ctx, d.cl[StateDB], portIndexTable, ssep); err != nil {
+			return fmt.Errorf("%s: %w", StateDB, err)
+		}
+		if in.memberAppl, err = c.table(ctx, d.cl[ApplDB], lagMemberTable, asep); err != nil {
+			return fmt.Errorf("%s: %w", ApplDB, err)
+		}
+		if in.memberState, err = c.table(ctx, d.cl[StateDB], lagMemberTable, ssep); err != nil {
 			return fmt.Errorf("%s: %w", StateDB, err)
 		}
 		st.Ports = parsePorts(in, &ps)

@@ -129,6 +129,31 @@ func TestReadState(t *testing.T) {
 	if _, ok := st.PortByName("Vlan1000"); ok {
 		t.Error("Vlan1000 reported as a port")
 	}
+	// The members' lag_port_stats: teamd's LACP state (STATE_DB
+	// LAG_MEMBER_TABLE) with the LAG's SONiC ifIndex while selected.
+	actor := [6]byte{0x52, 0x54, 0, 0x12, 0x34, 0x56}
+	for _, c := range []struct {
+		name string
+		want sflow.LAGPortStats
+	}{
+		{"Ethernet0", sflow.LAGPortStats{ActorSystemID: actor, PartnerOperSystemID: [6]byte{0x52, 0x54, 0, 0xaa, 0xbb, 0xcc}, AttachedAggID: 1001,
+			ActorAdminState: 5, ActorOperState: 61, PartnerOperState: 61}},
+		{"Ethernet4", sflow.LAGPortStats{ActorSystemID: actor, ActorAdminState: 5, ActorOperState: 69, PartnerOperState: 2}},
+	} {
+		c.want.SetUnavailable()
+		p, _ := st.PortByName(c.name)
+		var l sflow.LAGPortStats
+		if !sonic.LAGPortStats(st, p, &l) || l != c.want {
+			t.Errorf("%s: lag_port_stats %+v, want %+v", c.name, l, c.want)
+		}
+	}
+	for _, name := range []string{"Ethernet8", "PortChannel0001"} {
+		p, _ := st.PortByName(name)
+		var l sflow.LAGPortStats
+		if sonic.LAGPortStats(st, p, &l) {
+			t.Errorf("%s (not a LAG member) has lag_port_stats", name)
+		}
+	}
 	// The LAG's counters are its members' summed, and its if_counters
 	// carry them with the LAG's ifIndex.
 	ct, ok := c.Counters(st, lag)
@@ -168,6 +193,9 @@ func TestBadValues(t *testing.T) {
 	srv.HSet(redistest.StateDB, "PORT_INDEX_TABLE|Ethernet16", "index", "minus-one")
 	srv.HSet(redistest.CountersDB, "COUNTERS_PORT_NAME_MAP", "Ethernet200", "oid:0x1000000000fff")
 	srv.HSet(redistest.CountersDB, "COUNTERS:"+redistest.PortOID(5), "SAI_PORT_STAT_IF_IN_ERRORS", "many")
+	srv.HSet(redistest.StateDB, "LAG_MEMBER_TABLE|PortChannel0001|Ethernet0", "runner.partner_lacpdu_info.state", "300",
+		"runner.partner_lacpdu_info.system", "not-a-mac")
+	srv.HSet(redistest.ApplDB, "LAG_MEMBER_TABLE:PortChannel0001:Ethernet4", "status", "maybe")
 	c, _ := run(t, srv, sonic.Options{})
 	waitFor(t, c, 5*time.Second, "ports", func(s *sonic.State) bool { return len(s.Ports) > 0 })
 	time.Sleep(1500 * time.Millisecond) // a counter read
@@ -199,8 +227,14 @@ func TestBadValues(t *testing.T) {
 	if ifc.IfInErrors != sflow.CounterUnavailable32 || ifc.IfInOctets != redistest.Counter(5, 0, 0) {
 		t.Errorf("port 5 with a bad counter: %+v", ifc)
 	}
+	// Bad LACP values leave only their own field unknown.
+	var l sflow.LAGPortStats
+	if p0, _ := st.PortByName("Ethernet0"); !sonic.LAGPortStats(st, p0, &l) || l.PartnerOperState != 0 || l.PartnerOperSystemID != ([6]byte{}) ||
+		l.ActorOperState != 61 || l.AttachedAggID != 1001 {
+		t.Errorf("Ethernet0 with a bad partner state and system: %+v", l)
+	}
 	bad := c.BadValues()
-	for tb, n := range map[string]uint64{"SFLOW": 3, "SFLOW_COLLECTOR": 3, "PORT_TABLE": 1, "PORT_INDEX_TABLE": 1, "COUNTERS": 2} {
+	for tb, n := range map[string]uint64{"SFLOW": 3, "SFLOW_COLLECTOR": 3, "PORT_TABLE": 1, "PORT_INDEX_TABLE": 1, "COUNTERS": 2, "LAG_MEMBER_TABLE": 3} {
 		if bad[tb] != n {
 			t.Errorf("bad values of %s: %d, want %d (all: %v)", tb, bad[tb], n, bad)
 		}
@@ -250,6 +284,31 @@ func TestLiveChanges(t *testing.T) {
 	}
 	step("LAG member added", func() { srv.HSet(redistest.ConfigDB, "PORTCHANNEL_MEMBER|PortChannel0001|Ethernet12", "NULL", "NULL") },
 		func(s *sonic.State) bool { p, _ := s.Port(1001); return p != nil && len(p.Members) == 2 })
+	step("LAG member selected by teamd", func() {
+		srv.HSet(redistest.StateDB, "LAG_MEMBER_TABLE|PortChannel0001|Ethernet12", "runner.selected", "true", "runner.actor_lacpdu_info.state", "61")
+	}, func(s *sonic.State) bool {
+		p, _ := s.PortByName("Ethernet12")
+		var l sflow.LAGPortStats
+		return sonic.LAGPortStats(s, p, &l) && l.AttachedAggID == 1001 && l.ActorOperState == 61
+	})
+	step("LAG member unselected by teamd", func() {
+		srv.HSet(redistest.StateDB, "LAG_MEMBER_TABLE|PortChannel0001|Ethernet12", "runner.selected", "false")
+	}, func(s *sonic.State) bool {
+		p, _ := s.PortByName("Ethernet12")
+		var l sflow.LAGPortStats
+		return sonic.LAGPortStats(s, p, &l) && l.AttachedAggID == 0
+	})
+	// Without teamd's state, as hsflowd: attached, the system's MAC, a
+	// static member's states (Aggregation, in sync, collecting and
+	// distributing while its link is up).
+	step("LAG member's teamd state gone", func() {
+		srv.Del(redistest.StateDB, "LAG_MEMBER_TABLE|PortChannel0001|Ethernet12")
+	}, func(s *sonic.State) bool {
+		p, _ := s.PortByName("Ethernet12")
+		var l sflow.LAGPortStats
+		return sonic.LAGPortStats(s, p, &l) && l.AttachedAggID == 1001 && l.ActorOperState == 60 && l.ActorAdminState == 4 &&
+			l.ActorSystemID == [6]byte{0x52, 0x54, 0, 0x12, 0x34, 0x56} && l.PartnerOperSystemID == [6]byte{}
+	})
 	step("ifindex changed", func() { srv.HSet(redistest.StateDB, "PORT_INDEX_TABLE|Ethernet20", "ifindex", "4242") },
 		func(s *sonic.State) bool { p, _ := s.PortByName("Ethernet20"); return p.OSIndex == 4242 })
 	step("port re-created (new OID)", func() {

@@ -12,6 +12,8 @@
 //     speed and status (APPL_DB PORT_TABLE, LAG_TABLE);
 //   - counters.go: COUNTERS:<oid>'s SAI_PORT_STAT_* as if_counters and
 //     ethernet_counters, a LAG's as the sum of its members';
+//   - lag.go: a LAG member's lag_port_stats from teamd's state (STATE_DB
+//     and APPL_DB LAG_MEMBER_TABLE) and DEVICE_METADATA's mac;
 //   - ready.go: STATE_DB SYSTEM_READY|SYSTEM_STATE;
 //   - client.go: the connections, pipelined reads, keyspace notifications
 //     and reconnection with backoff.

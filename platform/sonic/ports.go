@@ -42,6 +42,8 @@ type Port struct {
 	LAG string
 	// Members are a LAG's member ports (nil for a port).
 	Members []string
+	// LACP is a LAG member's LACP state (zero for others).
+	LACP LACP
 }
 
 // IsLAG tells whether p is a LAG (PortChannel).
@@ -85,6 +87,9 @@ type portInputs struct {
 	lags    map[string]map[string]string // LAG_TABLE, by LAG name
 	index   map[string]map[string]string // PORT_INDEX_TABLE, by port name
 	members map[string][]string          // PORTCHANNEL_MEMBER: LAG → members
+	// LAG_MEMBER_TABLE of STATE_DB (teamd's, by "<lag><sep><member>")
+	// and APPL_DB (teamsyncd's).
+	memberState, memberAppl map[string]map[string]string
 	// keys of the tables, for problems
 	applSep, stateSep, configSep string
 }
@@ -170,6 +175,8 @@ func parsePorts(in portInputs, ps *problems) []Port {
 				continue
 			}
 			mp.LAG = name
+			skey, akey := name+in.stateSep+m, name+in.applSep+m
+			mp.LACP = readLACP(in.memberState[skey], in.memberAppl[akey], lagMemberTable+in.stateSep+skey, lagMemberTable+in.applSep+akey, ps)
 			lag.Members = append(lag.Members, m)
 			lag.SpeedMbps += mp.SpeedMbps
 		}

@@ -56,7 +56,7 @@ func (s *State) equal(o *State) bool {
 		a, b := &s.Ports[i], &o.Ports[i]
 		if a.Name != b.Name || a.Index != b.Index || a.OSIndex != b.OSIndex || a.OID != b.OID || a.SpeedMbps != b.SpeedMbps ||
 			a.Alias != b.Alias || a.AdminUp != b.AdminUp || a.OperUp != b.OperUp || a.LAG != b.LAG || !equalStrings(a.Members, b.Members) ||
-			(a.Members == nil) != (b.Members == nil) {
+			(a.Members == nil) != (b.Members == nil) || a.LACP != b.LACP {
 			return false
 		}
 	}

@@ -218,6 +218,7 @@ func TestSonicRedis(t *testing.T) {
 	if !found {
 		t.Errorf("tshark finds no if_counters of ifIndex 1001: %v", rows[0])
 	}
+	checkSonicLAGMembers(t, dgs, sl.p1)
 	// `show` names Redis, by database, key and field, as the source of
 	// each setting it gave; the file's stay the file's.
 	out, err := osexec.Command(daemonBin, "show", "-state-dir", state).CombinedOutput()
@@ -439,5 +440,82 @@ func waitAuto(t *testing.T, path string, d time.Duration, ok func(string) bool) 
 			t.Fatalf("hsflowd.auto after %v:\n%s", d, b)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkSonicLAGMembers: the counter samples of PortChannel0001's members
+// carry lag_port_stats (sFlow LAG counters, 0:7) built from Redis, as
+// our decoder and tshark read them: the system's MAC (DEVICE_METADATA,
+// teamd's actor system), the partner teamd sees, the LAG's SONiC ifIndex
+// 1001 as the aggregator of the selected member Ethernet0 and 0 for
+// Ethernet4, which teamd did not select; teamd's state bytes; no PDU
+// counters (SONiC keeps none).
+func checkSonicLAGMembers(t *testing.T, dgs []datagram, port uint16) {
+	t.Helper()
+	actor, partner := [6]byte{0x52, 0x54, 0, 0x12, 0x34, 0x56}, [6]byte{0x52, 0x54, 0, 0xaa, 0xbb, 0xcc}
+	want := map[uint32]sflow.LAGPortStats{
+		1: {ActorSystemID: actor, PartnerOperSystemID: partner, AttachedAggID: 1001, ActorAdminState: 5, ActorOperState: 61, PartnerOperState: 61},
+		5: {ActorSystemID: actor, ActorAdminState: 5, ActorOperState: 69, PartnerOperState: 2},
+	}
+	for k, w := range want {
+		w.SetUnavailable()
+		want[k] = w
+	}
+	const (
+		fActor   = "sflow.lag_port.actor_system_id"
+		fPartner = "sflow.lag_port.partner_oper_system_id"
+		fAgg     = "sflow.lag_port.attached_agg_id"
+		fLACPDU  = "sflow.lag_port.lacpdus.rx"
+	)
+	byTshark := map[uint32]bool{}
+	for _, dg := range dgs {
+		var order []uint32
+		for _, s := range dg.our.Samples {
+			cs, ok := s.(*sflow.CounterSample)
+			if !ok {
+				continue
+			}
+			for _, r := range cs.Records {
+				l, ok := r.(*sflow.LAGPortStats)
+				if !ok {
+					continue
+				}
+				w, member := want[cs.Source.Index]
+				if !member {
+					t.Errorf("lag_port_stats in the counter sample of ifIndex %d, not a LAG member", cs.Source.Index)
+					continue
+				}
+				if *l != w {
+					t.Errorf("ifIndex %d: lag_port_stats %+v, want %+v", cs.Source.Index, *l, w)
+				}
+				order = append(order, cs.Source.Index)
+			}
+		}
+		fresh := false
+		for _, idx := range order {
+			fresh = fresh || !byTshark[idx]
+		}
+		if !fresh {
+			continue
+		}
+		// The same datagram as tshark reads it.
+		r := tsharkFields(t, []datagram{dg}, port, fActor, fPartner, fAgg, fLACPDU)[0]
+		if len(r[fAgg]) != len(order) {
+			t.Fatalf("tshark: %d lag_port_stats, our decoder %d (%v): %v", len(r[fAgg]), len(order), order, r)
+		}
+		for i, idx := range order {
+			w := want[idx]
+			byTshark[idx] = true
+			t.Logf("tshark: LAG member ifIndex %d: lag_port_stats actor %s partner %s attached agg %s LACPDUs rx %s", idx, r[fActor][i], r[fPartner][i], r[fAgg][i], r[fLACPDU][i])
+			if r[fActor][i] != net.HardwareAddr(w.ActorSystemID[:]).String() || r[fPartner][i] != net.HardwareAddr(w.PartnerOperSystemID[:]).String() ||
+				r[fAgg][i] != strconv.FormatUint(uint64(w.AttachedAggID), 10) || r[fLACPDU][i] != strconv.FormatUint(uint64(sflow.CounterUnavailable32), 10) {
+				t.Errorf("tshark: ifIndex %d's lag_port_stats %s %s %s %s, want %+v", idx, r[fActor][i], r[fPartner][i], r[fAgg][i], r[fLACPDU][i], w)
+			}
+		}
+	}
+	for idx := range want {
+		if !byTshark[idx] {
+			t.Errorf("no lag_port_stats in the counter samples of LAG member ifIndex %d", idx)
+		}
 	}
 }

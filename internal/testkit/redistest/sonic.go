@@ -33,6 +33,9 @@ type Fixture struct {
 	MAC string
 }
 
+// LACPMAC is the LACP partner system of the fixture's first LAG member.
+const LACPMAC = "52:54:00:aa:bb:cc"
+
 // PortName is port i's name (SONiC's lane-based numbering, 4 lanes a port).
 func PortName(i int) string { return fmt.Sprintf("Ethernet%d", 4*i) }
 
@@ -99,6 +102,27 @@ func (f Fixture) Write(s *Server) {
 		}
 		appl = append(appl, fmt.Sprintf("HSET LAG_TABLE:%s admin_status up oper_status up mtu 9100", f.LAG))
 		state = append(state, fmt.Sprintf("HSET LAG_TABLE|%s state ok", f.LAG))
+		// teamd's LACP state as tlm_teamd copies it (sonic-swss
+		// tlm_teamd/values_store.h), and teamsyncd's member status: the
+		// first member is selected and in sync with partner LACPMAC
+		// (LACPState 61: Activity, Aggregation, Synchronization,
+		// Collecting, Distributing), the others are not selected
+		// (LACPState 69: Activity, Aggregation, Defaulted; no partner).
+		mac := f.MAC
+		if mac == "" {
+			mac = "00:00:00:00:00:00"
+		}
+		for i, m := range f.Members {
+			actor, partner, psys, sel, status := 61, 61, LACPMAC, "true", "enabled"
+			if i > 0 {
+				actor, partner, psys, sel, status = 69, 2, "00:00:00:00:00:00", "false", "disabled"
+			}
+			appl = append(appl, fmt.Sprintf("HSET LAG_MEMBER_TABLE:%s:%s status %s", f.LAG, m, status))
+			state = append(state, fmt.Sprintf("HSET LAG_MEMBER_TABLE|%s|%s runner.actor_lacpdu_info.state %d runner.actor_lacpdu_info.system %s "+
+				"runner.actor_lacpdu_info.port %d runner.partner_lacpdu_info.state %d runner.partner_lacpdu_info.system %s runner.partner_lacpdu_info.port %d "+
+				"runner.selected %s runner.aggregator.selected %s runner.state current link.up true ifinfo.dev_addr %s",
+				f.LAG, m, actor, mac, i+1, partner, psys, i+1, sel, sel, mac))
+		}
 	}
 	if f.VLAN != "" {
 		vid := f.VLAN[len("Vlan"):]
