@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"sync"
 
@@ -66,13 +67,18 @@ func (c *counterSource) Close() error {
 	return errors.Join(c.Reader.Close(), c.host.Close())
 }
 
-// adapters lists the sampled ports' MACs for host_adapters.
+// adapters lists the sampled ports' MACs for host_adapters (SONiC mode:
+// SONiC's ports, sonicMode.adapters).
 func (d *Daemon) adapters() []host.Adapter {
-	if d.sonic != nil {
-		return nil // the kernel's ifindex numbers are not SONiC's
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.sonic != nil {
+		macs := make(map[string]net.HardwareAddr, len(d.ports))
+		for _, p := range d.ports {
+			macs[p.Name] = p.MAC
+		}
+		return d.sonic.adapters(macs)
+	}
 	out := make([]host.Adapter, 0, len(d.ports))
 	for _, idx := range sortedIndexes(d.ports) {
 		p := d.ports[idx]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"sort"
@@ -27,6 +28,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/platform/sonic"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 	"github.com/sflowswitchd/sflowswitchd/source"
+	"github.com/sflowswitchd/sflowswitchd/source/counters/host"
 )
 
 // SONiC mode (docs/guides/sonic.md): the agent runs in SONiC's sflow
@@ -491,6 +493,42 @@ func (m *sonicMode) statePorts(ps []inforce.Port) {
 		ps[i].Name = m.portName(ps[i].IfIndex)
 		ps[i].RateSource = "the ASIC's, per sample (SONiC's SFLOW_SESSION)"
 	}
+}
+
+// adapters are SONiC mode's host_adapters: every SONiC port (not the
+// LAGs) by SONiC's ifIndex, with its netdev's MAC (macs, by the kernel's
+// device names), else DEVICE_METADATA's mac, which SONiC gives its front
+// panel ports. hsflowd lists the adaptors that are not switch ports
+// instead (hsflowd.c host_adaptors skips nio->switchPort, which
+// mod_sonic sets on every SONiC port), by Linux ifindex: numbers from
+// another namespace than every other ifIndex the agent sends here, which
+// may collide with SONiC's (Ethernet4 is 5 in both), so the ports the
+// agent reports are listed, as outside SONiC mode.
+func (m *sonicMode) adapters(macs map[string]net.HardwareAddr) []host.Adapter {
+	st := m.client.State()
+	if st == nil {
+		return nil
+	}
+	var sys [6]byte
+	hasSys := len(st.Config.MAC) == 6
+	if hasSys {
+		sys = [6]byte(st.Config.MAC)
+	}
+	out := make([]host.Adapter, 0, len(st.Ports))
+	for _, p := range st.Ports {
+		if p.IsLAG() {
+			continue
+		}
+		a := host.Adapter{IfIndex: p.Index}
+		switch mac := macs[p.Name]; {
+		case len(mac) == 6 && mac.String() != "00:00:00:00:00:00":
+			a.MACs = [][6]byte{[6]byte(mac)}
+		case hasSys:
+			a.MACs = [][6]byte{sys}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // portName is the name of SONiC port idx ("" unknown).

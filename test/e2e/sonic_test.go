@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -18,6 +21,7 @@ import (
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/autofile"
+	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -219,6 +223,7 @@ func TestSonicRedis(t *testing.T) {
 		t.Errorf("tshark finds no if_counters of ifIndex 1001: %v", rows[0])
 	}
 	checkSonicLAGMembers(t, dgs, sl.p1)
+	checkSonicHostAdapters(t, lab, sl.c1, timeout)
 	// `show` names Redis, by database, key and field, as the source of
 	// each setting it gave; the file's stay the file's.
 	out, err := osexec.Command(daemonBin, "show", "-state-dir", state).CombinedOutput()
@@ -518,4 +523,69 @@ func checkSonicLAGMembers(t *testing.T, dgs []datagram, port uint16) {
 			t.Errorf("no lag_port_stats in the counter samples of LAG member ifIndex %d", idx)
 		}
 	}
+}
+
+// checkSonicHostAdapters: the host counter sample's host_adapters (2001)
+// lists every SONiC port by SONiC's ifIndex with its netdev's MAC, read by
+// our decoder and, byte by byte, from the datagram itself (neither
+// goflow2 nor tshark decodes host_adapters).
+func checkSonicHostAdapters(t *testing.T, lab *netlab.Lab, c *collector, timeout time.Duration) {
+	t.Helper()
+	want := map[uint32][6]byte{}
+	for i := 0; i < sonicPorts; i++ {
+		link, err := netnsutil.Link(lab.Switch, redistest.PortName(i))
+		if err != nil || len(link.Attrs().HardwareAddr) != 6 {
+			t.Fatalf("%s: %v %v", redistest.PortName(i), link, err)
+		}
+		want[uint32(4*i+1)] = [6]byte(link.Attrs().HardwareAddr)
+	}
+	host := sflow.DataSource{Type: sflow.SourceEntPhysicalEntry, Index: 1}
+	var dg datagram
+	var ha *sflow.HostAdapters
+	c.waitFor(t, timeout, "a host counter sample with host_adapters", func(dgs []datagram) bool {
+		for _, d := range dgs {
+			for _, s := range d.our.Samples {
+				if cs, ok := s.(*sflow.CounterSample); ok && cs.Source == host {
+					for _, r := range cs.Records {
+						if v, ok := r.(*sflow.HostAdapters); ok {
+							dg, ha = d, v
+						}
+					}
+				}
+			}
+		}
+		return ha != nil
+	})
+	got := map[uint32][6]byte{}
+	for _, a := range ha.Adapters {
+		if len(a.MACAddresses) != 1 {
+			t.Errorf("host_adapters: ifIndex %d with %d MACs", a.IfIndex, len(a.MACAddresses))
+			continue
+		}
+		got[a.IfIndex] = a.MACAddresses[0]
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("host_adapters (our decoder) %v, want the SONiC ports by SONiC ifIndex with their MACs %v", got, want)
+	}
+	// The record as sent: format 2001, length, then per adapter its
+	// ifIndex, one MAC, the MAC padded to 8 bytes (sflow_host.txt
+	// host_adapters).
+	raw := dg.raw
+	at := bytes.Index(raw, []byte{0, 0, 0x07, 0xd1})
+	if at < 0 || len(raw) < at+12 {
+		t.Fatalf("no host_adapters record (0:2001) in the datagram")
+	}
+	n := int(binary.BigEndian.Uint32(raw[at+8:]))
+	fromWire := map[uint32][6]byte{}
+	for i, off := 0, at+12; i < n && off+16 <= len(raw); i, off = i+1, off+16 {
+		if binary.BigEndian.Uint32(raw[off+4:]) != 1 {
+			t.Fatalf("host_adapters on the wire: adapter %d has %d MACs", i, binary.BigEndian.Uint32(raw[off+4:]))
+		}
+		fromWire[binary.BigEndian.Uint32(raw[off:])] = [6]byte(raw[off+8 : off+14])
+	}
+	if !maps.Equal(fromWire, want) {
+		t.Errorf("host_adapters on the wire %v, want %v", fromWire, want)
+	}
+	first, last := fromWire[1], fromWire[125]
+	t.Logf("host_adapters: %d adapters, e.g. ifIndex 1 MAC %s, ifIndex 125 MAC %s", n, net.HardwareAddr(first[:]), net.HardwareAddr(last[:]))
 }
