@@ -58,9 +58,11 @@ type sonicMode struct {
 	auto   *autofile.Writer // nil: not written
 	host   string
 
-	// portMap is the kernel's ifindex → SONiC ifIndex, rebuilt at every
-	// reconfiguration (psample's PortMap).
+	// portMap is the kernel's ifindex → SONiC ifIndex of the ports,
+	// rebuilt at every reconfiguration (psample's PortMap); dropMap the
+	// same with the LAGs' netdevs (drop notifications' ports).
 	portMap atomic.Pointer[map[uint32]uint32]
+	dropMap atomic.Pointer[map[uint32]uint32]
 
 	mu sync.Mutex
 	// base is the settings of the file and flags, under Redis's;
@@ -83,6 +85,7 @@ func newSonicMode(s config.Settings, log *slog.Logger) *sonicMode {
 	m.host, _ = os.Hostname() // "" when unknown: hsflowd.auto shows hostname=
 	empty := map[uint32]uint32{}
 	m.portMap.Store(&empty)
+	m.dropMap.Store(&empty)
 	m.client = sonic.New(sonic.Options{
 		DBConfig:  s.SonicDBConfig,
 		TCP:       s.SonicTCP,
@@ -277,7 +280,7 @@ func sonicSources(baseSrc config.Sources, c sonic.Config) config.Sources {
 func (m *sonicMode) model(s config.Settings, m0 model, linux map[int]string) model {
 	m0.Ports = nil
 	st := m.client.State()
-	pm := map[uint32]uint32{}
+	pm, dm := map[uint32]uint32{}, map[uint32]uint32{}
 	if st != nil && st.Ready {
 		byName := make(map[string]uint32, len(linux))
 		for idx, name := range linux {
@@ -290,6 +293,9 @@ func (m *sonicMode) model(s config.Settings, m0 model, linux map[int]string) mod
 		for _, p := range st.Ports {
 			if p.IsLAG() {
 				m0.Ports = append(m0.Ports, mib.Port{IfIndex: p.Index, CountersOnly: true})
+				if os := byName[p.Name]; os != 0 {
+					dm[os] = p.Index
+				}
 				continue
 			}
 			// Rate 1: the ASIC samples at the rate SONiC set per port
@@ -301,11 +307,12 @@ func (m *sonicMode) model(s config.Settings, m0 model, linux map[int]string) mod
 				os = byName[p.Name]
 			}
 			if os != 0 {
-				pm[os] = p.Index
+				pm[os], dm[os] = p.Index, p.Index
 			}
 		}
 	}
 	m.portMap.Store(&pm)
+	m.dropMap.Store(&dm)
 	m.logAgent(s)
 	return m0
 }
@@ -339,6 +346,13 @@ func (m *sonicMode) logAgent(s config.Settings) {
 // mapPort is psample's PortMap: the kernel's ifindex to SONiC's.
 func (m *sonicMode) mapPort(k uint32) (uint32, bool) {
 	idx, ok := (*m.portMap.Load())[k]
+	return idx, ok
+}
+
+// mapDropPort is drop notifications' PortMap: the kernel's ifindex of a
+// port or LAG netdev to SONiC's ifIndex.
+func (m *sonicMode) mapDropPort(k uint32) (uint32, bool) {
+	idx, ok := (*m.dropMap.Load())[k]
 	return idx, ok
 }
 

@@ -55,6 +55,10 @@ type Runner struct {
 	// a transient reason (retried); failing is set while the last did.
 	failures atomic.Uint64
 	failing  atomic.Bool
+	// portMap renumbers the notifications' ports (SetPortMap; nil:
+	// none); otherPorts counts those not sent for it.
+	portMap    PortMap
+	otherPorts atomic.Uint64
 }
 
 // Backoff of the attempts to turn notifications on after a transient
@@ -203,11 +207,15 @@ func (d *Runner) applyLocked(c Config) error {
 		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
 			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
 	}
+	var src agent.DropSource = source.NewDropSource(dp)
+	if d.portMap != nil {
+		src = newMappedSource(src, d.portMap, &d.otherPorts)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	d.cancel, d.done = cancel, make(chan struct{})
 	go func(done chan struct{}) {
 		defer close(done)
-		d.reporter.Run(rctx, source.NewDropSource(dp))
+		d.reporter.Run(rctx, src)
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
 	return nil
@@ -254,6 +262,7 @@ var (
 	dropsByPort     = prometheus.NewDesc("sflowswitchd_port_switch_dropped_packets_total", "Packets dropped, by port (the egress port of an egress drop, else the ingress port; ifindex 0: made locally), exact.", []string{"port", "ifindex"}, nil)
 	dropStartFails  = prometheus.NewDesc("sflowswitchd_drop_notifications_start_failures_total", "Attempts to turn drop notifications on that failed for a transient reason (no descriptor or memory left, the kernel busy), each retried with backoff.", nil, nil)
 	dropOnGauge     = prometheus.NewDesc("sflowswitchd_drop_notifications_on", "1 while drop notifications run; 0 while off (by configuration, a missing kernel feature, or a failure being retried: drop_notifications_retrying).", nil, nil)
+	dropOtherPorts  = prometheus.NewDesc("sflowswitchd_drop_notifications_other_ports_total", "Drop notifications not sent because their ports are none the agent reports (SONiC mode: not SONiC ports, such as eth0 or docker0).", nil, nil)
 	dropRetrying    = prometheus.NewDesc("sflowswitchd_drop_notifications_retrying", "1 while drop notifications are asked for but their last attempt failed for a transient reason; retried with backoff.", nil, nil)
 )
 
@@ -272,7 +281,7 @@ func NewCollector(r *Runner, portName func(ifindex uint32) string) prometheus.Co
 
 func (c *dropCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dropNotifSent, dropNotifUnsent, dropsCounted, dropNotif, dropBufLost, dropsUncounted, dropsByReason, dropsByPort, dropFuncNames,
-		dropStartFails, dropOnGauge, dropRetrying} {
+		dropStartFails, dropOnGauge, dropRetrying, dropOtherPorts} {
 		ch <- d
 	}
 }
@@ -285,6 +294,7 @@ func (c *dropCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(dropNotifSent, st.Notifications.Load())
 	cnt(dropNotifUnsent, st.Unsent.Load())
 	cnt(dropStartFails, c.d.failures.Load())
+	cnt(dropOtherPorts, c.d.otherPorts.Load())
 	retrying := 0.0
 	if c.d.failing.Load() {
 		retrying = 1

@@ -44,3 +44,16 @@ func (l *Lab) SendOnPeer(t testing.TB, i int, frames [][]byte) {
 		t.Fatalf("netlab: sending on %s: %v", name, err)
 	}
 }
+
+// SendOn writes frames out of device dev in namespace ns with a raw packet
+// socket: they arrive on dev's veth peer.
+func (l *Lab) SendOn(t testing.TB, ns, dev string, frames [][]byte) {
+	t.Helper()
+	idx := l.LinkIndex(ns, dev)
+	if idx == 0 {
+		t.Fatalf("netlab: no %s in %s", dev, ns)
+	}
+	if err := l.Do(ns, func() error { return sendRaw(idx, frames) }); err != nil {
+		t.Fatalf("netlab: sending on %s: %v", dev, err)
+	}
+}
