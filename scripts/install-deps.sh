@@ -12,7 +12,9 @@
 #             offload check is compared with it), dnsmasq (the DNS
 #             server of the DNS-SD tests), redis-server and redis-cli
 #             (SONiC mode's tests), supervisor (the SONiC supervisor
-#             entry's test); staticcheck and gotestsum
+#             entry's test), service(8) and unshare (SONiC's
+#             "service hsflowd restart" run verbatim); staticcheck and
+#             gotestsum
 #   stress    stress-ng (`make stress-exact`)
 #   lab       iproute2, nsenter, trafgen, nftables, python3 (`make lab`)
 #   bench     the test profile plus perf, and the C toolchain of the
@@ -40,7 +42,7 @@ declare -A profile=(
 	[test]="ip:iproute2 tc:iproute2 bridge:iproute2 nsenter:util-linux setpriv:util-linux
 		trafgen:netsniff-ng nft:nftables snmpd:snmpd snmpget:snmp tshark:tshark python3:python3
 		bpftool:bpftool sysctl:procps ethtool:ethtool dnsmasq:dnsmasq-base redis-server:redis-server
-		redis-cli:redis-tools supervisord:supervisor"
+		redis-cli:redis-tools supervisord:supervisor service:init-system-helpers unshare:util-linux"
 	[stress]="stress-ng:stress-ng"
 	[lab]="ip:iproute2 nsenter:util-linux trafgen:netsniff-ng nft:nftables python3:python3"
 	[bench]="perf:linux-perf clang:clang llvm-strip:llvm /usr/include/bpf/bpf_helpers.h:libbpf-dev"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -266,6 +267,120 @@ files = %[2]s/conf.d/*.conf
 	}
 	if pid == 0 || pidAlive(pid) {
 		t.Fatalf("after stop: pid %d alive %v", pid, pidAlive(pid))
+	}
+	quietAfter(t, sl.c1, stop)
+}
+
+// TestSonicServiceVerbatim runs what SONiC's sflow container runs, from
+// SONiC's own files (testdata/sonic, copied unchanged): the image's
+// `sed -ri ... /etc/init.d/hsflowd` (sonic-buildimage
+// dockers/docker-sflow/Dockerfile.j2) on the package's init script, then
+// sflowmgrd's commands (sonic-swss cfgmgr/sflowmgr.cpp
+// sflowHandleService: "service hsflowd restart" when sFlow is enabled,
+// "service hsflowd stop" when disabled) through /bin/sh and Debian's
+// service(8), as swss::exec runs them. The container's /etc/init.d and
+// /etc/default are the test's, bound over the host's in a private mount
+// namespace (and, as in the container, no systemd: service(8) runs the
+// script itself); the network namespace is the lab's switch.
+func TestSonicServiceVerbatim(t *testing.T) {
+	if _, err := os.Stat("/usr/sbin/service"); err != nil {
+		testskip.Skip(t, "service(8) not installed (Debian package init-system-helpers)")
+	}
+	dockerfile, err := os.ReadFile(filepath.Join("testdata", "sonic", "Dockerfile.j2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^RUN (sed -ri .* /etc/init\.d/hsflowd)$`).FindSubmatch(dockerfile)
+	if m == nil {
+		t.Fatal("SONiC's Dockerfile.j2 has no sed of /etc/init.d/hsflowd")
+	}
+	sedCmd := string(m[1])
+	mgr, err := os.ReadFile(filepath.Join("testdata", "sonic", "sflowmgr-sflowHandleService.cpp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := regexp.MustCompile(`cmd << "([^"]+)";`).FindAllSubmatch(mgr, -1)
+	if len(cmds) != 2 {
+		t.Fatalf("sflowHandleService: %d commands, want enable's and disable's", len(cmds))
+	}
+	enable, disable := string(cmds[0][1]), string(cmds[1][1])
+
+	sl := newSonicLab(t)
+	dir := t.TempDir()
+	conf := sonicConf(t, sl, dir)
+	initd, defaults := filepath.Join(dir, "init.d"), filepath.Join(dir, "default")
+	for _, d := range []string{initd, defaults} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script, err := os.ReadFile(filepath.Join("..", "..", "packaging", "sonic", "hsflowd.init"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(initd, "hsflowd"), script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pidfile, logfile := filepath.Join(dir, "hsflowd.pid"), filepath.Join(dir, "hsflowd.log")
+	// /etc/default/hsflowd: the test's binary, configuration and files
+	// (service(8) clears the environment).
+	def := fmt.Sprintf("DAEMON=%s\nCONFIG=%s\nPIDFILE=%s\nLOGFILE=%s\n", daemonBin, conf, pidfile, logfile)
+	if err := os.WriteFile(filepath.Join(defaults, "hsflowd"), []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		killPid(readPid(pidfile))
+		if t.Failed() {
+			b, _ := os.ReadFile(logfile)
+			t.Logf("daemon log:\n%s", b)
+		}
+	})
+	container := func(command string) int {
+		t.Helper()
+		prelude := fmt.Sprintf("mount --bind %s /etc/init.d && mount --bind %s /etc/default && "+
+			"{ [ ! -d /run/systemd/system ] || mount -t tmpfs none /run/systemd; } && ", initd, defaults)
+		cmd := netnsutil.Command(t.Context(), sl.lab.Switch, "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", prelude+command)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if err != nil {
+			code = -1
+			if ee, ok := err.(interface{ ExitCode() int }); ok {
+				code = ee.ExitCode()
+			}
+		}
+		t.Logf("%s: exit %d: %s", command, code, strings.TrimSpace(string(out)))
+		return code
+	}
+	if code := container(sedCmd); code != 0 {
+		t.Fatalf("SONiC's sed: exit %d", code)
+	}
+	if b, _ := os.ReadFile(filepath.Join(initd, "hsflowd")); !strings.Contains(string(b), "\nDAEMON_ARGS=\"-c /var/log/hsflowd.crash\"\n") {
+		t.Fatalf("SONiC's sed did not rewrite DAEMON_ARGS:\n%s", b)
+	}
+	start := time.Now()
+	if code := container(enable); code != 0 {
+		t.Fatalf("%s: exit %d", enable, code)
+	}
+	pid1 := readPid(pidfile)
+	if pid1 == 0 || !pidAlive(pid1) {
+		t.Fatalf("%s: pid %d alive %v", enable, pid1, pidAlive(pid1))
+	}
+	waitNewCounters(t, sl.c1, start, "counter samples after "+enable)
+	again := time.Now()
+	if code := container(enable); code != 0 {
+		t.Fatalf("%s (running): exit %d", enable, code)
+	}
+	pid2 := readPid(pidfile)
+	if pid2 == 0 || pid2 == pid1 || pidAlive(pid1) || !pidAlive(pid2) {
+		t.Fatalf("%s: pid %d → %d (old alive %v, new alive %v)", enable, pid1, pid2, pidAlive(pid1), pidAlive(pid2))
+	}
+	waitNewCounters(t, sl.c1, again, "counter samples after a second "+enable)
+	stop := time.Now()
+	if code := container(disable); code != 0 {
+		t.Fatalf("%s: exit %d", disable, code)
+	}
+	if pidAlive(pid2) {
+		t.Fatalf("%s: pid %d still alive", disable, pid2)
 	}
 	quietAfter(t, sl.c1, stop)
 }
