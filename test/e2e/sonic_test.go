@@ -149,9 +149,11 @@ func polledSources(dgs []datagram) map[uint32]int {
 // counter samples of every SONiC port and of the LAG carry SONiC's
 // ifIndex and COUNTERS_DB's values (goflow2 and tshark agree), nothing
 // else is reported, the mgmt-VRF collector is reached through the mgmt
-// device, hsflowd.auto is written as hsflowd writes it, and redis-cli
-// changes apply live without a restart (sequence numbers and uptime
-// continue).
+// device, hsflowd.auto is written as hsflowd writes it, the LAG members
+// carry lag_port_stats (tshark agrees), host_adapters lists the SONiC
+// ports by SONiC ifIndex, `show` names Redis as the source of its
+// settings, and redis-cli changes apply live without a restart (sequence
+// numbers and uptime continue).
 func TestSonicRedis(t *testing.T) {
 	sl := newSonicLab(t)
 	lab := sl.lab
