@@ -395,16 +395,14 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
 	d.drops.Reporter().SetState(store)
-	if sm != nil {
-		// Drops carry SONiC's ifIndex, as the counters and samples.
-		d.drops.SetPortMap(sm.mapDropPort)
-	}
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.dnssd = newDNSSD(s)
 	d.metrics = d.newMetrics()
 	if sm != nil {
 		d.metrics.MustRegister(sonicCollector{sm})
+		// Drops carry SONiC's ifIndex, as the counters and samples.
+		d.drops.SetPortMap(sm.mapDropPort)
 	}
 	d.metrics.MustRegister(d.configCollector())
 	if err := d.newMIB(s, version); err != nil {
