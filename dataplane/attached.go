@@ -12,10 +12,11 @@ import (
 	"github.com/vishvananda/netlink/nl"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
-// haveTCX is probeTCX's answer, asked once.
-var haveTCX = sync.OnceValue(func() bool { return probeTCX() == nil })
+// haveTCX is features.ProbeTCX's answer, asked once.
+var haveTCX = sync.OnceValue(func() bool { return features.ProbeTCX() == nil })
 
 // KernelAttachment reports how a sampler of sflowswitchd is attached to
 // ifindex as the kernel shows it in the calling thread's network

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -116,9 +117,9 @@ type Config struct {
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Features are the running kernel's features; nil probes them in
-	// Open (ProbeFeatures). Tests pass a copy with features switched off
+	// Open (features.ProbeFeatures). Tests pass a copy with features switched off
 	// to exercise the degraded paths.
-	Features *Features
+	Features *features.Features
 	// PinDir is a directory on a BPF file system (CheckDir) where the
 	// sampler's maps and links are pinned, so that they outlive the
 	// process and the next Open there adopts them (pin.go); "" pins
@@ -235,7 +236,7 @@ type Dataplane struct {
 	// instance of xdp_sampler (portProgram).
 	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
-	features *Features
+	features *features.Features
 	transit  *transit // nil: sampled frames are not followed
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
@@ -298,11 +299,11 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	fs := cfg.Features
 	if fs == nil {
-		fs = ProbeFeatures()
+		fs = features.ProbeFeatures()
 	}
 	// Refused before anything is loaded, naming every missing feature,
 	// rather than as an opaque verifier or map-creation error.
-	if err := fs.requiredErr(); err != nil {
+	if err := fs.RequiredErr(); err != nil {
 		return nil, fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
 	}
 	ns, err := netns.Get()
@@ -322,7 +323,7 @@ func Open(cfg Config) (*Dataplane, error) {
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
 	}
-	if fs.Has(FeatureKernCtx) {
+	if fs.Has(features.FeatureKernCtx) {
 		if err := d.startFIBGen(); err != nil {
 			d.log.Warn("FIB generation unavailable: samples carry no extended_router", "err", err)
 		}
@@ -520,7 +521,7 @@ func (d *Dataplane) load() error {
 
 // samplerSpec is the sampler's collection as cfg sizes it, and the number
 // of possible CPUs.
-func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
+func samplerSpec(cfg *Config, fs *features.Features) (*ebpf.CollectionSpec, int, error) {
 	spec, err := bpf.LoadSampler()
 	if err != nil {
 		return nil, 0, fmt.Errorf("dataplane: loading sampler spec: %w", err)
@@ -542,7 +543,7 @@ func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
 	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)
 	spec.Maps[bpf.SamplerMapTransitPending].MaxEntries = uint32(max(1, cfg.TransitEntries))
-	if !fs.Has(FeatureXSKMap) {
+	if !fs.Has(features.FeatureXSKMap) {
 		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
 		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
 		// verifies the same way; monitor mode, its only user, is refused
@@ -579,9 +580,9 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	}
 	fs := cfg.Features
 	if fs == nil {
-		fs = ProbeFeatures()
+		fs = features.ProbeFeatures()
 	}
-	if err := fs.requiredErr(); err != nil {
+	if err := fs.RequiredErr(); err != nil {
 		return false, "", fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
 	}
 	spec, cpus, err := samplerSpec(&cfg, fs)
@@ -704,14 +705,14 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 	if m != ModeMonitor {
 		return nil
 	}
-	if err := d.features.need(FeatureXSKMap, FeatureAFXDP); err != nil {
+	if err := d.features.Need(features.FeatureXSKMap, features.FeatureAFXDP); err != nil {
 		return fmt.Errorf("monitor mode unavailable: %w", err)
 	}
 	return nil
 }
 
 // Features returns the kernel features probed at Open.
-func (d *Dataplane) Features() *Features { return d.features }
+func (d *Dataplane) Features() *features.Features { return d.features }
 
 // Close detaches every port, closes the sample sources (and the sockets
 // of monitor ports) and unloads the sampler; with a pin directory it also

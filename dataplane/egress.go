@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -181,7 +182,7 @@ func (d *Dataplane) attachEgress(ifindex int, slot uint32, ownQdisc bool) (*egre
 	if err != nil {
 		return nil, err
 	}
-	if d.cfg.TCMode == TCModeClsact || !d.features.Has(FeatureTCX) {
+	if d.cfg.TCMode == TCModeClsact || !d.features.Has(features.FeatureTCX) {
 		f, err := d.attachClsactSide(prog, ifindex, sideEgress, ownQdisc)
 		if err != nil {
 			return nil, errors.Join(err, prog.Close())

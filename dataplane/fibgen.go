@@ -55,7 +55,7 @@ var fibGenFrame = make([]byte, 64)
 
 // FIBGen returns the FIB generation of the dataplane's namespace, as the
 // samples carry it (modulo 2^32); ok is false when it cannot be read
-// (kernel without bpf_cast_to_kern_ctx: FeatureKernCtx). One system call
+// (kernel without bpf_cast_to_kern_ctx: features.FeatureKernCtx). One system call
 // (BPF_PROG_TEST_RUN, on a thread in the namespace, whose loopback device
 // the kernel gives the program): for refreshes of the route table, never
 // per sample.

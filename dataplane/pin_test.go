@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
@@ -141,9 +142,9 @@ func TestPinnedAdoptAfterKill(t *testing.T) {
 
 func skipWithoutTCX(t *testing.T) {
 	t.Helper()
-	if err := kernelFeatures().Unavailable(FeatureTCX); err != nil {
+	if err := kernelFeatures().Unavailable(features.FeatureTCX); err != nil {
 		forTCModes(t, func(*testing.T, tcCase) {}) // reports the skip
-		testskip.Feature(t, kernelFeatures(), FeatureTCX)
+		testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 	}
 }
 

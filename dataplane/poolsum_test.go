@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -30,7 +31,7 @@ func TestPoolSumAtFrame(t *testing.T) {
 
 func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 	if tc != nil && tc.want == AttachTCX {
-		testskip.Feature(t, kernelFeatures(), FeatureTCX)
+		testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 	}
 	lab := netlab.New(t, 2)
 	cfg := Config{Workers: 1, MaxPorts: 4, Hook: hook}

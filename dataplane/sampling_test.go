@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
@@ -29,7 +30,7 @@ func TestPoolExact(t *testing.T) {
 		}
 		t.Run(name+"/"+mode.String(), func(t *testing.T) {
 			if c.tc != nil && c.tc.want == AttachTCX {
-				testskip.Feature(t, kernelFeatures(), FeatureTCX)
+				testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 			}
 			lab := netlab.New(t, 2)
 			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook, TCMode: tcMode})

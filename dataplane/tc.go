@@ -3,13 +3,12 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
@@ -42,10 +41,11 @@ func (m TCMode) String() string {
 	return fmt.Sprintf("TCMode(%d)", uint8(m))
 }
 
-// TCAttachMode is how this kernel attaches a port sampled at TC ingress:
-// AttachTCX where it has TCX links (Linux 6.6), otherwise AttachClsact.
-func (fs *Features) TCAttachMode() string {
-	if fs.Has(FeatureTCX) {
+// TCAttachMode is how a kernel with fs attaches a port sampled at TC
+// ingress: AttachTCX where it has TCX links (Linux 6.6), otherwise
+// AttachClsact.
+func TCAttachMode(fs *features.Features) string {
+	if fs.Has(features.FeatureTCX) {
 		return AttachTCX
 	}
 	return AttachClsact
@@ -165,7 +165,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 // like an XDP link, dies with the process; a filter does not, which is
 // why Open removes stale ones (removeStaleTC).
 func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, string, error) {
-	if d.cfg.TCMode == TCModeClsact || !d.features.Has(FeatureTCX) {
+	if d.cfg.TCMode == TCModeClsact || !d.features.Has(features.FeatureTCX) {
 		f, err := d.attachClsact(prog, ifindex)
 		if err != nil {
 			return nil, "", err
@@ -182,31 +182,6 @@ func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, strin
 		return nil, "", fmt.Errorf("attaching TCX ingress: %w", err)
 	}
 	return l, AttachTCX, nil
-}
-
-// probeTCX asks the kernel to create a TCX link for a device that cannot
-// exist: a kernel with TCX (Linux 6.6) answers ENODEV, an older one
-// refuses the attach type. Nothing is attached anywhere.
-func probeTCX() error {
-	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:         ebpf.SchedCLS,
-		License:      "Dual BSD/GPL",
-		Instructions: retZero,
-	}, ebpf.ProgramOptions{LogDisabled: true})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p, Attach: ebpf.AttachTCXIngress})
-	switch {
-	case err == nil:
-		return errors.Join(errors.New("TCX probe attached to an ifindex that should not exist"), l.Close())
-	case errors.Is(err, unix.ENODEV):
-		return nil
-	case errors.Is(err, ebpf.ErrNotSupported):
-		return fmt.Errorf("TCX links: %w", ebpf.ErrNotSupported)
-	}
-	return err
 }
 
 // attachment is how a port's program is attached: a BPF link (XDP, TCX;

@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
@@ -41,7 +42,7 @@ var tcCases = []tcCase{
 }
 
 // kernelFeatures is the running kernel's probe, once per test binary.
-var kernelFeatures = sync.OnceValue(ProbeFeatures)
+var kernelFeatures = sync.OnceValue(features.ProbeFeatures)
 
 // forTCModes runs f as one subtest per TC attach mode; the TCX subtest
 // skips on a kernel without TCX (the probe says so).
@@ -49,7 +50,7 @@ func forTCModes(t *testing.T, f func(t *testing.T, c tcCase)) {
 	for _, c := range tcCases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.want == AttachTCX {
-				testskip.Feature(t, kernelFeatures(), FeatureTCX)
+				testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 			}
 			f(t, c)
 		})
@@ -98,7 +99,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 		if q != nil {
 			v.qdisc = q.Type()
 		}
-		if kernelFeatures().Has(FeatureTCX) {
+		if kernelFeatures().Has(features.FeatureTCX) {
 			if v.tcx, err = tcxNames(ifindex); err != nil {
 				return err
 			}
@@ -345,7 +346,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 // TC ingress, through our clsact filter, and the pool is exact.
 func TestHookAutoWithoutTCX(t *testing.T) {
 	lab := netlab.New(t, 2)
-	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, FeatureTCX)})
+	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, features.FeatureTCX)})
 	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)

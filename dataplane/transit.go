@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
 // How a transit wait ended (RawSample.Transit.Status; dataplane/bpf/sample_info.h
@@ -82,7 +83,7 @@ type transit struct {
 // ports are rewritten); an error leaves transit off (the samplers park
 // nothing: no port gets PORT_F_TRANSIT).
 func (d *Dataplane) startTransit() error {
-	if err := d.features.need(FeatureKernCtx, FeatureTransit); err != nil {
+	if err := d.features.Need(features.FeatureKernCtx, features.FeatureTransit); err != nil {
 		return err
 	}
 	spec, err := bpf.LoadTransit()

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -98,8 +100,8 @@ func TestTransitQueue(t *testing.T) {
 func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Dataplane, int, int, *collector) {
 	t.Helper()
 	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
+	testskip.Feature(t, fs, features.FeatureKernCtx)
+	testskip.Feature(t, fs, features.FeatureTransit)
 	lab := netlab.New(t, 2)
 	if len(qdisc) > 0 {
 		lab.AddQdisc(t, lab.Switch, "p2", qdisc[0], qdisc[1:]...)
@@ -221,8 +223,8 @@ func TestTransitEnds(t *testing.T) {
 // trampoline's entry and exit around each call are not in it.
 func BenchmarkTransitIdle(b *testing.B) {
 	fs := kernelFeatures()
-	testskip.Feature(b, fs, FeatureKernCtx)
-	testskip.Feature(b, fs, FeatureTransit)
+	testskip.Feature(b, fs, features.FeatureKernCtx)
+	testskip.Feature(b, fs, features.FeatureTransit)
 	lab := netlab.New(b, 2)
 	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
 	if !d.TransitOn() {
@@ -237,7 +239,7 @@ func BenchmarkTransitIdle(b *testing.B) {
 	// are in every figure).
 	empty, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "net_dev_start_xmit",
-		License: "GPL", Instructions: retZero,
+		License: "GPL", Instructions: asm.Instructions{asm.LoadImm(asm.R0, 0, asm.DWord), asm.Return()},
 	})
 	if err != nil {
 		b.Fatalf("loading the empty tp_btf program: %v", err)
