@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
@@ -248,9 +250,10 @@ type Dataplane struct {
 	egressPages atomic.Pointer[counterPages]
 	// fib is the FIB generation counter (fibgen.go); nil without it.
 	fib *fibGen
-	// owner names this Dataplane's clsact filters and says it lives
-	// (clsact.go).
-	owner *owner
+	// owner names this Dataplane's clsact filters and says it lives;
+	// filters adds and adopts them (package clsact).
+	owner   *clsact.Owner
+	filters clsact.Filters
 
 	cpuSlots int
 	counters *counterPages
@@ -337,16 +340,17 @@ func Open(cfg Config) (*Dataplane, error) {
 			return err
 		}
 		d.owner = o
+		d.filters = clsact.Filters{NS: d.ns, Owner: o, Log: d.log}
 		if d.pin != nil && !d.pin.Adopt {
 			// Written last: state without meta is replaced, never read.
-			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.id)); err != nil {
+			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.ID())); err != nil {
 				return err
 			}
 			if err := pin.WriteMeta(d.pin.Dir, d.pin.Meta); err != nil {
 				return err
 			}
 		}
-		if err := d.removeStaleTC(); err != nil {
+		if err := clsact.RemoveStale(d.log); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
 		if d.pin != nil && d.pin.Adopt {
@@ -388,23 +392,23 @@ func (d *Dataplane) closeFailed() error {
 
 // claimOwner is this Dataplane's clsact owner: the one handed over across
 // exec, the pinned state's (whose filters it adopts), or a new one.
-func (d *Dataplane) claimOwner() (*owner, error) {
+func (d *Dataplane) claimOwner() (*clsact.Owner, error) {
 	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
-		return ownerFromFD(h.OwnerFD)
+		return clsact.OwnerFromFD(h.OwnerFD)
 	}
 	if d.pin != nil && d.pin.Adopt {
 		if id := d.pin.Meta.OwnerID(); id != "" {
-			fd, err := bindOwner(id)
+			o, err := clsact.BindOwner(id)
 			if errors.Is(err, unix.EADDRINUSE) {
 				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("binding the owner socket of the pinned TC filters: %w", err)
 			}
-			return &owner{id: id, fd: fd}, nil
+			return o, nil
 		}
 	}
-	return newOwner()
+	return clsact.NewOwner()
 }
 
 func (c *Config) setDefaults() error {
@@ -782,7 +786,7 @@ func (d *Dataplane) Close() error {
 	}
 	if !d.handingOver {
 		// After the ports: the owner's name says its filters are live.
-		if err := d.owner.close(); err != nil {
+		if err := d.owner.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
 		}
 		if d.pin != nil {
@@ -808,7 +812,7 @@ func (d *Dataplane) Release() (*pin.Handover, error) {
 	d.mu.Lock()
 	d.released, d.handingOver = true, true
 	d.mu.Unlock()
-	h := d.pin.Handover(d.owner.fd)
+	h := d.pin.Handover(d.owner.FD())
 	err := d.Close()
 	for _, fd := range []int{h.LockFD, h.OwnerFD} {
 		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
@@ -900,7 +904,7 @@ func (d *Dataplane) xskBase(slot uint32) uint32 {
 // in native (driver) mode, falling back to generic (skb) mode, or TC
 // ingress (a TCX link, or a cls_bpf filter on a clsact qdisc where the
 // kernel has no TCX). AttachMode reports which. Under HookAuto a port that
-// TC ingress refuses (see clsact.go) is sampled with XDP instead. Links
+// TC ingress refuses (see package clsact) is sampled with XDP instead. Links
 // are owned by this process: if it dies, the kernel detaches the program;
 // a filter stays until the next Open removes it.
 func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {

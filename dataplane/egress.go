@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
@@ -183,7 +185,7 @@ func (d *Dataplane) attachEgress(ifindex int, slot uint32, ownQdisc bool) (*egre
 		return nil, err
 	}
 	if d.cfg.TCMode == TCModeClsact || !d.features.Has(features.FeatureTCX) {
-		f, err := d.attachClsactSide(prog, ifindex, sideEgress, ownQdisc)
+		f, err := d.filters.Attach(prog, ifindex, clsact.Egress, ownQdisc)
 		if err != nil {
 			return nil, errors.Join(err, prog.Close())
 		}
@@ -204,12 +206,12 @@ func (d *Dataplane) attachEgress(ifindex int, slot uint32, ownQdisc bool) (*egre
 // ownsQdisc reports whether p's ingress attachment is our clsact filter on
 // a qdisc this Dataplane created.
 func (p *port) ownsQdisc() bool {
-	if f, ok := p.link.(*clsactFilter); ok && f != nil {
-		return f.ownQdisc
+	if f, ok := p.link.(*clsact.Filter); ok && f != nil {
+		return f.OwnQdisc()
 	}
 	if p.out != nil {
-		if f, ok := p.out.link.(*clsactFilter); ok {
-			return f.ownQdisc
+		if f, ok := p.out.link.(*clsact.Filter); ok {
+			return f.OwnQdisc()
 		}
 	}
 	return false

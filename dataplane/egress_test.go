@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
@@ -283,7 +285,7 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 					t.Errorf("ifindex %d still attached after detach: %q %v", p, m, err)
 				}
 			}
-			q, err := ingressQdisc(p)
+			q, err := clsact.IngressQdisc(p)
 			if err != nil {
 				return err
 			}

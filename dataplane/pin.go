@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
@@ -108,7 +110,7 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 		}
 	}
 	if owner != "" {
-		n, err := removeOwnerFilters(owner, log)
+		n, err := clsact.RemoveOwnerFilters(owner, log)
 		errs = append(errs, err)
 		if n > 0 {
 			log.Info("TC filters of the pinned state removed", "owner", owner, "filters", n)
@@ -133,7 +135,7 @@ func (d *Dataplane) recordPort(ifindex int, p *port) error {
 	if p.link == nil {
 		v.Attach = 0
 	}
-	if f, ok := p.link.(*clsactFilter); ok && f.ownQdisc {
+	if f, ok := p.link.(*clsact.Filter); ok && f.OwnQdisc() {
 		v.OwnQdisc = 1
 	}
 	if err := d.pin.Ports.Put(uint32(ifindex), v); err != nil {
@@ -265,7 +267,7 @@ func (d *Dataplane) adoptPort(ifindex int, v pin.PortValue, used map[uint32]bool
 	}
 	if p.mode == AttachClsact {
 		err = d.inNetns(func() error {
-			f, err := d.adoptFilter(ifindex, v.OwnQdisc != 0)
+			f, err := d.filters.Adopt(clsact.Ingress, ifindex, v.OwnQdisc != 0)
 			if err != nil {
 				return err
 			}
@@ -312,24 +314,6 @@ func (d *Dataplane) adoptLink(ifindex int, p *port, prog *ebpf.Program) error {
 	return nil
 }
 
-// adoptFilter finds our clsact filter on ifindex, which must carry this
-// Dataplane's owner id (the pinned state's).
-func (d *Dataplane) adoptFilter(ifindex int, ownQdisc bool) (*clsactFilter, error) {
-	cur, err := filterAt(sideIngress, ifindex)
-	if err != nil {
-		return nil, err
-	}
-	if cur == nil {
-		return nil, errors.New("its clsact filter is gone")
-	}
-	id, own, ok := parseTCFilterName(cur.Name)
-	if !ok || id != d.owner.id {
-		return nil, fmt.Errorf("the filter at its priority and handle is not the pinned state's (%q)", cur.Name)
-	}
-	return &clsactFilter{ns: d.ns, side: sideIngress, ifindex: ifindex, name: cur.Name, progID: ebpf.ProgramID(cur.Id),
-		ownQdisc: own || ownQdisc, log: d.log}, nil
-}
-
 // dropPinned detaches and forgets a pinned port that was not taken over.
 func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 	path := d.pin.LinkPath(ifindex)
@@ -342,7 +326,7 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 	}
 	if attachCodes[min(int(v.Attach), len(attachCodes)-1)] == AttachClsact {
 		_ = d.inNetns(func() error {
-			if f, err := d.adoptFilter(ifindex, v.OwnQdisc != 0); err == nil {
+			if f, err := d.filters.Adopt(clsact.Ingress, ifindex, v.OwnQdisc != 0); err == nil {
 				return f.Close()
 			}
 			return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
@@ -110,7 +112,7 @@ func attachedProg(t *testing.T, lab *netlab.Lab) (string, ebpf.ProgramID) {
 			id = r.Programs[0].ID
 			return nil
 		}
-		f, err := filterAt(sideIngress, l.Attrs().Index)
+		f, err := clsact.FilterAt(clsact.Ingress, l.Attrs().Index)
 		if err != nil || f == nil {
 			return fmt.Errorf("filter: %v", err)
 		}

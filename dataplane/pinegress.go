@@ -18,9 +18,9 @@ import (
 	"iter"
 	"os"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -54,7 +54,7 @@ func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]Por
 	out := map[int]PortCounters{}
 	for ifindex, v := range ports {
 		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) {
-			d.removeOwnEgressFilter(ifindex)
+			d.filters.RemoveLeft(clsact.Egress, ifindex)
 		}
 	}
 	path := d.pin.Path(pin.MapPrefix + pinEgressCounters)
@@ -93,25 +93,6 @@ func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]Por
 		d.log.Warn("unmapping the pinned egress counters", "err", err)
 	}
 	return out
-}
-
-// removeOwnEgressFilter deletes this state's clsact egress filter of
-// ifindex, if one outlived its process (its owner id is the state's,
-// which this Dataplane now holds, so the startup cleanup left it).
-func (d *Dataplane) removeOwnEgressFilter(ifindex int) {
-	f, err := filterAt(sideEgress, ifindex)
-	if err != nil || f == nil {
-		return
-	}
-	if id, _, ok := parseTCFilterName(f.Name); !ok || id != d.owner.id {
-		return
-	}
-	err = netlink.FilterDel(ourFilter(sideEgress, ifindex, -1, ""))
-	if err != nil && !linkGone(err) && !errors.Is(err, unix.ENOENT) {
-		d.log.Warn("removing the egress filter of the previous program", "ifindex", ifindex, "err", err)
-		return
-	}
-	d.log.Info("egress filter of the previous program removed", "ifindex", ifindex, "name", f.Name)
 }
 
 // AdoptedEgress returns the egress counts (pool, drops) of the ports taken

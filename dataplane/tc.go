@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
@@ -16,13 +18,17 @@ import (
 // TC ingress through a TCX link.
 const AttachTCX = "tcx"
 
+// AttachClsact is the attach mode AttachMode reports for a port sampled at
+// TC ingress through a cls_bpf filter on a clsact qdisc (package clsact).
+const AttachClsact = "clsact"
+
 // TCMode is how a port sampled at TC ingress is attached (Config.TCMode).
 type TCMode uint8
 
 const (
 	// TCModeAuto attaches with a TCX link where the kernel has TCX links
 	// (Linux 6.6), otherwise with a cls_bpf filter on the port's clsact
-	// qdisc (clsact.go). The zero TCMode.
+	// qdisc (package clsact). The zero TCMode.
 	TCModeAuto TCMode = iota
 	// TCModeClsact always attaches with a cls_bpf filter, also where TCX
 	// exists: the path of kernels before 6.6, so that tests and
@@ -160,13 +166,13 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 // that the pool counts every frame received, before any other TC program
 // or filter can drop it: with a TCX link at the head of the TCX chain
 // where the kernel has TCX (TCModeAuto), otherwise as a cls_bpf filter at
-// priority 1 of the clsact qdisc (attachClsact). Must run in the port's
+// priority 1 of the clsact qdisc (clsact.Filters.Attach). Must run in the port's
 // netns. Returns the attachment and AttachTCX or AttachClsact. A TCX link,
 // like an XDP link, dies with the process; a filter does not, which is
-// why Open removes stale ones (removeStaleTC).
+// why Open removes stale ones (clsact.RemoveStale).
 func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, string, error) {
 	if d.cfg.TCMode == TCModeClsact || !d.features.Has(features.FeatureTCX) {
-		f, err := d.attachClsact(prog, ifindex)
+		f, err := d.filters.Attach(prog, ifindex, clsact.Ingress, false)
 		if err != nil {
 			return nil, "", err
 		}
@@ -185,7 +191,7 @@ func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, strin
 }
 
 // attachment is how a port's program is attached: a BPF link (XDP, TCX;
-// link.Link) or our cls_bpf filter (clsactFilter).
+// link.Link) or our cls_bpf filter (clsact.Filter).
 type attachment interface {
 	// Update swaps in another program, atomically.
 	Update(*ebpf.Program) error

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
@@ -79,7 +82,7 @@ type filterView struct {
 // by an owner, program tc_sampler).
 func (v tcView) ours() *filterView {
 	for i, f := range v.filters {
-		if _, _, ok := parseTCFilterName(f.name); ok && f.kind == "bpf" && f.prio == tcFilterPrio && f.handle == tcFilterHandle && f.prog == "tc_sampler" {
+		if _, _, ok := clsact.ParseFilterName(f.name); ok && f.kind == "bpf" && f.prio == clsact.FilterPrio && f.handle == clsact.FilterHandle && f.prog == "tc_sampler" {
 			return &v.filters[i]
 		}
 	}
@@ -92,7 +95,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 	t.Helper()
 	var v tcView
 	err := lab.Do(lab.Switch, func() error {
-		q, err := ingressQdisc(ifindex)
+		q, err := clsact.IngressQdisc(ifindex)
 		if err != nil {
 			return err
 		}
@@ -107,7 +110,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 		if q == nil {
 			return nil
 		}
-		fs, err := netlink.FilterList(devIndex(ifindex), netlink.HANDLE_MIN_INGRESS)
+		fs, err := netlink.FilterList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}, netlink.HANDLE_MIN_INGRESS)
 		if err != nil {
 			return err
 		}
@@ -119,7 +122,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 			fv := filterView{kind: f.Type(), prio: a.Priority, handle: a.Handle}
 			if bf, ok := f.(*netlink.BpfFilter); ok {
 				fv.name, fv.progID = bf.Name, bf.Id
-				if fv.prog, err = programName(uint32(bf.Id)); err != nil {
+				if fv.prog, err = bpf.ProgramName(uint32(bf.Id)); err != nil {
 					return err
 				}
 			}

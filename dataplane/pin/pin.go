@@ -30,7 +30,7 @@
 //	                directions are in map_ports)
 //	ring_<worker>   each worker's ring buffer
 //	link_<ifindex>  each port's XDP or TCX link (clsact filters are found
-//	                by their handle and owner id, clsact.go)
+//	                by their handle and owner id, dataplane/clsact)
 //
 // State made by another layout (another program version whose maps mean
 // something else, or other sizes: workers, ring_bytes, max_ports) is never
