@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
@@ -268,11 +270,13 @@ type Dataplane struct {
 	mu        sync.Mutex
 	ports     map[int]*port
 	freeSlots []uint32
-	sources   []*Source
+	sources   []*reader.Source
 	closed    bool
 
-	// mon holds the monitor ports' AF_XDP sockets (SetPort).
-	mon monitorPorts
+	// mon holds the monitor ports' AF_XDP sockets (SetPort); monMu
+	// serialises SetPort and RemovePort.
+	monMu sync.Mutex
+	mon   reader.MonitorPorts
 
 	// pin is the pin directory (nil: nothing pinned); adopted the ports
 	// taken over from it at Open, with their configuration.
@@ -514,7 +518,7 @@ func (d *Dataplane) load() error {
 			return errors.Join(err, d.closeObjects())
 		}
 	}
-	d.sources = make([]*Source, d.cfg.Workers)
+	d.sources = make([]*reader.Source, d.cfg.Workers)
 	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
@@ -766,7 +770,9 @@ func (d *Dataplane) Close() error {
 			}
 		}
 	}
-	d.mon.reset()
+	d.monMu.Lock()
+	d.mon.Reset()
+	d.monMu.Unlock()
 	if err := d.transit.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing transit: %w", err))
 	}

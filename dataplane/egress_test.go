@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
@@ -25,11 +27,11 @@ func startMetaCollector(t *testing.T, d *Dataplane, worker int) metaCollector {
 
 // waitFor waits until the collector holds n samples (or timeout) and
 // returns copies of the samples and records.
-func (c metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
+func (c metaCollector) waitFor(n int, timeout time.Duration) ([]reader.RawSample, []bpf.SamplerSampleMeta) {
 	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
+	return append([]reader.RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
 }
 
 // linkTx returns a switch port's tx_packets and rx_packets.
@@ -154,14 +156,14 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 			// The switch's own frames (its bridge's IGMP/MLD reports)
 			// leave through the ports too: egress samples made here,
 			// without an input port.
-			if s.Flags&SampleEgress != 0 && s.InIfIndex == 0 {
+			if s.Flags&reader.SampleEgress != 0 && s.InIfIndex == 0 {
 				own++
 				continue
 			}
 			t.Errorf("sample of another frame: %+v %x", s, s.Header)
 			continue
 		}
-		eg := s.Flags&SampleEgress != 0
+		eg := s.Flags&reader.SampleEgress != 0
 		seen[key{s.IfIndex, eg, seq}]++
 		switch {
 		case eg && s.InIfIndex == 0:
@@ -198,10 +200,10 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 		if _, ok := frameSeq(s.Header); !ok {
 			continue
 		}
-		if s.Flags&SampleEgress != 0 && s.IfIndex == uint32(p2) && s.InIfIndex != uint32(p1) {
+		if s.Flags&reader.SampleEgress != 0 && s.IfIndex == uint32(p2) && s.InIfIndex != uint32(p1) {
 			t.Errorf("egress sample on p2: input %d, want p1 %d", s.InIfIndex, p1)
 		}
-		if s.Flags&SampleEgress != 0 && s.IfIndex == uint32(p1) && s.InIfIndex != uint32(p2) {
+		if s.Flags&reader.SampleEgress != 0 && s.IfIndex == uint32(p1) && s.InIfIndex != uint32(p2) {
 			t.Errorf("egress sample on p1: input %d, want p2 %d", s.InIfIndex, p2)
 		}
 	}
@@ -259,10 +261,10 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 		if !ok || s.IfIndex != uint32(p1) {
 			continue
 		}
-		if s.Flags&SampleEgress != 0 && seq >= 2000 && seq < 3000 {
+		if s.Flags&reader.SampleEgress != 0 && seq >= 2000 && seq < 3000 {
 			outP1++
 		}
-		if s.Flags&SampleEgress == 0 {
+		if s.Flags&reader.SampleEgress == 0 {
 			inP1++
 		}
 	}

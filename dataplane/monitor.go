@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
@@ -39,8 +41,8 @@ type Monitor struct {
 	// recv[i] is socket i's frame callback, made once: a closure per
 	// Receive call would allocate.
 	recv []func([]byte)
-	fn   func(*RawSample)
-	s    RawSample
+	fn   func(*reader.RawSample)
+	s    reader.RawSample
 
 	mu      sync.Mutex // guards unbound and closed against Unbind
 	unbound bool
@@ -135,7 +137,7 @@ func (m *Monitor) add(s *afxdp.Socket, q int) {
 		}
 		// AF_XDP copy mode carries no metadata: CPU, Timestamp and Rate
 		// stay 0 (Rate 0: the port's configured rate).
-		m.s = RawSample{IfIndex: uint32(m.ifindex), FrameLen: uint32(len(f)), RxQueue: queue, Header: h}
+		m.s = reader.RawSample{IfIndex: uint32(m.ifindex), FrameLen: uint32(len(f)), RxQueue: queue, Header: h}
 		m.fn(&m.s)
 	})
 }
@@ -162,13 +164,13 @@ func (m *Monitor) IfIndex() int { return m.ifindex }
 func (m *Monitor) Queues() int { return len(m.socks) }
 
 // Receive drains every socket without blocking and hands each frame to fn
-// as a RawSample (IfIndex, FrameLen = the frame's length, RxQueue, Header =
+// as a reader.RawSample (IfIndex, FrameLen = the frame's length, RxQueue, Header =
 // its first headerBytes bytes; CPU, Timestamp and Rate are 0: the frame
 // carries no metadata, and Rate 0 stands for the port's configured rate).
 // The sample and its Header are valid only during fn. Receive does not
 // allocate and makes no system call per frame. It returns how many frames
 // it delivered.
-func (m *Monitor) Receive(fn func(*RawSample)) (int, error) {
+func (m *Monitor) Receive(fn func(*reader.RawSample)) (int, error) {
 	if m.closed {
 		return 0, fmt.Errorf("dataplane: monitor ifindex %d receive: %w", m.ifindex, os.ErrClosed)
 	}

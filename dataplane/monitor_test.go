@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -60,7 +62,7 @@ func openMonitor(t *testing.T, d *Dataplane, ifindex, headerBytes int, opts afxd
 
 // drain calls Receive until it has delivered want frames or nothing more
 // arrives for 200 ms, and returns the total.
-func drain(t *testing.T, m *Monitor, want int, fn func(*RawSample)) int {
+func drain(t *testing.T, m *Monitor, want int, fn func(*reader.RawSample)) int {
 	t.Helper()
 	pfds := make([]unix.PollFd, 0, m.Queues())
 	for _, fd := range m.FDs() {
@@ -141,7 +143,7 @@ func TestMonitorDeliversIntact(t *testing.T) {
 
 	seen := make([]bool, k)
 	bad := 0
-	got := drain(t, m, k, func(s *RawSample) {
+	got := drain(t, m, k, func(s *reader.RawSample) {
 		seq, ok := frameSeq(s.Header)
 		if !ok || seq >= k || seen[seq] {
 			bad++
@@ -205,7 +207,7 @@ func TestMonitorNothingLostSilently(t *testing.T) {
 			lab.SendFrames(t, i, seqFrames(lab, i, noHostMAC, early, flood, 32))
 			pc := waitPool(t, d, port, early+flood)
 
-			got := drain(t, m, early+flood, func(*RawSample) {})
+			got := drain(t, m, early+flood, func(*reader.RawSample) {})
 			drops, err := m.Drops()
 			if err != nil {
 				t.Fatal(err)
@@ -262,7 +264,7 @@ func TestMonitorRate16(t *testing.T) {
 	pc := waitPool(t, d, p1, k)
 
 	n, hdrBytes := 0, 0
-	fn := func(s *RawSample) { n++; hdrBytes += len(s.Header) }
+	fn := func(s *reader.RawSample) { n++; hdrBytes += len(s.Header) }
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
@@ -12,7 +14,7 @@ import (
 )
 
 // TestPoolSumAtFrame: a sample's pool is every CPU's count of the port at
-// the sampled frame (dataplane/bpf/sampler.h port_pool_sum, SamplePoolSum), not the
+// the sampled frame (dataplane/bpf/sampler.h port_pool_sum, reader.SamplePoolSum), not the
 // sampling CPU's alone. Frames numbered 0..k-1 are sent in rounds from
 // alternating CPUs, each round counted in full before the next starts, so
 // the port's pool at frame n is exactly base + n + 1 whichever CPU
@@ -78,8 +80,8 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		}
 		checked++
 		cpus[s.CPU]++
-		if s.Flags&SamplePoolSum == 0 {
-			t.Errorf("frame %d (CPU %d): no SamplePoolSum, pool %d", seq, s.CPU, s.CPUPool)
+		if s.Flags&reader.SamplePoolSum == 0 {
+			t.Errorf("frame %d (CPU %d): no reader.SamplePoolSum, pool %d", seq, s.CPU, s.CPUPool)
 			continue
 		}
 		if want := base + uint64(seq) + 1; s.CPUPool != want {

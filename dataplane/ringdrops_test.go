@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -38,7 +40,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 	delivered := 0
 	deadline := time.Now().Add(300 * time.Millisecond)
 	for {
-		n, err := r.Read(deadline, func(*RawSample) {})
+		n, err := r.Read(deadline, func(*reader.RawSample) {})
 		delivered += n
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break

@@ -17,15 +17,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
-// How a transit wait ended (RawSample.Transit.Status; dataplane/bpf/sample_info.h
-// TRANSIT_*).
-const (
-	TransitSent     = 1 // the frame left through Transit.OutIfIndex
-	TransitDropped  = 2 // freed as dropped (kfree_skb)
-	TransitConsumed = 3 // delivered on this host, or replaced by a copy (consume_skb)
-	TransitStale    = 4 // not seen again within a second
-)
-
 // DefaultTransitEntries is how many sampled frames may wait at once to be
 // followed (Config.TransitEntries, when on): a parked record is about
 // 450 bytes of preallocated kernel memory, so 4096 take about 1.8 MiB.
@@ -35,25 +26,6 @@ const DefaultTransitEntries = 4096
 // records are parked: the bound of a record's extra wait when the ring was
 // full as its frame left, beside the stale bound (TRANSIT_STALE_NS, 1 s).
 const transitSweepEvery = time.Second
-
-// Transit is what became of a sample's frame after it was sampled
-// (RawSample.Transit, valid with SampleTransit).
-type Transit struct {
-	// Status is TransitSent, TransitDropped, TransitConsumed or
-	// TransitStale.
-	Status uint32
-	// DoneNs is when the wait ended (CLOCK_MONOTONIC, as Timestamp):
-	// for TransitSent, when the frame left the port's qdisc for its
-	// driver.
-	DoneNs uint64
-	// OutIfIndex and Queue are the port and transmit queue it left by
-	// (TransitSent).
-	OutIfIndex uint32
-	Queue      uint32
-	// Depth is the bytes the port's qdisc held ahead of it, with
-	// SampleQueue.
-	Depth uint32
-}
 
 // TransitStats are the counts of what became of the records parked to
 // follow their frames (summed over CPUs), for the metrics.

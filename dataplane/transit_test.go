@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
@@ -20,7 +22,7 @@ import (
 // a burst of equal frames bridged from p1 to p2, where a token bucket
 // (tbf, 8 Mbit/s) makes them queue. Every frame is sampled at p1 (TC,
 // 1 in 1) and its record arrives only once the frame left p2's qdisc:
-// TransitSent through p2, the bytes queued ahead of it a whole number of
+// reader.TransitSent through p2, the bytes queued ahead of it a whole number of
 // frames and never more than were sent before it, its wait in the queue
 // at least what those bytes take at the token rate, and the delay
 // measured from the sample to the frame leaving consistent with both. The
@@ -35,7 +37,7 @@ func TestTransitQueue(t *testing.T) {
 	lab.SendFrames(t, 0, frames)
 	got := c.waitFor(k, testutil.Scaled(10*time.Second))
 
-	bySeq := map[uint32]RawSample{}
+	bySeq := map[uint32]reader.RawSample{}
 	for _, s := range got {
 		if seq, ok := frameSeq(s.Header); ok && s.IfIndex == uint32(p1) {
 			bySeq[seq] = s
@@ -48,14 +50,14 @@ func TestTransitQueue(t *testing.T) {
 	for seq := uint32(0); seq < k; seq++ {
 		s := bySeq[seq]
 		tr := s.Transit
-		if s.Flags&SampleTransit == 0 || tr.Status != TransitSent {
+		if s.Flags&reader.SampleTransit == 0 || tr.Status != reader.TransitSent {
 			t.Errorf("frame %d: flags %#x, transit %+v: want sent", seq, s.Flags, tr)
 			continue
 		}
 		if tr.OutIfIndex != uint32(p2) {
 			t.Errorf("frame %d: left through ifindex %d, want p2 %d", seq, tr.OutIfIndex, p2)
 		}
-		if s.Flags&SampleQueue == 0 {
+		if s.Flags&reader.SampleQueue == 0 {
 			t.Errorf("frame %d: no queue depth although p2 has a qdisc", seq)
 			continue
 		}
@@ -141,7 +143,7 @@ func TestTransitOff(t *testing.T) {
 			continue
 		}
 		n++
-		if s.Flags&(SampleTransit|SampleQueue) != 0 {
+		if s.Flags&(reader.SampleTransit|reader.SampleQueue) != 0 {
 			t.Errorf("record with transit off has flags %#x", s.Flags)
 		}
 	}
@@ -180,10 +182,10 @@ func TestTransitEnds(t *testing.T) {
 		status[tr.Status]++
 		t.Logf("frame %d: flags %#x transit %+v after %v", seq, s.Flags, tr, time.Duration(tr.DoneNs-s.Timestamp).Round(time.Millisecond))
 		switch {
-		case seq == 0 && (tr.Status != TransitSent || tr.OutIfIndex != uint32(p2)):
+		case seq == 0 && (tr.Status != reader.TransitSent || tr.OutIfIndex != uint32(p2)):
 			t.Errorf("frame 0 (the bucket's burst): %+v, want sent through p2 (%d)", tr, p2)
-		case tr.Status == TransitStale:
-			if s.Flags&SampleQueue == 0 {
+		case tr.Status == reader.TransitStale:
+			if s.Flags&reader.SampleQueue == 0 {
 				t.Errorf("frame %d: stale in the queue but no depth", seq)
 			}
 			if age := time.Duration(tr.DoneNs - s.Timestamp); age < time.Second {
@@ -194,7 +196,7 @@ func TestTransitEnds(t *testing.T) {
 	if len(seen) != k {
 		t.Errorf("%d of %d frames delivered", len(seen), k)
 	}
-	if status[TransitStale] == 0 || status[TransitDropped] == 0 {
+	if status[reader.TransitStale] == 0 || status[reader.TransitDropped] == 0 {
 		t.Errorf("statuses %v: want stale (queued) and dropped (beyond the limit) records", status)
 	}
 	st, err := d.TransitStats()
@@ -309,7 +311,7 @@ func TestTransitNetem(t *testing.T) {
 			continue
 		}
 		tr := s.Transit
-		if tr.Status != TransitSent || tr.OutIfIndex != uint32(p2) {
+		if tr.Status != reader.TransitSent || tr.OutIfIndex != uint32(p2) {
 			t.Errorf("frame %d: %+v, want sent through p2 (%d)", seq, tr, p2)
 			continue
 		}

@@ -189,7 +189,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	// The daemon's own sample path (source, dataplane.Source).
+	// The daemon's own sample path (source, reader.Source).
 	opts := agent.Options{Workers: f.workers, Source: source.BPF{DP: dp}}
 	if err := setSendMode(&opts, f.send); err != nil {
 		return err

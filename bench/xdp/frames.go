@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -118,7 +120,7 @@ func startRingCounter(dp *dataplane.Dataplane) (*ringCounter, error) {
 			rc.done <- err
 			return
 		}
-		count := func(*dataplane.RawSample) {}
+		count := func(*reader.RawSample) {}
 		for !rc.stop.Load() {
 			n, err := r.Read(time.Now().Add(50*time.Millisecond), count)
 			rc.n.Add(uint64(n))
