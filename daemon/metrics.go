@@ -43,15 +43,16 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 
 // transitMetrics reads the transit counts (false while transit is off).
 func (d *Daemon) transitMetrics() (metrics.Transit, bool) {
-	if !d.dp.TransitOn() {
+	tr := d.dp.Transit()
+	if !tr.On() {
 		return metrics.Transit{}, false
 	}
-	s, err := d.dp.TransitStats()
+	s, err := tr.Stats()
 	if err != nil {
 		d.log.Warn("reading transit counts", "err", err)
 		return metrics.Transit{}, false
 	}
-	n, err := d.dp.TransitParked()
+	n, err := tr.Parked()
 	if err != nil {
 		d.log.Warn("reading transit counts", "err", err)
 		return metrics.Transit{}, false

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/transit"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
@@ -137,11 +139,16 @@ type Config struct {
 	// memory (StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
-	// followed to where they leave (transit.go, dataplane/bpf/transit.h), on every
+	// followed to where they leave (package transit, dataplane/bpf/transit.h), on every
 	// port sampled at TC; 0 follows none and loads no transit program.
 	// DefaultTransitEntries is a sensible value.
 	TransitEntries int
 }
+
+// DefaultTransitEntries is how many sampled frames may wait at once to be
+// followed (Config.TransitEntries, when on): a parked record is about
+// 450 bytes of preallocated kernel memory, so 4096 take about 1.8 MiB.
+const DefaultTransitEntries = 4096
 
 // Mode is a port's sample delivery path (values shared with dataplane/bpf/sampler.h).
 type Mode uint32
@@ -241,7 +248,7 @@ type Dataplane struct {
 	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
 	features *features.Features
-	transit  *transit // nil: sampled frames are not followed
+	transit  *transit.Transit // sampled frames followed to where they leave (when On)
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
 	tc *tcObjects
@@ -368,10 +375,11 @@ func Open(cfg Config) (*Dataplane, error) {
 	if d.pin != nil {
 		d.log.Info("sampler state pinned", "pin_dir", d.pin.Dir, "adopted", d.pin.Adopt, "ports", len(d.ports))
 	}
+	d.transit = transit.New(&d.objs, d.log)
 	if d.cfg.TransitEntries > 0 {
 		// A setting the kernel cannot serve stays small: sampling runs,
 		// samples carry no transit records.
-		if err := d.startTransit(); err != nil {
+		if err := d.transit.Start(d.features, d.cfg.WakeupBytes, d.spec, &d.objs); err != nil {
 			d.log.Warn("transit records off: sampled frames are not followed to where they leave", "err", err)
 		}
 	}
@@ -719,6 +727,10 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 	return nil
 }
 
+// Transit is the following of sampled frames to where they leave the
+// switch: whether it is on, and the counts of the records parked.
+func (d *Dataplane) Transit() *transit.Transit { return d.transit }
+
 // Features returns the kernel features probed at Open.
 func (d *Dataplane) Features() *features.Features { return d.features }
 
@@ -773,10 +785,9 @@ func (d *Dataplane) Close() error {
 	d.monMu.Lock()
 	d.mon.Reset()
 	d.monMu.Unlock()
-	if err := d.transit.close(); err != nil {
+	if err := d.transit.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing transit: %w", err))
 	}
-	d.transit = nil
 	if d.counters != nil {
 		if err := d.counters.close(); err != nil {
 			errs = append(errs, err)
@@ -877,7 +888,7 @@ const portFlagTransit = 1 << 0
 // (TC ports; the XDP sampler ignores the flag).
 func (d *Dataplane) portFlags(PortConfig) uint32 {
 	var f uint32
-	if d.transit != nil {
+	if d.transit.On() {
 		f |= portFlagTransit
 	}
 	return f

@@ -18,7 +18,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// TestTransitQueue follows sampled frames to where they leave (transit.go):
+// TestTransitQueue follows sampled frames to where they leave (package transit):
 // a burst of equal frames bridged from p1 to p2, where a token bucket
 // (tbf, 8 Mbit/s) makes them queue. Every frame is sampled at p1 (TC,
 // 1 in 1) and its record arrives only once the frame left p2's qdisc:
@@ -81,11 +81,11 @@ func TestTransitQueue(t *testing.T) {
 	if maxDepth < 10*frameLen {
 		t.Errorf("deepest queue %d bytes: the burst did not queue behind the token bucket", maxDepth)
 	}
-	st, err := d.TransitStats()
+	st, err := d.Transit().Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	parked, err := d.TransitParked()
+	parked, err := d.Transit().Parked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Datap
 		lab.AddQdisc(t, lab.Switch, "p2", qdisc[0], qdisc[1:]...)
 	}
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: entries})
-	if !d.TransitOn() {
+	if !d.Transit().On() {
 		t.Fatal("transit is off although the kernel has its features")
 	}
 	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
@@ -126,7 +126,7 @@ func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Datap
 func TestTransitOff(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC})
-	if d.TransitOn() {
+	if d.Transit().On() {
 		t.Fatal("transit on without TransitEntries")
 	}
 	p1 := lab.PortIndex(t, 0)
@@ -150,7 +150,7 @@ func TestTransitOff(t *testing.T) {
 	if n != k {
 		t.Errorf("%d of %d frames sampled", n, k)
 	}
-	if st, err := d.TransitStats(); err != nil || st.Parked != 0 {
+	if st, err := d.Transit().Stats(); err != nil || st.Parked != 0 {
 		t.Errorf("outcomes %+v (%v): nothing should have been parked", st, err)
 	}
 }
@@ -199,11 +199,11 @@ func TestTransitEnds(t *testing.T) {
 	if status[reader.TransitStale] == 0 || status[reader.TransitDropped] == 0 {
 		t.Errorf("statuses %v: want stale (queued) and dropped (beyond the limit) records", status)
 	}
-	st, err := d.TransitStats()
+	st, err := d.Transit().Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	parked, err := d.TransitParked()
+	parked, err := d.Transit().Parked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,12 +229,12 @@ func BenchmarkTransitIdle(b *testing.B) {
 	testskip.Feature(b, fs, features.FeatureTransit)
 	lab := netlab.New(b, 2)
 	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
-	if !d.TransitOn() {
+	if !d.Transit().On() {
 		b.Fatal("transit off")
 	}
 	progs := map[string]*ebpf.Program{
-		"enqueue": d.transit.objs.TransitEnqueue, "xmit": d.transit.objs.TransitXmit,
-		"drop": d.transit.objs.TransitDrop, "consume": d.transit.objs.TransitConsume,
+		"enqueue": d.transit.Objects().TransitEnqueue, "xmit": d.transit.Objects().TransitXmit,
+		"drop": d.transit.Objects().TransitDrop, "consume": d.transit.Objects().TransitConsume,
 	}
 	// The baseline: a program that does nothing, on the same
 	// tracepoint, timed the same way (the statistics' own clock reads
