@@ -1378,45 +1378,6 @@ func (d *Dataplane) publishSlots() {
 	d.slotOf.Store(&m)
 }
 
-// XSKKey returns the XSKMAP key of RX queue `queue` of an attached port:
-// the key to pass to SetXSK for the AF_XDP socket bound to that queue.
-func (d *Dataplane) XSKKey(ifindex, queue int) (uint32, error) {
-	if queue < 0 || queue >= d.cfg.MaxQueues {
-		return 0, fmt.Errorf("dataplane: queue %d not in 0..%d", queue, d.cfg.MaxQueues-1)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	p, ok := d.ports[ifindex]
-	if !ok {
-		return 0, fmt.Errorf("dataplane: xsk key of ifindex %d: %w", ifindex, ErrNotAttached)
-	}
-	return d.xskBase(p.slot) + uint32(queue), nil
-}
-
-// SetXSK puts an AF_XDP socket FD into the XSKMAP at queueKey (see XSKKey);
-// a negative fd removes the entry.
-func (d *Dataplane) SetXSK(queueKey uint32, fd int) error {
-	if fd < 0 {
-		if err := d.deleteXSK(queueKey); err != nil {
-			return fmt.Errorf("dataplane: %w", err)
-		}
-		return nil
-	}
-	if err := d.objs.Xsks.Put(queueKey, uint32(fd)); err != nil {
-		return fmt.Errorf("dataplane: setting xsk %d: %w", queueKey, err)
-	}
-	return nil
-}
-
-// deleteXSK removes the XSKMAP entry at queueKey; an absent entry is no
-// error.
-func (d *Dataplane) deleteXSK(queueKey uint32) error {
-	if err := d.objs.Xsks.Delete(queueKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("removing xsk %d: %w", queueKey, err)
-	}
-	return nil
-}
-
 // outOfResources reports whether err is the process running out of
 // descriptors or memory (EMFILE, ENFILE, ENOMEM): transient, unlike a
 // hook refusing the program. cilium/ebpf's BTF load errors carry the

@@ -53,7 +53,7 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 	if err == nil {
 		// The full MaxHeaderBytes: the worker cuts each sample to its
 		// sampler's header size, so a header size change needs no reopen.
-		var socks *Monitor
+		var socks *reader.Monitor
 		if socks, err = d.OpenMonitor(ifindex, MaxHeaderBytes, afxdp.Options{}); err == nil {
 			p := reader.NewMonitorPort(idx, pc.Worker, socks)
 			m.Put(p)

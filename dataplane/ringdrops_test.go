@@ -69,7 +69,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 }
 
 // TestMonitorAFXDP: a monitor-mode port redirects its sampled frames into
-// the AF_XDP sockets of its RX queues (one per queue, keys from XSKKey),
+// the AF_XDP sockets of its RX queues (one per queue, keys from XSKMap.Key),
 // drops all other frames, and accounts for every sampled frame: received
 // by a socket, or counted as a drop by the sampler or the socket.
 func TestMonitorAFXDP(t *testing.T) {
@@ -97,11 +97,15 @@ func TestMonitorAFXDP(t *testing.T) {
 			t.Fatalf("AF_XDP socket on p1 queue %d: %v", q, err)
 		}
 		t.Cleanup(func() { s.Close() })
-		key, err := d.XSKKey(p1, q)
+		x, err := d.XSKMap(p1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.SetXSK(key, s.FD()); err != nil {
+		key, err := x.Key(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Set(key, s.FD()); err != nil {
 			t.Fatal(err)
 		}
 		socks = append(socks, s)

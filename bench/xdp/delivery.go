@@ -207,9 +207,13 @@ func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 	if err != nil {
 		return deliveryRow{}, err
 	}
-	key, err := b.dp.XSKKey(b.p1, 0)
+	var key uint32
+	xsks, err := b.dp.XSKMap(b.p1)
 	if err == nil {
-		err = b.dp.SetXSK(key, s.FD())
+		key, err = xsks.Key(0)
+	}
+	if err == nil {
+		err = xsks.Set(key, s.FD())
 	}
 	if err != nil {
 		s.Close()
@@ -250,7 +254,7 @@ func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 	c1, err3 := b.dp.PortCounters(b.p1)
 	stop.Store(true)
 	err4 := <-rxDone
-	err5 := b.dp.SetXSK(key, -1)
+	err5 := xsks.Set(key, -1)
 	err6 := s.Close()
 	for _, e := range []error{err, err0, err1, err2, err3, err4, err5, err6} {
 		if e != nil {
