@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/transit"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
@@ -201,13 +203,6 @@ type PortConfig struct {
 	Hook Hook
 }
 
-// PortCounters are the summed per-CPU counters of one port.
-type PortCounters struct {
-	Pool    uint64 // frames seen by the sampler (sFlow sample_pool)
-	Samples uint64 // frames selected for sampling
-	Drops   uint64 // selected frames that could not be delivered (sFlow drops)
-}
-
 // ErrNotAttached is returned for operations on a port that is not attached.
 var ErrNotAttached = errors.New("port not attached")
 
@@ -230,7 +225,7 @@ type port struct {
 	pinned bool
 }
 
-// portSlot is what the lock-free readers (PortCounters, PortPool) know of
+// portSlot is what the lock-free readers (portstats.Counters, PortPool) know of
 // an attached port: its counter slot and the directions it is sampled in.
 type portSlot struct {
 	slot uint32
@@ -256,7 +251,7 @@ type Dataplane struct {
 	// port sampled at egress (under mu); egressPages its counters, read
 	// without the lock.
 	egress      *egressObjects
-	egressPages atomic.Pointer[counterPages]
+	egressPages atomic.Pointer[portstats.Pages]
 	// fib is the FIB generation counter (fibgen.go); nil without it.
 	fib *fibGen
 	// owner names this Dataplane's clsact filters and says it lives;
@@ -265,12 +260,12 @@ type Dataplane struct {
 	filters clsact.Filters
 
 	cpuSlots int
-	counters *counterPages
+	counters *portstats.Pages
 	rings    []*ebpf.Map
 
 	// slotOf maps attached ifindexes to counter slots and directions. It
 	// is replaced (copy on write, under mu) on attach, detach and
-	// direction changes, and read without a lock by PortCounters, which
+	// direction changes, and read without a lock by portstats.Counters, which
 	// workers call for every flow sample.
 	slotOf atomic.Pointer[map[int]portSlot]
 
@@ -291,7 +286,7 @@ type Dataplane struct {
 	adopted map[int]PortConfig
 	// adoptedEgress are the egress counts of the adopted ports, as
 	// their egress samplers left them (AdoptedEgress).
-	adoptedEgress map[int]PortCounters
+	adoptedEgress map[int]portstats.Counters
 	// state is the agent's state memory (StateMemory).
 	state    *ebpf.Map
 	stateMem []byte
@@ -527,7 +522,7 @@ func (d *Dataplane) load() error {
 		}
 	}
 	d.sources = make([]*reader.Source, d.cfg.Workers)
-	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
+	cp, err := portstats.Map(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
 	}
@@ -789,7 +784,7 @@ func (d *Dataplane) Close() error {
 		errs = append(errs, fmt.Errorf("closing transit: %w", err))
 	}
 	if d.counters != nil {
-		if err := d.counters.close(); err != nil {
+		if err := d.counters.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -955,7 +950,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 
 	// Zero the slot before its config points at it: a previous user's
 	// in-flight increments cannot leak into this port's pool.
-	d.counters.zero(slot)
+	d.counters.Zero(slot)
 	key := uint32(ifindex)
 	bc := d.bpfConfig(pc, slot)
 	if err := d.configMap(key).Put(key, &bc); err != nil {
@@ -1038,7 +1033,7 @@ func (d *Dataplane) attachEgressPort(p *port, ifindex int) error {
 	if err != nil {
 		return err
 	}
-	e.pages.zero(p.slot)
+	e.pages.Zero(p.slot)
 	out, err := d.attachEgress(ifindex, p.slot, p.ownsQdisc())
 	if err != nil {
 		return err
@@ -1086,7 +1081,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 	old := p.cfg.Direction
 	err = d.inNetns(func() error {
 		if dir.Has(sflow.DirectionIngress) && !old.Has(sflow.DirectionIngress) {
-			d.counters.zero(p.slot)
+			d.counters.Zero(p.slot)
 			if err := d.attachIngress(p, ifindex, m); err != nil {
 				return err
 			}
@@ -1299,9 +1294,9 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	}
 	delete(d.ports, ifindex)
 	d.publishSlots()
-	d.counters.zero(p.slot)
+	d.counters.Zero(p.slot)
 	if d.egress != nil {
-		d.egress.pages.zero(p.slot)
+		d.egress.pages.Zero(p.slot)
 	}
 	d.freeSlots = append(d.freeSlots, p.slot)
 	d.log.Info("sampler detached", "ifindex", ifindex, "direction", dir, "hook", hook, "slot", p.slot)
@@ -1349,27 +1344,27 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 	return ""
 }
 
-// PortCounters sums the port's per-CPU counters through the memory-mapped
+// portstats.Counters sums the port's per-CPU counters through the memory-mapped
 // counter array: no syscall and no lock, so that workers on different CPUs
 // can read pools for every flow sample without contending. It must not be
 // called after Close.
 //
 // These are the port's ingress counters (zeros when it is not sampled at
 // ingress); PortCountersEgress has the egress ones.
-func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
+func (d *Dataplane) PortCounters(ifindex int) (portstats.Counters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
 			if !s.dirs.Has(sflow.DirectionIngress) {
-				return PortCounters{}, nil
+				return portstats.Counters{}, nil
 			}
-			return d.counters.sum(s.slot), nil
+			return d.counters.Sum(s.slot), nil
 		}
 	}
-	return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
+	return portstats.Counters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
 }
 
 // publishSlots installs a fresh copy of the ifindex -> slot and
-// directions map for PortCounters. Called with mu held.
+// directions map for portstats.Counters. Called with mu held.
 func (d *Dataplane) publishSlots() {
 	m := make(map[int]portSlot, len(d.ports))
 	for idx, p := range d.ports {

@@ -365,7 +365,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("UpdatePort with rate 5 succeeded")
 	}
 	if _, err := d.PortCounters(p1 + 100); !errors.Is(err, ErrNotAttached) {
-		t.Errorf("PortCounters of an unattached port: %v, want ErrNotAttached", err)
+		t.Errorf("portstats.Counters of an unattached port: %v, want ErrNotAttached", err)
 	}
 }
 

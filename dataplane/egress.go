@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
@@ -56,7 +58,7 @@ type egressObjects struct {
 	takeProgs *ebpf.Map
 	hands     *ebpf.Map
 	counters  *ebpf.Map
-	pages     *counterPages
+	pages     *portstats.Pages
 }
 
 // egressPort is a port's attachment at TC egress.
@@ -122,7 +124,7 @@ func (d *Dataplane) loadEgress() (*egressObjects, error) {
 		// pools (their base misses what the egress samplers counted).
 		d.log.Warn("egress counters not pinned: a crash or an upgrade loses the egress pools", "err", err)
 	}
-	pages, err := mapCounters(o.Counters, d.cfg.MaxPorts, d.cpuSlots)
+	pages, err := portstats.Map(o.Counters, d.cfg.MaxPorts, d.cpuSlots)
 	if err != nil {
 		return nil, errors.Join(err, e.close())
 	}
@@ -139,7 +141,7 @@ func (e *egressObjects) close() error {
 	}
 	var errs []error
 	if e.pages != nil {
-		errs = append(errs, e.pages.close())
+		errs = append(errs, e.pages.Close())
 	}
 	for _, c := range []interface{ Close() error }{e.take, e.takeProgs, e.hands, e.counters} {
 		errs = append(errs, c.Close())
@@ -220,19 +222,19 @@ func (p *port) ownsQdisc() bool {
 // PortCountersEgress sums the port's per-CPU egress counters (zeros when
 // the port is not sampled at egress), through the memory-mapped egress
 // counter array: no syscall, no lock.
-func (d *Dataplane) PortCountersEgress(ifindex int) (PortCounters, error) {
+func (d *Dataplane) PortCountersEgress(ifindex int) (portstats.Counters, error) {
 	if slots := d.slotOf.Load(); slots != nil {
 		if s, ok := (*slots)[ifindex]; ok {
 			if !s.dirs.Has(sflow.DirectionEgress) {
-				return PortCounters{}, nil
+				return portstats.Counters{}, nil
 			}
 			if pages := d.egressPages.Load(); pages != nil {
-				return pages.sum(s.slot), nil
+				return pages.Sum(s.slot), nil
 			}
-			return PortCounters{}, nil
+			return portstats.Counters{}, nil
 		}
 	}
-	return PortCounters{}, fmt.Errorf("dataplane: egress counters of ifindex %d: %w", ifindex, ErrNotAttached)
+	return portstats.Counters{}, fmt.Errorf("dataplane: egress counters of ifindex %d: %w", ifindex, ErrNotAttached)
 }
 
 // PortDirection returns the directions ifindex is sampled in (0 when it is

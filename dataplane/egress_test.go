@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
@@ -53,7 +55,7 @@ func readPortsAndPools(t *testing.T, lab *netlab.Lab, d *Dataplane, p1, p2 int) 
 		r.rx1, r.tx1 = linkPackets(t, lab, lab.Ports[0])
 		_, r.tx2 = linkPackets(t, lab, lab.Ports[1])
 		for _, x := range []struct {
-			get  func(int) (PortCounters, error)
+			get  func(int) (portstats.Counters, error)
 			port int
 			to   *uint64
 		}{{d.PortCounters, p1, &r.in1}, {d.PortCountersEgress, p1, &r.out1}, {d.PortCountersEgress, p2, &r.out2}, {d.PortCounters, p2, &r.in2}} {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"golang.org/x/sys/unix"
@@ -20,7 +22,7 @@ import (
 // waitPool waits until the port's pool reaches want (the XDP program has
 // seen every frame), then a little longer so the last redirect batch is
 // flushed into the sockets, and returns the counters.
-func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) PortCounters {
+func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) portstats.Counters {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -336,7 +336,7 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 		d.log.Warn("clearing a pinned port's config", "ifindex", ifindex, "err", err)
 	}
 	if int(v.Slot) < d.cfg.MaxPorts {
-		d.counters.zero(v.Slot)
+		d.counters.Zero(v.Slot)
 	}
 	if err := d.pin.Ports.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		d.log.Warn("forgetting a pinned port", "ifindex", ifindex, "err", err)

@@ -18,6 +18,8 @@ import (
 	"iter"
 	"os"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
@@ -50,8 +52,8 @@ func (d *Dataplane) pinEgress(m *ebpf.Map) error {
 // clsact egress filter of this state that outlived its process (a crash)
 // is removed first, so that the counts read are final. Runs in the
 // Dataplane's namespace, at adoption.
-func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]PortCounters {
-	out := map[int]PortCounters{}
+func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]portstats.Counters {
+	out := map[int]portstats.Counters{}
 	for ifindex, v := range ports {
 		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) {
 			d.filters.RemoveLeft(clsact.Egress, ifindex)
@@ -79,17 +81,17 @@ func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]Por
 			"entries", m.MaxEntries(), "want", d.cfg.MaxPorts*d.cpuSlots)
 		return out
 	}
-	pages, err := mapCounters(m, d.cfg.MaxPorts, d.cpuSlots)
+	pages, err := portstats.Map(m, d.cfg.MaxPorts, d.cpuSlots)
 	if err != nil {
 		d.log.Warn("pinned egress counters unreadable: the egress pools of the ports taken over start afresh", "err", err)
 		return out
 	}
 	for ifindex, v := range ports {
 		if sflow.Direction(v.Dirs).Has(sflow.DirectionEgress) && int(v.Slot) < d.cfg.MaxPorts {
-			out[ifindex] = pages.sum(v.Slot)
+			out[ifindex] = pages.Sum(v.Slot)
 		}
 	}
-	if err := pages.close(); err != nil {
+	if err := pages.Close(); err != nil {
 		d.log.Warn("unmapping the pinned egress counters", "err", err)
 	}
 	return out
@@ -99,10 +101,10 @@ func (d *Dataplane) endedEgress(ports iter.Seq2[int, pin.PortValue]) map[int]Por
 // over at Open that the previous program sampled at egress, as its egress
 // samplers left them: those samplers ended with it, and a port's pool and
 // drops continue over them. Nil when none.
-func (d *Dataplane) AdoptedEgress() map[int]PortCounters {
+func (d *Dataplane) AdoptedEgress() map[int]portstats.Counters {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[int]PortCounters, len(d.adoptedEgress))
+	out := make(map[int]portstats.Counters, len(d.adoptedEgress))
 	for k, v := range d.adoptedEgress {
 		out[k] = v
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 	"golang.org/x/sys/unix"
@@ -81,7 +83,7 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 		lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, uint32(start), chunk, 32))
 	}
 	// Wait until every sample is delivered or dropped.
-	var pc PortCounters
+	var pc portstats.Counters
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if pc, err = d.PortCounters(p1); err != nil {
 			t.Fatal(err)

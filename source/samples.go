@@ -15,12 +15,13 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -35,7 +36,7 @@ type Samplers interface {
 	SetPort(ifindex int, s ports.Sampling) error
 	RemovePort(ifindex int) error
 	PortPool(ifindex uint32) (pool, drops uint64)
-	PortCounters(ifindex int) (dataplane.PortCounters, error)
+	PortCounters(ifindex int) (portstats.Counters, error)
 	Source(worker int) (*reader.Source, error)
 	AdoptedPorts() map[int]ports.Sampling
 }
@@ -56,7 +57,7 @@ func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
 // egressAdopter is a Samplers that tells what the egress samplers of the
 // ports it took over counted (dataplane.Dataplane.AdoptedEgress).
 type egressAdopter interface {
-	AdoptedEgress() map[int]dataplane.PortCounters
+	AdoptedEgress() map[int]portstats.Counters
 }
 
 // Adopted are the ports dp took over from pinned state at Open, in the
@@ -65,7 +66,7 @@ type egressAdopter interface {
 // not pinned), and what its egress sampler counted.
 func Adopted(dp Samplers) map[uint32]agent.AdoptedPort {
 	out := map[uint32]agent.AdoptedPort{}
-	var egress map[int]dataplane.PortCounters
+	var egress map[int]portstats.Counters
 	if e, ok := dp.(egressAdopter); ok {
 		egress = e.AdoptedEgress()
 	}

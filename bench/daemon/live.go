@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -144,7 +146,7 @@ func runLive(ctx context.Context, args []string) error {
 type liveSnapshot struct {
 	at                 time.Time
 	proc, gen, sinkCPU time.Duration
-	ports              []dataplane.PortCounters
+	ports              []portstats.Counters
 	workers            []workerCounts
 	sinkFlows          uint64
 	sinkDgrams         uint64

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"github.com/cilium/ebpf"
@@ -154,7 +156,7 @@ type snapshot struct {
 	rx      uint64 // host 2 eth0 rx_packets
 	runtime time.Duration
 	runs    uint64
-	pc      dataplane.PortCounters
+	pc      portstats.Counters
 }
 
 func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) {
