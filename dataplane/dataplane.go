@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/egress"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/transit"
@@ -28,7 +30,6 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -218,7 +219,7 @@ type port struct {
 	prog *ebpf.Program // the port's own instance of xdp_sampler or tc_sampler
 	hook Hook          // HookXDP or HookTC
 	mode string        // AttachNative, AttachGeneric, AttachTCX or AttachClsact
-	out  *egressPort
+	out  *egress.Port
 	slot uint32
 	cfg  PortConfig
 	// pinned: the link is pinned in the pin directory (pin.go).
@@ -250,8 +251,11 @@ type Dataplane struct {
 	// egress is the egress sampler's shared part, loaded with the first
 	// port sampled at egress (under mu); egressPages its counters, read
 	// without the lock.
-	egress      *egressObjects
-	egressPages atomic.Pointer[portstats.Pages]
+	egress *egress.Sampler
+	// egressShared is what the egress sampler shares with the XDP
+	// sampler (set at load).
+	egressShared egress.Shared
+	egressPages  atomic.Pointer[portstats.Pages]
 	// fib is the FIB generation counter (fibgen.go); nil without it.
 	fib *fibGen
 	// owner names this Dataplane's clsact filters and says it lives;
@@ -527,6 +531,8 @@ func (d *Dataplane) load() error {
 		return errors.Join(err, d.closeObjects())
 	}
 	d.counters = cp
+	d.egressShared = egress.Shared{Spec: spec, Objs: &d.objs, CPUSlots: cpus, MaxPorts: d.cfg.MaxPorts,
+		WakeupBytes: d.cfg.WakeupBytes, Pin: d.pin, Log: d.log}
 	return nil
 }
 
@@ -699,7 +705,7 @@ func (d *Dataplane) closeObjects() error {
 	}
 	d.fib = nil
 	d.egressPages.Store(nil)
-	if err := d.egress.close(); err != nil {
+	if err := d.egress.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the egress sampler: %w", err))
 	}
 	d.egress = nil
@@ -759,7 +765,7 @@ func (d *Dataplane) Close() error {
 				errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
 			}
 		}
-		if err := p.out.close(); err != nil {
+		if err := p.out.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d at egress: %w", ifindex, err))
 		}
 		delete(d.ports, ifindex)
@@ -982,7 +988,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	{
 		// Only the ingress attachment is pinned (and adopted by the next
 		// program); an egress sampler is attached anew after a take-over,
-		// its count read from its pinned counters (pinegress.go).
+		// its count read from its pinned counters (egress.Ended).
 		if err := d.recordPort(ifindex, p); err != nil {
 			// Sampled, but a crash or upgrade would lose the port: said.
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
@@ -1029,12 +1035,18 @@ func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
 // attachEgressPort attaches p's egress sampler, its egress counters
 // zeroed first. Runs in the port's netns; called with mu held.
 func (d *Dataplane) attachEgressPort(p *port, ifindex int) error {
-	e, err := d.loadEgress()
-	if err != nil {
-		return err
+	if d.egress == nil {
+		// The egress sampler's shared part, loaded with the first port
+		// sampled at egress.
+		e, err := egress.Load(d.egressShared)
+		if err != nil {
+			return err
+		}
+		d.egress = e
+		d.egressPages.Store(e.Pages())
 	}
-	e.pages.Zero(p.slot)
-	out, err := d.attachEgress(ifindex, p.slot, p.ownsQdisc())
+	tcx := d.cfg.TCMode != TCModeClsact && d.features.Has(features.FeatureTCX)
+	out, err := d.egress.Attach(ifindex, p.slot, tcx, d.filters, p.ownsQdisc())
 	if err != nil {
 		return err
 	}
@@ -1067,10 +1079,13 @@ func (p *port) direction() sflow.Direction {
 // egressMode is p's egress attach mode, "" when it is not sampled at
 // egress.
 func (p *port) egressMode() string {
-	if p.out == nil {
+	switch {
+	case p.out == nil:
 		return ""
+	case p.out.TCX():
+		return AttachTCX
 	}
-	return p.out.mode
+	return AttachClsact
 }
 
 // setDirection attaches and detaches p's samplers so that it is sampled
@@ -1106,7 +1121,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 			}
 		}
 		if !dir.Has(sflow.DirectionEgress) && old.Has(sflow.DirectionEgress) {
-			if err := p.out.close(); err != nil {
+			if err := p.out.Close(); err != nil {
 				d.log.Warn("detaching the port's egress sampler", "ifindex", ifindex, "err", err)
 			}
 			p.out = nil
@@ -1198,50 +1213,6 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
-// Magic 64-bit immediates of dataplane/bpf/sampler.h (PORT_IMM_*) that patchImm
-// replaces with a port's values.
-const (
-	immCounterBase = 0x5f5f5eb1c0b4a5e1
-	immMode        = 0x5f5f5eb1c0b4a5e2
-	immIfIndex     = 0x5f5f5eb1c0b4a5e3
-)
-
-// patchPortImms patches a port's own program instance (dataplane/bpf/sampler.h,
-// "Per-port constants"): its counter lines' base (slot * cpu_slots) and
-// its ifindex, and the delivery mode where the program has one
-// (xdp_sampler).
-func (d *Dataplane) patchPortImms(insns asm.Instructions, ifindex int, slot uint32, mode ...Mode) error {
-	imms := []struct{ magic, v uint64 }{
-		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
-		{immIfIndex, uint64(ifindex)},
-	}
-	for _, m := range mode {
-		imms = append(imms, struct{ magic, v uint64 }{immMode, uint64(m)})
-	}
-	for _, p := range imms {
-		if err := patchImm(insns, p.magic, p.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// patchImm sets every 64-bit immediate load of magic in insns to v; the
-// program must hold at least one.
-func patchImm(insns asm.Instructions, magic, v uint64) error {
-	n := 0
-	for i := range insns {
-		if insns[i].OpCode.IsDWordLoad() && uint64(insns[i].Constant) == magic {
-			insns[i].Constant = int64(v)
-			n++
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (dataplane/bpf/sampler.h PORT_IMM)", magic)
-	}
-	return nil
-}
-
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
@@ -1250,7 +1221,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	if err := d.patchPortImms(spec.Programs[bpf.SamplerProgXdpSampler].Instructions, ifindex, slot, mode); err != nil {
+	if err := bpf.PatchPortImms(spec.Programs[bpf.SamplerProgXdpSampler].Instructions, ifindex, slot, d.cpuSlots, uint32(mode)); err != nil {
 		return nil, err
 	}
 	var o struct {
@@ -1286,7 +1257,7 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	if err := p.closeIngress(); err != nil {
 		errs = append(errs, fmt.Errorf("detaching at ingress: %w", err))
 	}
-	if err := p.out.close(); err != nil {
+	if err := p.out.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("detaching at egress: %w", err))
 	}
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
@@ -1296,7 +1267,7 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	d.publishSlots()
 	d.counters.Zero(p.slot)
 	if d.egress != nil {
-		d.egress.pages.Zero(p.slot)
+		d.egress.Pages().Zero(p.slot)
 	}
 	d.freeSlots = append(d.freeSlots, p.slot)
 	d.log.Info("sampler detached", "ifindex", ifindex, "direction", dir, "hook", hook, "slot", p.slot)

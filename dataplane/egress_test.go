@@ -315,7 +315,7 @@ func BenchmarkTCEgressUnsampled(b *testing.B) {
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: sflow.DirectionEgress})(b, d, p1)
 	d.mu.Lock()
-	prog := d.ports[p1].out.prog
+	prog := d.ports[p1].out.Program()
 	d.mu.Unlock()
 	frame := seqFrames(lab, 0, noHostMAC, 0, 1, 22)[0] // 64 bytes
 	var per time.Duration

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/egress"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
@@ -188,8 +190,8 @@ func (d *Dataplane) adoptPorts() error {
 	used := map[uint32]bool{}
 	d.adopted = map[int]PortConfig{}
 	// What the egress samplers counted: they ended with the previous
-	// program (pinegress.go).
-	d.adoptedEgress = d.endedEgress(func(yield func(int, pin.PortValue) bool) {
+	// program (egress.Ended).
+	d.adoptedEgress = egress.Ended(d.egressShared, d.filters, func(yield func(int, pin.PortValue) bool) {
 		for _, e := range es {
 			if !yield(int(e.ifindex), e.v) {
 				return

@@ -145,7 +145,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 		return nil, err
 	}
 	spec := tc.spec.Copy()
-	if err := d.patchPortImms(spec.Programs[bpf.TcSamplerProgTcSampler].Instructions, ifindex, slot); err != nil {
+	if err := bpf.PatchPortImms(spec.Programs[bpf.TcSamplerProgTcSampler].Instructions, ifindex, slot, d.cpuSlots); err != nil {
 		return nil, err
 	}
 	var o struct {

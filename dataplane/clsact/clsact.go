@@ -14,9 +14,9 @@
 //	(TCA_BPF_NAME; "/qdisc" when the owner created the qdisc),
 //	program tc_sampler.
 //
-// A port sampled at egress (dataplane/egress.go) has the same filter on the egress
-// side of its clsact qdisc, with the program tc_out_sampler; everything
-// below holds for it as for the ingress one. When both sides carry our
+// A port sampled at egress (package dataplane/egress) has the same filter
+// on the egress side of its clsact qdisc, with the program tc_out_sampler;
+// everything below holds for it as for the ingress one. When both sides carry our
 // filters on a qdisc the owner created, both say "/qdisc", and whichever
 // is removed last removes the qdisc once no filter is left on it.
 //

@@ -79,8 +79,9 @@ const (
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
-	// EgressCounters is the egress samplers' counters (package dataplane,
-	// pinegress.go): kept when they end, read by the program that takes over.
+	// EgressCounters is the egress samplers' counters (package
+	// dataplane/egress, pin.go): kept when they end, read by the program
+	// that takes over.
 	EgressCounters = "tc_out_counters"
 )
 

@@ -1,0 +1,98 @@
+package dataplane
+
+import (
+	"fmt"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+	"github.com/sflowswitchd/sflowswitchd/sflow"
+)
+
+// A port's egress sampler (package egress) as the loader keeps it: the
+// port's egress attachment, counters and directions.
+
+// ownsQdisc reports whether p's ingress attachment is our clsact filter on
+// a qdisc this Dataplane created.
+func (p *port) ownsQdisc() bool {
+	if f, ok := p.link.(*clsact.Filter); ok && f != nil {
+		return f.OwnQdisc()
+	}
+	return p.out != nil && p.out.OwnQdisc()
+}
+
+// PortCountersEgress sums the port's per-CPU egress counters (zeros when
+// the port is not sampled at egress), through the memory-mapped egress
+// counter array: no syscall, no lock.
+func (d *Dataplane) PortCountersEgress(ifindex int) (portstats.Counters, error) {
+	if slots := d.slotOf.Load(); slots != nil {
+		if s, ok := (*slots)[ifindex]; ok {
+			if !s.dirs.Has(sflow.DirectionEgress) {
+				return portstats.Counters{}, nil
+			}
+			if pages := d.egressPages.Load(); pages != nil {
+				return pages.Sum(s.slot), nil
+			}
+			return portstats.Counters{}, nil
+		}
+	}
+	return portstats.Counters{}, fmt.Errorf("dataplane: egress counters of ifindex %d: %w", ifindex, ErrNotAttached)
+}
+
+// PortDirection returns the directions ifindex is sampled in (0 when it is
+// not attached). No lock.
+func (d *Dataplane) PortDirection(ifindex int) sflow.Direction {
+	if slots := d.slotOf.Load(); slots != nil {
+		return (*slots)[ifindex].dirs
+	}
+	return 0
+}
+
+// EgressAttachMode reports how the egress sampler is attached to ifindex:
+// AttachTCX, AttachClsact, or "" when the port is not sampled at egress.
+func (d *Dataplane) EgressAttachMode(ifindex int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p, ok := d.ports[ifindex]; ok {
+		return p.egressMode()
+	}
+	return ""
+}
+
+// PortKind tells the sampled path what it may read about a port's frames
+// beyond their bytes (dataplane/bpf/sampler.h PORT_KIND_*): a tunnel device's outer
+// header.
+type PortKind uint32
+
+const (
+	// PortPlain is any port that is not a tunnel device.
+	PortPlain PortKind = 0
+	// PortVXLAN is a VXLAN device.
+	PortVXLAN PortKind = 1
+	// PortGRE is an Ethernet-over-GRE device (gretap, ip6gretap).
+	PortGRE PortKind = 2
+)
+
+// KindOf returns the PortKind of a link of netlink kind k (ports.Info.Kind).
+func KindOf(k string) PortKind {
+	switch k {
+	case "vxlan":
+		return PortVXLAN
+	case "gretap", "ip6gretap":
+		return PortGRE
+	}
+	return PortPlain
+}
+
+// AdoptedEgress returns the egress counts (pool, drops) of the ports taken
+// over at Open that the previous program sampled at egress, as its egress
+// samplers left them: those samplers ended with it, and a port's pool and
+// drops continue over them. Nil when none.
+func (d *Dataplane) AdoptedEgress() map[int]portstats.Counters {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[int]portstats.Counters, len(d.adoptedEgress))
+	for k, v := range d.adoptedEgress {
+		out[k] = v
+	}
+	return out
+}
