@@ -85,15 +85,15 @@ func (d *Daemon) portMetrics() []metrics.Port {
 				KernelRate: max(eff, st.rate), EffectiveRate: max(eff, st.rate)})
 			continue
 		}
-		c, err := d.dp.PortCounters(int(idx))
+		c, err := d.dp.Stats().Ingress(int(idx))
 		if err != nil {
 			continue
 		}
 		eff, _ := d.agent.EffectiveRate(idx)
 		mp := metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
-		if d.dp.PortDirection(int(idx)).Has(sflow.DirectionEgress) {
-			if e, err := d.dp.PortCountersEgress(int(idx)); err == nil {
+			AFXDPDrops: d.dp.Stats().SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
+		if d.dp.Stats().Direction(int(idx)).Has(sflow.DirectionEgress) {
+			if e, err := d.dp.Stats().Egress(int(idx)); err == nil {
 				mp.Egress, mp.EgressPool, mp.EgressSamples, mp.EgressDrops = true, e.Pool, e.Samples, e.Drops
 			}
 		}

@@ -190,7 +190,7 @@ func TestClsactOperatorFilters(t *testing.T) {
 			before := lab.RxPackets(t, lab.Switch, "p1")
 			checkOddDropped(t, "with the sampler", forwardedSeqs(t, lab, 1000, k), 1000, k)
 			rx := lab.RxPackets(t, lab.Switch, "p1") - before
-			pc, err := d.PortCounters(p1)
+			pc, err := d.Stats().Ingress(p1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/egress"
 
@@ -226,13 +225,6 @@ type port struct {
 	pinned bool
 }
 
-// portSlot is what the lock-free readers (portstats.Counters, PortPool) know of
-// an attached port: its counter slot and the directions it is sampled in.
-type portSlot struct {
-	slot uint32
-	dirs sflow.Direction
-}
-
 // Dataplane is the loaded sampler: programs, maps, attached ports.
 type Dataplane struct {
 	cfg  Config
@@ -249,13 +241,12 @@ type Dataplane struct {
 	// (under mu).
 	tc *tcObjects
 	// egress is the egress sampler's shared part, loaded with the first
-	// port sampled at egress (under mu); egressPages its counters, read
+	// port sampled at egress (under mu); its counters are in stats.
 	// without the lock.
 	egress *egress.Sampler
 	// egressShared is what the egress sampler shares with the XDP
 	// sampler (set at load).
 	egressShared egress.Shared
-	egressPages  atomic.Pointer[portstats.Pages]
 	// fib is the FIB generation counter (fibgen.go); nil without it.
 	fib *fibGen
 	// owner names this Dataplane's clsact filters and says it lives;
@@ -264,14 +255,10 @@ type Dataplane struct {
 	filters clsact.Filters
 
 	cpuSlots int
-	counters *portstats.Pages
 	rings    []*ebpf.Map
 
-	// slotOf maps attached ifindexes to counter slots and directions. It
-	// is replaced (copy on write, under mu) on attach, detach and
-	// direction changes, and read without a lock by portstats.Counters, which
-	// workers call for every flow sample.
-	slotOf atomic.Pointer[map[int]portSlot]
+	// stats are the attached ports' counters, read without a lock.
+	stats Stats
 
 	mu        sync.Mutex
 	ports     map[int]*port
@@ -330,6 +317,7 @@ func Open(cfg Config) (*Dataplane, error) {
 		ports:    make(map[int]*port),
 		features: fs,
 	}
+	d.stats.mon = &d.mon
 	if err := d.load(); err != nil {
 		return nil, errors.Join(err, d.closeFailed())
 	}
@@ -530,7 +518,7 @@ func (d *Dataplane) load() error {
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
 	}
-	d.counters = cp
+	d.stats.counters = cp
 	d.egressShared = egress.Shared{Spec: spec, Objs: &d.objs, CPUSlots: cpus, MaxPorts: d.cfg.MaxPorts,
 		WakeupBytes: d.cfg.WakeupBytes, Pin: d.pin, Log: d.log}
 	return nil
@@ -704,7 +692,7 @@ func (d *Dataplane) closeObjects() error {
 		errs = append(errs, fmt.Errorf("closing the FIB generation counter: %w", err))
 	}
 	d.fib = nil
-	d.egressPages.Store(nil)
+	d.stats.egress.Store(nil)
 	if err := d.egress.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the egress sampler: %w", err))
 	}
@@ -789,8 +777,8 @@ func (d *Dataplane) Close() error {
 	if err := d.transit.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing transit: %w", err))
 	}
-	if d.counters != nil {
-		if err := d.counters.Close(); err != nil {
+	if d.stats.counters != nil {
+		if err := d.stats.counters.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -956,7 +944,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 
 	// Zero the slot before its config points at it: a previous user's
 	// in-flight increments cannot leak into this port's pool.
-	d.counters.Zero(slot)
+	d.stats.counters.Zero(slot)
 	key := uint32(ifindex)
 	bc := d.bpfConfig(pc, slot)
 	if err := d.configMap(key).Put(key, &bc); err != nil {
@@ -984,7 +972,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = p
-	d.publishSlots()
+	d.stats.publish(d.ports)
 	{
 		// Only the ingress attachment is pinned (and adopted by the next
 		// program); an egress sampler is attached anew after a take-over,
@@ -1043,7 +1031,7 @@ func (d *Dataplane) attachEgressPort(p *port, ifindex int) error {
 			return err
 		}
 		d.egress = e
-		d.egressPages.Store(e.Pages())
+		d.stats.egress.Store(e.Pages())
 	}
 	tcx := d.cfg.TCMode != TCModeClsact && d.features.Has(features.FeatureTCX)
 	out, err := d.egress.Attach(ifindex, p.slot, tcx, d.filters, p.ownsQdisc())
@@ -1096,7 +1084,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 	old := p.cfg.Direction
 	err = d.inNetns(func() error {
 		if dir.Has(sflow.DirectionIngress) && !old.Has(sflow.DirectionIngress) {
-			d.counters.Zero(p.slot)
+			d.stats.counters.Zero(p.slot)
 			if err := d.attachIngress(p, ifindex, m); err != nil {
 				return err
 			}
@@ -1167,7 +1155,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		fresh, err := d.setDirection(p, ifindex, pc.Direction, pc.Mode)
 		// The directions the port is sampled in now, whatever failed.
 		p.cfg.Direction = p.direction()
-		d.publishSlots()
+		d.stats.publish(d.ports)
 		if rerr := d.recordPort(ifindex, p); rerr != nil {
 			d.log.Warn("port's directions not pinned: a crash or an upgrade takes it for its former ones", "ifindex", ifindex, "err", rerr)
 		}
@@ -1264,8 +1252,8 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 		errs = append(errs, err)
 	}
 	delete(d.ports, ifindex)
-	d.publishSlots()
-	d.counters.Zero(p.slot)
+	d.stats.publish(d.ports)
+	d.stats.counters.Zero(p.slot)
 	if d.egress != nil {
 		d.egress.Pages().Zero(p.slot)
 	}
@@ -1313,35 +1301,6 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 		return p.mode
 	}
 	return ""
-}
-
-// portstats.Counters sums the port's per-CPU counters through the memory-mapped
-// counter array: no syscall and no lock, so that workers on different CPUs
-// can read pools for every flow sample without contending. It must not be
-// called after Close.
-//
-// These are the port's ingress counters (zeros when it is not sampled at
-// ingress); PortCountersEgress has the egress ones.
-func (d *Dataplane) PortCounters(ifindex int) (portstats.Counters, error) {
-	if slots := d.slotOf.Load(); slots != nil {
-		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(sflow.DirectionIngress) {
-				return portstats.Counters{}, nil
-			}
-			return d.counters.Sum(s.slot), nil
-		}
-	}
-	return portstats.Counters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
-}
-
-// publishSlots installs a fresh copy of the ifindex -> slot and
-// directions map for portstats.Counters. Called with mu held.
-func (d *Dataplane) publishSlots() {
-	m := make(map[int]portSlot, len(d.ports))
-	for idx, p := range d.ports {
-		m[idx] = portSlot{slot: p.slot, dirs: p.cfg.Direction}
-	}
-	d.slotOf.Store(&m)
 }
 
 // outOfResources reports whether err is the process running out of

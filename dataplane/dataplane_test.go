@@ -293,7 +293,7 @@ func TestAttachAndSampleFields(t *testing.T) {
 	if matched != k {
 		t.Errorf("matched %d samples of test frames, want %d (got %d samples)", matched, k, len(got))
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ func TestConfigValidation(t *testing.T) {
 	if err := d.UpdatePort(p1, PortConfig{Rate: 5, HeaderBytes: 64}); err == nil {
 		t.Errorf("UpdatePort with rate 5 succeeded")
 	}
-	if _, err := d.PortCounters(p1 + 100); !errors.Is(err, ErrNotAttached) {
+	if _, err := d.Stats().Ingress(p1 + 100); !errors.Is(err, ErrNotAttached) {
 		t.Errorf("portstats.Counters of an unattached port: %v, want ErrNotAttached", err)
 	}
 }
@@ -483,7 +483,7 @@ func BenchmarkPortCounters(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := d.PortCounters(p1); err != nil {
+		if _, err := d.Stats().Ingress(p1); err != nil {
 			b.Fatal(err)
 		}
 	}

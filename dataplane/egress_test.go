@@ -58,7 +58,7 @@ func readPortsAndPools(t *testing.T, lab *netlab.Lab, d *Dataplane, p1, p2 int) 
 			get  func(int) (portstats.Counters, error)
 			port int
 			to   *uint64
-		}{{d.PortCounters, p1, &r.in1}, {d.PortCountersEgress, p1, &r.out1}, {d.PortCountersEgress, p2, &r.out2}, {d.PortCounters, p2, &r.in2}} {
+		}{{d.Stats().Ingress, p1, &r.in1}, {d.Stats().Egress, p1, &r.out1}, {d.Stats().Egress, p2, &r.out2}, {d.Stats().Ingress, p2, &r.in2}} {
 			c, err := x.get(x.port)
 			if err != nil {
 				t.Fatal(err)
@@ -219,19 +219,19 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if end.in2 != 0 {
 		t.Errorf("p2 (egress only) has an ingress pool %d", end.in2)
 	}
-	in1, err := d.PortCounters(p1)
+	in1, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out1, err := d.PortCountersEgress(p1)
+	out1, err := d.Stats().Egress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out2, err := d.PortCountersEgress(p2)
+	out2, err := d.Stats().Egress(p2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pool, _ := d.PortPool(uint32(p1)); pool != in1.Pool+out1.Pool {
+	if pool, _ := d.Stats().Pool(uint32(p1)); pool != in1.Pool+out1.Pool {
 		t.Errorf("PortPool(p1) %d, want in + out %d", pool, in1.Pool+out1.Pool)
 	}
 	if in1.Samples != in1.Pool || out1.Samples != out1.Pool || in1.Drops+out1.Drops+out2.Drops != 0 {
@@ -242,14 +242,14 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != sflow.DirectionIngress {
-		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
+	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.Stats().Direction(p1) != sflow.DirectionIngress {
+		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
 	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != sflow.DirectionEgress {
-		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
+	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.Stats().Direction(p1) != sflow.DirectionEgress {
+		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
 	base = readPortsAndPools(t, lab, d, p1, p2)
 	c = startMetaCollector(t, d, 0)

@@ -1,11 +1,8 @@
 package dataplane
 
 import (
-	"fmt"
-
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
-	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // A port's egress sampler (package egress) as the loader keeps it: the
@@ -18,33 +15,6 @@ func (p *port) ownsQdisc() bool {
 		return f.OwnQdisc()
 	}
 	return p.out != nil && p.out.OwnQdisc()
-}
-
-// PortCountersEgress sums the port's per-CPU egress counters (zeros when
-// the port is not sampled at egress), through the memory-mapped egress
-// counter array: no syscall, no lock.
-func (d *Dataplane) PortCountersEgress(ifindex int) (portstats.Counters, error) {
-	if slots := d.slotOf.Load(); slots != nil {
-		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(sflow.DirectionEgress) {
-				return portstats.Counters{}, nil
-			}
-			if pages := d.egressPages.Load(); pages != nil {
-				return pages.Sum(s.slot), nil
-			}
-			return portstats.Counters{}, nil
-		}
-	}
-	return portstats.Counters{}, fmt.Errorf("dataplane: egress counters of ifindex %d: %w", ifindex, ErrNotAttached)
-}
-
-// PortDirection returns the directions ifindex is sampled in (0 when it is
-// not attached). No lock.
-func (d *Dataplane) PortDirection(ifindex int) sflow.Direction {
-	if slots := d.slotOf.Load(); slots != nil {
-		return (*slots)[ifindex].dirs
-	}
-	return 0
 }
 
 // EgressAttachMode reports how the egress sampler is attached to ifindex:

@@ -26,13 +26,13 @@ func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) portstats.Co
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pc, err := d.PortCounters(ifindex)
+		pc, err := d.Stats().Ingress(ifindex)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if pc.Pool >= want {
 			time.Sleep(100 * time.Millisecond)
-			if pc, err = d.PortCounters(ifindex); err != nil {
+			if pc, err = d.Stats().Ingress(ifindex); err != nil {
 				t.Fatal(err)
 			}
 			return pc

@@ -101,28 +101,6 @@ func (d *Dataplane) RemovePort(ifindex int) error {
 	return errors.Join(errs...)
 }
 
-// PortPool returns the port's sample_pool and drops: the sum over the
-// directions it is sampled in (its data source covers them:
-// docs/ARCHITECTURE.md, "Egress sampling"), the samplers' drops plus, for
-// a monitor port, what its sockets lost after the redirect (as last read
-// by the worker, see reader.Source); zeros for a port not attached. No
-// lock, no system call: workers call it per flow sample.
-func (d *Dataplane) PortPool(ifindex uint32) (pool, drops uint64) {
-	c, err := d.PortCounters(int(ifindex))
-	if err != nil {
-		return 0, 0
-	}
-	e, _ := d.PortCountersEgress(int(ifindex))
-	return c.Pool + e.Pool, c.Drops + e.Drops + d.mon.SocketDrops(ifindex)
-}
-
-// SocketDrops returns what a monitor port's AF_XDP sockets lost, as last
-// read by its worker (see reader.Source); 0 for an inline port. No lock, no
-// system call.
-func (d *Dataplane) SocketDrops(ifindex uint32) uint64 {
-	return d.mon.SocketDrops(ifindex)
-}
-
 // portConfig is the attachment of a port sampled as s: the kernel rate,
 // the delivery path, the header bytes, the worker and the directions
 // (AttachPort finds the port's kind).

@@ -232,7 +232,7 @@ func (d *Dataplane) adoptPorts() error {
 			d.freeSlots = append(d.freeSlots, uint32(s))
 		}
 	}
-	d.publishSlots()
+	d.stats.publish(d.ports)
 	return nil
 }
 
@@ -338,7 +338,7 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 		d.log.Warn("clearing a pinned port's config", "ifindex", ifindex, "err", err)
 	}
 	if int(v.Slot) < d.cfg.MaxPorts {
-		d.counters.Zero(v.Slot)
+		d.stats.counters.Zero(v.Slot)
 	}
 	if err := d.pin.Ports.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		d.log.Warn("forgetting a pinned port", "ifindex", ifindex, "err", err)

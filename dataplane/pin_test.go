@@ -202,7 +202,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 			mode, newProg, oldProg, d.AttachMode(p1), c.want)
 	}
 	col := startCollector(t, d, 0)
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 	}
 	// The new program counts on.
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 2*k, k, 32))
-	pc, _ = d.PortCounters(p1)
+	pc, _ = d.Stats().Ingress(p1)
 	if rx := lab.RxPackets(t, lab.Switch, "p1") - before; pc.Pool != rx {
 		t.Errorf("after adoption: pool %d != rx_packets delta %d", pc.Pool, rx)
 	}
@@ -275,7 +275,7 @@ func TestPinnedReleaseAdopt(t *testing.T) {
 			if !d.Adopted() || d.AttachMode(p1) != c.want {
 				t.Fatalf("not adopted (mode %q)", d.AttachMode(p1))
 			}
-			pc, _ := d.PortCounters(p1)
+			pc, _ := d.Stats().Ingress(p1)
 			if rx := lab.RxPackets(t, lab.Switch, "p1") - before; pc.Pool != rx {
 				t.Errorf("pool %d != rx_packets delta %d", pc.Pool, rx)
 			}

@@ -47,7 +47,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 	if err := d.AttachPort(p1, PortConfig{Rate: 8, Mode: ModeInline, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		// The round is counted in full before the other CPU starts.
 		want := base + uint64((r+1)*per)
 		for deadline := time.Now().Add(testutil.Scaled(5 * time.Second)); ; {
-			if pc, err = d.PortCounters(p1); err != nil {
+			if pc, err = d.Stats().Ingress(p1); err != nil {
 				t.Fatal(err)
 			}
 			if pc.Pool >= want || time.Now().After(deadline) {

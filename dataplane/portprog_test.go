@@ -24,7 +24,7 @@ func TestUpdatePortMode(t *testing.T) {
 	mode := d.AttachMode(p1)
 	send := func(start uint32) portstats.Counters {
 		lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, start, 100, 32))
-		pc, err := d.PortCounters(p1)
+		pc, err := d.Stats().Ingress(p1)
 		if err != nil {
 			t.Fatal(err)
 		}

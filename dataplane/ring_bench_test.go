@@ -53,7 +53,7 @@ func BenchmarkRingRead(b *testing.B) {
 		done += n
 	}
 	b.StopTimer()
-	if pc, err := d.PortCounters(p1); err != nil || pc.Drops != 0 {
+	if pc, err := d.Stats().Ingress(p1); err != nil || pc.Drops != 0 {
 		b.Fatalf("counters %+v (%v): ring drops would skew the figure", pc, err)
 	}
 }

@@ -85,7 +85,7 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 	// Wait until every sample is delivered or dropped.
 	var pc portstats.Counters
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if pc, err = d.PortCounters(p1); err != nil {
+		if pc, err = d.Stats().Ingress(p1); err != nil {
 			t.Fatal(err)
 		}
 		if delivered.Load()+pc.Drops >= pc.Samples || time.Now().After(deadline) {

@@ -29,7 +29,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 	const k = 20000
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, k, 32))
 
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := d.PortCounters(p1)
+	after, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestMonitorAFXDP(t *testing.T) {
 	close(stop)
 	<-done
 
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,7 +86,7 @@ func TestLargeIfIndex(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("ifindex %d: %v", idx, err)
 		}
-		c, err := d.PortCounters(idx)
+		c, err := d.Stats().Ingress(idx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -269,7 +269,7 @@ func testTCSampleFields(t *testing.T, tc tcCase) {
 	if matched != k {
 		t.Errorf("matched %d samples of test frames, want %d (got %d samples)", matched, k, len(got))
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 		return lab.RxPackets(t, lab.Switch, "p1") - before
 	}
 	rx := send(2000, 0)
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 	}
 	checkTCDetached(t, lab, p1)
 	rx += send(2000, 2000)
-	pc2, err := d.PortCounters(p1)
+	pc2, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +361,7 @@ func TestHookAutoWithoutTCX(t *testing.T) {
 	before := lab.RxPackets(t, lab.Switch, "p1")
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, 2000, 32))
 	rx := lab.RxPackets(t, lab.Switch, "p1") - before
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}

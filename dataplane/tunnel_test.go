@@ -306,7 +306,7 @@ func benchTCRate1(b *testing.B, kind PortKind) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := d.PortCounters(p1)
+	c, err := d.Stats().Ingress(p1)
 	if err != nil {
 		b.Fatal(err)
 	}

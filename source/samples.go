@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
@@ -28,15 +29,14 @@ import (
 )
 
 // Samplers is what a sample source needs of the sampler loader, a
-// *dataplane.Dataplane: sampling a port as the agent plans it, its pool,
-// each worker's ring and the ports taken over at Open. The loader's other
-// methods (attach modes, egress and transit counters, pinning, release)
-// are the daemon's.
+// *dataplane.Dataplane: sampling a port as the agent plans it, its
+// counters and pool (Stats), each worker's ring and the ports taken over
+// at Open. The loader's other methods (attach modes, transit, pinning,
+// release) are the daemon's.
 type Samplers interface {
 	SetPort(ifindex int, s ports.Sampling) error
 	RemovePort(ifindex int) error
-	PortPool(ifindex uint32) (pool, drops uint64)
-	PortCounters(ifindex int) (portstats.Counters, error)
+	Stats() *dataplane.Stats
 	Source(worker int) (*reader.Source, error)
 	AdoptedPorts() map[int]ports.Sampling
 }
@@ -92,14 +92,14 @@ func (a BPF) RemovePort(ifindex uint32) error {
 // PortSamples reads the samples the kernel selected on the port so far
 // (agent.SampleCounter, for the backoff), from the mmap-ed counters.
 func (a BPF) PortSamples(ifindex uint32) (uint64, bool) {
-	c, err := a.DP.PortCounters(int(ifindex))
+	c, err := a.DP.Stats().Ingress(int(ifindex))
 	return c.Samples, err == nil
 }
 
 // PortPool reads the port's pool and drops from the mmap-ed counters (no
 // system call).
 func (a BPF) PortPool(ifindex uint32) (uint64, uint64) {
-	return a.DP.PortPool(ifindex)
+	return a.DP.Stats().Pool(ifindex)
 }
 
 // Reader is a worker's reader.Source as the agent reads it

@@ -300,7 +300,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			return sn, err
 		}
 		for _, idx := range ifidx {
-			c, err := dp.PortCounters(idx)
+			c, err := dp.Stats().Ingress(idx)
 			if err != nil {
 				return sn, err
 			}

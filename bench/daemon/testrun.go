@@ -131,7 +131,7 @@ type testrunTotals struct {
 func readTestrunTotals(dp *dataplane.Dataplane, ag *agent.Agent, s *sink, l *lab, ifidx []int, workers int) (testrunTotals, error) {
 	var t testrunTotals
 	for _, idx := range ifidx {
-		c, err := dp.PortCounters(idx)
+		c, err := dp.Stats().Ingress(idx)
 		if err != nil {
 			return t, err
 		}

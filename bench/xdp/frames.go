@@ -173,7 +173,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 		}
 	}
 	if c.port != nil {
-		if s.pc, err = b.dpFor(c).PortCounters(b.p1); err != nil {
+		if s.pc, err = b.dpFor(c).Stats().Ingress(b.p1); err != nil {
 			return s, err
 		}
 	}

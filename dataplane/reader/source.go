@@ -101,11 +101,10 @@ type MonitorSockets interface {
 }
 
 // dropsRefresh is how often a worker re-reads its sockets' drop counters
-// (one getsockopt per socket): dataplane.Dataplane.PortPool, called per
-// flow sample, may not
-// make a system call, so it reports the value read last. Drops in a flow
-// sample lag the kernel by at most this much, or by the worker's one-second
-// tick when it is idle.
+// (one getsockopt per socket): dataplane.Stats.Pool, called per flow
+// sample, may not make a system call, so it reports the value read last.
+// Drops in a flow sample lag the kernel by at most this much, or by the
+// worker's one-second tick when it is idle.
 const dropsRefresh = 50 * time.Millisecond
 
 // maxBusySpins bounds how often Read retries a ring whose first record is
