@@ -183,7 +183,7 @@ func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prom.Counter(snmpRestoreRefused, r.sampler.Load(), "sampler")
 	ch <- prom.Counter(snmpRestoreRefused, r.poller.Load(), "poller")
 	ch <- prom.Counter(snmpRestoreRefused, r.file.Load(), "file")
-	if why := c.d.dp.PinReplaced(); why != "" {
+	if why := c.d.dp.Pinned().Replaced(); why != "" {
 		ch <- prom.Counter(pinReplaced, 1, why)
 	}
 }

@@ -138,7 +138,7 @@ type Config struct {
 	// passed across exec (Release); nil otherwise.
 	Handover *pin.Handover
 	// StateWords is the size, in 64-bit words, of the agent's state
-	// memory (StateMemory), pinned with the maps; 0: none.
+	// memory (Pinned.StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
 	// followed to where they leave (package transit, dataplane/bpf/transit.h), on every
@@ -271,16 +271,9 @@ type Dataplane struct {
 	monMu sync.Mutex
 	mon   reader.MonitorPorts
 
-	// pin is the pin directory (nil: nothing pinned); adopted the ports
-	// taken over from it at Open, with their configuration.
-	pin     *pin.State
-	adopted map[int]PortConfig
-	// adoptedEgress are the egress counts of the adopted ports, as
-	// their egress samplers left them (AdoptedEgress).
-	adoptedEgress map[int]portstats.Counters
-	// state is the agent's state memory (StateMemory).
-	state    *ebpf.Map
-	stateMem []byte
+	// pinned is the state pinned in the pin directory: what Open
+	// adopted, the agent's state memory.
+	pinned Pinned
 	// released: the pins stay at Close (Release, a failed Open);
 	// handingOver: the lock and owner descriptors stay open (Release).
 	released, handingOver bool
@@ -339,19 +332,19 @@ func Open(cfg Config) (*Dataplane, error) {
 		}
 		d.owner = o
 		d.filters = clsact.Filters{NS: d.ns, Owner: o, Log: d.log}
-		if d.pin != nil && !d.pin.Adopt {
+		if d.pinned.pin != nil && !d.pinned.pin.Adopt {
 			// Written last: state without meta is replaced, never read.
-			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.ID())); err != nil {
+			if _, err := hex.Decode(d.pinned.pin.Meta.Owner[:], []byte(o.ID())); err != nil {
 				return err
 			}
-			if err := pin.WriteMeta(d.pin.Dir, d.pin.Meta); err != nil {
+			if err := pin.WriteMeta(d.pinned.pin.Dir, d.pinned.pin.Meta); err != nil {
 				return err
 			}
 		}
 		if err := clsact.RemoveStale(d.log); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		if d.pin != nil && d.pin.Adopt {
+		if d.pinned.pin != nil && d.pinned.pin.Adopt {
 			return d.adoptPorts()
 		}
 		return nil
@@ -359,8 +352,8 @@ func Open(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
 	}
-	if d.pin != nil {
-		d.log.Info("sampler state pinned", "pin_dir", d.pin.Dir, "adopted", d.pin.Adopt, "ports", len(d.ports))
+	if d.pinned.pin != nil {
+		d.log.Info("sampler state pinned", "pin_dir", d.pinned.pin.Dir, "adopted", d.pinned.pin.Adopt, "ports", len(d.ports))
 	}
 	d.transit = transit.New(&d.objs, d.log)
 	if d.cfg.TransitEntries > 0 {
@@ -380,7 +373,7 @@ func Open(cfg Config) (*Dataplane, error) {
 // either adopted (and must stay, attached) or was made by this Open and
 // is replaced by the next one.
 func (d *Dataplane) closeFailed() error {
-	if d.pin != nil {
+	if d.pinned.pin != nil {
 		d.released = true
 	}
 	// Descriptors handed over stay open: the previous program takes them
@@ -395,8 +388,8 @@ func (d *Dataplane) claimOwner() (*clsact.Owner, error) {
 	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
 		return clsact.OwnerFromFD(h.OwnerFD)
 	}
-	if d.pin != nil && d.pin.Adopt {
-		if id := d.pin.Meta.OwnerID(); id != "" {
+	if d.pinned.pin != nil && d.pinned.pin.Adopt {
+		if id := d.pinned.pin.Meta.OwnerID(); id != "" {
 			o, err := clsact.BindOwner(id)
 			if errors.Is(err, unix.EADDRINUSE) {
 				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
@@ -464,11 +457,11 @@ func (d *Dataplane) load() error {
 		}
 	}
 	var repl map[string]*ebpf.Map
-	if d.pin != nil && d.pin.Adopt {
+	if d.pinned.pin != nil && d.pinned.pin.Adopt {
 		// The pinned maps, which hold the counters, configs and rings
 		// of the samplers still attached (LoadAndAssign checks that
 		// each matches its spec, and clones it).
-		if repl, err = d.pin.AdoptMaps(); err != nil {
+		if repl, err = d.pinned.pin.AdoptMaps(); err != nil {
 			return fmt.Errorf("dataplane: %w", err)
 		}
 		defer func() {
@@ -481,8 +474,8 @@ func (d *Dataplane) load() error {
 		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
-	if d.pin != nil && !d.pin.Adopt {
-		if err := d.pin.PinMaps(&d.objs); err != nil {
+	if d.pinned.pin != nil && !d.pinned.pin.Adopt {
+		if err := d.pinned.pin.PinMaps(&d.objs); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -494,7 +487,7 @@ func (d *Dataplane) load() error {
 		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
 	}
 	for w := 0; w < d.cfg.Workers; w++ {
-		m, err := d.pin.Ring(w, rings.InnerMap)
+		m, err := d.pinned.pin.Ring(w, rings.InnerMap)
 		if err != nil {
 			return errors.Join(fmt.Errorf("dataplane: ring %d: %w", w, err), d.closeObjects())
 		}
@@ -503,13 +496,13 @@ func (d *Dataplane) load() error {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
 		}
 	}
-	if d.pin != nil {
-		if d.pin.Ports, err = d.pin.Map(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
+	if d.pinned.pin != nil {
+		if d.pinned.pin.Ports, err = d.pinned.pin.Map(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
 	if d.cfg.StateWords > 0 {
-		if err := d.mapState(); err != nil {
+		if err := d.pinned.mapState(d.cfg.StateWords, d.log); err != nil {
 			return errors.Join(err, d.closeObjects())
 		}
 	}
@@ -520,7 +513,7 @@ func (d *Dataplane) load() error {
 	}
 	d.stats.counters = cp
 	d.egressShared = egress.Shared{Spec: spec, Objs: &d.objs, CPUSlots: cpus, MaxPorts: d.cfg.MaxPorts,
-		WakeupBytes: d.cfg.WakeupBytes, Pin: d.pin, Log: d.log}
+		WakeupBytes: d.cfg.WakeupBytes, Pin: d.pinned.pin, Log: d.log}
 	return nil
 }
 
@@ -620,49 +613,6 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	return true, "adopts the pinned samplers", nil
 }
 
-// mapState makes (or adopts) the agent's state memory and maps it.
-func (d *Dataplane) mapState() error {
-	spec := pin.StateSpec(d.cfg.StateWords)
-	m, err := d.pin.Map(pin.StateMap, spec)
-	if err != nil {
-		return fmt.Errorf("dataplane: agent state: %w", err)
-	}
-	if m.MaxEntries() != spec.MaxEntries {
-		// Other sizes (snmp_instances, max_ports changed): the agent's
-		// numbers start afresh, the samplers are still adopted.
-		d.log.Warn("pinned agent state of another size replaced: sequence numbers start afresh",
-			"words", m.MaxEntries(), "want", spec.MaxEntries)
-		if err := errors.Join(m.Unpin(), m.Close()); err != nil {
-			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
-		}
-		if m, err = ebpf.NewMap(spec); err == nil {
-			if err = m.Pin(d.pin.Path(pin.MapPrefix + pin.StateMap)); err != nil {
-				m.Close()
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("dataplane: agent state: %w", err)
-		}
-	}
-	d.state = m
-	size := d.cfg.StateWords * 8
-	page := os.Getpagesize()
-	size = (size + page - 1) / page * page
-	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("dataplane: mmap agent state (%d bytes): %w", size, err)
-	}
-	d.stateMem = mem[:d.cfg.StateWords*8]
-	return nil
-}
-
-// StateMemory is the agent's state memory, Config.StateWords 64-bit words
-// shared with the kernel's map (zeroed when new): with a pin directory it
-// outlives the process as the maps do, and the next Open that adopts the
-// maps maps the same memory. nil without StateWords. Valid until Close or
-// Release.
-func (d *Dataplane) StateMemory() []byte { return d.stateMem }
-
 // closeObjects closes the ring maps and the sampler's programs and maps.
 func (d *Dataplane) closeObjects() error {
 	var errs []error
@@ -672,18 +622,18 @@ func (d *Dataplane) closeObjects() error {
 		}
 	}
 	d.rings = nil
-	if d.stateMem != nil {
-		if err := unix.Munmap(d.stateMem[:cap(d.stateMem)]); err != nil {
+	if d.pinned.stateMem != nil {
+		if err := unix.Munmap(d.pinned.stateMem[:cap(d.pinned.stateMem)]); err != nil {
 			errs = append(errs, fmt.Errorf("unmapping the agent state: %w", err))
 		}
-		d.stateMem = nil
+		d.pinned.stateMem = nil
 	}
-	for _, m := range []*ebpf.Map{d.state, d.pinPorts()} {
+	for _, m := range []*ebpf.Map{d.pinned.state, d.pinned.portsMap()} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	d.state = nil
+	d.pinned.state = nil
 	if err := d.tc.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
@@ -746,7 +696,7 @@ func (d *Dataplane) Close() error {
 				errs = append(errs, l.Close())
 			}
 		} else {
-			if err := d.forgetPort(ifindex, p); err != nil {
+			if err := d.pinned.forget(ifindex, p); err != nil {
 				errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
 			}
 			if err := p.closeIngress(); err != nil {
@@ -785,8 +735,8 @@ func (d *Dataplane) Close() error {
 	if err := d.closeObjects(); err != nil {
 		errs = append(errs, err)
 	}
-	if d.pin != nil && !d.released {
-		if err := d.pin.UnpinAll(); err != nil {
+	if d.pinned.pin != nil && !d.released {
+		if err := d.pinned.pin.UnpinAll(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -795,8 +745,8 @@ func (d *Dataplane) Close() error {
 		if err := d.owner.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
 		}
-		if d.pin != nil {
-			errs = append(errs, d.pin.Lock.Close())
+		if d.pinned.pin != nil {
+			errs = append(errs, d.pinned.pin.Lock.Close())
 		}
 	}
 	d.ns.Close()
@@ -812,13 +762,13 @@ func (d *Dataplane) Close() error {
 // is full; a monitor port's, whose sockets close, always are). It needs a
 // pin directory.
 func (d *Dataplane) Release() (*pin.Handover, error) {
-	if d.pin == nil {
+	if d.pinned.pin == nil {
 		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
 	}
 	d.mu.Lock()
 	d.released, d.handingOver = true, true
 	d.mu.Unlock()
-	h := d.pin.Handover(d.owner.FD())
+	h := d.pinned.pin.Handover(d.owner.FD())
 	err := d.Close()
 	for _, fd := range []int{h.LockFD, h.OwnerFD} {
 		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
@@ -977,7 +927,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 		// Only the ingress attachment is pinned (and adopted by the next
 		// program); an egress sampler is attached anew after a take-over,
 		// its count read from its pinned counters (egress.Ended).
-		if err := d.recordPort(ifindex, p); err != nil {
+		if err := d.pinned.record(ifindex, p); err != nil {
 			// Sampled, but a crash or upgrade would lose the port: said.
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 		}
@@ -1089,7 +1039,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 				return err
 			}
 			freshIngress = true
-			if err := d.recordPort(ifindex, p); err != nil {
+			if err := d.pinned.record(ifindex, p); err != nil {
 				d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 			}
 		}
@@ -1101,7 +1051,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 		// Detach after attaching: a port moving from one direction to
 		// the other keeps a qdisc it created in between.
 		if !dir.Has(sflow.DirectionIngress) && old.Has(sflow.DirectionIngress) {
-			if err := d.forgetPort(ifindex, p); err != nil {
+			if err := d.pinned.forget(ifindex, p); err != nil {
 				d.log.Warn("unpinning the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
 			if err := p.closeIngress(); err != nil {
@@ -1156,7 +1106,7 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		// The directions the port is sampled in now, whatever failed.
 		p.cfg.Direction = p.direction()
 		d.stats.publish(d.ports)
-		if rerr := d.recordPort(ifindex, p); rerr != nil {
+		if rerr := d.pinned.record(ifindex, p); rerr != nil {
 			d.log.Warn("port's directions not pinned: a crash or an upgrade takes it for its former ones", "ifindex", ifindex, "err", rerr)
 		}
 		if err != nil {
@@ -1239,7 +1189,7 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	}
 	var errs []error
 	hook, dir := p.hook, p.direction()
-	if err := d.forgetPort(ifindex, p); err != nil {
+	if err := d.pinned.forget(ifindex, p); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.closeIngress(); err != nil {

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
-	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
 )
 
 // A port's egress sampler (package egress) as the loader keeps it: the
@@ -51,18 +50,4 @@ func KindOf(k string) PortKind {
 		return PortGRE
 	}
 	return PortPlain
-}
-
-// AdoptedEgress returns the egress counts (pool, drops) of the ports taken
-// over at Open that the previous program sampled at egress, as its egress
-// samplers left them: those samplers ended with it, and a port's pool and
-// drops continue over them. Nil when none.
-func (d *Dataplane) AdoptedEgress() map[int]portstats.Counters {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[int]portstats.Counters, len(d.adoptedEgress))
-	for k, v := range d.adoptedEgress {
-		out[k] = v
-	}
-	return out
 }

@@ -120,7 +120,7 @@ func portConfig(s ports.Sampling) PortConfig {
 	return pc
 }
 
-// sampling is pc in the agent's terms (AdoptedPorts).
+// sampling is pc in the agent's terms (Pinned.Ports).
 func sampling(pc PortConfig) ports.Sampling {
 	return ports.Sampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
 		Monitor: pc.Mode == ModeMonitor, Direction: pc.Direction}

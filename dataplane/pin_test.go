@@ -66,7 +66,7 @@ func pinHelper() error {
 	if err != nil {
 		return fmt.Errorf("p1: %w", err)
 	}
-	binWord(d.StateMemory(), 3, 4242) // a value the adopter must find
+	binWord(d.Pinned().StateMemory(), 3, 4242) // a value the adopter must find
 	return d.AttachPort(l.Attrs().Index, PortConfig{Rate: 16, HeaderBytes: 64})
 }
 
@@ -186,14 +186,14 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	d := openIn(t, lab, cfg)
 	cfg.Hook = c.hook // openIn's auto -> xdp is not needed here
-	if !d.Adopted() {
+	if !d.Pinned().Adopted() {
 		t.Fatalf("Open did not adopt the pinned state; log:\n%s", logs.String())
 	}
 	p1 := lab.PortIndex(t, 0)
-	if pc, ok := d.AdoptedPorts()[p1]; !ok || pc.KernelRate != 16 || pc.HeaderBytes != 64 {
-		t.Fatalf("adopted ports %v, want p1 (%d) at kernel rate 16", d.AdoptedPorts(), p1)
+	if pc, ok := d.Pinned().Ports()[p1]; !ok || pc.KernelRate != 16 || pc.HeaderBytes != 64 {
+		t.Fatalf("adopted ports %v, want p1 (%d) at kernel rate 16", d.Pinned().Ports(), p1)
 	}
-	if got := word(d.StateMemory(), 3); got != 4242 {
+	if got := word(d.Pinned().StateMemory(), 3); got != 4242 {
 		t.Errorf("state memory word 3 = %d, want the helper's 4242", got)
 	}
 	mode, newProg := attachedProg(t, lab)
@@ -272,7 +272,7 @@ func TestPinnedReleaseAdopt(t *testing.T) {
 			lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 3000, 3000, 32))
 			cfg.Handover = h
 			d = openAuto(t, lab, cfg)
-			if !d.Adopted() || d.AttachMode(p1) != c.want {
+			if !d.Pinned().Adopted() || d.AttachMode(p1) != c.want {
 				t.Fatalf("not adopted (mode %q)", d.AttachMode(p1))
 			}
 			pc, _ := d.Stats().Ingress(p1)
@@ -326,8 +326,8 @@ func TestPinnedStateReplaced(t *testing.T) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.Handover = h
 			d = openAuto(t, lab, cfg)
-			if d.Adopted() || !strings.Contains(logs.String(), want) {
-				t.Errorf("adopted %v; want replaced with a log line %q; log:\n%s", d.Adopted(), want, logs.String())
+			if d.Pinned().Adopted() || !strings.Contains(logs.String(), want) {
+				t.Errorf("adopted %v; want replaced with a log line %q; log:\n%s", d.Pinned().Adopted(), want, logs.String())
 			}
 			if mode, _ := attachedProg(t, lab); mode != "" {
 				t.Errorf("the replaced state's sampler is still attached (%s)", mode)

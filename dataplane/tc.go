@@ -108,11 +108,11 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		TakeProgs *ebpf.Map     `ebpf:"take_progs"`
 	}
 	repl := d.sharedMaps()
-	if d.pin != nil {
+	if d.pinned.pin != nil {
 		// The program array the ports' TC programs tail-call through is
 		// pinned too: after an exec or a crash it still leads the old
 		// programs to a sampled path (adopted here, then replaced).
-		tp, err := d.pin.Map(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
+		tp, err := d.pinned.pin.Map(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
 		if err != nil {
 			return nil, fmt.Errorf("TC sampler: %w", err)
 		}
@@ -244,9 +244,9 @@ func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{d.forgetPort(ifindex, p), p.link.Close(), p.prog.Close()}
+	errs := []error{d.pinned.forget(ifindex, p), p.link.Close(), p.prog.Close()}
 	p.link, p.prog, p.hook, p.mode = l, prog, HookXDP, mode
-	if err := d.recordPort(ifindex, p); err != nil {
+	if err := d.pinned.record(ifindex, p); err != nil {
 		d.log.Warn("port moved to XDP but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 	}
 	d.log.Info("sampler moved from TC to XDP", "ifindex", ifindex, "mode", mode, "delivery", m)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
-	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
@@ -31,14 +30,14 @@ import (
 // Samplers is what a sample source needs of the sampler loader, a
 // *dataplane.Dataplane: sampling a port as the agent plans it, its
 // counters and pool (Stats), each worker's ring and the ports taken over
-// at Open. The loader's other methods (attach modes, transit, pinning,
+// at Open (Pinned). The loader's other methods (attach modes, transit,
 // release) are the daemon's.
 type Samplers interface {
 	SetPort(ifindex int, s ports.Sampling) error
 	RemovePort(ifindex int) error
 	Stats() *dataplane.Stats
 	Source(worker int) (*reader.Source, error)
-	AdoptedPorts() map[int]ports.Sampling
+	Pinned() *dataplane.Pinned
 }
 
 // BPF is the source of the XDP and TC samplers: it drives the sampler
@@ -54,23 +53,14 @@ func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), p)
 }
 
-// egressAdopter is a Samplers that tells what the egress samplers of the
-// ports it took over counted (dataplane.Dataplane.AdoptedEgress).
-type egressAdopter interface {
-	AdoptedEgress() map[int]portstats.Counters
-}
-
 // Adopted are the ports dp took over from pinned state at Open, in the
 // agent's terms (agent.Agent.Adopt): the directions the earlier program
 // sampled each in, those still attached (ingress: an egress sampler is
 // not pinned), and what its egress sampler counted.
 func Adopted(dp Samplers) map[uint32]agent.AdoptedPort {
 	out := map[uint32]agent.AdoptedPort{}
-	var egress map[int]portstats.Counters
-	if e, ok := dp.(egressAdopter); ok {
-		egress = e.AdoptedEgress()
-	}
-	for idx, s := range dp.AdoptedPorts() {
+	egress := dp.Pinned().Egress()
+	for idx, s := range dp.Pinned().Ports() {
 		ap := agent.AdoptedPort{PortSampling: s}
 		if s.KernelRate != 0 { // attached: its ingress sampler continues
 			ap.Attached = sflow.DirectionIngress

@@ -7,7 +7,7 @@ package egress
 // CPU, bpf/tc_egress.c) is pinned as map_tc_out_counters, and map_ports
 // records every port's directions (pin.PortValue.Dirs), so the program
 // that takes over reads each port's final egress counts (Ended; the
-// loader's Dataplane.AdoptedEgress),
+// loader's Pinned.Egress),
 // which the agent adds to the port's base before it attaches the egress
 // sampler anew: the port's pool continues over the frames sampled at
 // egress before the take-over (sflow_version_5.txt section 4,
