@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // Monitor is the user-space end of a monitor-mode port (docs/ARCHITECTURE.md, "Packet
@@ -204,32 +205,33 @@ func (m *Monitor) Drops() (uint64, error) {
 	if m.closed {
 		return 0, fmt.Errorf("dataplane: monitor ifindex %d drops: %w", m.ifindex, os.ErrClosed)
 	}
-	st, err := m.Stats()
-	if err != nil {
-		return 0, err
+	var sum uint64
+	for i, s := range m.socks {
+		st, err := s.Stats()
+		if err != nil {
+			return 0, fmt.Errorf("dataplane: monitor ifindex %d queue %d: %w", m.ifindex, m.queues[i], err)
+		}
+		// Without the extended struct (Linux < 5.9) RxDropped already
+		// includes the ring-full drops and RxRingFull is 0.
+		sum += st.RxDropped + st.RxRingFull
 	}
-	// Without the extended struct (Linux < 5.9) RxDropped already
-	// includes the ring-full drops and RxRingFull is 0.
-	return st.RxDropped + st.RxRingFull, nil
+	return sum, nil
 }
 
 // Stats returns the sockets' XDP_STATISTICS, summed (one getsockopt per
-// socket).
+// socket; Extended only when every socket has the extended struct).
 func (m *Monitor) Stats() (afxdp.Stats, error) {
-	var sum afxdp.Stats
+	per := make([]afxdp.Stats, len(m.socks))
+	sum := afxdp.Stats{Extended: len(m.socks) > 0}
 	for i, s := range m.socks {
 		st, err := s.Stats()
 		if err != nil {
 			return afxdp.Stats{}, fmt.Errorf("dataplane: monitor ifindex %d queue %d: %w", m.ifindex, m.queues[i], err)
 		}
-		sum.RxDropped += st.RxDropped
-		sum.RxInvalidDescs += st.RxInvalidDescs
-		sum.TxInvalidDescs += st.TxInvalidDescs
-		sum.RxRingFull += st.RxRingFull
-		sum.RxFillRingEmptyDescs += st.RxFillRingEmptyDescs
-		sum.TxRingEmptyDescs += st.TxRingEmptyDescs
-		sum.Extended = st.Extended && (i == 0 || sum.Extended)
+		per[i] = st
+		sum.Extended = sum.Extended && st.Extended
 	}
+	bpf.SumPerCPU(&sum, per)
 	return sum, nil
 }
 
