@@ -125,8 +125,8 @@ type Config struct {
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Features are the running kernel's features; nil probes them in
-	// Open (features.ProbeFeatures). Tests pass a copy with features switched off
-	// to exercise the degraded paths.
+	// Open (features.ProbeFeatures). Tests pass a copy with features
+	// switched off to exercise the degraded paths.
 	Features *features.Features
 	// PinDir is a directory on a BPF file system (CheckDir) where the
 	// sampler's maps and links are pinned, so that they outlive the
