@@ -13,6 +13,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
+	"github.com/sflowswitchd/sflowswitchd/internal/ratelog"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -236,6 +237,11 @@ type worker struct {
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
+	// pollFailed logs failed counter polls: the first, then at most one
+	// line per pollErrorsEvery with the number left out (with no
+	// descriptor left, EMFILE, every poll of every source fails); each
+	// failure is counted in stats.PollErrors.
+	pollFailed *ratelog.Limiter
 	// firstPoll bounds a new poller's first countdown, in ticks (0: its
 	// interval; Options.FirstPollWithin).
 	firstPoll int
@@ -303,6 +309,7 @@ type Committer interface {
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1), drain: make(chan chan struct{}, 1),
+		pollFailed: ratelog.New(log.With("worker", id), slog.LevelWarn, "reading counters", pollErrorsEvery),
 		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
@@ -663,6 +670,10 @@ func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
 	return nrecs
 }
 
+// pollErrorsEvery is the interval between two lines of failed counter
+// polls of a worker.
+var pollErrorsEvery = time.Minute
+
 // tick runs once a second: pollers whose countdown ends send counters, and
 // every receiver's datagram is flushed (at least one datagram per second,
 // spec sflow_agent_design.txt "Counter Samples").
@@ -691,7 +702,7 @@ func (w *worker) poll(p *poller) {
 		// A source that read part of its counters returns the records it
 		// could fill (unknown values where it could not): send those.
 		w.stats.PollErrors.Add(1)
-		w.log.Warn("reading counters", "source", p.cfg.Source.String(), "err", err)
+		w.pollFailed.Log("source", p.cfg.Source.String(), "err", err)
 		if len(recs) == 0 {
 			return
 		}
