@@ -211,7 +211,7 @@ func (p *page) runSection() {
 	}
 	machine += ", Linux " + m["kernel"]
 	if v := m["virt"]; v != "" && v != "none" && v != "unknown" {
-		machine += ", a " + v + " guest"
+		machine += ", virtualization " + v
 	}
 	if m["go"] != "" {
 		machine += ", " + m["go"]
@@ -267,9 +267,15 @@ func (p *page) glance() {
 				per(rate, func(w e2eWindow) float64 { return w.Delivered }, humanRate))
 		}
 		for _, rate := range rates {
-			add(fmt.Sprintf("samples lost end to end, 1-in-%d (every one counted: ring / agent)", rate),
-				per(rate, func(w e2eWindow) float64 { return w.TrialLoss }, pct)+"; of it in the ring: "+
-					per(rate, func(w e2eWindow) float64 { return w.TrialRingLoss }, pct))
+			var s []string
+			for _, h := range hooks {
+				all := r.values(h, rate, func(w e2eWindow) float64 { return w.TrialLoss })
+				ring := r.values(h, rate, func(w e2eWindow) float64 { return w.TrialRingLoss })
+				if len(all) > 0 {
+					s = append(s, fmt.Sprintf("%s %s (in the ring %s)", strings.ToUpper(h), pct(median(all)), pct(median(ring))))
+				}
+			}
+			add(fmt.Sprintf("samples lost end to end, 1-in-%d (each one counted)", rate), strings.Join(s, ", "))
 		}
 		for _, rate := range rates {
 			add(fmt.Sprintf("the daemon's CPU per sample delivered, 1-in-%d", rate),
@@ -360,10 +366,13 @@ func humanRate(v float64) string {
 // pageSection is one benchmark's section: fixed method text, then the
 // plots and the tables of the run.
 type pageSection struct {
-	title  string
-	file   string // NAME.txt in the results directory
-	part   string // the run.sh part that writes it
-	kind   string // how file is shown: markdown, columns or gobench
+	title string
+	file  string // NAME.txt in the results directory
+	part  string // the run.sh part that writes it
+	kind  string // how file is shown: markdown, columns or gobench
+	// skip are units of benchmark lines left out (gobench): ns/op is the
+	// whole run's time where a benchmark reports its own figures.
+	skip   []string
 	method string
 	plots  []plotRef
 }
@@ -404,7 +413,7 @@ func (p *page) section(s pageSection) error {
 	case "columns":
 		p.printf("%s\n", embedColumns(string(b)))
 	case "gobench":
-		p.printf("%s\n", goBenchPage(string(b)))
+		p.printf("%s\n", goBenchPage(string(b), s.skip...))
 	default:
 		return fmt.Errorf("kind %q", s.kind)
 	}
@@ -614,7 +623,7 @@ func parseGoBench(s string) ([]*goBench, []string) {
 
 // goBenchPage writes go test benchmark output as tables, one per package,
 // medians with the range over the runs.
-func goBenchPage(s string) string {
+func goBenchPage(s string, skip ...string) string {
 	bs, notes := parseGoBench(s)
 	var b strings.Builder
 	for _, n := range notes {
@@ -647,7 +656,7 @@ func goBenchPage(s string) string {
 		for _, v := range g.values {
 			runs = max(runs, len(v))
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s |\n", name, runs, g.metricsText(true))
+		fmt.Fprintf(&b, "| %s | %d | %s |\n", name, runs, g.metricsText(true, skip...))
 	}
 	return b.String()
 }

@@ -119,7 +119,7 @@ statistics off (profile).
 `,
 	},
 	{
-		title: "Dropped-packet notifications", file: "drops.txt", part: "drops", kind: "gobench",
+		title: "Dropped-packet notifications", file: "drops.txt", part: "drops", kind: "gobench", skip: []string{"ns/op"},
 		method: `
     bench/drops.sh      # BenchmarkDropsForwarding, BenchmarkDropsFlood of bench/drops
 
@@ -130,7 +130,7 @@ drop, the daemon's CPU with notifications on and off.
 `,
 	},
 	{
-		title: "Ring size", file: "ring.txt", part: "ring", kind: "gobench",
+		title: "Ring size", file: "ring.txt", part: "ring", kind: "gobench", skip: []string{"ns/op"},
 		method: `
     bench/ring.sh       # BenchmarkRingBurst of test/e2e; RING_BENCH_ROUNDS, RING_BENCH_BURSTS
 
@@ -140,7 +140,7 @@ Samples lost by 20 000-frame bursts at 1-in-1 per ring size (1, 2, 4,
 `,
 	},
 	{
-		title: "Scale to 1000 ports", file: "scale.txt", part: "scale", kind: "gobench",
+		title: "Scale to 1000 ports", file: "scale.txt", part: "scale", kind: "gobench", skip: []string{"ns/op"},
 		method: `
     bench/scale.sh      # BenchmarkScale of test/e2e
 
