@@ -131,10 +131,16 @@ done
 } >>"$out/run.txt"
 kill "$loadpid" 2>/dev/null || true
 
-# The results page, from the results directory alone.
+# The results page, from the results directory alone: written there with
+# its plots in figures/, then (unless BENCH_PAGE=0) copied to
+# bench/README.md and bench/figures/, where its links are the same.
 go -C bench run ./daemon page -figures "../$out/figures" "../$out" >"$out/README.md"
 if [ "$page" = 1 ]; then
-	go -C bench run ./daemon page -figures figures "../$out" >bench/README.md
+	cp "$out/README.md" bench/README.md
+	mkdir -p bench/figures
+	if compgen -G "$out/figures/*.png" >/dev/null; then
+		cp "$out"/figures/*.png bench/figures/
+	fi
 	echo "results in $out; page: bench/README.md, plots: bench/figures/"
 else
 	echo "results in $out; page: $out/README.md (BENCH_PAGE=0: bench/README.md left alone)"
