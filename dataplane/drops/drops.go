@@ -510,3 +510,26 @@ func kernelDropReasons() (map[uint32]string, error) {
 	}
 	return names, nil
 }
+
+// TrialLoad loads the drop program and its maps through the kernel's
+// verifier, as Open does, then unloads them, attaching nothing
+// (sflowswitchd -check-config).
+func TrialLoad() error {
+	reasons, err := kernelDropReasons()
+	if err != nil {
+		return err
+	}
+	spec, err := bpf.LoadDrops()
+	if err != nil {
+		return fmt.Errorf("drops: loading drops spec: %w", err)
+	}
+	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
+		return fmt.Errorf("drops: setting the consumed reason: %w", err)
+	}
+	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
+	var objs bpf.DropsObjects
+	if err := bpf.LoadAndAssign(spec, &objs, nil); err != nil {
+		return bpf.LoadError("drops: loading drops", err)
+	}
+	return objs.Close()
+}
