@@ -30,6 +30,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run.sh: must run as root" >&2; exit 1; }
 command_line="bench/run.sh${*:+ $*}"
+if [ -n "${MAKELEVEL:-}" ]; then
+	command_line="make bench ($command_line)"
+fi
 out=bench/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
 

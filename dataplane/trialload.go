@@ -40,11 +40,15 @@ func TrialLoad(cfg Config) (Trial, error) {
 	if fs == nil {
 		fs = ProbeFeatures()
 	}
-	if denied := deniedFeatures(fs.List); len(denied) > 0 && fs.requiredErr() != nil {
-		t.Skipped = denied[0]
-		return t, nil
-	}
 	if err := fs.requiredErr(); err != nil {
+		// A required feature whose probe the kernel refused for lack of
+		// privilege: the kernel may well have it.
+		for _, f := range fs.List {
+			if pe, ok := f.NotPermitted(); ok && f.Required {
+				t.Skipped = "not permitted to use " + f.Name + ": " + pe.Error()
+				return t, nil
+			}
+		}
 		return t, fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
 	}
 	spec, _, err := samplerSpec(&cfg, fs)
