@@ -178,7 +178,8 @@ frames/s; medians over the runs (compare two runs' go.txt with
 const pageElsewhere = `## Not in make bench
 
 These need another kernel or a long run, and are not part of
-` + "`make bench`" + `; their figures are in git with the runs that made them.
+` + "`make bench`" + `; their runs are in the [CHANGELOG](../CHANGELOG.md) or in git
+with the commits that made them.
 
 - **The psample path:** ` + "`SFPS_BENCH_PATHS=xdp,tc go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source`" + `:
   the agent's CPU per sample and the kernel's per frame, psample against
