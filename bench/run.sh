@@ -43,6 +43,10 @@ export DAEMON_BENCH_ROUNDS=${DAEMON_BENCH_ROUNDS:-3}
 export DAEMON_BENCH_WINDOW=${DAEMON_BENCH_WINDOW:-5s}
 export RING_BENCH_ROUNDS=${RING_BENCH_ROUNDS:-1}
 export E2E_BENCH_ROUNDS=${E2E_BENCH_ROUNDS:-3}
+# The scripts' own defaults, set here so that run.txt records them.
+export RING_BENCH_BURSTS=${RING_BENCH_BURSTS:-10}
+export DROPS_BENCH_N=${DROPS_BENCH_N:-4}
+export ROUNDS=${ROUNDS:-9} N=${N:-2000000} # egress.sh
 # Per script, the arguments it is given (word-split).
 xdp_args=${XDP_BENCH_ARGS:--rounds 9 -rate-rounds 2 -parts frames,testrun,delivery,tc,profile -profile-trial 5s}
 # The side-by-side comparison runs on bench/gen's frames: rates
@@ -69,7 +73,7 @@ commit=$(git rev-parse HEAD)
 dirty=$(git diff --quiet HEAD -- . ':!bench/README.md' ':!bench/figures' && echo no || echo yes)
 {
 	echo "command: $command_line"
-	echo "knobs: BENCH_COUNT=$count BENCH_TIME=$benchtime DAEMON_BENCH_ROUNDS=$DAEMON_BENCH_ROUNDS DAEMON_BENCH_WINDOW=$DAEMON_BENCH_WINDOW RING_BENCH_ROUNDS=$RING_BENCH_ROUNDS E2E_BENCH_ROUNDS=$E2E_BENCH_ROUNDS XDP_BENCH_ARGS='$xdp_args' COMPARE_BENCH_ARGS='$compare_args' E2E_BENCH_ARGS='$e2e_args' SCALE_BENCH_ARGS='$scale_args' DROPS_BENCH_ARGS='$drops_args' EGRESS_BENCH_ARGS='$egress_args' BENCH_PARTS='$parts'"
+	echo "knobs: BENCH_COUNT=$count BENCH_TIME=$benchtime DAEMON_BENCH_ROUNDS=$DAEMON_BENCH_ROUNDS DAEMON_BENCH_WINDOW=$DAEMON_BENCH_WINDOW RING_BENCH_ROUNDS=$RING_BENCH_ROUNDS RING_BENCH_BURSTS=$RING_BENCH_BURSTS E2E_BENCH_ROUNDS=$E2E_BENCH_ROUNDS DROPS_BENCH_N=$DROPS_BENCH_N ROUNDS=$ROUNDS N=$N XDP_BENCH_ARGS='$xdp_args' COMPARE_BENCH_ARGS='$compare_args' E2E_BENCH_ARGS='$e2e_args' SCALE_BENCH_ARGS='$scale_args' DROPS_BENCH_ARGS='$drops_args' EGRESS_BENCH_ARGS='$egress_args' BENCH_PARTS='$parts'"
 	echo "start: $(date -u +%FT%TZ)"
 	echo "commit: $commit"
 	echo "branch: $(git rev-parse --abbrev-ref HEAD)"
