@@ -9,6 +9,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/config"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
 // TrialLoad loads, through the kernel's verifier, the BPF objects a start
@@ -23,14 +24,14 @@ func TrialLoad(s config.Settings) (dataplane.Trial, error) {
 	if err != nil {
 		return dataplane.Trial{}, err
 	}
-	dpc.Features = dataplane.ProbeFeatures()
+	dpc.Features = features.ProbeFeatures()
 	t, err := dataplane.TrialLoad(dpc)
 	if err != nil || t.Skipped != "" || s.Drops != "on" {
 		return t, err
 	}
 	// Drop notifications: off without their tracepoint, as at a start
 	// (dropnotify); the program loaded otherwise.
-	if err := dpc.Features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
+	if err := dpc.Features.Unavailable(features.FeatureBTFTracepoint); err != nil {
 		t.Off = append(t.Off, "dropped-packet notifications: "+err.Error())
 		return t, nil
 	}

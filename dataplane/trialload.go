@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
 // Trial is the outcome of TrialLoad.
@@ -38,9 +39,9 @@ func TrialLoad(cfg Config) (Trial, error) {
 	}
 	fs := cfg.Features
 	if fs == nil {
-		fs = ProbeFeatures()
+		fs = features.ProbeFeatures()
 	}
-	if err := fs.requiredErr(); err != nil {
+	if err := fs.RequiredErr(); err != nil {
 		// A required feature whose probe the kernel refused for lack of
 		// privilege: the kernel may well have it.
 		for _, f := range fs.List {
@@ -68,7 +69,7 @@ func TrialLoad(cfg Config) (Trial, error) {
 	if cfg.TransitEntries == 0 {
 		return t, nil
 	}
-	if err := fs.need(FeatureKernCtx, FeatureTransit); err != nil {
+	if err := fs.Need(features.FeatureKernCtx, features.FeatureTransit); err != nil {
 		t.Off = append(t.Off, "transit records: "+err.Error())
 		return t, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
@@ -25,9 +26,9 @@ func TestTrialLoad(t *testing.T) {
 	if tr.Skipped != "" {
 		t.Fatalf("skipped as root: %s", tr.Skipped)
 	}
-	fs := ProbeFeatures()
+	fs := features.ProbeFeatures()
 	want := []string{"samplers (XDP and TC)"}
-	if fs.Has(FeatureKernCtx) && fs.Has(FeatureTransit) {
+	if fs.Has(features.FeatureKernCtx) && fs.Has(features.FeatureTransit) {
 		want = append(want, "transit programs")
 	}
 	if strings.Join(tr.Loaded, ",") != strings.Join(want, ",") {
@@ -38,16 +39,16 @@ func TestTrialLoad(t *testing.T) {
 	}
 
 	// A kernel without xdp.frags: refused before anything is loaded.
-	fs.List = append([]Feature(nil), fs.List...)
+	fs.List = append([]features.Feature(nil), fs.List...)
 	for i := range fs.List {
-		if fs.List[i].Name == FeatureXDPFrags {
+		if fs.List[i].Name == features.FeatureXDPFrags {
 			fs.List[i].Err = errors.New("probe: not supported")
 		}
 	}
 	_, err = TrialLoad(Config{Workers: 1, Features: fs})
-	var fe *FeatureError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), FeatureXDPFrags) {
-		t.Errorf("without %s: %v, want a FeatureError naming it", FeatureXDPFrags, err)
+	var fe *features.FeatureError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), features.FeatureXDPFrags) {
+		t.Errorf("without %s: %v, want a FeatureError naming it", features.FeatureXDPFrags, err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
@@ -142,12 +143,12 @@ func TestCheckConfigTrialLoad(t *testing.T) {
 	netlab.RequireRoot(t)
 	conf := writeFile(t, "c.toml", "transit = true\ndrops = \"on\"\n[[collector]]\naddress = \"198.18.0.1:6343\"\n")
 	code, out, errOut := runCmd(t, "-config", conf, "-check-config")
-	fs := dataplane.ProbeFeatures()
+	fs := features.ProbeFeatures()
 	want := "samplers (XDP and TC)"
-	if fs.Has(dataplane.FeatureKernCtx) && fs.Has(dataplane.FeatureTransit) {
+	if fs.Has(features.FeatureKernCtx) && fs.Has(features.FeatureTransit) {
 		want += ", transit programs"
 	}
-	if fs.Has(dataplane.FeatureBTFTracepoint) {
+	if fs.Has(features.FeatureBTFTracepoint) {
 		want += ", drop program"
 	}
 	if code != 0 || !strings.Contains(out, "sflowswitchd: BPF objects accepted by the kernel's verifier (loaded, not attached): "+want+"\n") {
