@@ -104,7 +104,8 @@ part() {
 gobench() {
 	local rc=0
 	go test -run '^$' -bench . -benchmem -count "$count" -benchtime "$benchtime" \
-		./sflow/ ./agent/... ./apps/app/ ./apps/httpsflow/ ./apps/apm/ ./dataplane/ ./dataplane/forwarding/ || rc=1
+		./sflow/ ./agent/... ./apps/app/ ./apps/httpsflow/ ./apps/apm/ ./dataplane/ ./dataplane/forwarding/ \
+		./dataplane/linkstats/ ./source/counters/host/ || rc=1
 	# AgentX PDU encode/decode only (the package's other benchmarks go through a real snmpd).
 	go test -run '^$' -bench PDU -benchmem -count "$count" -benchtime "$benchtime" ./internal/agentx/ || rc=1
 	# The benchmarks' frame generator (bench/gen): frames/s and its

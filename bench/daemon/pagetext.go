@@ -168,8 +168,8 @@ a VXLAN device.
     go test -run '^$' -bench . -benchmem -count 6 -benchtime 100ms ./sflow/ ./agent/... ./apps/... ./dataplane/ ...
 
 Encoding, decoding and the agent's per-sample work in user space, the
-dataplane's BPF_PROG_TEST_RUN benchmarks, AgentX PDUs and bench/gen's
-frames/s; medians over the runs (compare two runs' go.txt with
+dataplane's BPF_PROG_TEST_RUN benchmarks, reading a link's and the host's
+counters, AgentX PDUs and bench/gen's frames/s; medians over the runs (compare two runs' go.txt with
 ` + "`benchstat`" + `).
 `,
 	},
