@@ -48,3 +48,10 @@ func (s *DropSource) Lost() (uint64, error) {
 	st, err := s.d.Stats()
 	return st.Lost(), err
 }
+
+// DropProgram implements agent.DropProgram: the kernel program's ID, and
+// whether it was taken over from an earlier process (drops.Drops.Adopted).
+func (s *DropSource) DropProgram() (id uint32, notified uint64, adopted bool) {
+	notified, adopted = s.d.Adopted()
+	return s.d.ProgramID(), notified, adopted
+}
