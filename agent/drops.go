@@ -126,15 +126,15 @@ type DropReporter struct {
 	// notifications it wrote that nobody read (DropProgram's count less
 	// handled).
 	prog, base, handled *uint64
-	state  *persist.Store
-	lost   uint64
-	sample sflow.DiscardedPacket
-	recs   [4]sflow.Record
-	hdr    sflow.SampledHeader
-	fn     sflow.ExtendedFunction
-	reason sflow.ExtendedLinuxDropReason
-	queue  sflow.ExtendedEgressQueue
-	handle func(*DropNotification)
+	state               *persist.Store
+	lost                uint64
+	sample              sflow.DiscardedPacket
+	recs                [4]sflow.Record
+	hdr                 sflow.SampledHeader
+	fn                  sflow.ExtendedFunction
+	reason              sflow.ExtendedLinuxDropReason
+	queue               sflow.ExtendedEgressQueue
+	handle              func(*DropNotification)
 }
 
 // NewDropReporter returns a reporter that sends as sub-agent subAgent.
