@@ -76,6 +76,9 @@ const (
 	MapPrefix  = "map_"
 	RingPrefix = "ring_"
 	LinkPrefix = "link_"
+	// DropsDir is the folder of the drop notification program's pins
+	// (dataplane/drops Config.PinDir).
+	DropsDir = "drops"
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
@@ -437,7 +440,11 @@ func (p *State) UnpinAll() error {
 		if !OwnName(name) {
 			continue // not the daemon's: left, and so is the directory
 		}
-		if err := os.Remove(p.Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rm := os.Remove
+		if name == DropsDir {
+			rm = os.RemoveAll // a folder (normally gone with the drop program)
+		}
+		if err := rm(p.Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning %s: %w", name, err))
 		}
 	}

@@ -39,6 +39,9 @@ type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
 	features *dataplane.Features
+	// pinDir is where the program is pinned to outlive the process
+	// (drops.Config.PinDir; "" not pinned).
+	pinDir string
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
@@ -88,6 +91,15 @@ func transient(err error) bool {
 // say so, naming the feature, without trying to load the program.
 func New(subAgent uint32, features *dataplane.Features, log *slog.Logger) *Runner {
 	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
+}
+
+// SetPinDir pins the program in dir (drops.Config.PinDir), so that it
+// counts every drop through an upgrade's exec or a crash and restart, and
+// the next process adopts it. Call it before Start.
+func (d *Runner) SetPinDir(dir string) {
+	d.mu.Lock()
+	d.pinDir = dir
+	d.mu.Unlock()
 }
 
 // Reporter is the reporter of the notifications (receivers, statistics).
@@ -194,11 +206,18 @@ func (d *Runner) applyLocked(c Config) error {
 			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
 		}
 	}
+	cfg.PinDir = d.pinDir
 	dp, err := drops.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
 	d.dp = dp
+	if r := dp.Replaced(); len(r) > 0 {
+		d.log.Info("drop notifications: the pinned program of another build replaced; the kernel's drop counts start anew", "replaced", r)
+	}
+	if notified, ok := dp.Adopted(); ok {
+		d.log.Info("drop notifications: the pinned program taken over, its counts going on", "program", dp.ProgramID(), "notified_before", notified)
+	}
 	if !dp.FunctionNames() {
 		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
 			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
@@ -210,6 +229,46 @@ func (d *Runner) applyLocked(c Config) error {
 		d.reporter.Run(rctx, source.NewDropSource(dp))
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
+	return nil
+}
+
+// Pause makes the program stop writing notifications to this process's
+// buffers (each one from here is counted lost), before an upgrade stops
+// the reporter: what it reads as it stops is then every notification
+// written, none left in the buffers to be lost unread.
+func (d *Runner) Pause() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dp == nil {
+		return
+	}
+	if err := d.dp.Pause(); err != nil {
+		d.log.Warn("pausing drop notifications for the upgrade", "err", err)
+	}
+}
+
+// Release stops the reporter and leaves the program attached and pinned,
+// counting drops, for the next program (an upgrade in place). Without a
+// pin directory it is Stop.
+func (d *Runner) Release() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.want.On = false
+	if d.retry != nil {
+		d.retry.Stop()
+		d.retry = nil
+	}
+	if d.dp == nil {
+		return nil
+	}
+	d.cancel()
+	<-d.done
+	err := d.dp.Release()
+	d.dp = nil
+	if err != nil {
+		return fmt.Errorf("drop notifications: %w", err)
+	}
+	d.log.Info("drop notifications released: the program counts on for the next program")
 	return nil
 }
 
