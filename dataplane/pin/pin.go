@@ -31,6 +31,8 @@
 //	ring_<worker>   each worker's ring buffer
 //	link_<ifindex>  each port's XDP or TCX link (clsact filters are found
 //	                by their handle and owner id, clsact.go)
+//	drops/          the drop notification program's pins, a folder per
+//	                build (dataplane/drops Config.PinDir)
 //
 // State made by another layout (another program version whose maps mean
 // something else, or other sizes: workers, ring_bytes, max_ports) is never
@@ -76,9 +78,6 @@ const (
 	MapPrefix  = "map_"
 	RingPrefix = "ring_"
 	LinkPrefix = "link_"
-	// DropsDir is the folder of the drop notification program's pins
-	// (dataplane/drops Config.PinDir).
-	DropsDir = "drops"
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
@@ -432,6 +431,10 @@ func (p *State) PinMaps(objs *bpf.SamplerObjects) error {
 	}
 	return nil
 }
+
+// DropsDir is the folder of the drop notification program's pins
+// (dataplane/drops Config.PinDir).
+const DropsDir = "drops"
 
 // UnpinAll removes the pin directory after Close detached the ports.
 func (p *State) UnpinAll() error {
