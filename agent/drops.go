@@ -53,12 +53,31 @@ type DropSource interface {
 // outlive the process (pinned, taken over by the next one: an upgrade,
 // a crash restart), so that its counters go on.
 type DropProgram interface {
-	// DropProgram returns the program's kernel ID (0: unknown) and, when
-	// the source took it over from an earlier process (adopted), how many
-	// notifications it had written before this process's buffers took
-	// them: those the earlier process did not read were lost with its
-	// buffers.
-	DropProgram() (id uint32, notified uint64, adopted bool)
+	// DropProgram describes the source's kernel program.
+	DropProgram() DropProgramInfo
+}
+
+// DropProgramInfo is a drop source's kernel program (DropProgram).
+type DropProgramInfo struct {
+	// ID is the program's kernel ID (0: unknown).
+	ID uint32
+	// Adopted: the source took the program over from an earlier
+	// process; Notified is then how many notifications it had written
+	// before this process's buffers took them (those the earlier process
+	// did not read were lost with its buffers).
+	Adopted  bool
+	Notified uint64
+	// Replaced are programs of another build the source detached for
+	// its own, with their final counts.
+	Replaced []ReplacedDropProgram
+}
+
+// ReplacedDropProgram is a kernel program detached for another: its ID,
+// the notifications it wrote, and its losses (over the limit, or not
+// written: no buffer), final.
+type ReplacedDropProgram struct {
+	ID             uint32
+	Notified, Lost uint64
 }
 
 // DropStats counts what the drop reporter did.
@@ -323,24 +342,43 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 // what that process kept (base) and the program's own counts; another
 // starts from the field as last reported (kept).
 func (r *DropReporter) takeProgram(src DropSource) {
-	var id uint32
-	var notified uint64
-	adopted := false
+	var info DropProgramInfo
 	if p, ok := src.(DropProgram); ok {
-		id, notified, adopted = p.DropProgram()
+		info = p.DropProgram()
 	}
-	if adopted && id != 0 && atomic.LoadUint64(r.prog) == uint64(id) {
-		handled := atomic.LoadUint64(r.handled)
-		unread := uint64(0)
-		if notified > handled {
-			unread = notified - handled
+	id, notified := info.ID, info.Notified
+	prog := atomic.LoadUint64(r.prog)
+	// unread are the notifications a program wrote that the state does
+	// not record as read: lost with a dead process's buffers.
+	unread := func(notified uint64) uint64 {
+		if h := atomic.LoadUint64(r.handled); notified > h {
+			return notified - h
 		}
-		r.lostBase, r.unsent = atomic.LoadUint64(r.base)+unread, 0
+		return 0
+	}
+	replaced := -1
+	for i, rp := range info.Replaced {
+		if rp.ID != 0 && uint64(rp.ID) == prog {
+			replaced = i
+		}
+	}
+	switch {
+	case info.Adopted && id != 0 && prog == uint64(id):
+		u := unread(notified)
+		r.lostBase, r.unsent = atomic.LoadUint64(r.base)+u, 0
 		atomic.StoreUint64(r.handled, notified)
-		if unread > 0 {
-			r.log.Info("drop notifications the previous process did not read, lost with it: counted in the drops field", "notifications", unread)
+		if u > 0 {
+			r.log.Info("drop notifications the previous process did not read, lost with it: counted in the drops field", "notifications", u)
 		}
-	} else {
+	case replaced >= 0:
+		// The earlier process's program, detached for this one: its
+		// losses (the gap's included) and what it wrote unread go into
+		// the field; the new program's counts start at 0.
+		rp := info.Replaced[replaced]
+		r.lostBase, r.unsent = atomic.LoadUint64(r.base)+rp.Lost+unread(rp.Notified), 0
+		atomic.StoreUint64(r.prog, uint64(id))
+		atomic.StoreUint64(r.handled, 0)
+	default:
 		// A program of its own, or one whose reading the state does
 		// not record (its notifications so far are taken as read).
 		atomic.StoreUint64(r.prog, uint64(id))

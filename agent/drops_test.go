@@ -263,9 +263,12 @@ type memProgram struct {
 	id       uint32
 	notified uint64
 	adopted  bool
+	replaced []ReplacedDropProgram
 }
 
-func (m *memProgram) DropProgram() (uint32, uint64, bool) { return m.id, m.notified, m.adopted }
+func (m *memProgram) DropProgram() DropProgramInfo {
+	return DropProgramInfo{ID: m.id, Notified: m.notified, Adopted: m.adopted, Replaced: m.replaced}
+}
 
 // TestDropReporterAdoptedProgram: a kernel program pinned across
 // processes keeps its counts, so the process that takes it over must not
@@ -277,7 +280,9 @@ func (m *memProgram) DropProgram() (uint32, uint64, bool) { return m.id, m.notif
 // The next process's first sample has drops 3 + 5 + 4 = 12 (before, 3 +
 // 8 = 11: the first 3 twice, the 4 unread not at all). A third process,
 // after an upgrade that read everything (notified = read), goes on with
-// no unread.
+// no unread. A process with a program of another build, which replaced
+// the pinned one, carries that one's final losses and unread
+// notifications over.
 func TestDropReporterAdoptedProgram(t *testing.T) {
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -336,8 +341,16 @@ func TestDropReporterAdoptedProgram(t *testing.T) {
 	if s[0].SequenceNumber != 4 || s[0].Drops != 13 {
 		t.Errorf("after the upgrade: sample %d drops %d, want 4 and 4 unread + 9 = 13", s[0].SequenceNumber, s[0].Drops)
 	}
-	s = process(&memProgram{memDrops: newMemDrops(), id: 77}, 2, 1)
-	if s[0].SequenceNumber != 5 || s[0].Drops != 15 {
-		t.Errorf("a program of its own: sample %d drops %d, want 5 and 13 + 2 = 15", s[0].SequenceNumber, s[0].Drops)
+	// A new build: program 42 replaced by 77 after a crash. 42's final
+	// losses are 9 + 6 (the gap); it wrote 10 notifications, 8 of them
+	// read: the 4 unread at the first crash, 15 lost, 2 unread, and 77's
+	// own 2.
+	s = process(&memProgram{memDrops: newMemDrops(), id: 77, replaced: []ReplacedDropProgram{{ID: 5}, {ID: 42, Notified: 10, Lost: 15}}}, 2, 1)
+	if s[0].SequenceNumber != 5 || s[0].Drops != 23 {
+		t.Errorf("a program of another build: sample %d drops %d, want 5 and 4 + 15 + 2 unread + 2 = 23", s[0].SequenceNumber, s[0].Drops)
+	}
+	s = process(&memProgram{memDrops: newMemDrops(), id: 78}, 1, 1)
+	if s[0].SequenceNumber != 6 || s[0].Drops != 24 {
+		t.Errorf("a program of its own: sample %d drops %d, want 6 and 23 + 1 = 24", s[0].SequenceNumber, s[0].Drops)
 	}
 }

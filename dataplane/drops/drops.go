@@ -148,12 +148,14 @@ type Drops struct {
 	// pinned is the directory the program and its maps are pinned in
 	// ("" none); adopted says they were an earlier process's, and
 	// adoptedNotified is then the program's notified count before this
-	// process's buffers took notifications (Adopted); replaced names
-	// the pinned programs of another build this Open detached.
+	// process's buffers took notifications (Adopted); stale are the
+	// folders of pinned programs of other builds, replaced the programs
+	// this Open detached (Replaced).
 	pinned          string
 	adopted         bool
 	adoptedNotified uint64
-	replaced        []string
+	stale           []string
+	replaced        []ReplacedProgram
 
 	mu  sync.Mutex // guards cfg
 	cfg Config
@@ -239,6 +241,7 @@ func Open(cfg Config) (*Drops, error) {
 		return nil, bpf.LoadError("drops: loading drops", err)
 	}
 	if err := d.open(cfg, func() error {
+		d.retire()
 		var err error
 		d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
 		if err != nil {

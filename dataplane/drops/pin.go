@@ -86,12 +86,8 @@ func (d *Drops) adopt() (bool, error) {
 		return false, fmt.Errorf("drops: pin directory: %w", err)
 	}
 	for _, e := range es {
-		if e.Name() == filepath.Base(d.pinned) {
-			continue
-		}
-		d.replaced = append(d.replaced, e.Name())
-		if err := os.RemoveAll(filepath.Join(parent, e.Name())); err != nil {
-			return false, fmt.Errorf("drops: unpinning the program of another build: %w", err)
+		if e.Name() != filepath.Base(d.pinned) {
+			d.stale = append(d.stale, filepath.Join(parent, e.Name()))
 		}
 	}
 	if _, err := os.Stat(filepath.Join(d.pinned, pinLink)); err != nil {
@@ -109,13 +105,67 @@ func (d *Drops) adopt() (bool, error) {
 		*mapField(&d.objs.DropsMaps, n), err = ebpf.LoadPinnedMap(filepath.Join(d.pinned, "map_"+n), nil)
 	}
 	if err != nil {
-		d.replaced = append(d.replaced, filepath.Base(d.pinned)+" (damaged: "+err.Error()+")")
+		d.replaced = append(d.replaced, ReplacedProgram{Name: filepath.Base(d.pinned), Err: err})
 		cerr := d.closeAll()
 		d.objs, d.link = bpf.DropsObjects{}, nil
 		return false, errors.Join(cerr, unpinAll(d.pinned))
 	}
 	d.adopted = true
 	return true, nil
+}
+
+// ReplacedProgram is a pinned program of another build that Open
+// detached for its own (or a pinned program it could not open whole:
+// Err), with its final counts.
+type ReplacedProgram struct {
+	Name  string // its folder (the build's fingerprint)
+	ID    uint32 // its kernel ID
+	Stats Stats  // its counts once detached
+	Err   error  // why it could not be read (its counts are then unknown)
+}
+
+// retire detaches the pinned programs of other builds (d.stale) and
+// reads their final counts, right before the new program is attached:
+// drops between the two are counted by neither, a few system calls'
+// time.
+func (d *Drops) retire() {
+	for _, dir := range d.stale {
+		r := ReplacedProgram{Name: filepath.Base(dir)}
+		l, err := link.LoadPinnedLink(filepath.Join(dir, pinLink), nil)
+		var prog *ebpf.Program
+		var stats *ebpf.Map
+		if err == nil {
+			prog, err = ebpf.LoadPinnedProgram(filepath.Join(dir, pinProg), nil)
+		}
+		if err == nil {
+			stats, err = ebpf.LoadPinnedMap(filepath.Join(dir, "map_"+bpf.DropsMapStats), nil)
+		}
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		if l != nil {
+			err = errors.Join(err, l.Close()) // unpinned: detached
+		}
+		if prog != nil {
+			if info, ierr := prog.Info(); ierr == nil {
+				id, _ := info.ID()
+				r.ID = uint32(id)
+			}
+			err = errors.Join(err, prog.Close())
+		}
+		if stats != nil {
+			var per []bpf.DropsDropStats
+			if lerr := stats.Lookup(uint32(0), &per); lerr == nil {
+				bpf.SumPerCPU(&r.Stats, per)
+			} else {
+				err = errors.Join(err, lerr)
+			}
+			err = errors.Join(err, stats.Close())
+		}
+		r.Err = err
+		d.replaced = append(d.replaced, r)
+	}
+	d.stale = nil
 }
 
 // pin pins the freshly attached program, its link and maps in d.pinned.
@@ -165,9 +215,10 @@ func Cleanup(dir string) error {
 // are lost with its buffers (a crash), the rest it read.
 func (d *Drops) Adopted() (notified uint64, ok bool) { return d.adoptedNotified, d.adopted }
 
-// Replaced names the pinned programs of other builds (or a damaged one)
-// that Open detached: their counts are gone, the new program's start at 0.
-func (d *Drops) Replaced() []string { return d.replaced }
+// Replaced returns the pinned programs of other builds (or a damaged one)
+// that Open detached, with their final counts: the new program's start
+// at 0.
+func (d *Drops) Replaced() []ReplacedProgram { return d.replaced }
 
 // ProgramID is the kernel's ID of the attached program (0: unknown): a
 // process that adopts a program sees the ID the earlier one had.

@@ -1,6 +1,7 @@
 package drops
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -78,5 +79,61 @@ func TestPinnedReleaseAdopt(t *testing.T) {
 	}
 	if es := pinfs.Entries(t, filepath.Dir(dir)); len(es) != 0 {
 		t.Errorf("pinned after Close: %v", es)
+	}
+}
+
+// TestPinnedReplaceOtherBuild: a pinned program of another build (its
+// folder under another fingerprint) is not adopted: Open detaches it
+// right before attaching its own and reports its final counts, the
+// drops of the gap included, so that they can be carried over; the new
+// program counts from 0 and nothing of the old one stays pinned.
+func TestPinnedReplaceOtherBuild(t *testing.T) {
+	lab := netlab.New(t, 3)
+	dl := lab.SetupDrops(t)
+	ino, err := NetnsInode("/run/netns/" + lab.Switch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(pinfs.Dir(t), "drops")
+	cfg := Config{Netns: ino, Limit: 1_000_000, HeaderBytes: DefaultHeaderBytes, PinDir: dir}
+	d, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := d.ProgramID()
+	lab.SendFrames(t, 0, dl.ACLFrames(40))
+	read := len(collectRecords(t, d, 300*time.Millisecond))
+	if err := d.Release(); err != nil {
+		t.Fatal(err)
+	}
+	const gap = 25
+	lab.SendFrames(t, 0, dl.ACLFrames(gap))
+	// Another build's folder: the same program under another name.
+	if err := os.Rename(d.pinned, filepath.Join(dir, "0000000000000000")); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d2.Close() })
+	if _, ok := d2.Adopted(); ok || d2.ProgramID() == id {
+		t.Fatalf("the program of another build adopted (program %d, was %d)", d2.ProgramID(), id)
+	}
+	r := d2.Replaced()
+	if len(r) != 1 || r[0].Err != nil || r[0].ID != id {
+		t.Fatalf("replaced %+v, want program %d", r, id)
+	}
+	st := r[0].Stats
+	t.Logf("read %d; the replaced program's final counts %+v", read, st)
+	if st.Drops != 40+gap || st.Notified != uint64(read) || st.RingFull != gap {
+		t.Errorf("replaced program: %+v, want %d drops, %d notified (read), %d ring_full (the gap)", st, 40+gap, read, gap)
+	}
+	lab.SendFrames(t, 0, dl.ACLFrames(5))
+	if n := len(collectRecords(t, d2, 300*time.Millisecond)); n != 5 {
+		t.Errorf("the new program: %d notifications read, want 5", n)
+	}
+	if es := pinfs.Entries(t, dir); len(es) != 1 {
+		t.Errorf("pinned: %v, want the new program's folder only", es)
 	}
 }

@@ -212,8 +212,13 @@ func (d *Runner) applyLocked(c Config) error {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
 	d.dp = dp
-	if r := dp.Replaced(); len(r) > 0 {
-		d.log.Info("drop notifications: the pinned program of another build replaced; the kernel's drop counts start anew", "replaced", r)
+	for _, r := range dp.Replaced() {
+		if r.Err != nil {
+			d.log.Warn("drop notifications: a pinned program replaced; the kernel's drop counts start anew", "build", r.Name, "program", r.ID, "err", r.Err)
+			continue
+		}
+		d.log.Info("drop notifications: the pinned program of another build replaced; the kernel's drop counts start anew, its losses carried into the drops field",
+			"build", r.Name, "program", r.ID, "drops", r.Stats.Drops, "lost", r.Stats.Lost())
 	}
 	if notified, ok := dp.Adopted(); ok {
 		d.log.Info("drop notifications: the pinned program taken over, its counts going on", "program", dp.ProgramID(), "notified_before", notified)
