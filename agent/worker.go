@@ -408,6 +408,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// between batches.
 			n, err := src.ReadSamples(nextTick, w.handleFn)
 			if n > 0 {
+				// The batch's ring position is stored: the state
+				// takes the pools and numbers that go with it.
+				w.persist()
 				// The ring is drained: send the complete datagrams
 				// waiting in each receiver's batch (many per system
 				// call at high rates); the datagrams being filled wait
@@ -452,6 +455,7 @@ func (w *worker) readAll(src SampleReader) {
 	for range 64 {
 		n, err := src.ReadSamples(time.Now(), w.handleFn)
 		if n > 0 {
+			w.persist()
 			for _, r := range w.receivers {
 				r.SendQueued()
 			}
