@@ -200,15 +200,6 @@ func unpinAll(dir string) error {
 	return nil
 }
 
-// Cleanup detaches and unpins the programs pinned in dir (a Config.PinDir)
-// by a process that is gone (sflowswitchd -cleanup).
-func Cleanup(dir string) error {
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("drops: unpinning %s: %w", dir, err)
-	}
-	return nil
-}
-
 // Adopted reports whether Open took over a program an earlier process
 // pinned, and that program's count of notifications written before this
 // process's buffers were in place: those the earlier process did not read
