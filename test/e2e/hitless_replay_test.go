@@ -23,7 +23,8 @@ import (
 // whole batch, while datagrams of the batch were sent every 32: the next
 // program read the sent part again, 1760 frames twice in one run.)
 //
-// At 1 in 1 every frame is a sample, so the last flow sample's pool is
+// Then an upgrade in place (SIGUSR2) with a burst of 6000 frames in the
+// ring. At 1 in 1 every frame is a sample, so the last flow sample's pool is
 // p1's rx_packets exactly, and its sequence number plus its drops (the
 // ring's losses) are that pool: the records a killed daemon had read
 // past its last send are read again, with their own pools and the
@@ -48,9 +49,16 @@ func TestHitlessKillMidBatch(t *testing.T) {
 		d = h.start(t)
 		d.waitReady(t, lab, "p1", "p2")
 	}
-	// Frames after the last take-over: the last samples are of frames
-	// whose samples are not lost in flight at a kill.
-	sendNumbered(t, lab, 0, 1, 3*perRound, 100)
+	// An upgrade in place with a burst waiting in the ring, then frames
+	// after the last take-over: the last samples are of frames whose
+	// samples are not lost in flight at a kill.
+	d.stop(t)
+	sendNumbered(t, lab, 0, 1, 3*perRound, perRound)
+	d.signal(t, syscall.SIGCONT)
+	d.signal(t, syscall.SIGUSR2)
+	d.waitLog(t, 20*time.Second, "upgrade in place completed")
+	d.waitReady(t, lab, "p1", "p2")
+	sendNumbered(t, lab, 0, 1, 4*perRound, 100)
 	// Settled: the pool is the kernel's count, nothing new over 2 s.
 	e := h.waitSettled(t)
 	dgs := h.col.snapshot(t)
@@ -93,7 +101,7 @@ func TestHitlessKillMidBatch(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", 3*perRound+100, len(seen), len(dups), lost)
+	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", 4*perRound+100, len(seen), len(dups), lost)
 	if len(dups) != 0 {
 		t.Errorf("%d frames reported twice, e.g. %v", len(dups), dups[:min(5, len(dups))])
 	}
