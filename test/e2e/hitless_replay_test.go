@@ -14,7 +14,7 @@ import (
 // frames arrive, so that its ring holds them all, and then let go
 // (SIGCONT) and killed (SIGKILL) a few milliseconds later, while it reads
 // that batch and sends the datagrams it made; a new daemon takes the
-// samplers over. Three rounds, each with another delay. The flow samples
+// samplers over. Six rounds, each with another delay (1 to 10 ms). The flow samples
 // of p1 name each frame once at most (no record read again by the
 // program that takes the ring over), their sequence numbers only
 // increase, and the samples lost in flight at the kills (the gaps in the
@@ -39,7 +39,9 @@ func TestHitlessKillMidBatch(t *testing.T) {
 	d := h.start(t)
 	d.waitReady(t, lab, "p1", "p2")
 	const perRound = 6000
-	for round, delay := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
+	delays := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 7 * time.Millisecond, 10 * time.Millisecond}
+	kills := len(delays)
+	for round, delay := range delays {
 		d.stop(t)
 		sendNumbered(t, lab, 0, 1, uint64(round*perRound), perRound)
 		d.signal(t, syscall.SIGCONT)
@@ -53,12 +55,12 @@ func TestHitlessKillMidBatch(t *testing.T) {
 	// after the last take-over: the last samples are of frames whose
 	// samples are not lost in flight at a kill.
 	d.stop(t)
-	sendNumbered(t, lab, 0, 1, 3*perRound, perRound)
+	sendNumbered(t, lab, 0, 1, uint64(kills*perRound), perRound)
 	d.signal(t, syscall.SIGCONT)
 	d.signal(t, syscall.SIGUSR2)
 	d.waitLog(t, 20*time.Second, "upgrade in place completed")
 	d.waitReady(t, lab, "p1", "p2")
-	sendNumbered(t, lab, 0, 1, 4*perRound, 100)
+	sendNumbered(t, lab, 0, 1, uint64((kills+1)*perRound), 100)
 	// Settled: the pool is the kernel's count, nothing new over 2 s.
 	e := h.waitSettled(t)
 	dgs := h.col.snapshot(t)
@@ -101,7 +103,7 @@ func TestHitlessKillMidBatch(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", 4*perRound+100, len(seen), len(dups), lost)
+	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", (kills+1)*perRound+100, len(seen), len(dups), lost)
 	if len(dups) != 0 {
 		t.Errorf("%d frames reported twice, e.g. %v", len(dups), dups[:min(5, len(dups))])
 	}
@@ -111,11 +113,11 @@ func TestHitlessKillMidBatch(t *testing.T) {
 	for _, dg := range dgs {
 		perDatagram = max(perDatagram, len(dg.our.Samples))
 	}
-	if lost > 3*32*perDatagram {
-		t.Errorf("%d samples lost in flight at 3 kills, want at most a send batch each (32 datagrams of %d samples)", lost, perDatagram)
+	if lost > kills*32*perDatagram {
+		t.Errorf("%d samples lost in flight at %d kills, want at most a send batch each (32 datagrams of %d samples)", lost, kills, perDatagram)
 	}
-	if len(seen) < 3*perRound/2 {
-		t.Errorf("%d of %d frames reported: the lab lost most of the bursts, nothing tested", len(seen), 3*perRound)
+	if len(seen) < (kills+1)*perRound/2 {
+		t.Errorf("%d of %d frames reported: the lab lost most of the bursts, nothing tested", len(seen), (kills+1)*perRound)
 	}
 	h.stopClean(t, d)
 }
