@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,6 +85,9 @@ func hitlessDrops(t *testing.T, event string) {
 	time.Sleep(time.Second)
 	cancel()
 	<-done
+	if !strings.Contains(d.log(), "the pinned program taken over") {
+		t.Errorf("the drop program was not taken over after the %s:\n%s", event, d.log())
+	}
 
 	dgs := waitDropsQuiet(t, col)
 	recs := dropSamplesOf(dgs)
