@@ -440,8 +440,7 @@ func (p *Psample) install(pp *psPort) error {
 			p.log.Debug("psample: hw-tc-offload unknown: rules in software", "port", l.Attrs().Name, "err", err)
 		}
 	}
-	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW,
-		Continue: p.cfg.InstallRules}
+	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
 	if pp.dir&sflow.DirectionIngress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
 			return err
