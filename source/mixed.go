@@ -169,6 +169,12 @@ func (r *MixedReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSampl
 // Wake implements agent.Waker.
 func (r *MixedReader) Wake() error { return r.bpf.Wake() }
 
+// ReadAtStop implements agent.StopReader: the psample socket's queue (the
+// BPF ring's samples wait for the next program, or go with the ring).
+func (r *MixedReader) ReadAtStop(fn func(*agent.PacketSample)) (int, error) {
+	return r.ps.ReadAtStop(fn)
+}
+
 // Close stops the watcher.
 func (r *MixedReader) Close() {
 	r.stop.Store(true)

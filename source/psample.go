@@ -206,6 +206,11 @@ type Psample struct {
 	// re-joined (WatchFamily); FamilyGone is set while the family is gone.
 	Rejoins    atomic.Uint64
 	FamilyGone atomic.Bool
+	// leaderStopped is closed (once, leaderStop) when the first worker's
+	// reader read its socket to the end at a stop (listen-only with
+	// followers: PsampleReader.ReadAtStop).
+	leaderStopped chan struct{}
+	leaderStop    sync.Once
 }
 
 // groupFor returns port ifindex's group in one direction (rules mode).
@@ -265,7 +270,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None()}
+	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None(), leaderStopped: make(chan struct{})}
 	if ns, err := netns.Get(); err == nil {
 		p.ns = ns
 	}
@@ -530,10 +535,30 @@ func (p *Psample) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
+	// The samples queued since the workers stopped cannot be sent: they
+	// are counted in their ports' drops (which the agent's state keeps
+	// for the next program), first with the pools read (the rules still
+	// sample), then, once the rules are gone, what they took until then.
+	for _, r := range p.readers {
+		errs = append(errs, r.readClosing(true))
+	}
 	if p.owner != nil {
 		for idx := range p.ports {
 			errs = append(errs, p.owner.Remove(int(idx), false), p.owner.Remove(int(idx), true))
 		}
+	}
+	for _, r := range p.readers {
+		errs = append(errs, r.readClosing(false))
+		r.countQueued(p.ports)
+	}
+	var unsent uint64
+	for _, st := range p.rstats {
+		unsent += st.Unsent.Load()
+	}
+	if unsent > 0 {
+		p.log.Info("psample: samples read after the workers stopped, not sent: counted in their ports' drops", "samples", unsent)
+	}
+	if p.owner != nil {
 		errs = append(errs, p.owner.Close())
 		p.owner = nil
 	}
@@ -563,6 +588,10 @@ type PsampleReaderStats struct {
 	// RejoinErrors counts the sockets that could not be opened again
 	// after the family was made anew (retried at the next check).
 	RejoinErrors atomic.Uint64
+	// Unsent counts the samples read as the program stopped, after the
+	// workers had (Psample.Close): not sent, counted in their ports'
+	// drops.
+	Unsent atomic.Uint64
 }
 
 // PsampleReader is one worker's psample socket (agent.SampleReader and
@@ -592,9 +621,16 @@ type PsampleReader struct {
 	queue     *psQueue
 	followers []*psQueue
 	fn        func(*agent.PacketSample)
-	ps        agent.PacketSample
-	conv      func(*psample.Sample)
-	Stats     *PsampleReaderStats
+	// closing: the workers stopped (Psample.Close): a sample read now is
+	// counted in its port's drops, not handed on; closingPool says
+	// whether its port's pool is still read (not once the rules are
+	// gone: the frames after them could not be sampled).
+	closing, closingPool bool
+	// stopWaited: a follower waited for the first reader at the stop.
+	stopWaited bool
+	ps         agent.PacketSample
+	conv       func(*psample.Sample)
+	Stats      *PsampleReaderStats
 }
 
 func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
@@ -676,6 +712,84 @@ func (r *PsampleReader) Wake() error {
 	return r.conn.Load().Wake()
 }
 
+// ReadAtStop implements agent.StopReader: what the socket (a follower:
+// its queue) holds as the worker stops, without waiting. The kernel frees
+// a socket's queue with the socket, and the next program opens its own:
+// what is not read now would be neither sent nor counted.
+//
+// Listen-only with several workers, a follower first waits (a bounded
+// time) for the first worker's reader to have read the socket to its end,
+// so that the samples it hands on at the stop are in the queue.
+func (r *PsampleReader) ReadAtStop(fn func(*agent.PacketSample)) (int, error) {
+	if r.queue != nil {
+		if !r.stopWaited {
+			r.stopWaited = true
+			select {
+			case <-r.p.leaderStopped:
+			case <-time.After(stopWaitLeader):
+			}
+		}
+		return r.queue.drain(fn), nil
+	}
+	n, err := r.tryRead(fn)
+	for _, q := range r.followers {
+		if q != nil {
+			err = errors.Join(err, q.kick())
+		}
+	}
+	if n == 0 && err == nil {
+		r.settle()
+	}
+	if (n == 0 || err != nil) && r.followers != nil {
+		r.p.leaderStop.Do(func() { close(r.p.leaderStopped) })
+	}
+	return n, err
+}
+
+// stopWaitLeader bounds a follower's wait for the first worker's last
+// read at a stop.
+const stopWaitLeader = 2 * time.Second
+
+// readClosing reads what the socket holds once the workers stopped
+// (Psample.Close), counting each sample in its port's drops (closing),
+// the ports' pools read while pool; bounded as a worker's reads, for a
+// group another component's rules keep feeding (listen-only).
+func (r *PsampleReader) readClosing(pool bool) error {
+	if r.queue != nil {
+		return nil
+	}
+	r.closing, r.closingPool = true, pool
+	r.fn = func(*agent.PacketSample) {}
+	conn := r.conn.Load()
+	before := conn.Overruns.Load()
+	var err error
+	for range 64 {
+		var n int
+		if n, err = conn.TryRead(r.conv); n == 0 || err != nil {
+			break
+		}
+	}
+	if d := conn.Overruns.Load() - before; d > 0 {
+		r.Stats.Overruns.Add(d)
+	}
+	r.settle()
+	return err
+}
+
+// countQueued counts the samples left in a follower's queue once the
+// workers stopped (Psample.Close) in their ports' drops.
+func (r *PsampleReader) countQueued(ports map[uint32]*psPort) {
+	if r.queue == nil {
+		return
+	}
+	r.queue.drain(func(ps *agent.PacketSample) {
+		if pp := ports[ps.IfIndex]; pp != nil {
+			pp.addDrops(1)
+		}
+		r.Stats.Unsent.Add(1)
+	})
+}
+
 // convert turns a psample message into the worker's PacketSample.
 func (r *PsampleReader) convert(s *psample.Sample) {
 	// The ports as they are now (one atomic load): a port configured
@@ -755,6 +869,14 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		pp.addDrops(lost)
 	}
 	pp.takenA.Add(1 + lost)
+	if r.closing {
+		if r.closingPool && pp.gen != s.Batch {
+			r.readPool(pp, s.Batch)
+		}
+		pp.addDrops(1)
+		r.Stats.Unsent.Add(1)
+		return
+	}
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
 	// counted.
