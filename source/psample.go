@@ -298,9 +298,9 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 	for w := 0; w < cfg.Workers; w++ {
 		var r *PsampleReader
 		var err error
-		if cfg.listenOnly() && w > 0 {
-			// One socket for the group, the first worker's; the others
-			// get their samples from it (psample_dispatch.go).
+		if w > 0 {
+			// One socket, the first worker's; the others get their
+			// samples from it (psample_dispatch.go).
 			r, err = p.newFollower(w)
 		} else {
 			r, err = p.newReader(w, open)
@@ -311,7 +311,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		p.readers = append(p.readers, r)
 		p.rstats = append(p.rstats, r.Stats)
 	}
-	if cfg.listenOnly() && cfg.Workers > 1 {
+	if cfg.Workers > 1 {
 		lead := p.readers[0]
 		lead.followers = make([]*psQueue, cfg.Workers)
 		for w, r := range p.readers[1:] {
@@ -732,11 +732,6 @@ func (r *PsampleReader) ReadAtStop(fn func(*agent.PacketSample)) (int, error) {
 		return r.queue.drain(fn), nil
 	}
 	n, err := r.tryRead(fn)
-	for _, q := range r.followers {
-		if q != nil {
-			err = errors.Join(err, q.kick())
-		}
-	}
 	if n == 0 && err == nil {
 		r.settle()
 	}
@@ -855,7 +850,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	} else {
 		pp = t.groups[s.Group]
 		egress = s.Group&1 != 0
-		if pp == nil || pp.worker != r.id {
+		if pp == nil || (pp.worker != r.id && r.followers == nil) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
@@ -983,7 +978,7 @@ func (r *PsampleReader) groupChanged(group uint32, created bool) {
 		}
 		q = &r.listen
 	default:
-		if pp = r.p.table.Load().groups[group]; pp == nil || pp.worker != r.id {
+		if pp = r.p.table.Load().groups[group]; pp == nil || (pp.worker != r.id && r.followers == nil) {
 			return
 		}
 		q = &pp.seq[group&1]
@@ -1016,7 +1011,7 @@ func (r *PsampleReader) settle() {
 		return
 	}
 	for _, pp := range r.p.table.Load().ports {
-		if pp.worker != r.id {
+		if pp.worker != r.id && r.followers == nil {
 			continue
 		}
 		for d := range pp.seq {

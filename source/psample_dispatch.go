@@ -1,19 +1,23 @@
 package source
 
-// Listen-only mode with several workers: one socket for the group.
+// Several workers: one socket.
 //
 // Every socket joined to psample's packets group receives every sample of
-// the group, so with a socket per worker each worker's reader saw the
-// whole group's sequence and charged its own socket's gaps to its own
-// ports, among which were other workers' samples that their sockets did
-// receive: the drops fields added up to more than the losses. Instead the
-// first worker's reader (the leader) alone reads the group, follows its
-// sequence, charges each gap to the port of the next sample (whichever
-// worker's it is: the drops fields then add up to every loss), reads the
-// pools, and hands the other workers' samples to them through a queue
-// each (single producer, single consumer, preallocated: no lock and no
-// allocation per sample), waking each once per batch of messages. A
-// sample a full queue cannot take is counted in its port's drops.
+// every group, so with a socket per worker the kernel queued each sample
+// once per worker, and every reader parsed every sample to keep its own
+// ports' (with W workers, W times the work). In listen-only mode each
+// worker's reader also saw the whole group's sequence and charged its own
+// socket's gaps to its own ports, among which were other workers' samples
+// that their sockets did receive: the drops fields added up to more than
+// the losses. Instead the first worker's reader (the leader) alone reads
+// the socket, follows the groups' sequences (rules mode: each port's own
+// groups; listen-only: the group's, each gap charged to the port of the
+// next sample, whichever worker's it is, so the drops fields add up to
+// every loss), reads the pools, and hands the other workers' samples to
+// them through a queue each (single producer, single consumer,
+// preallocated: no lock and no allocation per sample), waking each once
+// per batch of messages. A sample a full queue cannot take is counted in
+// its port's drops.
 
 import (
 	"errors"
@@ -87,6 +91,28 @@ func (q *psQueue) signal() error {
 		return fmt.Errorf("psample: waking a worker: %w", err)
 	}
 	return nil
+}
+
+// tryRead hands fn every queued sample, without waiting, and re-arms the
+// eventfd first (a reader that waits on it elsewhere: MixedReader).
+func (q *psQueue) tryRead(fn func(*agent.PacketSample)) int {
+	var b [8]byte
+	_, _ = unix.Read(q.efd, b[:]) // reset; EAGAIN when nothing was written
+	return q.drain(fn)
+}
+
+// waitReadable waits up to timeout until a sample is queued or the
+// eventfd was written.
+func (q *psQueue) waitReadable(timeout time.Duration) (bool, error) {
+	if q.head.Load() != q.tail.Load() {
+		return true, nil
+	}
+	pfd := []unix.PollFd{{Fd: int32(q.efd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("psample: waiting for samples: %w", err)
+	}
+	return n > 0, nil
 }
 
 // drain hands fn every queued sample and returns how many.
