@@ -144,7 +144,7 @@ type psPort struct {
 	// (listen-only: the rules are another component's). Written under
 	// Psample.mu, read by the reader.
 	counted atomic.Uint32
-	// Touched by its worker's reader only:
+	// Touched by the reader of the socket (the first worker's) only:
 	raw    psample.PortCounts // counters at the last read
 	pool   uint64             // packets counted since sampling began
 	gen    uint64             // the batch (psample.Sample.Batch) the pool was read in
@@ -207,7 +207,7 @@ type Psample struct {
 	Rejoins    atomic.Uint64
 	FamilyGone atomic.Bool
 	// leaderStopped is closed (once, leaderStop) when the first worker's
-	// reader read its socket to the end at a stop (listen-only with
+	// reader read its socket to the end at a stop (with
 	// followers: PsampleReader.ReadAtStop).
 	leaderStopped chan struct{}
 	leaderStop    sync.Once
@@ -615,7 +615,7 @@ type PsampleReader struct {
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
-	// queue, for a follower (listen-only, not the first worker): where
+	// queue, for a follower (not the first worker): where
 	// the first worker's reader puts this worker's samples; conn is nil.
 	// followers, for that first reader: the queues by worker (nil: none).
 	queue     *psQueue
@@ -653,8 +653,8 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	return r, nil
 }
 
-// newFollower is worker w's reader in listen-only mode when the first
-// worker's socket reads the group for every worker.
+// newFollower is worker w's reader (w > 0): the first worker's socket
+// reads the samples of every worker (psample_dispatch.go).
 func (p *Psample) newFollower(w int) (*PsampleReader, error) {
 	q, err := newPsQueue()
 	if err != nil {
