@@ -683,6 +683,9 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 		r.reopen()
 	}
 	conn := r.conn.Load()
+	if woken, err := r.waitRoom(conn, deadline); woken || err != nil {
+		return 0, err
+	}
 	before := conn.Overruns.Load()
 	n, err := conn.Read(deadline, r.conv)
 	for _, q := range r.followers {
@@ -702,6 +705,41 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 		err = nil
 	}
 	return n, err
+}
+
+// roomPoll is how often a reader whose followers' queues are full looks
+// again.
+const roomPoll = time.Millisecond
+
+// waitRoom waits, before the first worker's reader reads its socket, until
+// every follower's queue has room for what one read can hand it, so that
+// a follower slower than the socket leaves the samples in the socket's
+// buffer (4 MiB), not in a full queue: the samples that buffer cannot
+// hold are the kernel's to drop, and count as GROUP_SEQ gaps. It returns
+// at deadline (os.ErrDeadlineExceeded: the worker ticks) or when Wake
+// cut the wait short (woken: the worker takes its configuration first).
+func (r *PsampleReader) waitRoom(conn *psample.Conn, deadline time.Time) (woken bool, err error) {
+	need := uint64(conn.MaxPerRead())
+	for {
+		full := false
+		for _, q := range r.followers {
+			if q != nil && q.free() < need {
+				full = true
+				if err := q.kick(); err != nil {
+					return false, err
+				}
+			}
+		}
+		if !full {
+			return false, nil
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return false, os.ErrDeadlineExceeded
+		}
+		if woken, err := conn.Pause(roomPoll, deadline); woken || err != nil {
+			return woken, err
+		}
+	}
 }
 
 // Wake implements agent.Waker.

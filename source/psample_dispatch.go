@@ -31,8 +31,11 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
-// queueSlots is the number of samples a follower's queue holds.
-const queueSlots = 1024
+// queueSlots is the number of samples a follower's queue holds: twice
+// what one read of the socket hands on (psample.Conn.MaxPerRead), so that
+// the first reader reads again while a follower still sends the last
+// read's (PsampleReader.waitRoom).
+const queueSlots = 2048
 
 // queuedSample is one sample in a follower's queue: the worker's sample
 // and its header bytes (the PacketSample's Header points into hdr when it
@@ -74,6 +77,9 @@ func (q *psQueue) push(ps *agent.PacketSample) bool {
 	q.kicked = true
 	return true
 }
+
+// free is the number of samples the queue can take now.
+func (q *psQueue) free() uint64 { return uint64(len(q.slots)) - (q.tail.Load() - q.head.Load()) }
 
 // kick wakes the follower if samples were pushed since the last kick.
 func (q *psQueue) kick() error {

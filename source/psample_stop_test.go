@@ -157,3 +157,80 @@ func queuedAtStop(t *testing.T, workers int) {
 		t.Errorf("%d sent + %d unsent != %d made", total, unsent, queued+late)
 	}
 }
+
+// TestPsampleFollowerBackpressure: a follower worker slower than the
+// socket (here: busy until released) makes the first worker's reader
+// leave the samples in the socket's buffer rather than overfill the
+// follower's queue: 5000 samples of the follower's port, more than its
+// queue holds, all sent, none counted lost.
+func TestPsampleFollowerBackpressure(t *testing.T) {
+	testskip.Root(t)
+	lab := pslab.New(t)
+	i0, i1 := lab.Veth(t, "sfps0", "sfps1")
+	fam := psample.Family{ID: 0x7ff0}
+	var p *Psample
+	lab.Do(t, func() (err error) {
+		p, err = newPsample(PsampleConfig{Workers: 2, ListenGroup: 7}, func() (*psample.Conn, error) {
+			return psample.OpenSynthetic(psample.ConnConfig{}, fam)
+		})
+		return err
+	})
+	col := newCollector(t)
+	a := agent.New(agent.Options{Workers: 2, Source: p})
+	release := make(chan struct{})
+	readers := []agent.SampleReader{p.readers[0], &gatedReader{PsampleReader: p.readers[1], release: release}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx, readers); close(done) }()
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+		_ = netnsutil.DoNamed(lab.NS, p.Close)
+	}()
+	cfg := agent.Config{AgentAddress: netip.MustParseAddr("198.18.0.9"), Receivers: []agent.ReceiverConfig{{Index: 1, Address: col.addr()}}}
+	for _, idx := range []int{i0, i1} {
+		cfg.Samplers = append(cfg.Samplers, agent.SamplerConfig{IfIndex: uint32(idx), Instance: 1, Receiver: 1, Rate: 10, HeaderBytes: 128})
+	}
+	lab.Do(t, func() error { return a.Apply(cfg) })
+	port := i1
+	if a.WorkerOf(sflow.DataSource{Index: uint32(i0)}) == 1 {
+		port = i0
+	}
+	if a.WorkerOf(sflow.DataSource{Index: uint32(port)}) != 1 {
+		t.Fatalf("no port of worker 1")
+	}
+	pid, err := p.readers[0].conn.Load().PortID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd nlSender
+	lab.Do(t, func() (err error) { fd, err = netlinkSender(pid); return err })
+	defer fd.Close()
+	frame := udpFrames(1)[0]
+	const n = 5000
+	for i := range n {
+		m := psample.AppendMessage(nil, fam.ID, &psample.Sample{Has: psample.HasIIf, IIfIndex: uint32(port), Rate: 10,
+			OrigSize: uint32(len(frame)), Group: 7, Seq: uint32(i), Data: frame})
+		if err := fd.send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(testutil.Scaled(300 * time.Millisecond)) // the first reader reads what its follower's queue takes
+	close(release)
+	released = true
+	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
+	for col.count() < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(testutil.Scaled(1200 * time.Millisecond)) // a tick: the datagrams flushed
+	ss := col.samples(t)[uint32(port)]
+	pp := p.table.Load().ports[uint32(port)]
+	t.Logf("%d samples made for worker 1's port, %d sent, %d counted lost, socket overruns %d", n, len(ss), pp.dropsA.Load(), p.ReaderStats(0).Overruns.Load())
+	if len(ss) != n || pp.dropsA.Load() != 0 {
+		t.Errorf("%d samples sent and %d counted lost of %d made; want all sent", len(ss), pp.dropsA.Load(), n)
+	}
+}

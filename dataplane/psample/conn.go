@@ -352,30 +352,41 @@ func (c *Conn) wait(deadline time.Time) error {
 	}
 }
 
-// hold lets samples gather for the holdoff (no later than deadline), once
-// a sample has woken the reader; Wake cuts it short.
-func (c *Conn) hold(deadline time.Time) error {
-	d := c.holdoff
-	if d <= 0 {
-		return nil
-	}
+// MaxPerRead is the most samples one Read or TryRead hands on.
+func (c *Conn) MaxPerRead() int { return maxRounds * len(c.msgs) }
+
+// Pause waits for d (no later than deadline) unless Wake cuts it short,
+// and reports whether it did: a reader that must not read yet (its
+// consumers are full) waits without missing a Wake.
+func (c *Conn) Pause(d time.Duration, deadline time.Time) (bool, error) {
 	if !deadline.IsZero() {
 		d = min(d, time.Until(deadline))
 	}
 	ms := int((d + time.Millisecond - 1) / time.Millisecond)
 	if ms <= 0 {
-		return nil
+		return false, nil
 	}
 	pfd := c.pfd[1:]
 	pfd[0].Revents = 0
 	if _, err := unix.Poll(pfd, ms); err != nil && !errors.Is(err, unix.EINTR) {
-		return fmt.Errorf("psample: poll: %w", err)
+		return false, fmt.Errorf("psample: poll: %w", err)
 	}
-	if pfd[0].Revents != 0 {
-		var b [8]byte
-		_, _ = unix.Read(c.wake, b[:]) // drain; EAGAIN is fine
+	if pfd[0].Revents == 0 {
+		return false, nil
 	}
-	return nil
+	var b [8]byte
+	_, _ = unix.Read(c.wake, b[:]) // drain; EAGAIN is fine
+	return true, nil
+}
+
+// hold lets samples gather for the holdoff (no later than deadline), once
+// a sample has woken the reader; Wake cuts it short.
+func (c *Conn) hold(deadline time.Time) error {
+	if c.holdoff <= 0 {
+		return nil
+	}
+	_, err := c.Pause(c.holdoff, deadline)
+	return err
 }
 
 // Wake makes a waiting Read return at once.
