@@ -62,6 +62,22 @@ func BenchmarkPathCPU(b *testing.B) {
 		b.Logf("%-7s agent %.0f ns/sample [%.0f – %.0f], sender %.0f ns/frame [%.0f – %.0f]", path, a, minf(agentNs[path]), maxf(agentNs[path]),
 			s, minf(senderNs[path]), maxf(senderNs[path]))
 	}
+	// The psample path against each ring path, round by round: the
+	// trials of one round ran one after the other, under the machine's
+	// load of that moment, so the ratio of a round is steadier than the
+	// ratio of the medians when the load drifts (a shared machine, or an
+	// emulated VM on one).
+	for _, ring := range paths {
+		if ring == "psample" || len(agentNs["psample"]) == 0 {
+			continue
+		}
+		var r []float64
+		for i := range agentNs[ring] {
+			r = append(r, agentNs["psample"][i]/agentNs[ring][i])
+		}
+		b.ReportMetric(median(r), "psample/"+ring)
+		b.Logf("psample/%-4s agent CPU per sample, per round: median %.2f [%.2f – %.2f] %.2f", ring, median(r), minf(r), maxf(r), r)
+	}
 }
 
 // envInt is the positive integer in environment variable name, or def.
