@@ -16,8 +16,12 @@ package source
 // every loss), reads the pools, and hands the other workers' samples to
 // them through a queue each (single producer, single consumer,
 // preallocated: no lock and no allocation per sample), waking each once
-// per batch of messages. A sample a full queue cannot take is counted in
-// its port's drops.
+// per batch of messages. The leader reads the socket only once every
+// queue has room for a whole read (PsampleReader.waitRoom): a follower
+// slower than the samples leaves them in the socket's buffer, whose
+// overflow the kernel counts in the groups' sequences (drops, exactly). A
+// sample a full queue cannot take all the same (a stop) is counted in its
+// port's drops.
 
 import (
 	"errors"
