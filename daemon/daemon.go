@@ -317,7 +317,7 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 		if d.psample != nil {
 			err = errors.Join(err, d.psample.Close())
 		}
-		if dp.PinDir() != "" {
+		if dp.Pinned().Dir() != "" {
 			_, rerr := dp.Release()
 			return nil, errors.Join(err, rerr)
 		}
@@ -461,7 +461,7 @@ func (d *Daemon) newMIB(s config.Settings, version string) error {
 // pool bases): pinned with the samplers when they are, logged when it is
 // an earlier program's.
 func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*persist.Store, error) {
-	mem := dp.StateMemory()
+	mem := dp.Pinned().StateMemory()
 	if mem == nil {
 		return persist.New(stateSlots(s)), nil
 	}
@@ -469,8 +469,8 @@ func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*
 	if err != nil {
 		return nil, fmt.Errorf("agent state: %w", err)
 	}
-	if dp.Adopted() {
-		log.Info("samplers taken over from the previous program", "ports", len(dp.AdoptedPorts()),
+	if dp.Pinned().Adopted() {
+		log.Info("samplers taken over from the previous program", "ports", len(dp.Pinned().Ports()),
 			"agent_state", store.Adopted(), "sequence_numbers", store.Used(), "uptime", time.Since(store.Start()).Round(time.Millisecond))
 	}
 	return store, nil
@@ -485,10 +485,10 @@ func agentState(dp *dataplane.Dataplane, s config.Settings, log *slog.Logger) (*
 // counted (snmp_restore_refused_total); what is valid is restored and the
 // daemon starts either way.
 func (d *Daemon) restoreSNMP(s config.Settings) error {
-	if d.dp.PinDir() == "" {
+	if d.dp.Pinned().Dir() == "" {
 		return nil
 	}
-	for _, dir := range []string{s.StateDir, d.dp.PinDir()} {
+	for _, dir := range []string{s.StateDir, d.dp.Pinned().Dir()} {
 		if err := handover.CheckDir(dir); err != nil {
 			d.log.Error("directory open to other users: what the daemon keeps in it for an upgrade or a restart may be replaced; make it the daemon's alone (owned by its user, mode 0700 or 0755)", "err", err)
 		}
@@ -498,7 +498,7 @@ func (d *Daemon) restoreSNMP(s config.Settings) error {
 	d.mu.Lock()
 	d.snmp = store
 	d.mu.Unlock()
-	if !d.dp.Adopted() {
+	if !d.dp.Pinned().Adopted() {
 		return store.Remove()
 	}
 	snap, err := store.Load()

@@ -43,15 +43,16 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 
 // transitMetrics reads the transit counts (false while transit is off).
 func (d *Daemon) transitMetrics() (metrics.Transit, bool) {
-	if !d.dp.TransitOn() {
+	tr := d.dp.Transit()
+	if !tr.On() {
 		return metrics.Transit{}, false
 	}
-	s, err := d.dp.TransitStats()
+	s, err := tr.Stats()
 	if err != nil {
 		d.log.Warn("reading transit counts", "err", err)
 		return metrics.Transit{}, false
 	}
-	n, err := d.dp.TransitParked()
+	n, err := tr.Parked()
 	if err != nil {
 		d.log.Warn("reading transit counts", "err", err)
 		return metrics.Transit{}, false
@@ -84,15 +85,15 @@ func (d *Daemon) portMetrics() []metrics.Port {
 				KernelRate: max(eff, st.rate), EffectiveRate: max(eff, st.rate)})
 			continue
 		}
-		c, err := d.dp.PortCounters(int(idx))
+		c, err := d.dp.Stats().Ingress(int(idx))
 		if err != nil {
 			continue
 		}
 		eff, _ := d.agent.EffectiveRate(idx)
 		mp := metrics.Port{Name: st.name, IfIndex: idx, Pool: c.Pool, Samples: c.Samples, Drops: c.Drops,
-			AFXDPDrops: d.dp.SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
-		if d.dp.PortDirection(int(idx)).Has(sflow.DirectionEgress) {
-			if e, err := d.dp.PortCountersEgress(int(idx)); err == nil {
+			AFXDPDrops: d.dp.Stats().SocketDrops(idx), Rate: st.rate, KernelRate: agent.KernelRate(max(eff, st.rate)), EffectiveRate: max(eff, st.rate)}
+		if d.dp.Stats().Direction(int(idx)).Has(sflow.DirectionEgress) {
+			if e, err := d.dp.Stats().Egress(int(idx)); err == nil {
 				mp.Egress, mp.EgressPool, mp.EgressSamples, mp.EgressDrops = true, e.Pool, e.Samples, e.Drops
 			}
 		}
@@ -182,7 +183,7 @@ func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prom.Counter(snmpRestoreRefused, r.sampler.Load(), "sampler")
 	ch <- prom.Counter(snmpRestoreRefused, r.poller.Load(), "poller")
 	ch <- prom.Counter(snmpRestoreRefused, r.file.Load(), "file")
-	if why := c.d.dp.PinReplaced(); why != "" {
+	if why := c.d.dp.Pinned().Replaced(); why != "" {
 		ch <- prom.Counter(pinReplaced, 1, why)
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vishvananda/netlink"
 
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/config"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/source"
@@ -20,8 +21,8 @@ import (
 // the kernel has psample and act_sample, and a port offloads tc
 // (hw-tc-offload: a switchdev ASIC port) at start. Without such a port
 // nothing of psample is opened (no socket, no watcher).
-func autoPsample(fs *dataplane.Features, log *slog.Logger) bool {
-	if !fs.Has(dataplane.FeaturePsample) || !fs.Has(dataplane.FeatureActSample) {
+func autoPsample(fs *features.Features, log *slog.Logger) bool {
+	if !fs.Has(features.FeaturePsample) || !fs.Has(features.FeatureActSample) {
 		return false
 	}
 	links, err := netlink.LinkList()

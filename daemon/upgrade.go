@@ -115,7 +115,7 @@ func (d *Daemon) prepareUpgrade(ctx context.Context, args []string) error {
 	if underWay {
 		return errUpgradeUnderWay
 	}
-	if d.dp.PinDir() == "" {
+	if d.dp.Pinned().Dir() == "" {
 		return errors.New("nothing is pinned (pin_dir off, or not on a BPF file system): an exec would detach every sampler")
 	}
 	exe, err := os.Executable() // the path, also when the file was replaced
@@ -238,7 +238,7 @@ func (d *Daemon) upgraded(h *Handover) {
 	}
 	took := time.Duration(handover.Monotonic() - h.StoppedNs)
 	d.log.Info("upgrade in place completed", "from", h.From, "to", d.version, "rollback", h.Rollback,
-		"stopped_to_running_ms", took.Milliseconds(), "ports_taken_over", len(d.dp.AdoptedPorts()))
+		"stopped_to_running_ms", took.Milliseconds(), "ports_taken_over", len(d.dp.Pinned().Ports()))
 	if h.ExeFD >= 0 {
 		unix.Close(h.ExeFD)
 	}

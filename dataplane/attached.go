@@ -6,35 +6,38 @@ import (
 	"os"
 	"sync"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 )
 
-// haveTCX is probeTCX's answer, asked once.
-var haveTCX = sync.OnceValue(func() bool { return probeTCX() == nil })
+// haveTCX is features.ProbeTCX's answer, asked once.
+var haveTCX = sync.OnceValue(func() bool { return features.ProbeTCX() == nil })
 
 // KernelAttachment reports how a sampler of sflowswitchd is attached to
 // ifindex as the kernel shows it in the calling thread's network
 // namespace, whichever process attached it: AttachNative or AttachGeneric
 // (an XDP program of ours, xdp_sampler or xdp_pass), AttachTCX (tc_sampler
 // at TCX ingress; asked only where the kernel has TCX), AttachClsact (our
-// cls_bpf filter, see clsact.go), or "" when none is. For tests and tools
+// cls_bpf filter, see package clsact), or "" when none is. For tests and tools
 // that check a running daemon from outside; a device that is gone has
 // none.
 func KernelAttachment(ifindex int) (string, error) {
 	l, err := netlink.LinkByIndex(ifindex)
-	if linkGone(err) {
+	if clsact.LinkGone(err) {
 		return "", nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("link %d: %w", ifindex, err)
 	}
 	if x := l.Attrs().Xdp; x != nil && x.ProgId != 0 {
-		name, err := programName(x.ProgId)
+		name, err := bpf.ProgramName(x.ProgId)
 		if err != nil {
 			return "", gone(err)
 		}
@@ -47,14 +50,14 @@ func KernelAttachment(ifindex int) (string, error) {
 	}
 	if haveTCX() {
 		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXIngress})
-		if linkGone(err) {
+		if clsact.LinkGone(err) {
 			return "", nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("querying TCX ingress of ifindex %d: %w", ifindex, err)
 		}
 		for _, p := range r.Programs {
-			name, err := programName(uint32(p.ID))
+			name, err := bpf.ProgramName(uint32(p.ID))
 			if err != nil {
 				return "", gone(err)
 			}
@@ -63,7 +66,7 @@ func KernelAttachment(ifindex int) (string, error) {
 			}
 		}
 	}
-	return clsactAttachment(sideIngress, ifindex)
+	return clsactAttachment(clsact.Ingress, ifindex)
 }
 
 // KernelAttachmentEgress reports how an egress sampler of sflowswitchd
@@ -74,14 +77,14 @@ func KernelAttachment(ifindex int) (string, error) {
 func KernelAttachmentEgress(ifindex int) (string, error) {
 	if haveTCX() {
 		r, err := link.QueryPrograms(link.QueryOptions{Target: ifindex, Attach: ebpf.AttachTCXEgress})
-		if linkGone(err) {
+		if clsact.LinkGone(err) {
 			return "", nil
 		}
 		if err != nil {
 			return "", fmt.Errorf("querying TCX egress of ifindex %d: %w", ifindex, err)
 		}
 		for _, p := range r.Programs {
-			name, err := programName(uint32(p.ID))
+			name, err := bpf.ProgramName(uint32(p.ID))
 			if err != nil {
 				return "", gone(err)
 			}
@@ -90,37 +93,7 @@ func KernelAttachmentEgress(ifindex int) (string, error) {
 			}
 		}
 	}
-	return clsactAttachment(sideEgress, ifindex)
-}
-
-// clsactAttachment reports AttachClsact when our filter with our program
-// is on side of ifindex's clsact (or ingress) qdisc.
-func clsactAttachment(side tcSide, ifindex int) (string, error) {
-	q, err := ingressQdisc(ifindex)
-	switch {
-	case linkGone(err):
-		return "", nil
-	case err != nil:
-		return "", err
-	case q == nil:
-		return "", nil
-	}
-	f, err := filterAt(side, ifindex)
-	switch {
-	case linkGone(err):
-		return "", nil
-	case err != nil:
-		return "", err
-	case f == nil:
-		return "", nil
-	}
-	if _, _, ok := parseTCFilterName(f.Name); !ok {
-		return "", nil
-	}
-	if name, err := programName(uint32(f.Id)); err != nil || name != side.prog {
-		return "", gone(err)
-	}
-	return AttachClsact, nil
+	return clsactAttachment(clsact.Egress, ifindex)
 }
 
 // gone is err, or nil when it says a program went away meanwhile (a
@@ -130,4 +103,13 @@ func gone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// clsactAttachment is AttachClsact when our filter with our program is on
+// side of ifindex's clsact (or ingress) qdisc.
+func clsactAttachment(side clsact.Side, ifindex int) (string, error) {
+	if ok, err := clsact.Attached(side, ifindex); !ok || err != nil {
+		return "", err
+	}
+	return AttachClsact, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
@@ -89,7 +91,7 @@ func tcCmd(t *testing.T, lab *netlab.Lab, args ...string) {
 func (v tcView) others() []filterView {
 	var out []filterView
 	for _, f := range v.filters {
-		if _, _, ok := parseTCFilterName(f.name); !ok {
+		if _, _, ok := clsact.ParseFilterName(f.name); !ok {
 			out = append(out, f)
 		}
 	}
@@ -188,7 +190,7 @@ func TestClsactOperatorFilters(t *testing.T) {
 			before := lab.RxPackets(t, lab.Switch, "p1")
 			checkOddDropped(t, "with the sampler", forwardedSeqs(t, lab, 1000, k), 1000, k)
 			rx := lab.RxPackets(t, lab.Switch, "p1") - before
-			pc, err := d.PortCounters(p1)
+			pc, err := d.Stats().Ingress(p1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -233,7 +235,7 @@ func TestClsactQdiscKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := tcIngress(t, lab, p1)
-	if v.qdisc != "clsact" || v.ours() == nil || !strings.HasSuffix(v.ours().name, tcFilterQdiscTag) {
+	if v.qdisc != "clsact" || v.ours() == nil || !strings.HasSuffix(v.ours().name, clsact.QdiscTag) {
 		t.Fatalf("qdisc %q, filters %+v: want a clsact qdisc of ours, named so in our filter", v.qdisc, v.filters)
 	}
 	tcCmd(t, lab, "filter", "add", "dev", "p1", "egress", "prio", "5", "protocol", "ip", "u32", "match", "ip", "protocol", "17", "0xff")
@@ -320,23 +322,6 @@ func TestClsactSharedBlock(t *testing.T) {
 	}
 }
 
-// TestTCFilterName: the names our filters carry, and what is not one.
-func TestTCFilterName(t *testing.T) {
-	for _, own := range []bool{false, true} {
-		n := tcFilterName("0123456789abcdef", own)
-		id, gotOwn, ok := parseTCFilterName(n)
-		if !ok || id != "0123456789abcdef" || gotOwn != own {
-			t.Errorf("%q parsed as %q %v %v", n, id, gotOwn, ok)
-		}
-	}
-	for _, n := range []string{"", "sflowswitchd/", "sflowswitchd/0123", "sflowswitchd/0123456789abcdeg",
-		"sflowswitchd/0123456789abcdef/x", "x/0123456789abcdef", "tc_sampler.o:[tc]"} {
-		if _, _, ok := parseTCFilterName(n); ok {
-			t.Errorf("%q taken for one of our names", n)
-		}
-	}
-}
-
 // clsactHelper is the helper role of TestCleanupClsactAfterKill: it
 // attaches the sampler in clsact mode to the ports named in env and waits.
 func clsactHelper(ports string) error {
@@ -375,10 +360,10 @@ func TestCleanupClsactAfterKill(t *testing.T) {
 	tcCmd(t, lab, "qdisc", "add", "dev", "p3", "clsact")
 	tcCmd(t, lab, "qdisc", "add", "dev", "p4", "clsact")
 	look := operatorProg(t, "op_lookalike", tcActUnspec, false)
-	addOperatorFilter(t, lab, p[1], tcFilterPrio, tcFilterHandle, tcFilterName("0123456789abcdef", true), look)
+	addOperatorFilter(t, lab, p[1], clsact.FilterPrio, clsact.FilterHandle, clsact.FilterName("0123456789abcdef", true), look)
 	look.Close()
 	named := operatorProg(t, "tc_sampler", tcActUnspec, false)
-	addOperatorFilter(t, lab, p[2], tcFilterPrio, tcFilterHandle, "operator", named)
+	addOperatorFilter(t, lab, p[2], clsact.FilterPrio, clsact.FilterHandle, "operator", named)
 	named.Close()
 	tcCmd(t, lab, "filter", "add", "dev", "p4", "ingress", "prio", "20", "protocol", "ip", "u32", "match", "ip", "protocol", "17", "0xff")
 	foreign := map[int]tcView{}

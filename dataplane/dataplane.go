@@ -17,15 +17,24 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/egress"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/transit"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -116,9 +125,9 @@ type Config struct {
 	// Logger receives operational messages; nil discards them.
 	Logger *slog.Logger
 	// Features are the running kernel's features; nil probes them in
-	// Open (ProbeFeatures). Tests pass a copy with features switched off
-	// to exercise the degraded paths.
-	Features *Features
+	// Open (features.ProbeFeatures). Tests pass a copy with features
+	// switched off to exercise the degraded paths.
+	Features *features.Features
 	// PinDir is a directory on a BPF file system (CheckDir) where the
 	// sampler's maps and links are pinned, so that they outlive the
 	// process and the next Open there adopts them (pin.go); "" pins
@@ -129,14 +138,19 @@ type Config struct {
 	// passed across exec (Release); nil otherwise.
 	Handover *pin.Handover
 	// StateWords is the size, in 64-bit words, of the agent's state
-	// memory (StateMemory), pinned with the maps; 0: none.
+	// memory (Pinned.StateMemory), pinned with the maps; 0: none.
 	StateWords int
 	// TransitEntries is how many sampled frames may wait at once to be
-	// followed to where they leave (transit.go, dataplane/bpf/transit.h), on every
+	// followed to where they leave (package transit, dataplane/bpf/transit.h), on every
 	// port sampled at TC; 0 follows none and loads no transit program.
 	// DefaultTransitEntries is a sensible value.
 	TransitEntries int
 }
+
+// DefaultTransitEntries is how many sampled frames may wait at once to be
+// followed (Config.TransitEntries, when on): a parked record is about
+// 450 bytes of preallocated kernel memory, so 4096 take about 1.8 MiB.
+const DefaultTransitEntries = 4096
 
 // Mode is a port's sample delivery path (values shared with dataplane/bpf/sampler.h).
 type Mode uint32
@@ -189,13 +203,6 @@ type PortConfig struct {
 	Hook Hook
 }
 
-// PortCounters are the summed per-CPU counters of one port.
-type PortCounters struct {
-	Pool    uint64 // frames seen by the sampler (sFlow sample_pool)
-	Samples uint64 // frames selected for sampling
-	Drops   uint64 // selected frames that could not be delivered (sFlow drops)
-}
-
 // ErrNotAttached is returned for operations on a port that is not attached.
 var ErrNotAttached = errors.New("port not attached")
 
@@ -211,18 +218,11 @@ type port struct {
 	prog *ebpf.Program // the port's own instance of xdp_sampler or tc_sampler
 	hook Hook          // HookXDP or HookTC
 	mode string        // AttachNative, AttachGeneric, AttachTCX or AttachClsact
-	out  *egressPort
+	out  *egress.Port
 	slot uint32
 	cfg  PortConfig
 	// pinned: the link is pinned in the pin directory (pin.go).
 	pinned bool
-}
-
-// portSlot is what the lock-free readers (PortCounters, PortPool) know of
-// an attached port: its counter slot and the directions it is sampled in.
-type portSlot struct {
-	slot uint32
-	dirs sflow.Direction
 }
 
 // Dataplane is the loaded sampler: programs, maps, attached ports.
@@ -235,51 +235,45 @@ type Dataplane struct {
 	// instance of xdp_sampler (portProgram).
 	spec *ebpf.CollectionSpec
 	// features of the kernel, probed once at Open.
-	features *Features
-	transit  *transit // nil: sampled frames are not followed
+	features *features.Features
+	transit  *transit.Transit // sampled frames followed to where they leave (when On)
 	// tc is the TC sampler's shared part, loaded with the first TC port
 	// (under mu).
 	tc *tcObjects
 	// egress is the egress sampler's shared part, loaded with the first
-	// port sampled at egress (under mu); egressPages its counters, read
+	// port sampled at egress (under mu); its counters are in stats.
 	// without the lock.
-	egress      *egressObjects
-	egressPages atomic.Pointer[counterPages]
+	egress *egress.Sampler
+	// egressShared is what the egress sampler shares with the XDP
+	// sampler (set at load).
+	egressShared egress.Shared
 	// fib is the FIB generation counter (fibgen.go); nil without it.
 	fib *fibGen
-	// owner names this Dataplane's clsact filters and says it lives
-	// (clsact.go).
-	owner *owner
+	// owner names this Dataplane's clsact filters and says it lives;
+	// filters adds and adopts them (package clsact).
+	owner   *clsact.Owner
+	filters clsact.Filters
 
 	cpuSlots int
-	counters *counterPages
 	rings    []*ebpf.Map
 
-	// slotOf maps attached ifindexes to counter slots and directions. It
-	// is replaced (copy on write, under mu) on attach, detach and
-	// direction changes, and read without a lock by PortCounters, which
-	// workers call for every flow sample.
-	slotOf atomic.Pointer[map[int]portSlot]
+	// stats are the attached ports' counters, read without a lock.
+	stats Stats
 
 	mu        sync.Mutex
 	ports     map[int]*port
 	freeSlots []uint32
-	sources   []*Source
+	sources   []*reader.Source
 	closed    bool
 
-	// mon holds the monitor ports' AF_XDP sockets (SetPort).
-	mon monitorPorts
+	// mon holds the monitor ports' AF_XDP sockets (SetPort); monMu
+	// serialises SetPort and RemovePort.
+	monMu sync.Mutex
+	mon   reader.MonitorPorts
 
-	// pin is the pin directory (nil: nothing pinned); adopted the ports
-	// taken over from it at Open, with their configuration.
-	pin     *pin.State
-	adopted map[int]PortConfig
-	// adoptedEgress are the egress counts of the adopted ports, as
-	// their egress samplers left them (AdoptedEgress).
-	adoptedEgress map[int]PortCounters
-	// state is the agent's state memory (StateMemory).
-	state    *ebpf.Map
-	stateMem []byte
+	// pinned is the state pinned in the pin directory: what Open
+	// adopted, the agent's state memory.
+	pinned Pinned
 	// released: the pins stay at Close (Release, a failed Open);
 	// handingOver: the lock and owner descriptors stay open (Release).
 	released, handingOver bool
@@ -298,11 +292,11 @@ func Open(cfg Config) (*Dataplane, error) {
 	}
 	fs := cfg.Features
 	if fs == nil {
-		fs = ProbeFeatures()
+		fs = features.ProbeFeatures()
 	}
 	// Refused before anything is loaded, naming every missing feature,
 	// rather than as an opaque verifier or map-creation error.
-	if err := fs.requiredErr(); err != nil {
+	if err := fs.RequiredErr(); err != nil {
 		return nil, fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
 	}
 	ns, err := netns.Get()
@@ -316,13 +310,14 @@ func Open(cfg Config) (*Dataplane, error) {
 		ports:    make(map[int]*port),
 		features: fs,
 	}
+	d.stats.mon = &d.mon
 	if err := d.load(); err != nil {
 		return nil, errors.Join(err, d.closeFailed())
 	}
 	for s := cfg.MaxPorts - 1; s >= 0; s-- {
 		d.freeSlots = append(d.freeSlots, uint32(s))
 	}
-	if fs.Has(FeatureKernCtx) {
+	if fs.Has(features.FeatureKernCtx) {
 		if err := d.startFIBGen(); err != nil {
 			d.log.Warn("FIB generation unavailable: samples carry no extended_router", "err", err)
 		}
@@ -336,19 +331,20 @@ func Open(cfg Config) (*Dataplane, error) {
 			return err
 		}
 		d.owner = o
-		if d.pin != nil && !d.pin.Adopt {
+		d.filters = clsact.Filters{NS: d.ns, Owner: o, Log: d.log}
+		if d.pinned.pin != nil && !d.pinned.pin.Adopt {
 			// Written last: state without meta is replaced, never read.
-			if _, err := hex.Decode(d.pin.Meta.Owner[:], []byte(o.id)); err != nil {
+			if _, err := hex.Decode(d.pinned.pin.Meta.Owner[:], []byte(o.ID())); err != nil {
 				return err
 			}
-			if err := pin.WriteMeta(d.pin.Dir, d.pin.Meta); err != nil {
+			if err := pin.WriteMeta(d.pinned.pin.Dir, d.pinned.pin.Meta); err != nil {
 				return err
 			}
 		}
-		if err := d.removeStaleTC(); err != nil {
+		if err := clsact.RemoveStale(d.log); err != nil {
 			return fmt.Errorf("cleaning up stale TC filters: %w", err)
 		}
-		if d.pin != nil && d.pin.Adopt {
+		if d.pinned.pin != nil && d.pinned.pin.Adopt {
 			return d.adoptPorts()
 		}
 		return nil
@@ -356,13 +352,14 @@ func Open(cfg Config) (*Dataplane, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("dataplane: %w", err), d.closeFailed())
 	}
-	if d.pin != nil {
-		d.log.Info("sampler state pinned", "pin_dir", d.pin.Dir, "adopted", d.pin.Adopt, "ports", len(d.ports))
+	if d.pinned.pin != nil {
+		d.log.Info("sampler state pinned", "pin_dir", d.pinned.pin.Dir, "adopted", d.pinned.pin.Adopt, "ports", len(d.ports))
 	}
+	d.transit = transit.New(&d.objs, d.log)
 	if d.cfg.TransitEntries > 0 {
 		// A setting the kernel cannot serve stays small: sampling runs,
 		// samples carry no transit records.
-		if err := d.startTransit(); err != nil {
+		if err := d.transit.Start(d.features, d.cfg.WakeupBytes, d.spec, &d.objs); err != nil {
 			d.log.Warn("transit records off: sampled frames are not followed to where they leave", "err", err)
 		}
 	}
@@ -376,7 +373,7 @@ func Open(cfg Config) (*Dataplane, error) {
 // either adopted (and must stay, attached) or was made by this Open and
 // is replaced by the next one.
 func (d *Dataplane) closeFailed() error {
-	if d.pin != nil {
+	if d.pinned.pin != nil {
 		d.released = true
 	}
 	// Descriptors handed over stay open: the previous program takes them
@@ -387,23 +384,23 @@ func (d *Dataplane) closeFailed() error {
 
 // claimOwner is this Dataplane's clsact owner: the one handed over across
 // exec, the pinned state's (whose filters it adopts), or a new one.
-func (d *Dataplane) claimOwner() (*owner, error) {
+func (d *Dataplane) claimOwner() (*clsact.Owner, error) {
 	if h := d.cfg.Handover; h != nil && h.OwnerFD >= 0 {
-		return ownerFromFD(h.OwnerFD)
+		return clsact.OwnerFromFD(h.OwnerFD)
 	}
-	if d.pin != nil && d.pin.Adopt {
-		if id := d.pin.Meta.OwnerID(); id != "" {
-			fd, err := bindOwner(id)
+	if d.pinned.pin != nil && d.pinned.pin.Adopt {
+		if id := d.pinned.pin.Meta.OwnerID(); id != "" {
+			o, err := clsact.BindOwner(id)
 			if errors.Is(err, unix.EADDRINUSE) {
 				return nil, fmt.Errorf("the pinned state's TC filters belong to a live process (owner %s)", id)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("binding the owner socket of the pinned TC filters: %w", err)
 			}
-			return &owner{id: id, fd: fd}, nil
+			return o, nil
 		}
 	}
-	return newOwner()
+	return clsact.NewOwner()
 }
 
 func (c *Config) setDefaults() error {
@@ -460,11 +457,11 @@ func (d *Dataplane) load() error {
 		}
 	}
 	var repl map[string]*ebpf.Map
-	if d.pin != nil && d.pin.Adopt {
+	if d.pinned.pin != nil && d.pinned.pin.Adopt {
 		// The pinned maps, which hold the counters, configs and rings
 		// of the samplers still attached (LoadAndAssign checks that
 		// each matches its spec, and clones it).
-		if repl, err = d.pin.AdoptMaps(); err != nil {
+		if repl, err = d.pinned.pin.AdoptMaps(); err != nil {
 			return fmt.Errorf("dataplane: %w", err)
 		}
 		defer func() {
@@ -477,8 +474,8 @@ func (d *Dataplane) load() error {
 		return bpf.LoadError("dataplane: loading sampler", err)
 	}
 	d.spec = spec
-	if d.pin != nil && !d.pin.Adopt {
-		if err := d.pin.PinMaps(&d.objs); err != nil {
+	if d.pinned.pin != nil && !d.pinned.pin.Adopt {
+		if err := d.pinned.pin.PinMaps(&d.objs); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
@@ -490,7 +487,7 @@ func (d *Dataplane) load() error {
 		return errors.Join(fmt.Errorf("dataplane: installing xdp_take_sample: %w", err), d.closeObjects())
 	}
 	for w := 0; w < d.cfg.Workers; w++ {
-		m, err := d.pin.Ring(w, rings.InnerMap)
+		m, err := d.pinned.pin.Ring(w, rings.InnerMap)
 		if err != nil {
 			return errors.Join(fmt.Errorf("dataplane: ring %d: %w", w, err), d.closeObjects())
 		}
@@ -499,28 +496,30 @@ func (d *Dataplane) load() error {
 			return errors.Join(fmt.Errorf("dataplane: installing ring %d: %w", w, err), d.closeObjects())
 		}
 	}
-	if d.pin != nil {
-		if d.pin.Ports, err = d.pin.Map(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
+	if d.pinned.pin != nil {
+		if d.pinned.pin.Ports, err = d.pinned.pin.Map(pin.PortsMap, pin.PortsSpec(d.cfg.MaxPorts)); err != nil {
 			return errors.Join(fmt.Errorf("dataplane: %w", err), d.closeObjects())
 		}
 	}
 	if d.cfg.StateWords > 0 {
-		if err := d.mapState(); err != nil {
+		if err := d.pinned.mapState(d.cfg.StateWords, d.log); err != nil {
 			return errors.Join(err, d.closeObjects())
 		}
 	}
-	d.sources = make([]*Source, d.cfg.Workers)
-	cp, err := mapCounters(d.objs.Counters, d.cfg.MaxPorts, cpus)
+	d.sources = make([]*reader.Source, d.cfg.Workers)
+	cp, err := portstats.Map(d.objs.Counters, d.cfg.MaxPorts, cpus)
 	if err != nil {
 		return errors.Join(err, d.closeObjects())
 	}
-	d.counters = cp
+	d.stats.counters = cp
+	d.egressShared = egress.Shared{Spec: spec, Objs: &d.objs, CPUSlots: cpus, MaxPorts: d.cfg.MaxPorts,
+		WakeupBytes: d.cfg.WakeupBytes, Pin: d.pinned.pin, Log: d.log}
 	return nil
 }
 
 // samplerSpec is the sampler's collection as cfg sizes it, and the number
 // of possible CPUs.
-func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
+func samplerSpec(cfg *Config, fs *features.Features) (*ebpf.CollectionSpec, int, error) {
 	spec, err := bpf.LoadSampler()
 	if err != nil {
 		return nil, 0, fmt.Errorf("dataplane: loading sampler spec: %w", err)
@@ -542,7 +541,7 @@ func samplerSpec(cfg *Config, fs *Features) (*ebpf.CollectionSpec, int, error) {
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
 	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)
 	spec.Maps[bpf.SamplerMapTransitPending].MaxEntries = uint32(max(1, cfg.TransitEntries))
-	if !fs.Has(FeatureXSKMap) {
+	if !fs.Has(features.FeatureXSKMap) {
 		// Kernel without AF_XDP (CONFIG_XDP_SOCKETS=n): the program's
 		// bpf_redirect_map still needs a redirect map. An empty DEVMAP
 		// verifies the same way; monitor mode, its only user, is refused
@@ -579,9 +578,9 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	}
 	fs := cfg.Features
 	if fs == nil {
-		fs = ProbeFeatures()
+		fs = features.ProbeFeatures()
 	}
-	if err := fs.requiredErr(); err != nil {
+	if err := fs.RequiredErr(); err != nil {
 		return false, "", fmt.Errorf("dataplane: the XDP sampler cannot run here: %w", err)
 	}
 	spec, cpus, err := samplerSpec(&cfg, fs)
@@ -614,49 +613,6 @@ func CheckAdopt(cfg Config) (bool, string, error) {
 	return true, "adopts the pinned samplers", nil
 }
 
-// mapState makes (or adopts) the agent's state memory and maps it.
-func (d *Dataplane) mapState() error {
-	spec := pin.StateSpec(d.cfg.StateWords)
-	m, err := d.pin.Map(pin.StateMap, spec)
-	if err != nil {
-		return fmt.Errorf("dataplane: agent state: %w", err)
-	}
-	if m.MaxEntries() != spec.MaxEntries {
-		// Other sizes (snmp_instances, max_ports changed): the agent's
-		// numbers start afresh, the samplers are still adopted.
-		d.log.Warn("pinned agent state of another size replaced: sequence numbers start afresh",
-			"words", m.MaxEntries(), "want", spec.MaxEntries)
-		if err := errors.Join(m.Unpin(), m.Close()); err != nil {
-			return fmt.Errorf("dataplane: removing the agent state of another size: %w", err)
-		}
-		if m, err = ebpf.NewMap(spec); err == nil {
-			if err = m.Pin(d.pin.Path(pin.MapPrefix + pin.StateMap)); err != nil {
-				m.Close()
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("dataplane: agent state: %w", err)
-		}
-	}
-	d.state = m
-	size := d.cfg.StateWords * 8
-	page := os.Getpagesize()
-	size = (size + page - 1) / page * page
-	mem, err := unix.Mmap(m.FD(), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		return fmt.Errorf("dataplane: mmap agent state (%d bytes): %w", size, err)
-	}
-	d.stateMem = mem[:d.cfg.StateWords*8]
-	return nil
-}
-
-// StateMemory is the agent's state memory, Config.StateWords 64-bit words
-// shared with the kernel's map (zeroed when new): with a pin directory it
-// outlives the process as the maps do, and the next Open that adopts the
-// maps maps the same memory. nil without StateWords. Valid until Close or
-// Release.
-func (d *Dataplane) StateMemory() []byte { return d.stateMem }
-
 // closeObjects closes the ring maps and the sampler's programs and maps.
 func (d *Dataplane) closeObjects() error {
 	var errs []error
@@ -666,18 +622,18 @@ func (d *Dataplane) closeObjects() error {
 		}
 	}
 	d.rings = nil
-	if d.stateMem != nil {
-		if err := unix.Munmap(d.stateMem[:cap(d.stateMem)]); err != nil {
+	if d.pinned.stateMem != nil {
+		if err := unix.Munmap(d.pinned.stateMem[:cap(d.pinned.stateMem)]); err != nil {
 			errs = append(errs, fmt.Errorf("unmapping the agent state: %w", err))
 		}
-		d.stateMem = nil
+		d.pinned.stateMem = nil
 	}
-	for _, m := range []*ebpf.Map{d.state, d.pinPorts()} {
+	for _, m := range []*ebpf.Map{d.pinned.state, d.pinned.portsMap()} {
 		if m != nil {
 			errs = append(errs, m.Close())
 		}
 	}
-	d.state = nil
+	d.pinned.state = nil
 	if err := d.tc.close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the TC sampler: %w", err))
 	}
@@ -686,8 +642,8 @@ func (d *Dataplane) closeObjects() error {
 		errs = append(errs, fmt.Errorf("closing the FIB generation counter: %w", err))
 	}
 	d.fib = nil
-	d.egressPages.Store(nil)
-	if err := d.egress.close(); err != nil {
+	d.stats.egress.Store(nil)
+	if err := d.egress.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing the egress sampler: %w", err))
 	}
 	d.egress = nil
@@ -704,14 +660,18 @@ func (d *Dataplane) modeAvailable(m Mode) error {
 	if m != ModeMonitor {
 		return nil
 	}
-	if err := d.features.need(FeatureXSKMap, FeatureAFXDP); err != nil {
+	if err := d.features.Need(features.FeatureXSKMap, features.FeatureAFXDP); err != nil {
 		return fmt.Errorf("monitor mode unavailable: %w", err)
 	}
 	return nil
 }
 
+// Transit is the following of sampled frames to where they leave the
+// switch: whether it is on, and the counts of the records parked.
+func (d *Dataplane) Transit() *transit.Transit { return d.transit }
+
 // Features returns the kernel features probed at Open.
-func (d *Dataplane) Features() *Features { return d.features }
+func (d *Dataplane) Features() *features.Features { return d.features }
 
 // Close detaches every port, closes the sample sources (and the sockets
 // of monitor ports) and unloads the sampler; with a pin directory it also
@@ -736,14 +696,14 @@ func (d *Dataplane) Close() error {
 				errs = append(errs, l.Close())
 			}
 		} else {
-			if err := d.forgetPort(ifindex, p); err != nil {
+			if err := d.pinned.forget(ifindex, p); err != nil {
 				errs = append(errs, fmt.Errorf("ifindex %d: %w", ifindex, err))
 			}
 			if err := p.closeIngress(); err != nil {
 				errs = append(errs, fmt.Errorf("detaching ifindex %d: %w", ifindex, err))
 			}
 		}
-		if err := p.out.close(); err != nil {
+		if err := p.out.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("detaching ifindex %d at egress: %w", ifindex, err))
 		}
 		delete(d.ports, ifindex)
@@ -761,31 +721,32 @@ func (d *Dataplane) Close() error {
 			}
 		}
 	}
-	d.mon.reset()
-	if err := d.transit.close(); err != nil {
+	d.monMu.Lock()
+	d.mon.Reset()
+	d.monMu.Unlock()
+	if err := d.transit.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("closing transit: %w", err))
 	}
-	d.transit = nil
-	if d.counters != nil {
-		if err := d.counters.close(); err != nil {
+	if d.stats.counters != nil {
+		if err := d.stats.counters.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := d.closeObjects(); err != nil {
 		errs = append(errs, err)
 	}
-	if d.pin != nil && !d.released {
-		if err := d.pin.UnpinAll(); err != nil {
+	if d.pinned.pin != nil && !d.released {
+		if err := d.pinned.pin.UnpinAll(); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if !d.handingOver {
 		// After the ports: the owner's name says its filters are live.
-		if err := d.owner.close(); err != nil {
+		if err := d.owner.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the owner socket: %w", err))
 		}
-		if d.pin != nil {
-			errs = append(errs, d.pin.Lock.Close())
+		if d.pinned.pin != nil {
+			errs = append(errs, d.pinned.pin.Lock.Close())
 		}
 	}
 	d.ns.Close()
@@ -801,13 +762,13 @@ func (d *Dataplane) Close() error {
 // is full; a monitor port's, whose sockets close, always are). It needs a
 // pin directory.
 func (d *Dataplane) Release() (*pin.Handover, error) {
-	if d.pin == nil {
+	if d.pinned.pin == nil {
 		return nil, errors.New("dataplane: release: nothing is pinned (no pin directory)")
 	}
 	d.mu.Lock()
 	d.released, d.handingOver = true, true
 	d.mu.Unlock()
-	h := d.pin.Handover(d.owner.fd)
+	h := d.pinned.pin.Handover(d.owner.FD())
 	err := d.Close()
 	for _, fd := range []int{h.LockFD, h.OwnerFD} {
 		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); ferr != nil {
@@ -866,7 +827,7 @@ const portFlagTransit = 1 << 0
 // (TC ports; the XDP sampler ignores the flag).
 func (d *Dataplane) portFlags(PortConfig) uint32 {
 	var f uint32
-	if d.transit != nil {
+	if d.transit.On() {
 		f |= portFlagTransit
 	}
 	return f
@@ -899,7 +860,7 @@ func (d *Dataplane) xskBase(slot uint32) uint32 {
 // in native (driver) mode, falling back to generic (skb) mode, or TC
 // ingress (a TCX link, or a cls_bpf filter on a clsact qdisc where the
 // kernel has no TCX). AttachMode reports which. Under HookAuto a port that
-// TC ingress refuses (see clsact.go) is sampled with XDP instead. Links
+// TC ingress refuses (see package clsact) is sampled with XDP instead. Links
 // are owned by this process: if it dies, the kernel detaches the program;
 // a filter stays until the next Open removes it.
 func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
@@ -933,7 +894,7 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 
 	// Zero the slot before its config points at it: a previous user's
 	// in-flight increments cannot leak into this port's pool.
-	d.counters.zero(slot)
+	d.stats.counters.Zero(slot)
 	key := uint32(ifindex)
 	bc := d.bpfConfig(pc, slot)
 	if err := d.configMap(key).Put(key, &bc); err != nil {
@@ -961,12 +922,12 @@ func (d *Dataplane) AttachPort(ifindex int, pc PortConfig) error {
 	}
 	d.freeSlots = d.freeSlots[:len(d.freeSlots)-1]
 	d.ports[ifindex] = p
-	d.publishSlots()
+	d.stats.publish(d.ports)
 	{
 		// Only the ingress attachment is pinned (and adopted by the next
 		// program); an egress sampler is attached anew after a take-over,
-		// its count read from its pinned counters (pinegress.go).
-		if err := d.recordPort(ifindex, p); err != nil {
+		// its count read from its pinned counters (egress.Ended).
+		if err := d.pinned.record(ifindex, p); err != nil {
 			// Sampled, but a crash or upgrade would lose the port: said.
 			d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 		}
@@ -1012,12 +973,18 @@ func (d *Dataplane) attachIngress(p *port, ifindex int, m Mode) error {
 // attachEgressPort attaches p's egress sampler, its egress counters
 // zeroed first. Runs in the port's netns; called with mu held.
 func (d *Dataplane) attachEgressPort(p *port, ifindex int) error {
-	e, err := d.loadEgress()
-	if err != nil {
-		return err
+	if d.egress == nil {
+		// The egress sampler's shared part, loaded with the first port
+		// sampled at egress.
+		e, err := egress.Load(d.egressShared)
+		if err != nil {
+			return err
+		}
+		d.egress = e
+		d.stats.egress.Store(e.Pages())
 	}
-	e.pages.zero(p.slot)
-	out, err := d.attachEgress(ifindex, p.slot, p.ownsQdisc())
+	tcx := d.cfg.TCMode != TCModeClsact && d.features.Has(features.FeatureTCX)
+	out, err := d.egress.Attach(ifindex, p.slot, tcx, d.filters, p.ownsQdisc())
 	if err != nil {
 		return err
 	}
@@ -1050,10 +1017,13 @@ func (p *port) direction() sflow.Direction {
 // egressMode is p's egress attach mode, "" when it is not sampled at
 // egress.
 func (p *port) egressMode() string {
-	if p.out == nil {
+	switch {
+	case p.out == nil:
 		return ""
+	case p.out.TCX():
+		return AttachTCX
 	}
-	return p.out.mode
+	return AttachClsact
 }
 
 // setDirection attaches and detaches p's samplers so that it is sampled
@@ -1064,12 +1034,12 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 	old := p.cfg.Direction
 	err = d.inNetns(func() error {
 		if dir.Has(sflow.DirectionIngress) && !old.Has(sflow.DirectionIngress) {
-			d.counters.zero(p.slot)
+			d.stats.counters.Zero(p.slot)
 			if err := d.attachIngress(p, ifindex, m); err != nil {
 				return err
 			}
 			freshIngress = true
-			if err := d.recordPort(ifindex, p); err != nil {
+			if err := d.pinned.record(ifindex, p); err != nil {
 				d.log.Warn("port attached but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 			}
 		}
@@ -1081,7 +1051,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 		// Detach after attaching: a port moving from one direction to
 		// the other keeps a qdisc it created in between.
 		if !dir.Has(sflow.DirectionIngress) && old.Has(sflow.DirectionIngress) {
-			if err := d.forgetPort(ifindex, p); err != nil {
+			if err := d.pinned.forget(ifindex, p); err != nil {
 				d.log.Warn("unpinning the port's ingress sampler", "ifindex", ifindex, "err", err)
 			}
 			if err := p.closeIngress(); err != nil {
@@ -1089,7 +1059,7 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 			}
 		}
 		if !dir.Has(sflow.DirectionEgress) && old.Has(sflow.DirectionEgress) {
-			if err := p.out.close(); err != nil {
+			if err := p.out.Close(); err != nil {
 				d.log.Warn("detaching the port's egress sampler", "ifindex", ifindex, "err", err)
 			}
 			p.out = nil
@@ -1135,8 +1105,8 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 		fresh, err := d.setDirection(p, ifindex, pc.Direction, pc.Mode)
 		// The directions the port is sampled in now, whatever failed.
 		p.cfg.Direction = p.direction()
-		d.publishSlots()
-		if rerr := d.recordPort(ifindex, p); rerr != nil {
+		d.stats.publish(d.ports)
+		if rerr := d.pinned.record(ifindex, p); rerr != nil {
 			d.log.Warn("port's directions not pinned: a crash or an upgrade takes it for its former ones", "ifindex", ifindex, "err", rerr)
 		}
 		if err != nil {
@@ -1181,50 +1151,6 @@ func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
 	return nil
 }
 
-// Magic 64-bit immediates of dataplane/bpf/sampler.h (PORT_IMM_*) that patchImm
-// replaces with a port's values.
-const (
-	immCounterBase = 0x5f5f5eb1c0b4a5e1
-	immMode        = 0x5f5f5eb1c0b4a5e2
-	immIfIndex     = 0x5f5f5eb1c0b4a5e3
-)
-
-// patchPortImms patches a port's own program instance (dataplane/bpf/sampler.h,
-// "Per-port constants"): its counter lines' base (slot * cpu_slots) and
-// its ifindex, and the delivery mode where the program has one
-// (xdp_sampler).
-func (d *Dataplane) patchPortImms(insns asm.Instructions, ifindex int, slot uint32, mode ...Mode) error {
-	imms := []struct{ magic, v uint64 }{
-		{immCounterBase, uint64(slot) * uint64(d.cpuSlots)},
-		{immIfIndex, uint64(ifindex)},
-	}
-	for _, m := range mode {
-		imms = append(imms, struct{ magic, v uint64 }{immMode, uint64(m)})
-	}
-	for _, p := range imms {
-		if err := patchImm(insns, p.magic, p.v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// patchImm sets every 64-bit immediate load of magic in insns to v; the
-// program must hold at least one.
-func patchImm(insns asm.Instructions, magic, v uint64) error {
-	n := 0
-	for i := range insns {
-		if insns[i].OpCode.IsDWordLoad() && uint64(insns[i].Constant) == magic {
-			insns[i].Constant = int64(v)
-			n++
-		}
-	}
-	if n == 0 {
-		return fmt.Errorf("dataplane: sampler has no immediate %#x to patch (dataplane/bpf/sampler.h PORT_IMM)", magic)
-	}
-	return nil
-}
-
 // portProgram loads the port's own instance of xdp_sampler: the shared
 // maps, and the port's ifindex, counter slot and mode as constants, so that
 // an unsampled frame needs neither its ingress ifindex nor the config map
@@ -1233,7 +1159,7 @@ func patchImm(insns asm.Instructions, magic, v uint64) error {
 // verification per attach or mode change is short; never per packet.
 func (d *Dataplane) portProgram(ifindex int, slot uint32, mode Mode) (*ebpf.Program, error) {
 	spec := d.spec.Copy()
-	if err := d.patchPortImms(spec.Programs[bpf.SamplerProgXdpSampler].Instructions, ifindex, slot, mode); err != nil {
+	if err := bpf.PatchPortImms(spec.Programs[bpf.SamplerProgXdpSampler].Instructions, ifindex, slot, d.cpuSlots, uint32(mode)); err != nil {
 		return nil, err
 	}
 	var o struct {
@@ -1263,23 +1189,23 @@ func (d *Dataplane) DetachPort(ifindex int) error {
 	}
 	var errs []error
 	hook, dir := p.hook, p.direction()
-	if err := d.forgetPort(ifindex, p); err != nil {
+	if err := d.pinned.forget(ifindex, p); err != nil {
 		errs = append(errs, err)
 	}
 	if err := p.closeIngress(); err != nil {
 		errs = append(errs, fmt.Errorf("detaching at ingress: %w", err))
 	}
-	if err := p.out.close(); err != nil {
+	if err := p.out.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("detaching at egress: %w", err))
 	}
 	if err := d.clearConfig(uint32(ifindex)); err != nil {
 		errs = append(errs, err)
 	}
 	delete(d.ports, ifindex)
-	d.publishSlots()
-	d.counters.zero(p.slot)
+	d.stats.publish(d.ports)
+	d.stats.counters.Zero(p.slot)
 	if d.egress != nil {
-		d.egress.pages.zero(p.slot)
+		d.egress.Pages().Zero(p.slot)
 	}
 	d.freeSlots = append(d.freeSlots, p.slot)
 	d.log.Info("sampler detached", "ifindex", ifindex, "direction", dir, "hook", hook, "slot", p.slot)
@@ -1325,74 +1251,6 @@ func (d *Dataplane) AttachMode(ifindex int) string {
 		return p.mode
 	}
 	return ""
-}
-
-// PortCounters sums the port's per-CPU counters through the memory-mapped
-// counter array: no syscall and no lock, so that workers on different CPUs
-// can read pools for every flow sample without contending. It must not be
-// called after Close.
-//
-// These are the port's ingress counters (zeros when it is not sampled at
-// ingress); PortCountersEgress has the egress ones.
-func (d *Dataplane) PortCounters(ifindex int) (PortCounters, error) {
-	if slots := d.slotOf.Load(); slots != nil {
-		if s, ok := (*slots)[ifindex]; ok {
-			if !s.dirs.Has(sflow.DirectionIngress) {
-				return PortCounters{}, nil
-			}
-			return d.counters.sum(s.slot), nil
-		}
-	}
-	return PortCounters{}, fmt.Errorf("dataplane: counters of ifindex %d: %w", ifindex, ErrNotAttached)
-}
-
-// publishSlots installs a fresh copy of the ifindex -> slot and
-// directions map for PortCounters. Called with mu held.
-func (d *Dataplane) publishSlots() {
-	m := make(map[int]portSlot, len(d.ports))
-	for idx, p := range d.ports {
-		m[idx] = portSlot{slot: p.slot, dirs: p.cfg.Direction}
-	}
-	d.slotOf.Store(&m)
-}
-
-// XSKKey returns the XSKMAP key of RX queue `queue` of an attached port:
-// the key to pass to SetXSK for the AF_XDP socket bound to that queue.
-func (d *Dataplane) XSKKey(ifindex, queue int) (uint32, error) {
-	if queue < 0 || queue >= d.cfg.MaxQueues {
-		return 0, fmt.Errorf("dataplane: queue %d not in 0..%d", queue, d.cfg.MaxQueues-1)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	p, ok := d.ports[ifindex]
-	if !ok {
-		return 0, fmt.Errorf("dataplane: xsk key of ifindex %d: %w", ifindex, ErrNotAttached)
-	}
-	return d.xskBase(p.slot) + uint32(queue), nil
-}
-
-// SetXSK puts an AF_XDP socket FD into the XSKMAP at queueKey (see XSKKey);
-// a negative fd removes the entry.
-func (d *Dataplane) SetXSK(queueKey uint32, fd int) error {
-	if fd < 0 {
-		if err := d.deleteXSK(queueKey); err != nil {
-			return fmt.Errorf("dataplane: %w", err)
-		}
-		return nil
-	}
-	if err := d.objs.Xsks.Put(queueKey, uint32(fd)); err != nil {
-		return fmt.Errorf("dataplane: setting xsk %d: %w", queueKey, err)
-	}
-	return nil
-}
-
-// deleteXSK removes the XSKMAP entry at queueKey; an absent entry is no
-// error.
-func (d *Dataplane) deleteXSK(queueKey uint32) error {
-	if err := d.objs.Xsks.Delete(queueKey); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("removing xsk %d: %w", queueKey, err)
-	}
-	return nil
 }
 
 // outOfResources reports whether err is the process running out of

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 
@@ -134,9 +136,9 @@ func frameSeq(h []byte) (uint32, bool) {
 // and, for a meta collector, of their whole records (Meta aliases the
 // ring).
 type collector struct {
-	r        *Source
+	r        *reader.Source
 	mu       sync.Mutex
-	got      []RawSample
+	got      []reader.RawSample
 	keepMeta bool
 	meta     []bpf.SamplerSampleMeta
 	done     chan error
@@ -156,7 +158,7 @@ func startCollecting(t *testing.T, d *Dataplane, worker int, keepMeta bool) *col
 	c := &collector{r: r, keepMeta: keepMeta, done: make(chan error, 1)}
 	go func() {
 		for {
-			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *RawSample) {
+			_, err := r.Read(time.Now().Add(20*time.Millisecond), func(s *reader.RawSample) {
 				cp := *s
 				cp.Header = bytes.Clone(s.Header)
 				c.mu.Lock()
@@ -196,11 +198,11 @@ func (c *collector) wait(n int, timeout time.Duration) {
 
 // waitFor waits until the collector holds n samples (or timeout), then
 // returns a copy of what it holds.
-func (c *collector) waitFor(n int, timeout time.Duration) []RawSample {
+func (c *collector) waitFor(n int, timeout time.Duration) []reader.RawSample {
 	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]RawSample(nil), c.got...)
+	return append([]reader.RawSample(nil), c.got...)
 }
 
 // stop closes the reader and checks the read loop ended with ErrClosed.
@@ -291,7 +293,7 @@ func TestAttachAndSampleFields(t *testing.T) {
 	if matched != k {
 		t.Errorf("matched %d samples of test frames, want %d (got %d samples)", matched, k, len(got))
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,8 +364,8 @@ func TestConfigValidation(t *testing.T) {
 	if err := d.UpdatePort(p1, PortConfig{Rate: 5, HeaderBytes: 64}); err == nil {
 		t.Errorf("UpdatePort with rate 5 succeeded")
 	}
-	if _, err := d.PortCounters(p1 + 100); !errors.Is(err, ErrNotAttached) {
-		t.Errorf("PortCounters of an unattached port: %v, want ErrNotAttached", err)
+	if _, err := d.Stats().Ingress(p1 + 100); !errors.Is(err, ErrNotAttached) {
+		t.Errorf("portstats.Counters of an unattached port: %v, want ErrNotAttached", err)
 	}
 }
 
@@ -464,7 +466,7 @@ func BenchmarkXDPSamplerRate1(b *testing.B) {
 		}
 		go func() {
 			for {
-				if _, err := r.Read(time.Now().Add(20*time.Millisecond), func(*RawSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				if _, err := r.Read(time.Now().Add(20*time.Millisecond), func(*reader.RawSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 					return
 				}
 			}
@@ -481,7 +483,7 @@ func BenchmarkPortCounters(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := d.PortCounters(p1); err != nil {
+		if _, err := d.Stats().Ingress(p1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -503,7 +505,7 @@ func TestRingReadNoAlloc(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, bytesSeen := 0, 0
-	fn := func(s *RawSample) { n++; bytesSeen += len(s.Header) }
+	fn := func(s *reader.RawSample) { n++; bytesSeen += len(s.Header) }
 	deadline := time.Now().Add(time.Second)
 	_, _ = r.Read(deadline, fn) // warm up: first record, reader buffers grow once
 	var before, after runtime.MemStats

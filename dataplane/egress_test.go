@@ -5,6 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
@@ -23,11 +29,11 @@ func startMetaCollector(t *testing.T, d *Dataplane, worker int) metaCollector {
 
 // waitFor waits until the collector holds n samples (or timeout) and
 // returns copies of the samples and records.
-func (c metaCollector) waitFor(n int, timeout time.Duration) ([]RawSample, []bpf.SamplerSampleMeta) {
+func (c metaCollector) waitFor(n int, timeout time.Duration) ([]reader.RawSample, []bpf.SamplerSampleMeta) {
 	c.wait(n, timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
+	return append([]reader.RawSample(nil), c.got...), append([]bpf.SamplerSampleMeta(nil), c.meta...)
 }
 
 // linkTx returns a switch port's tx_packets and rx_packets.
@@ -49,10 +55,10 @@ func readPortsAndPools(t *testing.T, lab *netlab.Lab, d *Dataplane, p1, p2 int) 
 		r.rx1, r.tx1 = linkPackets(t, lab, lab.Ports[0])
 		_, r.tx2 = linkPackets(t, lab, lab.Ports[1])
 		for _, x := range []struct {
-			get  func(int) (PortCounters, error)
+			get  func(int) (portstats.Counters, error)
 			port int
 			to   *uint64
-		}{{d.PortCounters, p1, &r.in1}, {d.PortCountersEgress, p1, &r.out1}, {d.PortCountersEgress, p2, &r.out2}, {d.PortCounters, p2, &r.in2}} {
+		}{{d.Stats().Ingress, p1, &r.in1}, {d.Stats().Egress, p1, &r.out1}, {d.Stats().Egress, p2, &r.out2}, {d.Stats().Ingress, p2, &r.in2}} {
 			c, err := x.get(x.port)
 			if err != nil {
 				t.Fatal(err)
@@ -152,14 +158,14 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 			// The switch's own frames (its bridge's IGMP/MLD reports)
 			// leave through the ports too: egress samples made here,
 			// without an input port.
-			if s.Flags&SampleEgress != 0 && s.InIfIndex == 0 {
+			if s.Flags&reader.SampleEgress != 0 && s.InIfIndex == 0 {
 				own++
 				continue
 			}
 			t.Errorf("sample of another frame: %+v %x", s, s.Header)
 			continue
 		}
-		eg := s.Flags&SampleEgress != 0
+		eg := s.Flags&reader.SampleEgress != 0
 		seen[key{s.IfIndex, eg, seq}]++
 		switch {
 		case eg && s.InIfIndex == 0:
@@ -196,10 +202,10 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 		if _, ok := frameSeq(s.Header); !ok {
 			continue
 		}
-		if s.Flags&SampleEgress != 0 && s.IfIndex == uint32(p2) && s.InIfIndex != uint32(p1) {
+		if s.Flags&reader.SampleEgress != 0 && s.IfIndex == uint32(p2) && s.InIfIndex != uint32(p1) {
 			t.Errorf("egress sample on p2: input %d, want p1 %d", s.InIfIndex, p1)
 		}
-		if s.Flags&SampleEgress != 0 && s.IfIndex == uint32(p1) && s.InIfIndex != uint32(p2) {
+		if s.Flags&reader.SampleEgress != 0 && s.IfIndex == uint32(p1) && s.InIfIndex != uint32(p2) {
 			t.Errorf("egress sample on p1: input %d, want p2 %d", s.InIfIndex, p2)
 		}
 	}
@@ -213,19 +219,19 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if end.in2 != 0 {
 		t.Errorf("p2 (egress only) has an ingress pool %d", end.in2)
 	}
-	in1, err := d.PortCounters(p1)
+	in1, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out1, err := d.PortCountersEgress(p1)
+	out1, err := d.Stats().Egress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out2, err := d.PortCountersEgress(p2)
+	out2, err := d.Stats().Egress(p2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pool, _ := d.PortPool(uint32(p1)); pool != in1.Pool+out1.Pool {
+	if pool, _ := d.Stats().Pool(uint32(p1)); pool != in1.Pool+out1.Pool {
 		t.Errorf("PortPool(p1) %d, want in + out %d", pool, in1.Pool+out1.Pool)
 	}
 	if in1.Samples != in1.Pool || out1.Samples != out1.Pool || in1.Drops+out1.Drops+out2.Drops != 0 {
@@ -236,14 +242,14 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.PortDirection(p1) != sflow.DirectionIngress {
-		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
+	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.Stats().Direction(p1) != sflow.DirectionIngress {
+		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
 	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.PortDirection(p1) != sflow.DirectionEgress {
-		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.PortDirection(p1))
+	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.Stats().Direction(p1) != sflow.DirectionEgress {
+		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
 	base = readPortsAndPools(t, lab, d, p1, p2)
 	c = startMetaCollector(t, d, 0)
@@ -257,10 +263,10 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 		if !ok || s.IfIndex != uint32(p1) {
 			continue
 		}
-		if s.Flags&SampleEgress != 0 && seq >= 2000 && seq < 3000 {
+		if s.Flags&reader.SampleEgress != 0 && seq >= 2000 && seq < 3000 {
 			outP1++
 		}
-		if s.Flags&SampleEgress == 0 {
+		if s.Flags&reader.SampleEgress == 0 {
 			inP1++
 		}
 	}
@@ -283,7 +289,7 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 					t.Errorf("ifindex %d still attached after detach: %q %v", p, m, err)
 				}
 			}
-			q, err := ingressQdisc(p)
+			q, err := clsact.IngressQdisc(p)
 			if err != nil {
 				return err
 			}
@@ -309,7 +315,7 @@ func BenchmarkTCEgressUnsampled(b *testing.B) {
 	p1 := lab.LinkIndex(lab.Switch, "p1")
 	attach(PortConfig{Rate: 1 << 31, HeaderBytes: 128, Direction: sflow.DirectionEgress})(b, d, p1)
 	d.mu.Lock()
-	prog := d.ports[p1].out.prog
+	prog := d.ports[p1].out.Program()
 	d.mu.Unlock()
 	frame := seqFrames(lab, 0, noHostMAC, 0, 1, 22)[0] // 64 bytes
 	var per time.Duration

@@ -55,10 +55,10 @@ var fibGenFrame = make([]byte, 64)
 
 // FIBGen returns the FIB generation of the dataplane's namespace, as the
 // samples carry it (modulo 2^32); ok is false when it cannot be read
-// (kernel without bpf_cast_to_kern_ctx: FeatureKernCtx). One system call
-// (BPF_PROG_TEST_RUN, on a thread in the namespace, whose loopback device
-// the kernel gives the program): for refreshes of the route table, never
-// per sample.
+// (kernel without bpf_cast_to_kern_ctx: features.FeatureKernCtx). One
+// system call (BPF_PROG_TEST_RUN, on a thread in the namespace, whose
+// loopback device the kernel gives the program): for refreshes of the
+// route table, never per sample.
 func (d *Dataplane) FIBGen() (gen uint32, ok bool) {
 	if d.fib == nil {
 		return 0, false

@@ -75,7 +75,7 @@ func testForwardingUntouched(t *testing.T, hook Hook, tc *tcCase) {
 		t.Errorf("%d of %d frames missing or altered", bad, k)
 	}
 
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}

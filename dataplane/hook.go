@@ -21,7 +21,7 @@ const (
 	// HookTC runs the sampler at TC ingress: after the skb exists, before
 	// the bridge, routing or any TC program or filter of others. Attached
 	// with a TCX link where the kernel has TCX (Linux 6.6), otherwise as a
-	// cls_bpf filter at priority 1 of the port's clsact qdisc (clsact.go).
+	// cls_bpf filter at priority 1 of the port's clsact qdisc (package clsact).
 	// On veth, XDP costs a copy of every frame (veth_convert_skb_to_xdp_buff
 	// copies an skb without XDP_PACKET_HEADROOM into a page before the
 	// program runs) and moves receive onto the device's NAPI ring; at TC

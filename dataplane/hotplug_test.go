@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
@@ -41,7 +43,7 @@ func TestHotPlugAttachDetach(t *testing.T) {
 	}
 	const k = 1000
 	lab.SendFrames(t, host, seqFrames(lab, host, noHostMAC, 0, k, 32))
-	c, err := d.PortCounters(idx)
+	c, err := d.Stats().Ingress(idx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +68,11 @@ func TestHotPlugAttachDetach(t *testing.T) {
 	if cfg != (bpf.SamplerPortConfig{}) {
 		t.Errorf("config of ifindex %d not cleared: %+v", idx, cfg)
 	}
-	if s := d.counters.sum(slot); s != (PortCounters{}) {
+	if s := d.stats.counters.Sum(slot); s != (portstats.Counters{}) {
 		t.Errorf("counter slot %d not zeroed: %+v", slot, s)
 	}
-	if _, err := d.PortCounters(idx); err == nil {
-		t.Errorf("PortCounters of a detached port succeeded")
+	if _, err := d.Stats().Ingress(idx); err == nil {
+		t.Errorf("portstats.Counters of a detached port succeeded")
 	}
 	if m := d.AttachMode(idx); m != "" {
 		t.Errorf("AttachMode of a detached port = %q", m)
@@ -79,13 +81,13 @@ func TestHotPlugAttachDetach(t *testing.T) {
 	// The only slot (MaxPorts 1) is free again; traffic on the detached
 	// port must not be counted anywhere.
 	lab.SendFrames(t, host, seqFrames(lab, host, noHostMAC, 0, 100, 32))
-	if s := d.counters.sum(slot); s != (PortCounters{}) {
+	if s := d.stats.counters.Sum(slot); s != (portstats.Counters{}) {
 		t.Errorf("detached port still counted: %+v", s)
 	}
 	if err := d.AttachPort(idx, pc); err != nil {
 		t.Fatalf("re-attach into the freed slot: %v", err)
 	}
-	if c, err := d.PortCounters(idx); err != nil || c != (PortCounters{}) {
+	if c, err := d.Stats().Ingress(idx); err != nil || c != (portstats.Counters{}) {
 		t.Errorf("re-attached port counters %+v, %v; want zero", c, err)
 	}
 

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -18,17 +22,17 @@ import (
 // waitPool waits until the port's pool reaches want (the XDP program has
 // seen every frame), then a little longer so the last redirect batch is
 // flushed into the sockets, and returns the counters.
-func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) PortCounters {
+func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) portstats.Counters {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		pc, err := d.PortCounters(ifindex)
+		pc, err := d.Stats().Ingress(ifindex)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if pc.Pool >= want {
 			time.Sleep(100 * time.Millisecond)
-			if pc, err = d.PortCounters(ifindex); err != nil {
+			if pc, err = d.Stats().Ingress(ifindex); err != nil {
 				t.Fatal(err)
 			}
 			return pc
@@ -41,7 +45,7 @@ func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) PortCounters
 }
 
 // openMonitor opens the monitor of an attached port; closed at cleanup.
-func openMonitor(t *testing.T, d *Dataplane, ifindex, headerBytes int, opts afxdp.Options) *Monitor {
+func openMonitor(t *testing.T, d *Dataplane, ifindex, headerBytes int, opts afxdp.Options) *reader.Monitor {
 	t.Helper()
 	m, err := d.OpenMonitor(ifindex, headerBytes, opts)
 	if err != nil {
@@ -60,7 +64,7 @@ func openMonitor(t *testing.T, d *Dataplane, ifindex, headerBytes int, opts afxd
 
 // drain calls Receive until it has delivered want frames or nothing more
 // arrives for 200 ms, and returns the total.
-func drain(t *testing.T, m *Monitor, want int, fn func(*RawSample)) int {
+func drain(t *testing.T, m *reader.Monitor, want int, fn func(*reader.RawSample)) int {
 	t.Helper()
 	pfds := make([]unix.PollFd, 0, m.Queues())
 	for _, fd := range m.FDs() {
@@ -141,7 +145,7 @@ func TestMonitorDeliversIntact(t *testing.T) {
 
 	seen := make([]bool, k)
 	bad := 0
-	got := drain(t, m, k, func(s *RawSample) {
+	got := drain(t, m, k, func(s *reader.RawSample) {
 		seq, ok := frameSeq(s.Header)
 		if !ok || seq >= k || seen[seq] {
 			bad++
@@ -205,20 +209,14 @@ func TestMonitorNothingLostSilently(t *testing.T) {
 			lab.SendFrames(t, i, seqFrames(lab, i, noHostMAC, early, flood, 32))
 			pc := waitPool(t, d, port, early+flood)
 
-			got := drain(t, m, early+flood, func(*RawSample) {})
+			got := drain(t, m, early+flood, func(*reader.RawSample) {})
 			drops, err := m.Drops()
 			if err != nil {
 				t.Fatal(err)
 			}
-			var st afxdp.Stats
-			for _, s := range m.socks {
-				x, err := s.Stats()
-				if err != nil {
-					t.Fatal(err)
-				}
-				st.RxDropped += x.RxDropped
-				st.RxRingFull += x.RxRingFull
-				st.RxFillRingEmptyDescs += x.RxFillRingEmptyDescs
+			st, err := m.Stats()
+			if err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("counters %+v, delivered %d, socket drops %d (%+v)", pc, got, drops, st)
 			if sum := uint64(got) + pc.Drops + drops; sum != pc.Samples {
@@ -262,7 +260,7 @@ func TestMonitorRate16(t *testing.T) {
 	pc := waitPool(t, d, p1, k)
 
 	n, hdrBytes := 0, 0
-	fn := func(s *RawSample) { n++; hdrBytes += len(s.Header) }
+	fn := func(s *reader.RawSample) { n++; hdrBytes += len(s.Header) }
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for {

@@ -8,48 +8,12 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 )
-
-// monitorPorts are the ports whose sockets are open, by ifindex.
-type monitorPorts struct {
-	mu    sync.Mutex // serialises SetPort and RemovePort
-	ports map[uint32]*monitorPort
-	// byIndex is a copy of ports for PortPool (copy-on-write), nil until
-	// the first port.
-	byIndex atomic.Pointer[map[uint32]*monitorPort]
-}
-
-// publish makes a copy of ports visible to PortPool. Called with mu held.
-func (m *monitorPorts) publish() {
-	c := make(map[uint32]*monitorPort, len(m.ports))
-	for k, v := range m.ports {
-		c[k] = v
-	}
-	m.byIndex.Store(&c)
-}
-
-// reset forgets every port (their sources closed the sockets).
-func (m *monitorPorts) reset() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.ports = nil
-	m.publish()
-}
-
-// socketDrops is what the port's sockets lost as last read by its worker.
-func (m *monitorPorts) socketDrops(ifindex uint32) uint64 {
-	if c := m.byIndex.Load(); c != nil {
-		if p := (*c)[ifindex]; p != nil {
-			return p.drops.Load()
-		}
-	}
-	return 0
-}
 
 // SetPort samples a port as s says: it attaches the sampler to a new port
 // or updates an attached one (through the config map, no re-attach); a
@@ -60,10 +24,10 @@ func (m *monitorPorts) socketDrops(ifindex uint32) uint64 {
 func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 	pc := portConfig(s)
 	m := &d.mon
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	d.monMu.Lock()
+	defer d.monMu.Unlock()
 	idx := uint32(ifindex)
-	old := m.ports[idx]
+	old := m.Get(idx)
 	err := d.UpdatePort(ifindex, pc)
 	attached := false
 	if errors.Is(err, ErrNotAttached) {
@@ -74,7 +38,7 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 		return err
 	}
 	monitor := pc.Mode == ModeMonitor
-	if old != nil && (!monitor || old.worker != pc.Worker) {
+	if old != nil && (!monitor || old.Worker() != pc.Worker) {
 		// Back to inline, or another owner: a socket is read by one worker
 		// only, so the old one goes and (for a new owner) a new one comes.
 		if err := d.dropMonitor(old); err != nil {
@@ -89,18 +53,14 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 	if err == nil {
 		// The full MaxHeaderBytes: the worker cuts each sample to its
 		// sampler's header size, so a header size change needs no reopen.
-		var socks *Monitor
+		var socks *reader.Monitor
 		if socks, err = d.OpenMonitor(ifindex, MaxHeaderBytes, afxdp.Options{}); err == nil {
-			p := &monitorPort{ifindex: idx, worker: pc.Worker, sockets: socks, fds: socks.FDs()}
-			if m.ports == nil {
-				m.ports = map[uint32]*monitorPort{}
-			}
-			m.ports[idx] = p
-			m.publish()
-			if err := src.add(p); err != nil {
+			p := reader.NewMonitorPort(idx, pc.Worker, socks)
+			m.Put(p)
+			if err := src.Add(p); err != nil {
 				return fmt.Errorf("dataplane: monitor port %d: %w", ifindex, err)
 			}
-			d.log.Info("monitor port sampled through AF_XDP", "ifindex", ifindex, "sockets", len(p.fds), "worker", pc.Worker)
+			d.log.Info("monitor port sampled through AF_XDP", "ifindex", ifindex, "sockets", socks.Queues(), "worker", pc.Worker)
 			return nil
 		}
 	}
@@ -111,18 +71,17 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 }
 
 // dropMonitor unbinds p's sockets now (the sampler counts later samples as
-// drops) and hands them back to their worker to close. Called with mon.mu
+// drops) and hands them back to their worker to close. Called with monMu
 // held.
-func (d *Dataplane) dropMonitor(p *monitorPort) error {
-	err := p.sockets.Unbind()
-	delete(d.mon.ports, p.ifindex)
-	d.mon.publish()
-	src, serr := d.Source(p.worker)
+func (d *Dataplane) dropMonitor(p *reader.MonitorPort) error {
+	err := p.Sockets().Unbind()
+	d.mon.Delete(p.IfIndex())
+	src, serr := d.Source(p.Worker())
 	if serr != nil {
 		// The Dataplane is closing: its sources close every socket.
-		return errors.Join(err, p.sockets.Close())
+		return errors.Join(err, p.Sockets().Close())
 	}
-	return errors.Join(err, src.remove(p))
+	return errors.Join(err, src.Remove(p))
 }
 
 // RemovePort stops sampling a port: a monitor port's sockets are unbound
@@ -130,38 +89,16 @@ func (d *Dataplane) dropMonitor(p *monitorPort) error {
 // port's slot is reused). A port that is not attached, or has vanished
 // and took its attachment with it, is not an error.
 func (d *Dataplane) RemovePort(ifindex int) error {
-	d.mon.mu.Lock()
-	defer d.mon.mu.Unlock()
+	d.monMu.Lock()
+	defer d.monMu.Unlock()
 	var errs []error
-	if p := d.mon.ports[uint32(ifindex)]; p != nil {
+	if p := d.mon.Get(uint32(ifindex)); p != nil {
 		errs = append(errs, d.dropMonitor(p))
 	}
 	if err := d.DetachPort(ifindex); err != nil && !errors.Is(err, ErrNotAttached) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// PortPool returns the port's sample_pool and drops: the sum over the
-// directions it is sampled in (its data source covers them:
-// docs/ARCHITECTURE.md, "Egress sampling"), the samplers' drops plus, for
-// a monitor port, what its sockets lost after the redirect (as last read
-// by the worker, see dropsRefresh); zeros for a port not attached. No
-// lock, no system call: workers call it per flow sample.
-func (d *Dataplane) PortPool(ifindex uint32) (pool, drops uint64) {
-	c, err := d.PortCounters(int(ifindex))
-	if err != nil {
-		return 0, 0
-	}
-	e, _ := d.PortCountersEgress(int(ifindex))
-	return c.Pool + e.Pool, c.Drops + e.Drops + d.mon.socketDrops(ifindex)
-}
-
-// SocketDrops returns what a monitor port's AF_XDP sockets lost, as last
-// read by its worker (see dropsRefresh); 0 for an inline port. No lock, no
-// system call.
-func (d *Dataplane) SocketDrops(ifindex uint32) uint64 {
-	return d.mon.socketDrops(ifindex)
 }
 
 // portConfig is the attachment of a port sampled as s: the kernel rate,
@@ -183,7 +120,7 @@ func portConfig(s ports.Sampling) PortConfig {
 	return pc
 }
 
-// sampling is pc in the agent's terms (AdoptedPorts).
+// sampling is pc in the agent's terms (Pinned.Ports).
 func sampling(pc PortConfig) ports.Sampling {
 	return ports.Sampling{KernelRate: pc.Rate, HeaderBytes: pc.HeaderBytes, Worker: pc.Worker,
 		Monitor: pc.Mode == ModeMonitor, Direction: pc.Direction}

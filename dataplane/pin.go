@@ -14,12 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/egress"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
-	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -46,7 +49,7 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes, spec *ebpf.Collec
 		return err
 	}
 	p := &pin.State{Dir: dir, Lock: lock}
-	d.pin = p
+	d.pinned.pin = p
 	old, ok, err := pin.ReadMeta(dir)
 	if err != nil {
 		d.log.Warn("pinned sampler state unreadable: replaced", "pin_dir", dir, "err", err)
@@ -77,7 +80,7 @@ func (d *Dataplane) openPins(layout [32]byte, sizes pin.Sizes, spec *ebpf.Collec
 		d.log.Warn("pinned sampler state made with other sizes: detached and replaced, pools and samples start afresh",
 			"pin_dir", dir, "differs", sizes.Differs(old.Sizes))
 	}
-	return clearPinDir(d.pin.Dir, old.OwnerID(), d.log)
+	return clearPinDir(d.pinned.pin.Dir, old.OwnerID(), d.log)
 }
 
 // clearPinDir detaches and unpins what the daemon made in the pin
@@ -108,55 +111,11 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 		}
 	}
 	if owner != "" {
-		n, err := removeOwnerFilters(owner, log)
+		n, err := clsact.RemoveOwnerFilters(owner, log)
 		errs = append(errs, err)
 		if n > 0 {
 			log.Info("TC filters of the pinned state removed", "owner", owner, "filters", n)
 		}
-	}
-	return errors.Join(errs...)
-}
-
-// recordPort writes how ifindex is attached to map_ports (and pins an XDP
-// or TCX link). Called with mu held.
-func (d *Dataplane) recordPort(ifindex int, p *port) error {
-	if d.pin == nil {
-		return nil
-	}
-	if l, ok := p.link.(link.Link); ok && !p.pinned {
-		if err := l.Pin(d.pin.LinkPath(ifindex)); err != nil {
-			return fmt.Errorf("pinning the link: %w", err)
-		}
-		p.pinned = true
-	}
-	v := pin.PortValue{Slot: p.slot, Attach: attachCode(p.mode), Dirs: uint8(p.direction())}
-	if p.link == nil {
-		v.Attach = 0
-	}
-	if f, ok := p.link.(*clsactFilter); ok && f.ownQdisc {
-		v.OwnQdisc = 1
-	}
-	if err := d.pin.Ports.Put(uint32(ifindex), v); err != nil {
-		return fmt.Errorf("recording the pinned port: %w", err)
-	}
-	return nil
-}
-
-// forgetPort unpins ifindex's link and record (before it is detached).
-// Called with mu held.
-func (d *Dataplane) forgetPort(ifindex int, p *port) error {
-	if d.pin == nil {
-		return nil
-	}
-	var errs []error
-	if l, ok := p.link.(link.Link); ok && p.pinned {
-		if err := l.Unpin(); err != nil {
-			errs = append(errs, fmt.Errorf("unpinning the link: %w", err))
-		}
-		p.pinned = false
-	}
-	if err := d.pin.Ports.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		errs = append(errs, fmt.Errorf("forgetting the pinned port: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -176,7 +135,7 @@ func (d *Dataplane) adoptPorts() error {
 		k  uint32
 		v  pin.PortValue
 	)
-	it := d.pin.Ports.Iterate()
+	it := d.pinned.pin.Ports.Iterate()
 	for it.Next(&k, &v) {
 		es = append(es, entry{k, v})
 	}
@@ -184,10 +143,10 @@ func (d *Dataplane) adoptPorts() error {
 		return fmt.Errorf("reading the pinned ports: %w", err)
 	}
 	used := map[uint32]bool{}
-	d.adopted = map[int]PortConfig{}
+	d.pinned.adopted = map[int]PortConfig{}
 	// What the egress samplers counted: they ended with the previous
-	// program (pinegress.go).
-	d.adoptedEgress = d.endedEgress(func(yield func(int, pin.PortValue) bool) {
+	// program (egress.Ended).
+	d.pinned.adoptedEgress = egress.Ended(d.egressShared, d.filters, func(yield func(int, pin.PortValue) bool) {
 		for _, e := range es {
 			if !yield(int(e.ifindex), e.v) {
 				return
@@ -201,7 +160,7 @@ func (d *Dataplane) adoptPorts() error {
 			// more; it is attached anew if still configured.
 			d.dropPinned(ifindex, e.v)
 			if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
-				d.adopted[ifindex] = PortConfig{Direction: dirs}
+				d.pinned.adopted[ifindex] = PortConfig{Direction: dirs}
 			}
 			continue
 		}
@@ -218,7 +177,7 @@ func (d *Dataplane) adoptPorts() error {
 		if dirs := sflow.Direction(e.v.Dirs); dirs != 0 {
 			pc.Direction = dirs // as configured; attached now: ingress
 		}
-		d.adopted[ifindex] = pc
+		d.pinned.adopted[ifindex] = pc
 		d.log.Info("sampler taken over", "ifindex", ifindex, "hook", p.hook, "mode", p.mode,
 			"rate", p.cfg.Rate, "delivery", p.cfg.Mode.String(), "worker", p.cfg.Worker, "slot", p.slot)
 	}
@@ -228,7 +187,7 @@ func (d *Dataplane) adoptPorts() error {
 			d.freeSlots = append(d.freeSlots, uint32(s))
 		}
 	}
-	d.publishSlots()
+	d.stats.publish(d.ports)
 	return nil
 }
 
@@ -265,7 +224,7 @@ func (d *Dataplane) adoptPort(ifindex int, v pin.PortValue, used map[uint32]bool
 	}
 	if p.mode == AttachClsact {
 		err = d.inNetns(func() error {
-			f, err := d.adoptFilter(ifindex, v.OwnQdisc != 0)
+			f, err := d.filters.Adopt(clsact.Ingress, ifindex, v.OwnQdisc != 0)
 			if err != nil {
 				return err
 			}
@@ -285,7 +244,7 @@ func (d *Dataplane) adoptPort(ifindex int, v pin.PortValue, used map[uint32]bool
 // adoptLink opens ifindex's pinned link, checks it still holds that
 // device, and puts prog in it.
 func (d *Dataplane) adoptLink(ifindex int, p *port, prog *ebpf.Program) error {
-	l, err := link.LoadPinnedLink(d.pin.LinkPath(ifindex), nil)
+	l, err := link.LoadPinnedLink(d.pinned.pin.LinkPath(ifindex), nil)
 	if err != nil {
 		return fmt.Errorf("its pinned link: %w", err)
 	}
@@ -312,27 +271,9 @@ func (d *Dataplane) adoptLink(ifindex int, p *port, prog *ebpf.Program) error {
 	return nil
 }
 
-// adoptFilter finds our clsact filter on ifindex, which must carry this
-// Dataplane's owner id (the pinned state's).
-func (d *Dataplane) adoptFilter(ifindex int, ownQdisc bool) (*clsactFilter, error) {
-	cur, err := filterAt(sideIngress, ifindex)
-	if err != nil {
-		return nil, err
-	}
-	if cur == nil {
-		return nil, errors.New("its clsact filter is gone")
-	}
-	id, own, ok := parseTCFilterName(cur.Name)
-	if !ok || id != d.owner.id {
-		return nil, fmt.Errorf("the filter at its priority and handle is not the pinned state's (%q)", cur.Name)
-	}
-	return &clsactFilter{ns: d.ns, side: sideIngress, ifindex: ifindex, name: cur.Name, progID: ebpf.ProgramID(cur.Id),
-		ownQdisc: own || ownQdisc, log: d.log}, nil
-}
-
 // dropPinned detaches and forgets a pinned port that was not taken over.
 func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
-	path := d.pin.LinkPath(ifindex)
+	path := d.pinned.pin.LinkPath(ifindex)
 	if l, err := link.LoadPinnedLink(path, nil); err == nil {
 		if err := errors.Join(l.Unpin(), l.Close()); err != nil {
 			d.log.Warn("detaching a pinned link", "ifindex", ifindex, "err", err)
@@ -342,7 +283,7 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 	}
 	if attachCodes[min(int(v.Attach), len(attachCodes)-1)] == AttachClsact {
 		_ = d.inNetns(func() error {
-			if f, err := d.adoptFilter(ifindex, v.OwnQdisc != 0); err == nil {
+			if f, err := d.filters.Adopt(clsact.Ingress, ifindex, v.OwnQdisc != 0); err == nil {
 				return f.Close()
 			}
 			return nil
@@ -352,58 +293,11 @@ func (d *Dataplane) dropPinned(ifindex int, v pin.PortValue) {
 		d.log.Warn("clearing a pinned port's config", "ifindex", ifindex, "err", err)
 	}
 	if int(v.Slot) < d.cfg.MaxPorts {
-		d.counters.zero(v.Slot)
+		d.stats.counters.Zero(v.Slot)
 	}
-	if err := d.pin.Ports.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := d.pinned.pin.Ports.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		d.log.Warn("forgetting a pinned port", "ifindex", ifindex, "err", err)
 	}
-}
-
-// AdoptedPorts returns the ports this Dataplane took over from pinned
-// state at Open, with their configuration; nil when none. A port's
-// Direction is the directions the previous program sampled it in; of
-// those only ingress is still attached (AttachMode), the egress sampler
-// having ended with that program (AdoptedEgress). A port the previous
-// program sampled at egress only has nothing attached and no rate (0).
-func (d *Dataplane) AdoptedPorts() map[int]ports.Sampling {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[int]ports.Sampling, len(d.adopted))
-	for k, v := range d.adopted {
-		out[k] = sampling(v)
-	}
-	return out
-}
-
-// PinReplaced is why Open replaced the pinned state it found ("" when it
-// adopted it, or found none): "layout" (another program version),
-// "sizes" (other settings), "unreadable" (no valid meta), "damaged" (an
-// object it would adopt missing or not the daemon's). Samples and pools
-// start afresh: a gap in the data.
-func (d *Dataplane) PinReplaced() string {
-	if d.pin == nil {
-		return ""
-	}
-	return d.pin.Replaced
-}
-
-// Adopted reports whether Open took over pinned state.
-func (d *Dataplane) Adopted() bool { return d.pin != nil && d.pin.Adopt }
-
-// PinDir is the pin directory ("" when nothing is pinned).
-func (d *Dataplane) PinDir() string {
-	if d.pin == nil {
-		return ""
-	}
-	return d.pin.Dir
-}
-
-// pinPorts is map_ports, nil without a pin directory.
-func (d *Dataplane) pinPorts() *ebpf.Map {
-	if d.pin == nil {
-		return nil
-	}
-	return d.pin.Ports
 }
 
 // Cleanup removes what a daemon that is gone left in pin directory dir

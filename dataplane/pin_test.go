@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
@@ -63,7 +66,7 @@ func pinHelper() error {
 	if err != nil {
 		return fmt.Errorf("p1: %w", err)
 	}
-	binWord(d.StateMemory(), 3, 4242) // a value the adopter must find
+	binWord(d.Pinned().StateMemory(), 3, 4242) // a value the adopter must find
 	return d.AttachPort(l.Attrs().Index, PortConfig{Rate: 16, HeaderBytes: 64})
 }
 
@@ -109,7 +112,7 @@ func attachedProg(t *testing.T, lab *netlab.Lab) (string, ebpf.ProgramID) {
 			id = r.Programs[0].ID
 			return nil
 		}
-		f, err := filterAt(sideIngress, l.Attrs().Index)
+		f, err := clsact.FilterAt(clsact.Ingress, l.Attrs().Index)
 		if err != nil || f == nil {
 			return fmt.Errorf("filter: %v", err)
 		}
@@ -141,9 +144,9 @@ func TestPinnedAdoptAfterKill(t *testing.T) {
 
 func skipWithoutTCX(t *testing.T) {
 	t.Helper()
-	if err := kernelFeatures().Unavailable(FeatureTCX); err != nil {
+	if err := kernelFeatures().Unavailable(features.FeatureTCX); err != nil {
 		forTCModes(t, func(*testing.T, tcCase) {}) // reports the skip
-		testskip.Feature(t, kernelFeatures(), FeatureTCX)
+		testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 	}
 }
 
@@ -183,14 +186,14 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	d := openIn(t, lab, cfg)
 	cfg.Hook = c.hook // openIn's auto -> xdp is not needed here
-	if !d.Adopted() {
+	if !d.Pinned().Adopted() {
 		t.Fatalf("Open did not adopt the pinned state; log:\n%s", logs.String())
 	}
 	p1 := lab.PortIndex(t, 0)
-	if pc, ok := d.AdoptedPorts()[p1]; !ok || pc.KernelRate != 16 || pc.HeaderBytes != 64 {
-		t.Fatalf("adopted ports %v, want p1 (%d) at kernel rate 16", d.AdoptedPorts(), p1)
+	if pc, ok := d.Pinned().Ports()[p1]; !ok || pc.KernelRate != 16 || pc.HeaderBytes != 64 {
+		t.Fatalf("adopted ports %v, want p1 (%d) at kernel rate 16", d.Pinned().Ports(), p1)
 	}
-	if got := word(d.StateMemory(), 3); got != 4242 {
+	if got := word(d.Pinned().StateMemory(), 3); got != 4242 {
 		t.Errorf("state memory word 3 = %d, want the helper's 4242", got)
 	}
 	mode, newProg := attachedProg(t, lab)
@@ -199,7 +202,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 			mode, newProg, oldProg, d.AttachMode(p1), c.want)
 	}
 	col := startCollector(t, d, 0)
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +226,7 @@ func testPinnedAdoptAfterKill(t *testing.T, c pinCase) {
 	}
 	// The new program counts on.
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 2*k, k, 32))
-	pc, _ = d.PortCounters(p1)
+	pc, _ = d.Stats().Ingress(p1)
 	if rx := lab.RxPackets(t, lab.Switch, "p1") - before; pc.Pool != rx {
 		t.Errorf("after adoption: pool %d != rx_packets delta %d", pc.Pool, rx)
 	}
@@ -269,10 +272,10 @@ func TestPinnedReleaseAdopt(t *testing.T) {
 			lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 3000, 3000, 32))
 			cfg.Handover = h
 			d = openAuto(t, lab, cfg)
-			if !d.Adopted() || d.AttachMode(p1) != c.want {
+			if !d.Pinned().Adopted() || d.AttachMode(p1) != c.want {
 				t.Fatalf("not adopted (mode %q)", d.AttachMode(p1))
 			}
-			pc, _ := d.PortCounters(p1)
+			pc, _ := d.Stats().Ingress(p1)
 			if rx := lab.RxPackets(t, lab.Switch, "p1") - before; pc.Pool != rx {
 				t.Errorf("pool %d != rx_packets delta %d", pc.Pool, rx)
 			}
@@ -323,8 +326,8 @@ func TestPinnedStateReplaced(t *testing.T) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.Handover = h
 			d = openAuto(t, lab, cfg)
-			if d.Adopted() || !strings.Contains(logs.String(), want) {
-				t.Errorf("adopted %v; want replaced with a log line %q; log:\n%s", d.Adopted(), want, logs.String())
+			if d.Pinned().Adopted() || !strings.Contains(logs.String(), want) {
+				t.Errorf("adopted %v; want replaced with a log line %q; log:\n%s", d.Pinned().Adopted(), want, logs.String())
 			}
 			if mode, _ := attachedProg(t, lab); mode != "" {
 				t.Errorf("the replaced state's sampler is still attached (%s)", mode)

@@ -46,10 +46,10 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 
 	cfg.Handover = h
 	d = openAuto(t, lab, cfg)
-	if !d.Adopted() {
+	if !d.Pinned().Adopted() {
 		t.Fatal("not adopted")
 	}
-	ap := d.AdoptedPorts()
+	ap := d.Pinned().Ports()
 	if ap[p1].Direction != sflow.DirectionBoth || ap[p2].Direction != sflow.DirectionEgress {
 		t.Errorf("adopted directions p1 %v, p2 %v; want both, egress", ap[p1].Direction, ap[p2].Direction)
 	}
@@ -57,7 +57,7 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 		t.Errorf("attached after the take-over: p1 %q/%q, p2 %q/%q; want p1's ingress only",
 			d.AttachMode(p1), d.EgressAttachMode(p1), d.AttachMode(p2), d.EgressAttachMode(p2))
 	}
-	eg := d.AdoptedEgress()
+	eg := d.Pinned().Egress()
 	if eg[p1].Pool != before.out1 || eg[p2].Pool != before.out2 {
 		t.Errorf("adopted egress pools p1 %d, p2 %d; want %d, %d (counted until the release)", eg[p1].Pool, eg[p2].Pool, before.out1, before.out2)
 	}

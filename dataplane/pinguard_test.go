@@ -113,7 +113,7 @@ func TestHostilePinDirForeign(t *testing.T) {
 // missing (a ring) or foreign (another map under map_counters) does not
 // keep the agent down: the upgrade's check (CheckAdopt) opens what it
 // would adopt and says the state is replaced; Open replaces it (logged,
-// PinReplaced "damaged": a gap) and samples afresh. Before, every start
+// Pinned.Replaced "damaged": a gap) and samples afresh. Before, every start
 // failed (exit 1), and an upgrade's check passed while the new program
 // failed.
 func TestHostilePinDirDamaged(t *testing.T) {
@@ -144,8 +144,8 @@ func TestHostilePinDirDamaged(t *testing.T) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.Handover = h
 			d = openAuto(t, lab, cfg)
-			if d.Adopted() || d.PinReplaced() != "damaged" || !strings.Contains(logs.String(), "damaged") {
-				t.Errorf("adopted %v, replaced %q; want replaced as damaged, logged:\n%s", d.Adopted(), d.PinReplaced(), logs.String())
+			if d.Pinned().Adopted() || d.Pinned().Replaced() != "damaged" || !strings.Contains(logs.String(), "damaged") {
+				t.Errorf("adopted %v, replaced %q; want replaced as damaged, logged:\n%s", d.Pinned().Adopted(), d.Pinned().Replaced(), logs.String())
 			}
 			if mode, _ := attachedProg(t, lab); mode != "" {
 				t.Errorf("the damaged state's sampler is still attached (%s)", mode)
@@ -157,7 +157,7 @@ func TestHostilePinDirDamaged(t *testing.T) {
 			}
 			hostileRow(t, "pin directory damaged under a valid meta: "+damage,
 				"the upgrade's check says replaced; Open replaces it (logged, pinned_state_replaced_total{reason=damaged}) and samples",
-				fmt.Sprintf("check: adopt %v (%s); replaced %q; attached afresh as %s", adopt, strings.SplitN(why, ":", 2)[0], d.PinReplaced(), mode))
+				fmt.Sprintf("check: adopt %v (%s); replaced %q; attached afresh as %s", adopt, strings.SplitN(why, ":", 2)[0], d.Pinned().Replaced(), mode))
 		})
 	}
 }

@@ -5,13 +5,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
 // TestPoolSumAtFrame: a sample's pool is every CPU's count of the port at
-// the sampled frame (dataplane/bpf/sampler.h port_pool_sum, SamplePoolSum), not the
+// the sampled frame (dataplane/bpf/sampler.h port_pool_sum, reader.SamplePoolSum), not the
 // sampling CPU's alone. Frames numbered 0..k-1 are sent in rounds from
 // alternating CPUs, each round counted in full before the next starts, so
 // the port's pool at frame n is exactly base + n + 1 whichever CPU
@@ -30,7 +33,7 @@ func TestPoolSumAtFrame(t *testing.T) {
 
 func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 	if tc != nil && tc.want == AttachTCX {
-		testskip.Feature(t, kernelFeatures(), FeatureTCX)
+		testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 	}
 	lab := netlab.New(t, 2)
 	cfg := Config{Workers: 1, MaxPorts: 4, Hook: hook}
@@ -44,7 +47,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 	if err := d.AttachPort(p1, PortConfig{Rate: 8, Mode: ModeInline, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +58,7 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		// The round is counted in full before the other CPU starts.
 		want := base + uint64((r+1)*per)
 		for deadline := time.Now().Add(testutil.Scaled(5 * time.Second)); ; {
-			if pc, err = d.PortCounters(p1); err != nil {
+			if pc, err = d.Stats().Ingress(p1); err != nil {
 				t.Fatal(err)
 			}
 			if pc.Pool >= want || time.Now().After(deadline) {
@@ -77,8 +80,8 @@ func testPoolSumAtFrame(t *testing.T, hook Hook, tc *tcCase) {
 		}
 		checked++
 		cpus[s.CPU]++
-		if s.Flags&SamplePoolSum == 0 {
-			t.Errorf("frame %d (CPU %d): no SamplePoolSum, pool %d", seq, s.CPU, s.CPUPool)
+		if s.Flags&reader.SamplePoolSum == 0 {
+			t.Errorf("frame %d (CPU %d): no reader.SamplePoolSum, pool %d", seq, s.CPU, s.CPUPool)
 			continue
 		}
 		if want := base + uint64(seq) + 1; s.CPUPool != want {

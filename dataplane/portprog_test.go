@@ -3,6 +3,8 @@ package dataplane
 import (
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
@@ -20,9 +22,9 @@ func TestUpdatePortMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	mode := d.AttachMode(p1)
-	send := func(start uint32) PortCounters {
+	send := func(start uint32) portstats.Counters {
 		lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, start, 100, 32))
-		pc, err := d.PortCounters(p1)
+		pc, err := d.Stats().Ingress(p1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
@@ -28,7 +30,7 @@ func BenchmarkRingRead(b *testing.B) {
 	ctx := xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(p1)}
 	const batch = 16384 // records per fill: 16384 x 176 bytes < 16 MiB
 	var hdrBytes int
-	fn := func(s *RawSample) { hdrBytes += len(s.Header) }
+	fn := func(s *reader.RawSample) { hdrBytes += len(s.Header) }
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; {
@@ -51,7 +53,7 @@ func BenchmarkRingRead(b *testing.B) {
 		done += n
 	}
 	b.StopTimer()
-	if pc, err := d.PortCounters(p1); err != nil || pc.Drops != 0 {
+	if pc, err := d.Stats().Ingress(p1); err != nil || pc.Drops != 0 {
 		b.Fatalf("counters %+v (%v): ring drops would skew the figure", pc, err)
 	}
 }

@@ -7,6 +7,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
@@ -37,7 +44,7 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 	var firstBad string
 	last := int64(-1)
 	done := make(chan error, 1)
-	fn := func(s *RawSample) {
+	fn := func(s *reader.RawSample) {
 		headerBytes += uint64(len(s.Header))
 		seq, ok := frameSeq(s.Header)
 		if !ok {
@@ -76,9 +83,9 @@ func TestRingBatchesInOrderUnderLoad(t *testing.T) {
 		lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, uint32(start), chunk, 32))
 	}
 	// Wait until every sample is delivered or dropped.
-	var pc PortCounters
+	var pc portstats.Counters
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if pc, err = d.PortCounters(p1); err != nil {
+		if pc, err = d.Stats().Ingress(p1); err != nil {
 			t.Fatal(err)
 		}
 		if delivered.Load()+pc.Drops >= pc.Samples || time.Now().After(deadline) {
@@ -146,7 +153,7 @@ func TestSourceWakeAndClose(t *testing.T) {
 	read := func() chan result {
 		ch := make(chan result, 1)
 		go func() {
-			n, err := r.Read(time.Time{}, func(*RawSample) {})
+			n, err := r.Read(time.Time{}, func(*reader.RawSample) {})
 			ch <- result{n, err}
 		}()
 		return ch
@@ -186,7 +193,7 @@ func TestSourceWakeAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("after Close", ch, os.ErrClosed)
-	if _, err := r.Read(time.Time{}, func(*RawSample) {}); !errors.Is(err, os.ErrClosed) {
+	if _, err := r.Read(time.Time{}, func(*reader.RawSample) {}); !errors.Is(err, os.ErrClosed) {
 		t.Errorf("Read after Close: %v, want os.ErrClosed", err)
 	}
 	if err := r.Wake(); err == nil {
@@ -213,16 +220,19 @@ func TestRingCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rr, ok := r.ring.(*ringReader)
-	if !ok {
-		t.Fatalf("the source's ring is a %T", r.ring)
+	// consumer_pos, the first word of the ring's first page
+	// (kernel/bpf/ringbuf.c), mapped here a second time, read-only.
+	consPage, err := unix.Mmap(d.rings[0].FD(), 0, os.Getpagesize(), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cons := func() uintptr { return atomic.LoadUintptr(rr.ring.cons) }
+	t.Cleanup(func() { unix.Munmap(consPage) })
+	cons := func() uintptr { return atomic.LoadUintptr((*uintptr)(unsafe.Pointer(&consPage[0]))) }
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, 10, 32))
 	start := cons()
 	var at []uintptr // consumer_pos seen by each callback, after its Commit on the 6th
 	i := 0
-	n, err := r.Read(time.Now().Add(time.Second), func(s *RawSample) {
+	n, err := r.Read(time.Now().Add(time.Second), func(s *reader.RawSample) {
 		if _, ok := frameSeq(s.Header); !ok {
 			return
 		}
@@ -251,3 +261,10 @@ func TestRingCommit(t *testing.T) {
 		t.Errorf("after the batch consumer_pos is %d records on (%d after a Commit), want %d", (end-start)/size, (cons()-start)/size, n)
 	}
 }
+
+// The ring record's layout (package reader): the kernel's 8-byte header
+// (struct bpf_ringbuf_hdr), then struct sample_meta up to its header bytes.
+const (
+	ringHdrSize = 8
+	metaSize    = int(unsafe.Offsetof(bpf.SamplerSampleMeta{}.Data))
+)

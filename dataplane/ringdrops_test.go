@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -27,7 +29,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 	const k = 20000
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, k, 32))
 
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 	delivered := 0
 	deadline := time.Now().Add(300 * time.Millisecond)
 	for {
-		n, err := r.Read(deadline, func(*RawSample) {})
+		n, err := r.Read(deadline, func(*reader.RawSample) {})
 		delivered += n
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
@@ -47,7 +49,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	after, err := d.PortCounters(p1)
+	after, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestRingFullDropsCounted(t *testing.T) {
 }
 
 // TestMonitorAFXDP: a monitor-mode port redirects its sampled frames into
-// the AF_XDP sockets of its RX queues (one per queue, keys from XSKKey),
+// the AF_XDP sockets of its RX queues (one per queue, keys from XSKMap.Key),
 // drops all other frames, and accounts for every sampled frame: received
 // by a socket, or counted as a drop by the sampler or the socket.
 func TestMonitorAFXDP(t *testing.T) {
@@ -95,11 +97,15 @@ func TestMonitorAFXDP(t *testing.T) {
 			t.Fatalf("AF_XDP socket on p1 queue %d: %v", q, err)
 		}
 		t.Cleanup(func() { s.Close() })
-		key, err := d.XSKKey(p1, q)
+		x, err := d.XSKMap(p1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.SetXSK(key, s.FD()); err != nil {
+		key, err := x.Key(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Set(key, s.FD()); err != nil {
 			t.Fatal(err)
 		}
 		socks = append(socks, s)
@@ -156,7 +162,7 @@ func TestMonitorAFXDP(t *testing.T) {
 	close(stop)
 	<-done
 
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
@@ -29,7 +30,7 @@ func TestPoolExact(t *testing.T) {
 		}
 		t.Run(name+"/"+mode.String(), func(t *testing.T) {
 			if c.tc != nil && c.tc.want == AttachTCX {
-				testskip.Feature(t, kernelFeatures(), FeatureTCX)
+				testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 			}
 			lab := netlab.New(t, 2)
 			d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: c.hook, TCMode: tcMode})
@@ -44,7 +45,7 @@ func TestPoolExact(t *testing.T) {
 			before := lab.RxPackets(t, lab.Switch, "p1")
 			lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, k, 32))
 			after := lab.RxPackets(t, lab.Switch, "p1")
-			pc, err := d.PortCounters(p1)
+			pc, err := d.Stats().Ingress(p1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +128,7 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 		}
 		k := min(1000*int(rate), 400000)
 		k = max(k, 20000)
-		before, err := d.PortCounters(p1)
+		before, err := d.Stats().Ingress(p1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +141,7 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 			sent += n
 		}
 		sendTime := time.Since(start)
-		after, err := d.PortCounters(p1)
+		after, err := d.Stats().Ingress(p1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -84,7 +86,7 @@ func TestLargeIfIndex(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("ifindex %d: %v", idx, err)
 		}
-		c, err := d.PortCounters(idx)
+		c, err := d.Stats().Ingress(idx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +95,7 @@ func TestLargeIfIndex(t *testing.T) {
 		}
 		got := map[uint32]int{}
 		for n := 0; n < int(runs); {
-			k, err := r.Read(time.Now().Add(5*time.Second), func(s *RawSample) { got[s.IfIndex]++ })
+			k, err := r.Read(time.Now().Add(5*time.Second), func(s *reader.RawSample) { got[s.IfIndex]++ })
 			if err != nil {
 				t.Fatal(err)
 			}

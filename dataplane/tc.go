@@ -3,13 +3,14 @@ package dataplane
 import (
 	"errors"
 	"fmt"
-	"math"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/pin"
 )
 
@@ -17,13 +18,17 @@ import (
 // TC ingress through a TCX link.
 const AttachTCX = "tcx"
 
+// AttachClsact is the attach mode AttachMode reports for a port sampled at
+// TC ingress through a cls_bpf filter on a clsact qdisc (package clsact).
+const AttachClsact = "clsact"
+
 // TCMode is how a port sampled at TC ingress is attached (Config.TCMode).
 type TCMode uint8
 
 const (
 	// TCModeAuto attaches with a TCX link where the kernel has TCX links
 	// (Linux 6.6), otherwise with a cls_bpf filter on the port's clsact
-	// qdisc (clsact.go). The zero TCMode.
+	// qdisc (package clsact). The zero TCMode.
 	TCModeAuto TCMode = iota
 	// TCModeClsact always attaches with a cls_bpf filter, also where TCX
 	// exists: the path of kernels before 6.6, so that tests and
@@ -42,10 +47,11 @@ func (m TCMode) String() string {
 	return fmt.Sprintf("TCMode(%d)", uint8(m))
 }
 
-// TCAttachMode is how this kernel attaches a port sampled at TC ingress:
-// AttachTCX where it has TCX links (Linux 6.6), otherwise AttachClsact.
-func (fs *Features) TCAttachMode() string {
-	if fs.Has(FeatureTCX) {
+// TCAttachMode is how a kernel with fs attaches a port sampled at TC
+// ingress: AttachTCX where it has TCX links (Linux 6.6), otherwise
+// AttachClsact.
+func TCAttachMode(fs *features.Features) string {
+	if fs.Has(features.FeatureTCX) {
 		return AttachTCX
 	}
 	return AttachClsact
@@ -102,11 +108,11 @@ func (d *Dataplane) loadTC() (*tcObjects, error) {
 		TakeProgs *ebpf.Map     `ebpf:"take_progs"`
 	}
 	repl := d.sharedMaps()
-	if d.pin != nil {
+	if d.pinned.pin != nil {
 		// The program array the ports' TC programs tail-call through is
 		// pinned too: after an exec or a crash it still leads the old
 		// programs to a sampled path (adopted here, then replaced).
-		tp, err := d.pin.Map(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
+		tp, err := d.pinned.pin.Map(pin.TCTake, spec.Maps[bpf.TcSamplerMapTakeProgs])
 		if err != nil {
 			return nil, fmt.Errorf("TC sampler: %w", err)
 		}
@@ -139,7 +145,7 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 		return nil, err
 	}
 	spec := tc.spec.Copy()
-	if err := d.patchPortImms(spec.Programs[bpf.TcSamplerProgTcSampler].Instructions, ifindex, slot); err != nil {
+	if err := bpf.PatchPortImms(spec.Programs[bpf.TcSamplerProgTcSampler].Instructions, ifindex, slot, d.cpuSlots); err != nil {
 		return nil, err
 	}
 	var o struct {
@@ -160,13 +166,13 @@ func (d *Dataplane) portProgramTC(ifindex int, slot uint32) (*ebpf.Program, erro
 // that the pool counts every frame received, before any other TC program
 // or filter can drop it: with a TCX link at the head of the TCX chain
 // where the kernel has TCX (TCModeAuto), otherwise as a cls_bpf filter at
-// priority 1 of the clsact qdisc (attachClsact). Must run in the port's
+// priority 1 of the clsact qdisc (clsact.Filters.Attach). Must run in the port's
 // netns. Returns the attachment and AttachTCX or AttachClsact. A TCX link,
 // like an XDP link, dies with the process; a filter does not, which is
-// why Open removes stale ones (removeStaleTC).
+// why Open removes stale ones (clsact.RemoveStale).
 func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, string, error) {
-	if d.cfg.TCMode == TCModeClsact || !d.features.Has(FeatureTCX) {
-		f, err := d.attachClsact(prog, ifindex)
+	if d.cfg.TCMode == TCModeClsact || !d.features.Has(features.FeatureTCX) {
+		f, err := d.filters.Attach(prog, ifindex, clsact.Ingress, false)
 		if err != nil {
 			return nil, "", err
 		}
@@ -184,33 +190,8 @@ func (d *Dataplane) attachTC(prog *ebpf.Program, ifindex int) (attachment, strin
 	return l, AttachTCX, nil
 }
 
-// probeTCX asks the kernel to create a TCX link for a device that cannot
-// exist: a kernel with TCX (Linux 6.6) answers ENODEV, an older one
-// refuses the attach type. Nothing is attached anywhere.
-func probeTCX() error {
-	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:         ebpf.SchedCLS,
-		License:      "Dual BSD/GPL",
-		Instructions: retZero,
-	}, ebpf.ProgramOptions{LogDisabled: true})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p, Attach: ebpf.AttachTCXIngress})
-	switch {
-	case err == nil:
-		return errors.Join(errors.New("TCX probe attached to an ifindex that should not exist"), l.Close())
-	case errors.Is(err, unix.ENODEV):
-		return nil
-	case errors.Is(err, ebpf.ErrNotSupported):
-		return fmt.Errorf("TCX links: %w", ebpf.ErrNotSupported)
-	}
-	return err
-}
-
 // attachment is how a port's program is attached: a BPF link (XDP, TCX;
-// link.Link) or our cls_bpf filter (clsactFilter).
+// link.Link) or our cls_bpf filter (clsact.Filter).
 type attachment interface {
 	// Update swaps in another program, atomically.
 	Update(*ebpf.Program) error
@@ -263,9 +244,9 @@ func (d *Dataplane) moveToXDP(ifindex int, p *port, m Mode) error {
 	if err != nil {
 		return err
 	}
-	errs := []error{d.forgetPort(ifindex, p), p.link.Close(), p.prog.Close()}
+	errs := []error{d.pinned.forget(ifindex, p), p.link.Close(), p.prog.Close()}
 	p.link, p.prog, p.hook, p.mode = l, prog, HookXDP, mode
-	if err := d.recordPort(ifindex, p); err != nil {
+	if err := d.pinned.record(ifindex, p); err != nil {
 		d.log.Warn("port moved to XDP but not pinned: a crash or an upgrade detaches it", "ifindex", ifindex, "err", err)
 	}
 	d.log.Info("sampler moved from TC to XDP", "ifindex", ifindex, "mode", mode, "delivery", m)

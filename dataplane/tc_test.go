@@ -8,10 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/clsact"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netlink"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
@@ -41,7 +45,7 @@ var tcCases = []tcCase{
 }
 
 // kernelFeatures is the running kernel's probe, once per test binary.
-var kernelFeatures = sync.OnceValue(ProbeFeatures)
+var kernelFeatures = sync.OnceValue(features.ProbeFeatures)
 
 // forTCModes runs f as one subtest per TC attach mode; the TCX subtest
 // skips on a kernel without TCX (the probe says so).
@@ -49,7 +53,7 @@ func forTCModes(t *testing.T, f func(t *testing.T, c tcCase)) {
 	for _, c := range tcCases {
 		t.Run(c.name, func(t *testing.T) {
 			if c.want == AttachTCX {
-				testskip.Feature(t, kernelFeatures(), FeatureTCX)
+				testskip.Feature(t, kernelFeatures(), features.FeatureTCX)
 			}
 			f(t, c)
 		})
@@ -78,7 +82,7 @@ type filterView struct {
 // by an owner, program tc_sampler).
 func (v tcView) ours() *filterView {
 	for i, f := range v.filters {
-		if _, _, ok := parseTCFilterName(f.name); ok && f.kind == "bpf" && f.prio == tcFilterPrio && f.handle == tcFilterHandle && f.prog == "tc_sampler" {
+		if _, _, ok := clsact.ParseFilterName(f.name); ok && f.kind == "bpf" && f.prio == clsact.FilterPrio && f.handle == clsact.FilterHandle && f.prog == "tc_sampler" {
 			return &v.filters[i]
 		}
 	}
@@ -91,14 +95,14 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 	t.Helper()
 	var v tcView
 	err := lab.Do(lab.Switch, func() error {
-		q, err := ingressQdisc(ifindex)
+		q, err := clsact.IngressQdisc(ifindex)
 		if err != nil {
 			return err
 		}
 		if q != nil {
 			v.qdisc = q.Type()
 		}
-		if kernelFeatures().Has(FeatureTCX) {
+		if kernelFeatures().Has(features.FeatureTCX) {
 			if v.tcx, err = tcxNames(ifindex); err != nil {
 				return err
 			}
@@ -106,7 +110,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 		if q == nil {
 			return nil
 		}
-		fs, err := netlink.FilterList(devIndex(ifindex), netlink.HANDLE_MIN_INGRESS)
+		fs, err := netlink.FilterList(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}, netlink.HANDLE_MIN_INGRESS)
 		if err != nil {
 			return err
 		}
@@ -118,7 +122,7 @@ func tcIngress(t *testing.T, lab *netlab.Lab, ifindex int) tcView {
 			fv := filterView{kind: f.Type(), prio: a.Priority, handle: a.Handle}
 			if bf, ok := f.(*netlink.BpfFilter); ok {
 				fv.name, fv.progID = bf.Name, bf.Id
-				if fv.prog, err = programName(uint32(bf.Id)); err != nil {
+				if fv.prog, err = bpf.ProgramName(uint32(bf.Id)); err != nil {
 					return err
 				}
 			}
@@ -265,7 +269,7 @@ func testTCSampleFields(t *testing.T, tc tcCase) {
 	if matched != k {
 		t.Errorf("matched %d samples of test frames, want %d (got %d samples)", matched, k, len(got))
 	}
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +312,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 		return lab.RxPackets(t, lab.Switch, "p1") - before
 	}
 	rx := send(2000, 0)
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +331,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 	}
 	checkTCDetached(t, lab, p1)
 	rx += send(2000, 2000)
-	pc2, err := d.PortCounters(p1)
+	pc2, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +349,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 // TC ingress, through our clsact filter, and the pool is exact.
 func TestHookAutoWithoutTCX(t *testing.T) {
 	lab := netlab.New(t, 2)
-	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, FeatureTCX)})
+	d := openAuto(t, lab, Config{Workers: 1, MaxPorts: 4, Features: withoutFeatures(t, features.FeatureTCX)})
 	p1 := lab.PortIndex(t, 0)
 	if err := d.AttachPort(p1, PortConfig{Rate: 4, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
@@ -357,7 +361,7 @@ func TestHookAutoWithoutTCX(t *testing.T) {
 	before := lab.RxPackets(t, lab.Switch, "p1")
 	lab.SendFrames(t, 0, seqFrames(lab, 0, noHostMAC, 0, 2000, 32))
 	rx := lab.RxPackets(t, lab.Switch, "p1") - before
-	pc, err := d.PortCounters(p1)
+	pc, err := d.Stats().Ingress(p1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,20 +5,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// TestTransitQueue follows sampled frames to where they leave (transit.go):
+// TestTransitQueue follows sampled frames to where they leave (package transit):
 // a burst of equal frames bridged from p1 to p2, where a token bucket
 // (tbf, 8 Mbit/s) makes them queue. Every frame is sampled at p1 (TC,
 // 1 in 1) and its record arrives only once the frame left p2's qdisc:
-// TransitSent through p2, the bytes queued ahead of it a whole number of
+// reader.TransitSent through p2, the bytes queued ahead of it a whole number of
 // frames and never more than were sent before it, its wait in the queue
 // at least what those bytes take at the token rate, and the delay
 // measured from the sample to the frame leaving consistent with both. The
@@ -33,7 +37,7 @@ func TestTransitQueue(t *testing.T) {
 	lab.SendFrames(t, 0, frames)
 	got := c.waitFor(k, testutil.Scaled(10*time.Second))
 
-	bySeq := map[uint32]RawSample{}
+	bySeq := map[uint32]reader.RawSample{}
 	for _, s := range got {
 		if seq, ok := frameSeq(s.Header); ok && s.IfIndex == uint32(p1) {
 			bySeq[seq] = s
@@ -46,14 +50,14 @@ func TestTransitQueue(t *testing.T) {
 	for seq := uint32(0); seq < k; seq++ {
 		s := bySeq[seq]
 		tr := s.Transit
-		if s.Flags&SampleTransit == 0 || tr.Status != TransitSent {
+		if s.Flags&reader.SampleTransit == 0 || tr.Status != reader.TransitSent {
 			t.Errorf("frame %d: flags %#x, transit %+v: want sent", seq, s.Flags, tr)
 			continue
 		}
 		if tr.OutIfIndex != uint32(p2) {
 			t.Errorf("frame %d: left through ifindex %d, want p2 %d", seq, tr.OutIfIndex, p2)
 		}
-		if s.Flags&SampleQueue == 0 {
+		if s.Flags&reader.SampleQueue == 0 {
 			t.Errorf("frame %d: no queue depth although p2 has a qdisc", seq)
 			continue
 		}
@@ -77,11 +81,11 @@ func TestTransitQueue(t *testing.T) {
 	if maxDepth < 10*frameLen {
 		t.Errorf("deepest queue %d bytes: the burst did not queue behind the token bucket", maxDepth)
 	}
-	st, err := d.TransitStats()
+	st, err := d.Transit().Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	parked, err := d.TransitParked()
+	parked, err := d.Transit().Parked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +102,14 @@ func TestTransitQueue(t *testing.T) {
 func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Dataplane, int, int, *collector) {
 	t.Helper()
 	fs := kernelFeatures()
-	testskip.Feature(t, fs, FeatureKernCtx)
-	testskip.Feature(t, fs, FeatureTransit)
+	testskip.Feature(t, fs, features.FeatureKernCtx)
+	testskip.Feature(t, fs, features.FeatureTransit)
 	lab := netlab.New(t, 2)
 	if len(qdisc) > 0 {
 		lab.AddQdisc(t, lab.Switch, "p2", qdisc[0], qdisc[1:]...)
 	}
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: entries})
-	if !d.TransitOn() {
+	if !d.Transit().On() {
 		t.Fatal("transit is off although the kernel has its features")
 	}
 	p1, p2 := lab.PortIndex(t, 0), lab.PortIndex(t, 1)
@@ -122,7 +126,7 @@ func transitLab(t *testing.T, entries int, qdisc ...string) (*netlab.Lab, *Datap
 func TestTransitOff(t *testing.T) {
 	lab := netlab.New(t, 2)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC})
-	if d.TransitOn() {
+	if d.Transit().On() {
 		t.Fatal("transit on without TransitEntries")
 	}
 	p1 := lab.PortIndex(t, 0)
@@ -139,14 +143,14 @@ func TestTransitOff(t *testing.T) {
 			continue
 		}
 		n++
-		if s.Flags&(SampleTransit|SampleQueue) != 0 {
+		if s.Flags&(reader.SampleTransit|reader.SampleQueue) != 0 {
 			t.Errorf("record with transit off has flags %#x", s.Flags)
 		}
 	}
 	if n != k {
 		t.Errorf("%d of %d frames sampled", n, k)
 	}
-	if st, err := d.TransitStats(); err != nil || st.Parked != 0 {
+	if st, err := d.Transit().Stats(); err != nil || st.Parked != 0 {
 		t.Errorf("outcomes %+v (%v): nothing should have been parked", st, err)
 	}
 }
@@ -178,10 +182,10 @@ func TestTransitEnds(t *testing.T) {
 		status[tr.Status]++
 		t.Logf("frame %d: flags %#x transit %+v after %v", seq, s.Flags, tr, time.Duration(tr.DoneNs-s.Timestamp).Round(time.Millisecond))
 		switch {
-		case seq == 0 && (tr.Status != TransitSent || tr.OutIfIndex != uint32(p2)):
+		case seq == 0 && (tr.Status != reader.TransitSent || tr.OutIfIndex != uint32(p2)):
 			t.Errorf("frame 0 (the bucket's burst): %+v, want sent through p2 (%d)", tr, p2)
-		case tr.Status == TransitStale:
-			if s.Flags&SampleQueue == 0 {
+		case tr.Status == reader.TransitStale:
+			if s.Flags&reader.SampleQueue == 0 {
 				t.Errorf("frame %d: stale in the queue but no depth", seq)
 			}
 			if age := time.Duration(tr.DoneNs - s.Timestamp); age < time.Second {
@@ -192,14 +196,14 @@ func TestTransitEnds(t *testing.T) {
 	if len(seen) != k {
 		t.Errorf("%d of %d frames delivered", len(seen), k)
 	}
-	if status[TransitStale] == 0 || status[TransitDropped] == 0 {
+	if status[reader.TransitStale] == 0 || status[reader.TransitDropped] == 0 {
 		t.Errorf("statuses %v: want stale (queued) and dropped (beyond the limit) records", status)
 	}
-	st, err := d.TransitStats()
+	st, err := d.Transit().Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	parked, err := d.TransitParked()
+	parked, err := d.Transit().Parked()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,23 +225,23 @@ func TestTransitEnds(t *testing.T) {
 // trampoline's entry and exit around each call are not in it.
 func BenchmarkTransitIdle(b *testing.B) {
 	fs := kernelFeatures()
-	testskip.Feature(b, fs, FeatureKernCtx)
-	testskip.Feature(b, fs, FeatureTransit)
+	testskip.Feature(b, fs, features.FeatureKernCtx)
+	testskip.Feature(b, fs, features.FeatureTransit)
 	lab := netlab.New(b, 2)
 	d := openIn(b, lab, Config{Workers: 1, MaxPorts: 4, Hook: HookTC, TransitEntries: 16})
-	if !d.TransitOn() {
+	if !d.Transit().On() {
 		b.Fatal("transit off")
 	}
 	progs := map[string]*ebpf.Program{
-		"enqueue": d.transit.objs.TransitEnqueue, "xmit": d.transit.objs.TransitXmit,
-		"drop": d.transit.objs.TransitDrop, "consume": d.transit.objs.TransitConsume,
+		"enqueue": d.transit.Objects().TransitEnqueue, "xmit": d.transit.Objects().TransitXmit,
+		"drop": d.transit.Objects().TransitDrop, "consume": d.transit.Objects().TransitConsume,
 	}
 	// The baseline: a program that does nothing, on the same
 	// tracepoint, timed the same way (the statistics' own clock reads
 	// are in every figure).
 	empty, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Type: ebpf.Tracing, AttachType: ebpf.AttachTraceRawTp, AttachTo: "net_dev_start_xmit",
-		License: "GPL", Instructions: retZero,
+		License: "GPL", Instructions: asm.Instructions{asm.LoadImm(asm.R0, 0, asm.DWord), asm.Return()},
 	})
 	if err != nil {
 		b.Fatalf("loading the empty tp_btf program: %v", err)
@@ -307,7 +311,7 @@ func TestTransitNetem(t *testing.T) {
 			continue
 		}
 		tr := s.Transit
-		if tr.Status != TransitSent || tr.OutIfIndex != uint32(p2) {
+		if tr.Status != reader.TransitSent || tr.OutIfIndex != uint32(p2) {
 			t.Errorf("frame %d: %+v, want sent through p2 (%d)", seq, tr, p2)
 			continue
 		}

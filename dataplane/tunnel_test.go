@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -44,7 +46,7 @@ var tunnelCases = []struct {
 // tunnel. Every echo request is sampled at the device's ingress
 // (decapsulated) and every reply at its egress (to be encapsulated), and
 //   - on a collect_md device the record carries the kernel's tunnel
-//     metadata (SampleTunnel): outer source and destination as on the
+//     metadata (reader.SampleTunnel): outer source and destination as on the
 //     wire (the host's underlay address and the switch's at ingress, the
 //     other way round at egress) and the VNI or key;
 //   - on a fixed device it carries none, and the forwarding table's copy
@@ -103,7 +105,7 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 		if !ok {
 			continue
 		}
-		egress := s.Flags&SampleEgress != 0
+		egress := s.Flags&reader.SampleEgress != 0
 		switch {
 		case typ == 8 && !egress:
 			requests++
@@ -113,8 +115,8 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 			t.Errorf("ICMP type %d sampled with egress %v", typ, egress)
 			continue
 		}
-		if s.Flags&SampleTunnelPort == 0 {
-			t.Errorf("sample %d: no SampleTunnelPort on a %s device", i, tun.Kind)
+		if s.Flags&reader.SampleTunnelPort == 0 {
+			t.Errorf("sample %d: no reader.SampleTunnelPort on a %s device", i, tun.Kind)
 		}
 		// Outer source and destination as on the wire.
 		src, dst := tun.HostOuter, tun.SwitchOuter
@@ -123,7 +125,7 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 		}
 		m := &metas[i]
 		if tun.External {
-			if s.Flags&SampleTunnel == 0 {
+			if s.Flags&reader.SampleTunnel == 0 {
 				t.Errorf("sample %d (egress %v): no tunnel metadata on a collect_md device", i, egress)
 				continue
 			}
@@ -140,13 +142,13 @@ func testTunnelSamples(t *testing.T, tun netlab.Tunnel, hook Hook) {
 			if gs != wantSrc || gd != dst || m.Tunnel.Id != tun.VNI {
 				t.Errorf("sample %d (egress %v): metadata %v -> %v id %d, want %v -> %v id %d", i, egress, gs, gd, m.Tunnel.Id, wantSrc, dst, tun.VNI)
 			}
-		} else if s.Flags&SampleTunnel != 0 {
+		} else if s.Flags&reader.SampleTunnel != 0 {
 			t.Errorf("sample %d: tunnel metadata on a fixed device", i)
 		}
 
 		// The records sFlow sends.
 		q := forwarding.TunnelQuery{Port: s.IfIndex, Egress: egress, FrameLen: s.FrameLen}
-		if s.Flags&SampleTunnel != 0 {
+		if s.Flags&reader.SampleTunnel != 0 {
 			q.Known = true
 			q.Src, q.Dst = metaAddrs(m)
 			q.ID, q.TOS = m.Tunnel.Id, m.Tunnel.Tos
@@ -281,7 +283,7 @@ func benchTCRate1(b *testing.B, kind PortKind) {
 	}
 	go func() {
 		for {
-			if _, err := r.Read(time.Now().Add(20*time.Millisecond), func(*RawSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			if _, err := r.Read(time.Now().Add(20*time.Millisecond), func(*reader.RawSample) {}); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				return
 			}
 		}
@@ -304,7 +306,7 @@ func benchTCRate1(b *testing.B, kind PortKind) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := d.PortCounters(p1)
+	c, err := d.Stats().Ingress(p1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (d *Dataplane) removeStaleLegacy() error {
 		if x == nil || !x.Attached || x.ProgId == 0 {
 			continue
 		}
-		name, err := programName(x.ProgId)
+		name, err := bpf.ProgramName(x.ProgId)
 		if err != nil {
 			d.log.Warn("cannot inspect attached XDP program", "link", attrs.Name, "prog_id", x.ProgId, "err", err)
 			continue
@@ -98,17 +98,4 @@ func (d *Dataplane) removeStaleLegacy() error {
 	}
 	d.log.Info("startup XDP cleanup", "links", len(links), "ours_found", found, "stale_removed", removed)
 	return nil
-}
-
-func programName(id uint32) (string, error) {
-	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
-	if err != nil {
-		return "", fmt.Errorf("opening program %d: %w", id, err)
-	}
-	defer p.Close()
-	info, err := p.Info()
-	if err != nil {
-		return "", fmt.Errorf("program %d info: %w", id, err)
-	}
-	return info.Name, nil
 }

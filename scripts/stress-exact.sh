@@ -34,9 +34,10 @@ command -v stress-ng >/dev/null || die "stress-ng missing: run scripts/install-d
 # loss would break); the packages' other tests (exit, idle CPU, port
 # selection, configuration, SNMP, feature probes, unit tests without a
 # lab) count nothing a CPU-bound neighbour could take away.
-pkgs=(dataplane dataplane/drops dataplane/afxdp source bench/daemon bench/baselines test/e2e)
+pkgs=(dataplane dataplane/reader dataplane/drops dataplane/afxdp source bench/daemon bench/baselines test/e2e)
 declare -A tests=(
-	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*|TestSocketDrops)$'
+	[dataplane]='^(TestPoolExact|TestSamplingStatistics|TestRingBatchesInOrderUnderLoad|TestRingFullDropsCounted|TestRingReadNoAlloc|TestAttachAndSampleFields|TestTCSampleFields|TestHookAuto|TestLargeIfIndex|TestUpdatePortMode|TestForwardingUntouched|TestMonitorAFXDP|TestMonitorDeliversIntact|TestMonitorNothingLostSilently|TestMonitorRate16|TestSource.*)$'
+	[dataplane/reader]='^(TestSource.*|TestSocketDrops)$'
 	[dataplane/drops]='^(TestDrop.*|TestConsumedReason)$'
 	[dataplane/afxdp]='^(TestReceive|TestDropAccounting)$'
 	[source]='.'

@@ -15,27 +15,29 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/ports"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
 // Samplers is what a sample source needs of the sampler loader, a
-// *dataplane.Dataplane: sampling a port as the agent plans it, its pool,
-// each worker's ring and the ports taken over at Open. The loader's other
-// methods (attach modes, egress and transit counters, pinning, release)
-// are the daemon's.
+// *dataplane.Dataplane: sampling a port as the agent plans it, its
+// counters and pool (Stats), each worker's ring and the ports taken over
+// at Open (Pinned). The loader's other methods (attach modes, transit,
+// release) are the daemon's.
 type Samplers interface {
 	SetPort(ifindex int, s ports.Sampling) error
 	RemovePort(ifindex int) error
-	PortPool(ifindex uint32) (pool, drops uint64)
-	PortCounters(ifindex int) (dataplane.PortCounters, error)
-	Source(worker int) (*dataplane.Source, error)
-	AdoptedPorts() map[int]ports.Sampling
+	Stats() *dataplane.Stats
+	Source(worker int) (*reader.Source, error)
+	Pinned() *dataplane.Pinned
 }
 
 // BPF is the source of the XDP and TC samplers: it drives the sampler
@@ -51,23 +53,14 @@ func (a BPF) SetPort(ifindex uint32, p agent.PortSampling) error {
 	return a.DP.SetPort(int(ifindex), p)
 }
 
-// egressAdopter is a Samplers that tells what the egress samplers of the
-// ports it took over counted (dataplane.Dataplane.AdoptedEgress).
-type egressAdopter interface {
-	AdoptedEgress() map[int]dataplane.PortCounters
-}
-
 // Adopted are the ports dp took over from pinned state at Open, in the
 // agent's terms (agent.Agent.Adopt): the directions the earlier program
 // sampled each in, those still attached (ingress: an egress sampler is
 // not pinned), and what its egress sampler counted.
 func Adopted(dp Samplers) map[uint32]agent.AdoptedPort {
 	out := map[uint32]agent.AdoptedPort{}
-	var egress map[int]dataplane.PortCounters
-	if e, ok := dp.(egressAdopter); ok {
-		egress = e.AdoptedEgress()
-	}
-	for idx, s := range dp.AdoptedPorts() {
+	egress := dp.Pinned().Egress()
+	for idx, s := range dp.Pinned().Ports() {
 		ap := agent.AdoptedPort{PortSampling: s}
 		if s.KernelRate != 0 { // attached: its ingress sampler continues
 			ap.Attached = sflow.DirectionIngress
@@ -89,40 +82,40 @@ func (a BPF) RemovePort(ifindex uint32) error {
 // PortSamples reads the samples the kernel selected on the port so far
 // (agent.SampleCounter, for the backoff), from the mmap-ed counters.
 func (a BPF) PortSamples(ifindex uint32) (uint64, bool) {
-	c, err := a.DP.PortCounters(int(ifindex))
+	c, err := a.DP.Stats().Ingress(int(ifindex))
 	return c.Samples, err == nil
 }
 
 // PortPool reads the port's pool and drops from the mmap-ed counters (no
 // system call).
 func (a BPF) PortPool(ifindex uint32) (uint64, uint64) {
-	return a.DP.PortPool(ifindex)
+	return a.DP.Stats().Pool(ifindex)
 }
 
-// Reader is a worker's dataplane.Source as the agent reads it
+// Reader is a worker's reader.Source as the agent reads it
 // (agent.SampleReader and agent.Waker).
 type BPFReader struct {
-	src *dataplane.Source
+	src *reader.Source
 	fn  func(*agent.PacketSample)
 	ps  agent.PacketSample
 	// conv is made once: a closure per read would allocate.
-	conv func(*dataplane.RawSample)
+	conv func(*reader.RawSample)
 }
 
 // NewBPFReader returns src as an agent.SampleReader.
-func NewBPFReader(src *dataplane.Source) *BPFReader {
+func NewBPFReader(src *reader.Source) *BPFReader {
 	r := &BPFReader{src: src}
-	r.conv = func(rs *dataplane.RawSample) {
+	r.conv = func(rs *reader.RawSample) {
 		r.ps = agent.PacketSample{IfIndex: rs.IfIndex, FrameLen: rs.FrameLen, KernelRate: rs.Rate,
 			CPU: rs.CPU, CPUPool: rs.CPUPool, Header: rs.Header,
-			Egress: rs.Flags&dataplane.SampleEgress != 0, InIfIndex: rs.InIfIndex,
-			PoolSum: rs.Flags&dataplane.SamplePoolSum != 0}
-		if rs.Flags&dataplane.SampleTransit != 0 {
+			Egress: rs.Flags&reader.SampleEgress != 0, InIfIndex: rs.InIfIndex,
+			PoolSum: rs.Flags&reader.SamplePoolSum != 0}
+		if rs.Flags&reader.SampleTransit != 0 {
 			transit(&r.ps.Transit, rs)
 		}
 		if rs.Meta != nil {
 			routeQuery(&r.ps.Route, rs)
-			if rs.Flags&dataplane.SampleTunnelPort != 0 {
+			if rs.Flags&reader.SampleTunnelPort != 0 {
 				r.ps.TunnelPort = true
 				tunnelQuery(&r.ps.Tunnel, rs)
 			}
@@ -146,13 +139,13 @@ func BPFReaders(dp Samplers, workers int) ([]agent.SampleReader, error) {
 	return rs, nil
 }
 
-// ReadSamples implements agent.SampleReader (dataplane.Source.Read).
+// ReadSamples implements agent.SampleReader (reader.Source.Read).
 func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
 	r.fn = fn
 	return r.src.Read(deadline, r.conv)
 }
 
-// CommitRead implements agent.Committer (dataplane.Source.Commit).
+// CommitRead implements agent.Committer (reader.Source.Commit).
 func (r *BPFReader) CommitRead() { r.src.Commit() }
 
 // Wake implements agent.Waker.
@@ -161,17 +154,17 @@ func (r *BPFReader) Wake() error { return r.src.Wake() }
 // routeQuery fills q from a ring record's route block (dataplane/bpf/route.h): the
 // kernel's answers for the packet's destination and source, and the FIB
 // generation both lookups saw. No allocation.
-func routeQuery(q *forwarding.RouterQuery, rs *dataplane.RawSample) {
+func routeQuery(q *forwarding.RouterQuery, rs *reader.RawSample) {
 	rt := &rs.Meta.Route
 	q.Asked = rt.Family == unix.AF_INET || rt.Family == unix.AF_INET6
 	if !q.Asked {
 		return
 	}
-	q.Egress = rs.Flags&dataplane.SampleEgress != 0
+	q.Egress = rs.Flags&reader.SampleEgress != 0
 	q.In = rs.InIfIndex
-	q.Gen, q.GenOK = rt.Gen, rs.Flags&dataplane.SampleFIBGen != 0
-	q.Dst = answer(rt.Family, rs.Flags&dataplane.SampleRoute != 0, rt.DstOif, &rt.DstVia)
-	q.Src = answer(rt.Family, rs.Flags&dataplane.SampleSrcRoute != 0, rt.SrcOif, &rt.SrcVia)
+	q.Gen, q.GenOK = rt.Gen, rs.Flags&reader.SampleFIBGen != 0
+	q.Dst = answer(rt.Family, rs.Flags&reader.SampleRoute != 0, rt.DstOif, &rt.DstVia)
+	q.Src = answer(rt.Family, rs.Flags&reader.SampleSrcRoute != 0, rt.SrcOif, &rt.SrcVia)
 }
 
 func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Answer {
@@ -190,10 +183,10 @@ func answer(family uint8, found bool, oif uint32, via *[16]uint8) forwarding.Ans
 // tunnelQuery fills q from a ring record of a tunnel device's frame: its
 // port, direction and length, and the kernel's tunnel metadata when the
 // record has it (dataplane/bpf/tunnel.h). No allocation.
-func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
+func tunnelQuery(q *forwarding.TunnelQuery, rs *reader.RawSample) {
 	tn := &rs.Meta.Tunnel
-	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&dataplane.SampleEgress != 0, FrameLen: rs.FrameLen}
-	if rs.Flags&dataplane.SampleTunnel == 0 {
+	*q = forwarding.TunnelQuery{Port: rs.IfIndex, Egress: rs.Flags&reader.SampleEgress != 0, FrameLen: rs.FrameLen}
+	if rs.Flags&reader.SampleTunnel == 0 {
 		return
 	}
 	switch tn.Family {
@@ -210,17 +203,17 @@ func tunnelQuery(q *forwarding.TunnelQuery, rs *dataplane.RawSample) {
 }
 
 // transit is what became of a sample's frame after it was sampled
-// (dataplane.Transit, dataplane/bpf/transit.h), in the agent's terms.
-func transit(t *agent.Transit, rs *dataplane.RawSample) {
+// (reader.Transit, dataplane/bpf/transit.h), in the agent's terms.
+func transit(t *agent.Transit, rs *reader.RawSample) {
 	tr := &rs.Transit
-	*t = agent.Transit{Waited: true, Left: tr.Status == dataplane.TransitSent}
+	*t = agent.Transit{Waited: true, Left: tr.Status == reader.TransitSent}
 	if t.Left {
 		t.OutIfIndex, t.Queue = tr.OutIfIndex, tr.Queue
 		if tr.DoneNs > rs.Timestamp {
 			t.Delay = time.Duration(tr.DoneNs - rs.Timestamp)
 		}
 	}
-	if rs.Flags&dataplane.SampleQueue != 0 {
+	if rs.Flags&reader.SampleQueue != 0 {
 		t.Depth, t.DepthOK = tr.Depth, true
 	}
 }

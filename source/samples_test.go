@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
@@ -19,7 +21,7 @@ import (
 
 // TestReaderConverts (root, netlab): a port configured through Dataplane
 // at rate 1 delivers every frame host 1 sends, through the worker's
-// dataplane.Source, as an agent.PacketSample carrying the frame's ingress
+// reader.Source, as an agent.PacketSample carrying the frame's ingress
 // ifindex, length, kernel rate, sampling CPU with its pool at the frame,
 // and first bytes; PortPool counts the frames; Wake makes a waiting read
 // return.
@@ -134,7 +136,7 @@ func TestTunnelQuery(t *testing.T) {
 	copy(m.Tunnel.Src[:], []byte{198, 18, 1, 2})
 	copy(m.Tunnel.Dst[:], []byte{198, 18, 1, 1})
 	m.Tunnel.Id, m.Tunnel.Tos = 4242, 0xb8
-	rs := dataplane.RawSample{IfIndex: 9, FrameLen: 60, Flags: dataplane.SampleTunnelPort | dataplane.SampleTunnel, Meta: &m}
+	rs := reader.RawSample{IfIndex: 9, FrameLen: 60, Flags: reader.SampleTunnelPort | reader.SampleTunnel, Meta: &m}
 	var q forwarding.TunnelQuery
 	tunnelQuery(&q, &rs)
 	want := forwarding.TunnelQuery{Port: 9, FrameLen: 60, Known: true, Src: netip.MustParseAddr("198.18.1.2"),
@@ -145,14 +147,14 @@ func TestTunnelQuery(t *testing.T) {
 	m.Tunnel.Family = unix.AF_INET6
 	m.Tunnel.Src = netip.MustParseAddr("fd00:5f::2").As16()
 	m.Tunnel.Dst = netip.MustParseAddr("fd00:5f::1").As16()
-	rs.Flags |= dataplane.SampleEgress
+	rs.Flags |= reader.SampleEgress
 	tunnelQuery(&q, &rs)
 	want = forwarding.TunnelQuery{Port: 9, Egress: true, FrameLen: 60, Known: true, Src: netip.MustParseAddr("fd00:5f::2"),
 		Dst: netip.MustParseAddr("fd00:5f::1"), ID: 4242, TOS: 0xb8}
 	if q != want {
 		t.Errorf("IPv6: %+v, want %+v", q, want)
 	}
-	rs.Flags &^= dataplane.SampleTunnel // a fixed device: no metadata
+	rs.Flags &^= reader.SampleTunnel // a fixed device: no metadata
 	tunnelQuery(&q, &rs)
 	if want := (forwarding.TunnelQuery{Port: 9, Egress: true, FrameLen: 60}); q != want {
 		t.Errorf("without metadata: %+v, want %+v", q, want)

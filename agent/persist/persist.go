@@ -2,9 +2,9 @@
 // sequence numbers of every sampler, poller and datagram stream, the
 // agent's start (sFlow uptime) and the pools of ports detached earlier
 // (pool bases). It lives in a memory region the daemon maps from a BPF
-// map pinned with the sampler's (dataplane.StateMemory): an upgrade in
-// place (exec) and a restart after a crash find it as the last process
-// left it, and continue the numbers where they stopped.
+// map pinned with the sampler's (dataplane.Pinned.StateMemory): an
+// upgrade in place (exec) and a restart after a crash find it as the last
+// process left it, and continue the numbers where they stopped.
 //
 // Each value is written where it changes (a sample's sequence number as
 // the sample is encoded, a datagram's once it is sent): a plain store into
@@ -132,7 +132,7 @@ type Store struct {
 func Words(slots int) int { return headerWords + slots*slotWords }
 
 // Open makes a Store of mem (8-byte aligned, a multiple of 8 bytes long;
-// from dataplane.StateMemory or a plain slice). A region this package
+// from dataplane.Pinned.StateMemory or a plain slice). A region this package
 // wrote before, with the same slot count, is adopted (Adopted) with its
 // values and the agent's start; anything else is reset.
 func Open(mem []byte) (*Store, error) {

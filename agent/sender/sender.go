@@ -124,7 +124,7 @@ type Config struct {
 	// BeforeSend, when not nil, is called before every system call that
 	// sends datagrams (on the owner's goroutine): the owner marks the
 	// input the datagrams were made of as consumed (the agent's ring
-	// records: dataplane.Source.Commit), so that a crash after the send
+	// records: dataplane/reader's Source.Commit), so that a crash after the send
 	// never makes them again.
 	BeforeSend func()
 }

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -49,7 +50,7 @@ func baselineCase(t *testing.T, name string) {
 		if out, err := exec.Command(bin, "-load-only").CombinedOutput(); err != nil || string(out) != "loaded\n" {
 			t.Fatalf("tcsample -load-only: %v\n%s", err, out)
 		}
-		testskip.Feature(t, dataplane.ProbeFeatures(), dataplane.FeatureTCX)
+		testskip.Feature(t, features.ProbeFeatures(), features.FeatureTCX)
 	}
 	lab := netlab.New(t, 2)
 	var conn *net.UDPConn

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -144,7 +146,7 @@ func runLive(ctx context.Context, args []string) error {
 type liveSnapshot struct {
 	at                 time.Time
 	proc, gen, sinkCPU time.Duration
-	ports              []dataplane.PortCounters
+	ports              []portstats.Counters
 	workers            []workerCounts
 	sinkFlows          uint64
 	sinkDgrams         uint64
@@ -189,7 +191,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			fmt.Fprintln(os.Stderr, "closing dataplane:", err)
 		}
 	}()
-	// The daemon's own sample path (source, dataplane.Source).
+	// The daemon's own sample path (source, reader.Source).
 	opts := agent.Options{Workers: f.workers, Source: source.BPF{DP: dp}}
 	if err := setSendMode(&opts, f.send); err != nil {
 		return err
@@ -298,7 +300,7 @@ func runLiveInSwitch(ctx context.Context, args []string) error {
 			return sn, err
 		}
 		for _, idx := range ifidx {
-			c, err := dp.PortCounters(idx)
+			c, err := dp.Stats().Ingress(idx)
 			if err != nil {
 				return sn, err
 			}

@@ -8,7 +8,7 @@ package main
 // needs ~1 us of CPU per frame) and run the agent; a test run costs the
 // generator thread only the sampler itself (~0.25 us per sampled frame at
 // rate 1) and the frame goes nowhere after XDP_PASS. Everything after the
-// sampler is the daemon's real path: ring buffer, dataplane.Source via
+// sampler is the daemon's real path: ring buffer, reader.Source via
 // source, agent worker, sender (sendmmsg + GSO), UDP over veth into the
 // collector namespace, the sink.
 
@@ -131,7 +131,7 @@ type testrunTotals struct {
 func readTestrunTotals(dp *dataplane.Dataplane, ag *agent.Agent, s *sink, l *lab, ifidx []int, workers int) (testrunTotals, error) {
 	var t testrunTotals
 	for _, idx := range ifidx {
-		c, err := dp.PortCounters(idx)
+		c, err := dp.Stats().Ingress(idx)
 		if err != nil {
 			return t, err
 		}

@@ -144,7 +144,7 @@ func (b *bench) ringTrial(rate float64) (deliveryRow, error) {
 		if err != nil {
 			return deliveryRow{}, err
 		}
-		c0, err := b.dp.PortCounters(b.p1)
+		c0, err := b.dp.Stats().Ingress(b.p1)
 		if err != nil {
 			rc.close()
 			return deliveryRow{}, err
@@ -159,7 +159,7 @@ func (b *bench) ringTrial(rate float64) (deliveryRow, error) {
 		if err != nil {
 			return deliveryRow{}, err
 		}
-		c1, err := b.dp.PortCounters(b.p1)
+		c1, err := b.dp.Stats().Ingress(b.p1)
 		if err != nil {
 			return deliveryRow{}, err
 		}
@@ -207,9 +207,13 @@ func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 	if err != nil {
 		return deliveryRow{}, err
 	}
-	key, err := b.dp.XSKKey(b.p1, 0)
+	var key uint32
+	xsks, err := b.dp.XSKMap(b.p1)
 	if err == nil {
-		err = b.dp.SetXSK(key, s.FD())
+		key, err = xsks.Key(0)
+	}
+	if err == nil {
+		err = xsks.Set(key, s.FD())
 	}
 	if err != nil {
 		s.Close()
@@ -242,15 +246,15 @@ func (b *bench) xskMeasure(rate float64) (deliveryRow, error) {
 	}()
 	// Stats is a getsockopt on the socket's fd, safe next to Receive.
 	st0, err0 := s.Stats()
-	c0, err1 := b.dp.PortCounters(b.p1)
+	c0, err1 := b.dp.Stats().Ingress(b.p1)
 	_, el, err := b.pacedSource(true, rate, b.o.rateTrial)
 	time.Sleep(100 * time.Millisecond) // let the receiver drain the RX ring
 	n := got.Load()
 	st1, err2 := s.Stats()
-	c1, err3 := b.dp.PortCounters(b.p1)
+	c1, err3 := b.dp.Stats().Ingress(b.p1)
 	stop.Store(true)
 	err4 := <-rxDone
-	err5 := b.dp.SetXSK(key, -1)
+	err5 := xsks.Set(key, -1)
 	err6 := s.Close()
 	for _, e := range []error{err, err0, err1, err2, err3, err4, err5, err6} {
 		if e != nil {

@@ -8,6 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/portstats"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -118,7 +122,7 @@ func startRingCounter(dp *dataplane.Dataplane) (*ringCounter, error) {
 			rc.done <- err
 			return
 		}
-		count := func(*dataplane.RawSample) {}
+		count := func(*reader.RawSample) {}
 		for !rc.stop.Load() {
 			n, err := r.Read(time.Now().Add(50*time.Millisecond), count)
 			rc.n.Add(uint64(n))
@@ -152,7 +156,7 @@ type snapshot struct {
 	rx      uint64 // host 2 eth0 rx_packets
 	runtime time.Duration
 	runs    uint64
-	pc      dataplane.PortCounters
+	pc      portstats.Counters
 }
 
 func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) {
@@ -169,7 +173,7 @@ func (b *bench) snap(c config, readRx func() (uint64, error)) (snapshot, error) 
 		}
 	}
 	if c.port != nil {
-		if s.pc, err = b.dpFor(c).PortCounters(b.p1); err != nil {
+		if s.pc, err = b.dpFor(c).Stats().Ingress(b.p1); err != nil {
 			return s, err
 		}
 	}

@@ -13,7 +13,7 @@ import (
 // or map values through has the size, field order, field offsets and
 // field sizes of its C struct in the BTF of the committed object, the one
 // the daemon loads. dataplane decodes ring and drop records through these
-// types (dataplane/ring.go, dataplane/drops/drops.go), so a binding left behind
+// types (dataplane/reader/ring.go, dataplane/drops/drops.go), so a binding left behind
 // by an edit of sampler.h or drops.c fails here, without a kernel.
 func TestGeneratedLayouts(t *testing.T) {
 	sampler, err := LoadSampler()

@@ -70,3 +70,18 @@ func FirstLine(err error) string {
 	}
 	return s
 }
+
+// ProgramName is the name of the kernel's BPF program id (whose it is, for
+// the cleanups and KernelAttachment that tell ours from others').
+func ProgramName(id uint32) (string, error) {
+	p, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return "", fmt.Errorf("opening program %d: %w", id, err)
+	}
+	defer p.Close()
+	info, err := p.Info()
+	if err != nil {
+		return "", fmt.Errorf("program %d info: %w", id, err)
+	}
+	return info.Name, nil
+}

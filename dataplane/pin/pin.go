@@ -30,7 +30,7 @@
 //	                directions are in map_ports)
 //	ring_<worker>   each worker's ring buffer
 //	link_<ifindex>  each port's XDP or TCX link (clsact filters are found
-//	                by their handle and owner id, clsact.go)
+//	                by their handle and owner id, dataplane/clsact)
 //
 // State made by another layout (another program version whose maps mean
 // something else, or other sizes: workers, ring_bytes, max_ports) is never
@@ -79,8 +79,9 @@ const (
 	PortsMap   = "ports"
 	StateMap   = "agent_state"
 	TCTake     = "tc_take_progs"
-	// EgressCounters is the egress samplers' counters (package dataplane,
-	// pinegress.go): kept when they end, read by the program that takes over.
+	// EgressCounters is the egress samplers' counters (package
+	// dataplane/egress, pin.go): kept when they end, read by the program
+	// that takes over.
 	EgressCounters = "tc_out_counters"
 )
 

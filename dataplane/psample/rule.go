@@ -20,7 +20,7 @@ package psample
 // sequence continues.
 //
 // A filter outlives its process, so ownership is as for the dataplane's
-// cls_bpf filters (dataplane/clsact.go): each Owner binds the abstract
+// cls_bpf filters (dataplane/clsact): each Owner binds the abstract
 // unix socket "@sflowswitchd-psample/<id hex>" for its lifetime; the
 // kernel frees the name when the process dies, however it dies. A rule
 // whose owner's name is free is stale: RemoveStale deletes it (and the

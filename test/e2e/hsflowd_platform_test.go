@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
@@ -31,9 +32,9 @@ func TestHsflowdDent(t *testing.T) {
 	testskip.Root(t)
 	_ = exec.Command("modprobe", "-q", "psample").Run()
 	_ = exec.Command("modprobe", "-q", "act_sample").Run()
-	fs := dataplane.ProbeFeatures()
-	testskip.Feature(t, fs, dataplane.FeaturePsample)
-	testskip.Feature(t, fs, dataplane.FeatureActSample)
+	fs := features.ProbeFeatures()
+	testskip.Feature(t, fs, features.FeaturePsample)
+	testskip.Feature(t, fs, features.FeatureActSample)
 	lab := newLab(t, 2)
 	col := listen(t, lab, collectorPort)
 	tc := func(args ...string) string {

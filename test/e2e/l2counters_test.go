@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -79,9 +80,9 @@ func lagOfRecs(recs []sflow.Record) *sflow.LAGPortStats {
 //     decoded by the spec's layout) and tshark.
 func TestL2Counters(t *testing.T) {
 	testskip.Root(t)
-	fs := dataplane.ProbeL2Features()
-	testskip.Feature(t, fs, dataplane.FeatureBridgeVLANFiltering)
-	testskip.Feature(t, fs, dataplane.FeatureBonding)
+	fs := features.ProbeL2Features()
+	testskip.Feature(t, fs, features.FeatureBridgeVLANFiltering)
+	testskip.Feature(t, fs, features.FeatureBonding)
 	lab := newLab(t, 3)
 	sw := lab.Switch
 	for _, c := range [][]string{

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pinfs"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
@@ -34,9 +35,9 @@ func TestPsampleDaemon(t *testing.T) {
 	// kernels build both as modules), as the package's postinst would.
 	_ = exec.Command("modprobe", "-q", "psample").Run()
 	_ = exec.Command("modprobe", "-q", "act_sample").Run()
-	fs := dataplane.ProbeFeatures()
-	testskip.Feature(t, fs, dataplane.FeaturePsample)
-	testskip.Feature(t, fs, dataplane.FeatureActSample)
+	fs := features.ProbeFeatures()
+	testskip.Feature(t, fs, features.FeaturePsample)
+	testskip.Feature(t, fs, features.FeatureActSample)
 	for _, mode := range []string{"rules", "listen-only", "rules-upgrade", "rules-crash"} {
 		t.Run(mode, func(t *testing.T) { psampleDaemon(t, mode) })
 	}

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
@@ -136,7 +137,7 @@ func TestExtendedRouter(t *testing.T) {
 	wg.Wait()
 	total := sent.Load()
 	dgs := col.waitDelivered(t, lab)
-	if err := dataplane.ProbeFeatures().Unavailable(dataplane.FeatureKernCtx); err != nil {
+	if err := features.ProbeFeatures().Unavailable(features.FeatureKernCtx); err != nil {
 		// The fallback (Debian 12's 6.1): without the FIB generation no
 		// sample carries extended_router, and each is counted.
 		checkNoRouter(t, lab, dgs, total, err)

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/redistest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
@@ -36,9 +37,9 @@ const asicFactor = 3
 // never backwards.
 func TestSonicPsample(t *testing.T) {
 	netlab.RequireRoot(t)
-	fs := dataplane.ProbeFeatures()
-	testskip.Feature(t, fs, dataplane.FeaturePsample)
-	testskip.Feature(t, fs, dataplane.FeatureActSample)
+	fs := features.ProbeFeatures()
+	testskip.Feature(t, fs, features.FeaturePsample)
+	testskip.Feature(t, fs, features.FeatureActSample)
 	sl := newSonicLab(t)
 	lab := sl.lab
 	run := func(args ...string) {

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
@@ -36,9 +37,9 @@ type transitSeen struct {
 // tshark, which knows none of the three (they come last), reads the same
 // samples' ports. The metrics account for every wait.
 func TestTransit(t *testing.T) {
-	fs := dataplane.ProbeFeatures()
-	testskip.Feature(t, fs, dataplane.FeatureKernCtx)
-	testskip.Feature(t, fs, dataplane.FeatureTransit)
+	fs := features.ProbeFeatures()
+	testskip.Feature(t, fs, features.FeatureKernCtx)
+	testskip.Feature(t, fs, features.FeatureTransit)
 	lab := newLab(t, 2)
 	sw := lab.Switch
 	p1 := uint32(lab.LinkIndex(sw, "p1"))

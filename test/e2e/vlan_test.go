@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
@@ -68,7 +69,7 @@ type vlanCase struct {
 // goflow2 and tshark read the same extended_switch records.
 func TestVLANBridge(t *testing.T) {
 	testskip.Root(t)
-	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.FeatureBridgeVLANFiltering)
+	testskip.Feature(t, features.ProbeL2Features(), features.FeatureBridgeVLANFiltering)
 	for _, hook := range []string{"xdp", "tc"} {
 		t.Run(hook, func(t *testing.T) { testVLANBridge(t, hook) })
 	}
@@ -328,7 +329,7 @@ func runVLANCases(t *testing.T, lab *netlab.Lab, hook string, ports []string, ca
 //     priority 2 (the S-tag's), output p1.
 func TestQinQBridge(t *testing.T) {
 	testskip.Root(t)
-	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.FeatureBridgeVLANFiltering)
+	testskip.Feature(t, features.ProbeL2Features(), features.FeatureBridgeVLANFiltering)
 	for _, hook := range []string{"xdp", "tc"} {
 		t.Run(hook, func(t *testing.T) {
 			lab := newLab(t, 2)
@@ -377,7 +378,7 @@ func TestQinQBridge(t *testing.T) {
 // no sample names them.
 func TestSubInterfaces(t *testing.T) {
 	testskip.Root(t)
-	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.Feature8021Q)
+	testskip.Feature(t, features.ProbeL2Features(), features.Feature8021Q)
 	for _, hook := range []string{"xdp", "tc"} {
 		t.Run(hook, func(t *testing.T) {
 			lab := newLab(t, 2)

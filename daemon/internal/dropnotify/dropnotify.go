@@ -17,10 +17,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/drops"
 	"github.com/sflowswitchd/sflowswitchd/internal/prom"
 	"github.com/sflowswitchd/sflowswitchd/source"
@@ -38,7 +39,7 @@ var ErrKernelFeature = errors.New("kernel feature")
 type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
-	features *dataplane.Features
+	features *features.Features
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
@@ -86,7 +87,7 @@ func transient(err error) bool {
 // subAgent. features is what the kernel probe found (nil: not probed):
 // without tp_btf_kfree_skb notifications stay off and Start and Apply
 // say so, naming the feature, without trying to load the program.
-func New(subAgent uint32, features *dataplane.Features, log *slog.Logger) *Runner {
+func New(subAgent uint32, features *features.Features, log *slog.Logger) *Runner {
 	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
 }
 
@@ -190,8 +191,8 @@ func (d *Runner) applyLocked(c Config) error {
 		return nil
 	}
 	if d.features != nil {
-		if err := d.features.Unavailable(dataplane.FeatureBTFTracepoint); err != nil {
-			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, dataplane.FeatureBTFTracepoint, err)
+		if err := d.features.Unavailable(features.FeatureBTFTracepoint); err != nil {
+			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, features.FeatureBTFTracepoint, err)
 		}
 	}
 	dp, err := drops.Open(cfg)

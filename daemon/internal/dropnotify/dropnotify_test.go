@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 )
@@ -24,10 +25,10 @@ import (
 // are off (no function names, no counts).
 func TestWithoutBTFTracepoint(t *testing.T) {
 	testskip.Root(t)
-	probed := dataplane.ProbeFeatures()
-	fs := &dataplane.Features{Release: probed.Release}
+	probed := features.ProbeFeatures()
+	fs := &features.Features{Release: probed.Release}
 	for _, f := range probed.List {
-		if f.Name == dataplane.FeatureBTFTracepoint {
+		if f.Name == features.FeatureBTFTracepoint {
 			f.Err = ebpf.ErrNotSupported
 		}
 		fs.List = append(fs.List, f)
@@ -39,9 +40,9 @@ func TestWithoutBTFTracepoint(t *testing.T) {
 	on := Config{On: true, Limit: 100, HeaderBytes: 128}
 
 	err := r.Start(ctx, on)
-	for _, want := range []string{"drop notifications unavailable", dataplane.FeatureBTFTracepoint, "needs Linux 5.5"} {
+	for _, want := range []string{"drop notifications unavailable", features.FeatureBTFTracepoint, "needs Linux 5.5"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Start without %s = %v, want an error saying %q", dataplane.FeatureBTFTracepoint, err, want)
+			t.Errorf("Start without %s = %v, want an error saying %q", features.FeatureBTFTracepoint, err, want)
 		}
 	}
 	if !errors.Is(err, ebpf.ErrNotSupported) {
@@ -53,8 +54,8 @@ func TestWithoutBTFTracepoint(t *testing.T) {
 	if r.dp != nil {
 		t.Fatal("the drop program was loaded on a kernel without tp_btf")
 	}
-	if err := r.Apply(on); err == nil || !strings.Contains(err.Error(), dataplane.FeatureBTFTracepoint) {
-		t.Errorf("Apply (SIGHUP) without %s = %v, want it refused", dataplane.FeatureBTFTracepoint, err)
+	if err := r.Apply(on); err == nil || !strings.Contains(err.Error(), features.FeatureBTFTracepoint) {
+		t.Errorf("Apply (SIGHUP) without %s = %v, want it refused", features.FeatureBTFTracepoint, err)
 	}
 	if err := r.Apply(Config{}); err != nil {
 		t.Errorf("Apply(drops off) = %v", err)

@@ -1,5 +1,5 @@
 // Package featurereport reports the kernel features the dataplane probed
-// at start (dataplane.Features): in the log, what is missing and what the
+// at start (features.Features): in the log, what is missing and what the
 // daemon does instead (docs/reference/kernels.md), and as the metric
 // sflowswitchd_kernel_feature.
 package featurereport
@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,7 +25,7 @@ import (
 // tc_attach and egress_attach are how the TC ingress and TC egress
 // samplers attach on this kernel: TCX links, or before Linux 6.6 cls_bpf
 // filters on the clsact qdisc (the same fallback both ways).
-func Log(log *slog.Logger, fs *dataplane.Features) {
+func Log(log *slog.Logger, fs *features.Features) {
 	missing := fs.Missing()
 	denied := 0
 	for _, f := range fs.List {
@@ -41,7 +43,7 @@ func Log(log *slog.Logger, fs *dataplane.Features) {
 			"used_for", f.UsedFor, "effect", f.Without, "err", f.Err)
 	}
 	log.Info("kernel features probed", "kernel", fs.Release, "probed", len(fs.List), "unavailable", len(missing),
-		"not_permitted", denied, "tc_attach", fs.TCAttachMode(), "egress_attach", fs.TCAttachMode())
+		"not_permitted", denied, "tc_attach", dataplane.TCAttachMode(fs), "egress_attach", dataplane.TCAttachMode(fs))
 }
 
 // featureDesc is sflowswitchd_kernel_feature: 1 per feature the kernel
@@ -51,11 +53,11 @@ var featureDesc = prometheus.NewDesc("sflowswitchd_kernel_feature",
 	[]string{"feature", "since", "required", "kernel"}, nil)
 
 // featureCollector exports the features probed at start.
-type featureCollector struct{ fs *dataplane.Features }
+type featureCollector struct{ fs *features.Features }
 
 // NewCollector returns the collector of sflowswitchd_kernel_feature for
 // the features fs (nil: none).
-func NewCollector(fs *dataplane.Features) prometheus.Collector { return featureCollector{fs} }
+func NewCollector(fs *features.Features) prometheus.Collector { return featureCollector{fs} }
 
 func (c featureCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- featureDesc

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"github.com/cilium/ebpf"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
@@ -19,9 +20,9 @@ import (
 // missing feature with its effect, a summary counting them, and the
 // metric 0 for each missing feature and 1 for every other.
 func TestKernelFeatureReport(t *testing.T) {
-	fs := dataplane.ProbeFeatures() // the real probes (root, as all daemon tests)
+	fs := features.ProbeFeatures() // the real probes (root, as all daemon tests)
 	for i := range fs.List {
-		if fs.List[i].Name == dataplane.FeatureAFXDP {
+		if fs.List[i].Name == features.FeatureAFXDP {
 			// As on a kernel without AF_XDP. The error says it is
 			// simulated: this log was once read as the real probe's
 			// answer on Linux 6.1, which has AF_XDP.
@@ -33,7 +34,7 @@ func TestKernelFeatureReport(t *testing.T) {
 	Log(slog.New(slog.NewTextHandler(&logBuf, nil)), fs)
 	logs := logBuf.String()
 	for _, want := range []string{
-		"kernel feature unavailable", "feature=" + dataplane.FeatureAFXDP, "monitor ports are refused",
+		"kernel feature unavailable", "feature=" + features.FeatureAFXDP, "monitor ports are refused",
 		"kernel features probed", fmt.Sprintf("unavailable=%d", len(missing)),
 	} {
 		if !strings.Contains(logs, want) {
@@ -71,13 +72,13 @@ func TestKernelFeatureReport(t *testing.T) {
 // TestTCAttachReported: the probe summary says how TC ports are attached,
 // tcx where the kernel has TCX links and clsact where it does not.
 func TestTCAttachReported(t *testing.T) {
-	fs := dataplane.ProbeFeatures()
+	fs := features.ProbeFeatures()
 	for _, c := range []struct {
 		tcx  bool
 		want string
 	}{{true, "tc_attach=tcx"}, {false, "tc_attach=clsact"}} {
 		for i := range fs.List {
-			if fs.List[i].Name == dataplane.FeatureTCX {
+			if fs.List[i].Name == features.FeatureTCX {
 				fs.List[i].Err = nil
 				if !c.tcx {
 					fs.List[i].Err = ebpf.ErrNotSupported // as on Linux < 6.6

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/metricstest"
 )
 
@@ -17,10 +18,10 @@ import (
 // capability missing, never as unavailable in the kernel, and exported as
 // sflowswitchd_kernel_feature_not_permitted.
 func TestNotPermittedReported(t *testing.T) {
-	fs := &dataplane.Features{Release: "6.18.0", List: []dataplane.Feature{
-		{Name: dataplane.FeatureAFXDP, Since: "5.4", UsedFor: "monitor ports", Without: "monitor ports are refused",
-			Err: &dataplane.PermissionError{Missing: []string{"CAP_NET_RAW"}, Err: unix.EPERM}},
-		{Name: dataplane.FeatureXDP, Since: "4.8", UsedFor: "the sampler", Required: true},
+	fs := &features.Features{Release: "6.18.0", List: []features.Feature{
+		{Name: features.FeatureAFXDP, Since: "5.4", UsedFor: "monitor ports", Without: "monitor ports are refused",
+			Err: &features.PermissionError{Missing: []string{"CAP_NET_RAW"}, Err: unix.EPERM}},
+		{Name: features.FeatureXDP, Since: "4.8", UsedFor: "the sampler", Required: true},
 	}}
 	var buf bytes.Buffer
 	Log(slog.New(slog.NewTextHandler(&buf, nil)), fs)

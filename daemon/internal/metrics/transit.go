@@ -7,7 +7,7 @@ import (
 )
 
 // Transit is what became of the sampled frames followed to where they
-// leave (dataplane.TransitStats), and how many wait now.
+// leave (transit.Stats, package dataplane/transit), and how many wait now.
 type Transit struct {
 	Parked, Unparked               uint64
 	Sent, Dropped, Consumed, Stale uint64

@@ -34,8 +34,9 @@ func Skip(t testing.TB, format string, args ...any) {
 }
 
 // Features is what the kernel feature probe answers
-// (dataplane.ProbeFeatures, or a lab probe of a kernel module): nil when
-// the running kernel has the feature called name, otherwise why not.
+// (dataplane/features.ProbeFeatures, or a lab probe of a kernel module):
+// nil when the running kernel has the feature called name, otherwise why
+// not.
 type Features interface {
 	Unavailable(name string) error
 }

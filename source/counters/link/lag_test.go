@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
+
 	goflow "github.com/netsampler/goflow2/v2/decoders/sflow"
 	"golang.org/x/sys/unix"
 
-	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testskip"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
@@ -211,7 +212,7 @@ const inSync = sflow.LACPStateSynchronization | sflow.LACPStateCollecting | sflo
 // (nomaster) and joining again, and a bond with no member left.
 func TestLAGPortStats(t *testing.T) {
 	testskip.Root(t)
-	testskip.Feature(t, dataplane.ProbeL2Features(), dataplane.FeatureBonding)
+	testskip.Feature(t, features.ProbeL2Features(), features.FeatureBonding)
 	l := newLAGLab(t)
 	r := reader(t, l.a)
 	bond := ifindex(t, l.a, "bond0")

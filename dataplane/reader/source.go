@@ -1,4 +1,4 @@
-package dataplane
+package reader
 
 // A worker's sample source: the one place where a kernel sample, inline
 // (the worker's BPF ring) or from a monitor port (AF_XDP sockets), waits
@@ -40,8 +40,8 @@ import (
 //
 // Read is for one goroutine at a time (the worker). Wake and Close may be
 // called from any goroutine; Close unblocks a pending Read. The set of
-// monitor ports is published by the control goroutine (SetPort,
-// RemovePort) with an atomic pointer and read once per batch: the sample
+// monitor ports is published by the control goroutine (Add,
+// Remove) with an atomic pointer and read once per batch: the sample
 // path takes no lock shared with it. A removed port's sockets are closed
 // by the worker itself once it has moved to a set without them, never
 // while it may be reading them.
@@ -65,7 +65,7 @@ type Source struct {
 	set     atomic.Pointer[monitorSet]
 	wakeReq atomic.Bool // Wake was called
 	mu      sync.Mutex  // serialises set writers; guards retired
-	retired []*monitorPort
+	retired []*MonitorPort
 
 	// readMu is held by Read for the whole call and by Close to release
 	// the ring mapping, the sockets and the eventfd, so they are never
@@ -88,10 +88,11 @@ type ringBatcher interface {
 	batch(fn func(*RawSample)) (n int, busy bool, err error)
 }
 
-// monitorSockets are the AF_XDP sockets of one monitor port (*Monitor).
+// MonitorSockets are the AF_XDP sockets of one monitor port
+// (dataplane.Monitor).
 // Receive, FDs, Drops and Close belong to the owning worker; Unbind may be
 // called from any goroutine.
-type monitorSockets interface {
+type MonitorSockets interface {
 	Receive(fn func(*RawSample)) (int, error)
 	FDs() []int
 	Drops() (uint64, error)
@@ -100,42 +101,57 @@ type monitorSockets interface {
 }
 
 // dropsRefresh is how often a worker re-reads its sockets' drop counters
-// (one getsockopt per socket): PortPool, called per flow sample, may not
-// make a system call, so it reports the value read last. Drops in a flow
-// sample lag the kernel by at most this much, or by the worker's one-second
-// tick when it is idle.
+// (one getsockopt per socket): dataplane.Stats.Pool, called per flow
+// sample, may not make a system call, so it reports the value read last.
+// Drops in a flow sample lag the kernel by at most this much, or by the
+// worker's one-second tick when it is idle.
 const dropsRefresh = 50 * time.Millisecond
 
 // maxBusySpins bounds how often Read retries a ring whose first record is
 // still being written before it polls instead.
 const maxBusySpins = 1000
 
-// monitorPort is a monitor port registered with its owning worker.
-type monitorPort struct {
+// MonitorPort is a monitor port registered with its owning worker
+// (NewMonitorPort).
+type MonitorPort struct {
 	ifindex uint32
 	worker  int
-	sockets monitorSockets
+	sockets MonitorSockets
 	fds     []int
 	// drops is sockets.Drops() as last read by the owning worker.
 	drops atomic.Uint64
 }
 
+// NewMonitorPort is the monitor port ifindex, whose sockets worker reads.
+func NewMonitorPort(ifindex uint32, worker int, sockets MonitorSockets) *MonitorPort {
+	return &MonitorPort{ifindex: ifindex, worker: worker, sockets: sockets, fds: sockets.FDs()}
+}
+
+// IfIndex is the port's ifindex.
+func (p *MonitorPort) IfIndex() uint32 { return p.ifindex }
+
+// Worker is the worker that reads the port's sockets.
+func (p *MonitorPort) Worker() int { return p.worker }
+
+// Sockets are the port's sockets.
+func (p *MonitorPort) Sockets() MonitorSockets { return p.sockets }
+
 // monitorSet is an immutable snapshot of a worker's monitor ports, replaced
 // as a whole (copy-on-write) when a port comes or goes.
 type monitorSet struct {
-	ports []*monitorPort
+	ports []*MonitorPort
 }
 
 var emptySet = &monitorSet{}
 
 // with returns a copy of s plus p.
-func (s *monitorSet) with(p *monitorPort) *monitorSet {
-	return &monitorSet{ports: append(append(make([]*monitorPort, 0, len(s.ports)+1), s.ports...), p)}
+func (s *monitorSet) with(p *MonitorPort) *monitorSet {
+	return &monitorSet{ports: append(append(make([]*MonitorPort, 0, len(s.ports)+1), s.ports...), p)}
 }
 
 // without returns a copy of s without p.
-func (s *monitorSet) without(p *monitorPort) *monitorSet {
-	n := &monitorSet{ports: make([]*monitorPort, 0, len(s.ports))}
+func (s *monitorSet) without(p *MonitorPort) *monitorSet {
+	n := &monitorSet{ports: make([]*MonitorPort, 0, len(s.ports))}
 	for _, q := range s.ports {
 		if q != p {
 			n.ports = append(n.ports, q)
@@ -144,29 +160,20 @@ func (s *monitorSet) without(p *monitorPort) *monitorSet {
 	return n
 }
 
-// Source returns worker's sample source, creating it on first use (and
-// again after the previous one was closed). The Dataplane closes it.
-func (d *Dataplane) Source(worker int) (*Source, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.checkRing(worker); err != nil {
-		return nil, fmt.Errorf("dataplane: source %d: %w", worker, err)
-	}
-	if s := d.sources[worker]; s != nil && !s.closed.Load() {
-		return s, nil
-	}
-	fd := d.rings[worker].FD()
-	v, err := mapRing(fd, d.cfg.RingBytes)
+// OpenRing makes the source of the ring buffer map fd of size bytes (a
+// power of two and a multiple of the page size): it maps the ring and
+// reads its records in place. Close unmaps it.
+func OpenRing(fd, size int, log *slog.Logger) (*Source, error) {
+	v, err := mapRing(fd, size)
 	if err != nil {
-		return nil, fmt.Errorf("dataplane: source %d: %w", worker, err)
+		return nil, err
 	}
 	r := &ringReader{ring: v}
-	s, err := newSource(r, fd, d.log)
+	s, err := newSource(r, fd, log)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("dataplane: source %d: %w", worker, err), v.unmap())
+		return nil, errors.Join(err, v.unmap())
 	}
 	s.release = r.ring.unmap
-	d.sources[worker] = s
 	return s, nil
 }
 
@@ -301,6 +308,9 @@ func (s *Source) Wake() error {
 	}
 	return nil
 }
+
+// Closed reports whether Close was called.
+func (s *Source) Closed() bool { return s.closed.Load() }
 
 // Malformed returns how many ring records were skipped because they were
 // too short for their header length (never expected; a layout mismatch).
@@ -451,17 +461,17 @@ func (s *Source) kick() error {
 	return nil
 }
 
-// add gives p's sockets to this worker.
-func (s *Source) add(p *monitorPort) error {
+// Add gives p's sockets to this worker.
+func (s *Source) Add(p *MonitorPort) error {
 	s.mu.Lock()
 	s.set.Store(s.set.Load().with(p))
 	s.mu.Unlock()
 	return s.kick()
 }
 
-// remove takes p out of the worker's set; the worker closes its sockets in
-// its next batch (or Close does).
-func (s *Source) remove(p *monitorPort) error {
+// Remove takes p out of the worker's set; the worker closes its sockets
+// in its next batch (or Close does).
+func (s *Source) Remove(p *MonitorPort) error {
 	s.mu.Lock()
 	s.set.Store(s.set.Load().without(p))
 	s.retired = append(s.retired, p)

@@ -1,4 +1,4 @@
-package dataplane
+package reader
 
 import (
 	"errors"
@@ -10,11 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/bpf"
 )
 
 // Monitor is the user-space end of a monitor-mode port (docs/ARCHITECTURE.md, "Packet
 // sampling", monitor path): one AF_XDP socket per RX queue of the port,
-// each installed in the sampler's XSKMAP at XSKKey(ifindex, queue), so the
+// each installed in the sampler's XSKMAP at its queue's key (XSKMap), so the
 // sampler redirects every sampled frame of that queue into it.
 //
 // Where a sampled frame can end (sflow_version_5.txt section 4,
@@ -29,8 +30,7 @@ import (
 // Monitor (the AF_XDP sockets are not safe for concurrent use). Unbind may
 // be called from any goroutine.
 type Monitor struct {
-	d       *Dataplane
-	port    *port // the attachment the keys belong to (identity, not value)
+	xsks    XSKMap
 	ifindex int
 	header  int
 	socks   []*afxdp.Socket
@@ -47,36 +47,39 @@ type Monitor struct {
 	closed  bool
 }
 
-// OpenMonitor opens the AF_XDP sockets of a port attached in ModeMonitor:
-// one per RX queue, bound in the Dataplane's network namespace (copy mode
-// unless opts.ZeroCopy and the driver supports it; veth has no zero-copy),
-// and puts each in the XSKMAP. Receive hands out the first headerBytes
-// bytes of each frame (1..MaxHeaderBytes).
+// XSKMap is the sampler's XSKMAP as one monitor port's sockets go in and
+// out of it (dataplane.Dataplane.OpenMonitor makes it).
+type XSKMap interface {
+	// MaxQueues is how many RX queues of the port have a key.
+	MaxQueues() int
+	// Key is the XSKMAP key of RX queue queue of the port.
+	Key(queue int) (uint32, error)
+	// Set puts socket fd into the XSKMAP at key.
+	Set(key uint32, fd int) error
+	// Unset removes the entries at keys, unless the port was detached
+	// (or detached and attached again) since the XSKMap was made: its
+	// keys may belong to another attachment by then. Safe to call from
+	// any goroutine.
+	Unset(keys []uint32) error
+	// Do runs fn in the port's network namespace.
+	Do(fn func() error) error
+}
+
+// OpenMonitor opens the AF_XDP sockets of the port ifindex, attached in
+// monitor mode: one per RX queue, bound in the port's network namespace
+// (copy mode unless opts.ZeroCopy and the driver supports it; veth has no
+// zero-copy), and puts each in the XSKMAP at its key. Receive hands out
+// the first headerBytes bytes of each frame.
 //
 // The RX queues are counted with netlink (IFLA_NUM_RX_QUEUES). That is the
 // number of queues the device allocated, which can exceed the number in
 // use (veth allocates one per possible CPU): a bind to a queue past the
 // last real one fails with EINVAL, and the queues before it are all there
-// are. A port with more queues than Config.MaxQueues is refused: frames of
-// the queues beyond would be redirected at another port's keys.
-func (d *Dataplane) OpenMonitor(ifindex int, headerBytes int, opts afxdp.Options) (*Monitor, error) {
-	if headerBytes < 1 || headerBytes > MaxHeaderBytes {
-		return nil, fmt.Errorf("dataplane: monitor ifindex %d: header bytes %d not in 1..%d", ifindex, headerBytes, MaxHeaderBytes)
-	}
-	d.mu.Lock()
-	p, ok := d.ports[ifindex]
-	closed := d.closed
-	d.mu.Unlock()
-	switch {
-	case closed:
-		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, os.ErrClosed)
-	case !ok:
-		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, ErrNotAttached)
-	case p.cfg.Mode != ModeMonitor:
-		return nil, fmt.Errorf("dataplane: monitor ifindex %d: port is in %s mode", ifindex, p.cfg.Mode)
-	}
-	m := &Monitor{d: d, port: p, ifindex: ifindex, header: headerBytes}
-	err := d.inNetns(func() error { return m.openSockets(opts) })
+// are. A port with more queues than x.MaxQueues is refused: frames of the
+// queues beyond would be redirected at another port's keys.
+func OpenMonitor(x XSKMap, ifindex, headerBytes int, opts afxdp.Options) (*Monitor, error) {
+	m := &Monitor{xsks: x, ifindex: ifindex, header: headerBytes}
+	err := x.Do(func() error { return m.openSockets(opts) })
 	if err == nil {
 		err = m.install()
 	}
@@ -86,11 +89,10 @@ func (d *Dataplane) OpenMonitor(ifindex int, headerBytes int, opts afxdp.Options
 		}
 		return nil, fmt.Errorf("dataplane: monitor ifindex %d: %w", ifindex, err)
 	}
-	d.log.Info("monitor sockets open", "ifindex", ifindex, "queues", len(m.socks))
 	return m, nil
 }
 
-// openSockets binds one socket per RX queue; it runs in the Dataplane's
+// openSockets binds one socket per RX queue; it runs in the port's
 // netns (afxdp.Open resolves the ifindex where the socket is created).
 func (m *Monitor) openSockets(opts afxdp.Options) error {
 	l, err := netlink.LinkByIndex(m.ifindex)
@@ -98,7 +100,7 @@ func (m *Monitor) openSockets(opts afxdp.Options) error {
 		return fmt.Errorf("link: %w", err)
 	}
 	n := max(l.Attrs().NumRxQueues, 1)
-	maxq := m.d.cfg.MaxQueues
+	maxq := m.xsks.MaxQueues()
 	for q := 0; q < n; q++ {
 		if q == maxq {
 			// Does the port really use more queues than we have keys for?
@@ -143,11 +145,11 @@ func (m *Monitor) add(s *afxdp.Socket, q int) {
 // install puts every socket into the XSKMAP at its queue's key.
 func (m *Monitor) install() error {
 	for i, s := range m.socks {
-		key, err := m.d.XSKKey(m.ifindex, m.queues[i])
+		key, err := m.xsks.Key(m.queues[i])
 		if err != nil {
 			return err
 		}
-		if err := m.d.SetXSK(key, s.FD()); err != nil {
+		if err := m.xsks.Set(key, s.FD()); err != nil {
 			return err
 		}
 		m.keys = append(m.keys, key)
@@ -216,6 +218,23 @@ func (m *Monitor) Drops() (uint64, error) {
 	return sum, nil
 }
 
+// Stats returns the sockets' XDP_STATISTICS, summed (one getsockopt per
+// socket; Extended only when every socket has the extended struct).
+func (m *Monitor) Stats() (afxdp.Stats, error) {
+	per := make([]afxdp.Stats, len(m.socks))
+	sum := afxdp.Stats{Extended: len(m.socks) > 0}
+	for i, s := range m.socks {
+		st, err := s.Stats()
+		if err != nil {
+			return afxdp.Stats{}, fmt.Errorf("dataplane: monitor ifindex %d queue %d: %w", m.ifindex, m.queues[i], err)
+		}
+		per[i] = st
+		sum.Extended = sum.Extended && st.Extended
+	}
+	bpf.SumPerCPU(&sum, per)
+	return sum, nil
+}
+
 // Unbind removes the sockets from the XSKMAP: from then on the sampler
 // counts the port's sampled frames as drops (no socket) instead of
 // redirecting them, and Receive still returns what is queued. It does
@@ -230,19 +249,7 @@ func (m *Monitor) Unbind() error {
 		return nil
 	}
 	m.unbound = true
-	d := m.d
-	d.mu.Lock() // keeps the attachment (and its keys) ours while deleting
-	defer d.mu.Unlock()
-	if d.closed || d.ports[m.ifindex] != m.port {
-		return nil
-	}
-	var errs []error
-	for _, key := range m.keys {
-		if err := d.deleteXSK(key); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := m.xsks.Unset(m.keys); err != nil {
 		return fmt.Errorf("dataplane: monitor ifindex %d unbind: %w", m.ifindex, err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package dataplane
+package reader
 
 import (
 	"errors"
@@ -66,6 +66,34 @@ type RawSample struct {
 	Header []byte
 }
 
+// How a transit wait ended (RawSample.Transit.Status; dataplane/bpf/sample_info.h
+// TRANSIT_*).
+const (
+	TransitSent     = 1 // the frame left through Transit.OutIfIndex
+	TransitDropped  = 2 // freed as dropped (kfree_skb)
+	TransitConsumed = 3 // delivered on this host, or replaced by a copy (consume_skb)
+	TransitStale    = 4 // not seen again within a second
+)
+
+// Transit is what became of a sample's frame after it was sampled
+// (RawSample.Transit, valid with SampleTransit).
+type Transit struct {
+	// Status is TransitSent, TransitDropped, TransitConsumed or
+	// TransitStale.
+	Status uint32
+	// DoneNs is when the wait ended (CLOCK_MONOTONIC, as Timestamp):
+	// for TransitSent, when the frame left the port's qdisc for its
+	// driver.
+	DoneNs uint64
+	// OutIfIndex and Queue are the port and transmit queue it left by
+	// (TransitSent).
+	OutIfIndex uint32
+	Queue      uint32
+	// Depth is the bytes the port's qdisc held ahead of it, with
+	// SampleQueue.
+	Depth uint32
+}
+
 // ringReader reads the records of one worker's ring buffer straight from
 // the ring's memory mapping, a batch of records per call (the layout is
 // the kernel's, kernel/bpf/ringbuf.c; see ringView). It never waits: the
@@ -130,18 +158,6 @@ func (v *ringView) unmap() error {
 	err := errors.Join(unix.Munmap(v.prodPage), unix.Munmap(v.consPage))
 	*v = ringView{}
 	return err
-}
-
-// checkRing reports whether worker names a ring of the open Dataplane.
-// Called with mu held.
-func (d *Dataplane) checkRing(worker int) error {
-	if d.closed {
-		return os.ErrClosed
-	}
-	if worker < 0 || worker >= len(d.rings) {
-		return fmt.Errorf("worker not in 0..%d", len(d.rings)-1)
-	}
-	return nil
 }
 
 // batch hands every committed record between consumer_pos and

@@ -1,12 +1,17 @@
-// Kernel feature probes: what the running kernel offers of the BPF features
-// the agent uses, checked at start (see docs/reference/kernels.md for the list, the
-// first kernel with each and what the daemon does without it).
-
-package dataplane
+// Package features probes the running kernel for what it offers of the
+// BPF and networking features the agent uses, checked at start (see
+// docs/reference/kernels.md for the list, the first kernel with each and
+// what the daemon does without it): the sampler's required ones, the
+// optional ones (TCX, transit, psample, ...) and the layer-2 ones
+// (l2features.go). A probe refused for lack of privilege reports the
+// capabilities missing, never a kernel that lacks the feature
+// (probeperm.go).
+package features
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"unsafe"
@@ -14,7 +19,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/features"
+	ciliumfeatures "github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/dataplane/afxdp"
@@ -130,9 +136,9 @@ func (e *FeatureError) Error() string {
 	return strings.Join(denied, "; ")
 }
 
-// need returns a *FeatureError naming the features of names the kernel
+// Need returns a *FeatureError naming the features of names the kernel
 // lacks, or nil.
-func (fs *Features) need(names ...string) error {
+func (fs *Features) Need(names ...string) error {
 	var missing []Feature
 	for _, f := range fs.List {
 		for _, n := range names {
@@ -147,15 +153,15 @@ func (fs *Features) need(names ...string) error {
 	return &FeatureError{Release: fs.Release, Missing: missing}
 }
 
-// requiredErr is need() of every required feature.
-func (fs *Features) requiredErr() error {
+// RequiredErr is Need() of every required feature.
+func (fs *Features) RequiredErr() error {
 	var names []string
 	for _, f := range fs.List {
 		if f.Required {
 			names = append(names, f.Name)
 		}
 	}
-	return fs.need(names...)
+	return fs.Need(names...)
 }
 
 // featureProbe is one row of the probe table.
@@ -169,7 +175,7 @@ var featureProbes = []featureProbe{
 	{Feature{Name: FeatureXDP, Since: "4.8", Required: true,
 		UsedFor: "the packet sampler is an XDP program",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveProgramType(ebpf.XDP) }},
+		func() error { return ciliumfeatures.HaveProgramType(ebpf.XDP) }},
 	{Feature{Name: FeatureXDPFrags, Since: "5.18", Required: true,
 		UsedFor: "SEC(\"xdp.frags\"): the sampler also sees multi-buffer (jumbo, GRO) frames, whose pool and length count",
 		Without: "no packet sampling: the daemon does not start"},
@@ -177,35 +183,35 @@ var featureProbes = []featureProbe{
 	{Feature{Name: FeatureXDPLoadBytes, Since: "5.18", Required: true,
 		UsedFor: "bpf_xdp_load_bytes copies the sampled header across fragments",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveProgramHelper(ebpf.XDP, asm.FnXdpLoadBytes) }},
+		func() error { return ciliumfeatures.HaveProgramHelper(ebpf.XDP, asm.FnXdpLoadBytes) }},
 	{Feature{Name: FeatureXDPGetBuffLen, Since: "5.18", Required: true,
 		UsedFor: "bpf_xdp_get_buff_len gives the full frame length (sFlow frame_length)",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveProgramHelper(ebpf.XDP, asm.FnXdpGetBuffLen) }},
+		func() error { return ciliumfeatures.HaveProgramHelper(ebpf.XDP, asm.FnXdpGetBuffLen) }},
 	{Feature{Name: FeatureRingBuf, Since: "5.8", Required: true,
 		UsedFor: "one BPF ring buffer per worker carries the samples of inline ports",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveMapType(ebpf.RingBuf) }},
+		func() error { return ciliumfeatures.HaveMapType(ebpf.RingBuf) }},
 	{Feature{Name: FeatureRingBufQuery, Since: "5.8", Required: true,
 		UsedFor: "bpf_ringbuf_query decides when to wake a ring's reader (batched wake-ups)",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveProgramHelper(ebpf.XDP, asm.FnRingbufQuery) }},
+		func() error { return ciliumfeatures.HaveProgramHelper(ebpf.XDP, asm.FnRingbufQuery) }},
 	{Feature{Name: FeatureMmapableArray, Since: "5.5", Required: true,
 		UsedFor: "BPF_F_MMAPABLE counters array: sample_pool/drops read without a syscall",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveMapFlag(features.BPF_F_MMAPABLE) }},
+		func() error { return ciliumfeatures.HaveMapFlag(ciliumfeatures.BPF_F_MMAPABLE) }},
 	{Feature{Name: FeatureArrayOfMaps, Since: "4.12", Required: true,
 		UsedFor: "the rings array of maps (one ring per worker, sized at start)",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveMapType(ebpf.ArrayOfMaps) }},
+		func() error { return ciliumfeatures.HaveMapType(ebpf.ArrayOfMaps) }},
 	{Feature{Name: FeatureGlobalData, Since: "5.2", Required: true,
 		UsedFor: "read-only globals cpu_slots and wakeup_bytes set at load",
 		Without: "no packet sampling: the daemon does not start"},
-		func() error { return features.HaveMapFlag(features.BPF_F_RDONLY_PROG) }},
+		func() error { return ciliumfeatures.HaveMapFlag(ciliumfeatures.BPF_F_RDONLY_PROG) }},
 	{Feature{Name: FeatureXSKMap, Since: "4.18",
 		UsedFor: "XSKMAP: monitor ports redirect sampled frames to AF_XDP sockets",
 		Without: "the sampler is loaded with an empty DEVMAP in its place; monitor ports are refused, inline ports sample normally"},
-		func() error { return features.HaveMapType(ebpf.XSKMap) }},
+		func() error { return ciliumfeatures.HaveMapType(ebpf.XSKMap) }},
 	{Feature{Name: FeatureAFXDP, Since: "5.4",
 		UsedFor: "AF_XDP sockets with need-wakeup ring flags receive monitor ports' samples",
 		Without: "monitor ports are refused (a monitor port would drop its traffic with nobody reading); inline ports sample normally"},
@@ -217,7 +223,7 @@ var featureProbes = []featureProbe{
 	{Feature{Name: FeatureTCX, Since: "6.6",
 		UsedFor: "TCX links: the sampler at TC ingress (hook tc, and hook auto on veth ports, where XDP costs a copy per frame) and the egress sampler (direction egress or both) at TC egress",
 		Without: "the TC samplers are attached as cls_bpf filters (priority 1, direct-action) on the port's clsact qdisc instead, ingress and egress side; a filter outlives a killed daemon until the next start removes it"},
-		probeTCX},
+		ProbeTCX},
 	{Feature{Name: FeatureKernCtx, Since: "6.2",
 		UsedFor: "the kfunc bpf_cast_to_kern_ctx: the samplers read the FIB generation (the kernel's fib_seq) of the sampled frame's namespace around their route lookups (dataplane/bpf/fib_seq.h), so that extended_router's prefix lengths come only from a copy of the routes in force when the sample was taken",
 		Without: "samples carry no extended_router; everything else is unaffected"},
@@ -396,4 +402,29 @@ func probeKernCtx() error {
 		return fmt.Errorf("kfunc bpf_cast_to_kern_ctx: %w: %w", ebpf.ErrNotSupported, err)
 	}
 	return nil
+}
+
+// ProbeTCX asks the kernel to create a TCX link for a device that cannot
+// exist: a kernel with TCX (Linux 6.6) answers ENODEV, an older one
+// refuses the attach type. Nothing is attached anywhere.
+func ProbeTCX() error {
+	p, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
+		Type:         ebpf.SchedCLS,
+		License:      "Dual BSD/GPL",
+		Instructions: retZero,
+	}, ebpf.ProgramOptions{LogDisabled: true})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	l, err := link.AttachTCX(link.TCXOptions{Interface: math.MaxInt32, Program: p, Attach: ebpf.AttachTCXIngress})
+	switch {
+	case err == nil:
+		return errors.Join(errors.New("TCX probe attached to an ifindex that should not exist"), l.Close())
+	case errors.Is(err, unix.ENODEV):
+		return nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("TCX links: %w", ebpf.ErrNotSupported)
+	}
+	return err
 }

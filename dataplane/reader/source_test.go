@@ -1,4 +1,4 @@
-package dataplane
+package reader
 
 import (
 	"bytes"
@@ -128,9 +128,9 @@ func newTestSource(t *testing.T) (*Source, *fakeRing) {
 	return s, ring
 }
 
-func newMonitor(t *testing.T, ifindex uint32) (*monitorPort, *fakeSockets) {
+func newMonitor(t *testing.T, ifindex uint32) (*MonitorPort, *fakeSockets) {
 	f := &fakeSockets{fakeQueue: newFakeQueue(t, ifindex)}
-	return &monitorPort{ifindex: ifindex, sockets: f, fds: f.FDs()}, f
+	return &MonitorPort{ifindex: ifindex, sockets: f, fds: f.FDs()}, f
 }
 
 type got struct {
@@ -152,7 +152,7 @@ func TestSourceBoth(t *testing.T) {
 	s, ring := newTestSource(t)
 	ring.rate = 8
 	p, f := newMonitor(t, 7)
-	if err := s.add(p); err != nil {
+	if err := s.Add(p); err != nil {
 		t.Fatal(err)
 	}
 	ring.push([]byte("r1"), []byte("r2"))
@@ -175,7 +175,7 @@ func TestSourceBoth(t *testing.T) {
 func TestSourceDeadline(t *testing.T) {
 	s, _ := newTestSource(t)
 	p, _ := newMonitor(t, 7)
-	if err := s.add(p); err != nil {
+	if err := s.Add(p); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(50 * time.Millisecond)
@@ -194,7 +194,7 @@ func TestSourceDeadline(t *testing.T) {
 func TestSourceWakes(t *testing.T) {
 	s, ring := newTestSource(t)
 	p1, f1 := newMonitor(t, 7)
-	if err := s.add(p1); err != nil {
+	if err := s.Add(p1); err != nil {
 		t.Fatal(err)
 	}
 	p2, f2 := newMonitor(t, 8)
@@ -207,7 +207,7 @@ func TestSourceWakes(t *testing.T) {
 		{"socket", func() { f1.push([]byte("a")) }, 7},
 		{"new monitor port", func() {
 			f2.push([]byte("b"))
-			if err := s.add(p2); err != nil {
+			if err := s.Add(p2); err != nil {
 				t.Error(err)
 			}
 		}, 8},
@@ -271,7 +271,7 @@ func TestSourceWake(t *testing.T) {
 func TestSourceRemove(t *testing.T) {
 	s, _ := newTestSource(t)
 	p, f := newMonitor(t, 7)
-	if err := s.add(p); err != nil {
+	if err := s.Add(p); err != nil {
 		t.Fatal(err)
 	}
 	f.push([]byte("x"))
@@ -279,7 +279,7 @@ func TestSourceRemove(t *testing.T) {
 	if n, err := s.Read(time.Now().Add(time.Second), collect(&out)); n != 1 || err != nil {
 		t.Fatalf("Read = %d, %v", n, err)
 	}
-	if err := s.remove(p); err != nil {
+	if err := s.Remove(p); err != nil {
 		t.Fatal(err)
 	}
 	if f.closes.Load() != 0 {
@@ -303,7 +303,7 @@ func TestSourceRemove(t *testing.T) {
 func TestSourceChurn(t *testing.T) {
 	s, _ := newTestSource(t)
 	stay, fs := newMonitor(t, 99)
-	if err := s.add(stay); err != nil {
+	if err := s.Add(stay); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -335,13 +335,13 @@ func TestSourceChurn(t *testing.T) {
 		all = append(all, f)
 		f.push([]byte("f"))
 		fs.push([]byte("s"))
-		if err := s.add(p); err != nil {
+		if err := s.Add(p); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
 			time.Sleep(time.Millisecond)
 		}
-		if err := s.remove(p); err != nil {
+		if err := s.Remove(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,7 +373,7 @@ func TestSourceDropsCached(t *testing.T) {
 	s, _ := newTestSource(t)
 	p, f := newMonitor(t, 7)
 	f.drops.Store(42)
-	if err := s.add(p); err != nil {
+	if err := s.Add(p); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Read(time.Now(), func(*RawSample) {}); !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -389,7 +389,7 @@ func TestSourceDropsCached(t *testing.T) {
 func TestSourceNoAlloc(t *testing.T) {
 	s, ring := newTestSource(t)
 	p, f := newMonitor(t, 7)
-	if err := s.add(p); err != nil {
+	if err := s.Add(p); err != nil {
 		t.Fatal(err)
 	}
 	frame := bytes.Repeat([]byte{1}, 64)
@@ -413,23 +413,23 @@ func TestSourceNoAlloc(t *testing.T) {
 // TestSocketDrops: a monitor port reports what its worker last read from
 // its sockets' drop counters; an inline or unknown port reports none.
 func TestSocketDrops(t *testing.T) {
-	var m monitorPorts
-	if got := m.socketDrops(7); got != 0 {
+	var m MonitorPorts
+	if got := m.SocketDrops(7); got != 0 {
 		t.Errorf("no port ever: drops %d, want 0", got)
 	}
-	m.ports = map[uint32]*monitorPort{}
+	m.ports = map[uint32]*MonitorPort{}
 	m.publish()
-	if got := m.socketDrops(7); got != 0 {
+	if got := m.SocketDrops(7); got != 0 {
 		t.Errorf("no monitor port: drops %d, want 0", got)
 	}
-	p := &monitorPort{ifindex: 7}
+	p := &MonitorPort{ifindex: 7}
 	p.drops.Store(42)
 	m.ports[7] = p
 	m.publish()
-	if got := m.socketDrops(7); got != 42 {
+	if got := m.SocketDrops(7); got != 42 {
 		t.Errorf("monitor port: drops %d, want 42", got)
 	}
-	if got := m.socketDrops(8); got != 0 {
+	if got := m.SocketDrops(8); got != 0 {
 		t.Errorf("other port: drops %d, want 0", got)
 	}
 }

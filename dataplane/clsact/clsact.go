@@ -1,24 +1,22 @@
-package dataplane
-
-// The TC sampler on kernels without TCX links (before Linux 6.6): a
-// cls_bpf filter in direct-action mode on the port's clsact qdisc, managed
-// through netlink. Unlike a BPF link, a filter belongs to nobody: it
-// outlives the process that added it. So the code here takes care of what
-// the kernel does for links: it never touches what an operator has, it
-// removes exactly what it added, and at start it removes what a killed
-// earlier run left behind (removeStaleTC).
+// Package clsact attaches the TC sampler on kernels without TCX links
+// (before Linux 6.6): a cls_bpf filter in direct-action mode on the
+// port's clsact qdisc, managed through netlink. Unlike a BPF link, a
+// filter belongs to nobody: it outlives the process that added it. So the
+// code here takes care of what the kernel does for links: it never touches
+// what an operator has, it removes exactly what it added, and at start it
+// removes what a killed earlier run left behind (RemoveStale).
 //
 // Our filter, on the ingress side of the port's clsact (or ingress) qdisc:
 //
 //	kind bpf, direct-action, protocol all, chain 0,
-//	priority 1 (tcFilterPrio), handle 0x73666c77 (tcFilterHandle, "sflw"),
+//	priority 1 (FilterPrio), handle 0x73666c77 (FilterHandle, "sflw"),
 //	name "sflowswitchd/<owner id>" or "sflowswitchd/<owner id>/qdisc"
 //	(TCA_BPF_NAME; "/qdisc" when the owner created the qdisc),
 //	program tc_sampler.
 //
-// A port sampled at egress (egress.go) has the same filter on the egress
-// side of its clsact qdisc, with the program tc_out_sampler; everything
-// below holds for it as for the ingress one. When both sides carry our
+// A port sampled at egress (package dataplane/egress) has the same filter
+// on the egress side of its clsact qdisc, with the program tc_out_sampler;
+// everything below holds for it as for the ingress one. When both sides carry our
 // filters on a qdisc the owner created, both say "/qdisc", and whichever
 // is removed last removes the qdisc once no filter is left on it.
 //
@@ -41,14 +39,16 @@ package dataplane
 //     that filter, so the port is refused at TC (hook tc: an error naming
 //     the filter; hook auto: the port is sampled with XDP instead, which
 //     runs before TC).
+//
 // On kernels with TCX, TCX programs run before the clsact qdisc; the
 // sampler uses a TCX link there (TCModeClsact aside).
 //
-// Ownership: each Dataplane has a random owner id and, for its lifetime,
-// binds the abstract unix socket "@sflowswitchd/<owner id>" in its network
+// Ownership: each sampler loader (dataplane.Dataplane) has a random
+// owner id and, for its lifetime, binds the abstract unix socket "@sflowswitchd/<owner id>" in its network
 // namespace. The kernel releases the name when the process dies, however it
 // dies, so a filter whose owner's name is free is stale, and one whose
 // owner's name is taken belongs to a live sflowswitchd and is left alone.
+package clsact
 
 import (
 	"crypto/rand"
@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -67,36 +68,32 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/netnsutil"
 )
 
-// AttachClsact is the attach mode AttachMode reports for a port sampled at
-// TC ingress through a cls_bpf filter on a clsact qdisc.
-const AttachClsact = "clsact"
-
 // Our filter's place and name (see the top of this file).
 const (
-	tcFilterPrio       = 1
-	tcFilterHandle     = 0x73666c77 // "sflw"
+	FilterPrio         = 1
+	FilterHandle       = 0x73666c77 // "sflw"
 	tcFilterNamePrefix = "sflowswitchd/"
-	tcFilterQdiscTag   = "/qdisc"
+	QdiscTag           = "/qdisc"
 	ownerIDLen         = 16 // hex digits
 )
 
-// tcFilterName is the TCA_BPF_NAME of a filter of owner id; ownQdisc
+// FilterName is the TCA_BPF_NAME of a filter of owner id; ownQdisc
 // records that the owner created the port's clsact qdisc.
-func tcFilterName(id string, ownQdisc bool) string {
+func FilterName(id string, ownQdisc bool) string {
 	if ownQdisc {
-		return tcFilterNamePrefix + id + tcFilterQdiscTag
+		return tcFilterNamePrefix + id + QdiscTag
 	}
 	return tcFilterNamePrefix + id
 }
 
-// parseTCFilterName is the inverse of tcFilterName; ok is false for any
+// ParseFilterName is the inverse of FilterName; ok is false for any
 // other name.
-func parseTCFilterName(name string) (id string, ownQdisc, ok bool) {
+func ParseFilterName(name string) (id string, ownQdisc, ok bool) {
 	rest, found := strings.CutPrefix(name, tcFilterNamePrefix)
 	if !found {
 		return "", false, false
 	}
-	rest, ownQdisc = strings.CutSuffix(rest, tcFilterQdiscTag)
+	rest, ownQdisc = strings.CutSuffix(rest, QdiscTag)
 	if len(rest) != ownerIDLen {
 		return "", false, false
 	}
@@ -106,9 +103,9 @@ func parseTCFilterName(name string) (id string, ownQdisc, ok bool) {
 	return rest, ownQdisc, true
 }
 
-// owner is a Dataplane's claim on its clsact filters: the id in their
+// Owner is a sampler loader's claim on its clsact filters: the id in their
 // names and the abstract socket that says the owner lives.
-type owner struct {
+type Owner struct {
 	id string
 	fd int
 }
@@ -132,9 +129,9 @@ func bindOwner(id string) (int, error) {
 	return fd, nil
 }
 
-// newOwner draws an owner id and binds its name (in the calling thread's
+// NewOwner draws an owner id and binds its name (in the calling thread's
 // network namespace).
-func newOwner() (*owner, error) {
+func NewOwner() (*Owner, error) {
 	var b [ownerIDLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("owner id: %w", err)
@@ -144,12 +141,12 @@ func newOwner() (*owner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("binding the owner socket of the TC filters: %w", err)
 	}
-	return &owner{id: id, fd: fd}, nil
+	return &Owner{id: id, fd: fd}, nil
 }
 
-// ownerFromFD takes over the owner socket fd that the previous program of
+// OwnerFromFD takes over the owner socket fd that the previous program of
 // this process handed over across exec: its bound name says its id.
-func ownerFromFD(fd int) (*owner, error) {
+func OwnerFromFD(fd int) (*Owner, error) {
 	unix.CloseOnExec(fd)
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
@@ -163,10 +160,28 @@ func ownerFromFD(fd int) (*owner, error) {
 	if _, err := hex.DecodeString(id); !found || err != nil || len(id) != ownerIDLen {
 		return nil, fmt.Errorf("the handed-over socket %d is bound to %q, not an owner name", fd, u.Name)
 	}
-	return &owner{id: id, fd: fd}, nil
+	return &Owner{id: id, fd: fd}, nil
 }
 
-func (o *owner) close() error {
+// ID is the owner id, the one in its filters' names.
+func (o *Owner) ID() string { return o.id }
+
+// FD is the owner's socket, to hand over across exec (OwnerFromFD).
+func (o *Owner) FD() int { return o.fd }
+
+// BindOwner takes the name of owner id (pinned state's filters) in the
+// calling thread's network namespace. Its error matches unix.EADDRINUSE
+// when a live process holds it.
+func BindOwner(id string) (*Owner, error) {
+	fd, err := bindOwner(id)
+	if err != nil {
+		return nil, err
+	}
+	return &Owner{id: id, fd: fd}, nil
+}
+
+// Close releases the owner's name: its filters become stale.
+func (o *Owner) Close() error {
 	if o == nil {
 		return nil
 	}
@@ -191,21 +206,21 @@ func devIndex(ifindex int) netlink.Link {
 	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: ifindex}}
 }
 
-// tcSide is a side of the clsact qdisc: where the filter goes.
-type tcSide struct {
+// Side is a side of the clsact qdisc: where the filter goes.
+type Side struct {
 	name   string // "ingress" or "egress"
 	parent uint32 // netlink.HANDLE_MIN_INGRESS or HANDLE_MIN_EGRESS
 	prog   string // the name of our program there
 }
 
 var (
-	sideIngress = tcSide{name: "ingress", parent: netlink.HANDLE_MIN_INGRESS, prog: bpf.TcSamplerProgTcSampler}
-	sideEgress  = tcSide{name: "egress", parent: netlink.HANDLE_MIN_EGRESS, prog: bpf.TcEgressProgTcOutSampler}
+	Ingress = Side{name: "ingress", parent: netlink.HANDLE_MIN_INGRESS, prog: bpf.TcSamplerProgTcSampler}
+	Egress  = Side{name: "egress", parent: netlink.HANDLE_MIN_EGRESS, prog: bpf.TcEgressProgTcOutSampler}
 )
 
-// ingressQdisc returns the port's clsact or ingress qdisc, nil if it has
+// IngressQdisc returns the port's clsact or ingress qdisc, nil if it has
 // none.
-func ingressQdisc(ifindex int) (netlink.Qdisc, error) {
+func IngressQdisc(ifindex int) (netlink.Qdisc, error) {
 	qs, err := netlink.QdiscList(devIndex(ifindex))
 	if err != nil {
 		return nil, fmt.Errorf("listing qdiscs: %w", err)
@@ -229,13 +244,13 @@ func clsactQdisc(ifindex int) *netlink.Clsact {
 
 // ourFilter is our filter on side of ifindex, as added, replaced and
 // deleted.
-func ourFilter(side tcSide, ifindex, fd int, name string) *netlink.BpfFilter {
+func ourFilter(side Side, ifindex, fd int, name string) *netlink.BpfFilter {
 	return &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{
 			LinkIndex: ifindex,
 			Parent:    side.parent,
-			Handle:    tcFilterHandle,
-			Priority:  tcFilterPrio,
+			Handle:    FilterHandle,
+			Priority:  FilterPrio,
 			Protocol:  unix.ETH_P_ALL,
 		},
 		Fd:           fd,
@@ -244,16 +259,16 @@ func ourFilter(side tcSide, ifindex, fd int, name string) *netlink.BpfFilter {
 	}
 }
 
-// filterAt returns the cls_bpf filter at our priority and handle on side
+// FilterAt returns the cls_bpf filter at our priority and handle on side
 // of ifindex, nil if there is none.
-func filterAt(side tcSide, ifindex int) (*netlink.BpfFilter, error) {
+func FilterAt(side Side, ifindex int) (*netlink.BpfFilter, error) {
 	fs, err := netlink.FilterList(devIndex(ifindex), side.parent)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s filters: %w", side.name, err)
 	}
 	for _, f := range fs {
 		a := f.Attrs()
-		if bf, ok := f.(*netlink.BpfFilter); ok && a.Priority == tcFilterPrio && a.Handle == tcFilterHandle {
+		if bf, ok := f.(*netlink.BpfFilter); ok && a.Priority == FilterPrio && a.Handle == FilterHandle {
 			return bf, nil
 		}
 	}
@@ -272,7 +287,7 @@ func removeQdiscIfEmpty(ifindex int) (bool, error) {
 			return false, nil
 		}
 	}
-	q, err := ingressQdisc(ifindex)
+	q, err := IngressQdisc(ifindex)
 	if err != nil || q == nil || q.Type() != "clsact" {
 		return false, err
 	}
@@ -282,9 +297,9 @@ func removeQdiscIfEmpty(ifindex int) (bool, error) {
 	return true, nil
 }
 
-// linkGone reports whether err says the device no longer exists (it took
+// LinkGone reports whether err says the device no longer exists (it took
 // its qdiscs and filters with it).
-func linkGone(err error) bool {
+func LinkGone(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) || errors.As(err, &nf)
 }
@@ -293,7 +308,7 @@ func linkGone(err error) bool {
 // namespace. (A tc dump of a device that is gone is empty, not an error.)
 func linkExists(ifindex int) (bool, error) {
 	_, err := netlink.LinkByIndex(ifindex)
-	if linkGone(err) {
+	if LinkGone(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -302,11 +317,11 @@ func linkExists(ifindex int) (bool, error) {
 	return true, nil
 }
 
-// clsactFilter is a port's sampler attached as our cls_bpf filter. It
-// implements attachment.
-type clsactFilter struct {
-	ns       netns.NsHandle // the Dataplane's namespace (netlink calls run there)
-	side     tcSide
+// Filter is a port's sampler attached as our cls_bpf filter; it has the
+// Update and Close of a BPF link.
+type Filter struct {
+	ns       netns.NsHandle // the loader's namespace (netlink calls run there)
+	side     Side
 	ifindex  int
 	name     string
 	progID   ebpf.ProgramID // the program in the filter, to remove only ours
@@ -314,19 +329,20 @@ type clsactFilter struct {
 	log      *slog.Logger
 }
 
-// attachClsact adds prog as our filter at TC ingress of ifindex, creating
-// a clsact qdisc if the port has neither a clsact nor an ingress qdisc.
-// Must run in the port's netns.
-func (d *Dataplane) attachClsact(prog *ebpf.Program, ifindex int) (*clsactFilter, error) {
-	return d.attachClsactSide(prog, ifindex, sideIngress, false)
+// Filters adds, adopts and removes the filters of one owner in one
+// network namespace (the sampler loader's).
+type Filters struct {
+	NS    netns.NsHandle // where a filter's Update and Close run
+	Owner *Owner
+	Log   *slog.Logger
 }
 
-// attachClsactSide adds prog as our filter on side of ifindex's clsact
-// qdisc, creating the qdisc if the port has neither a clsact nor an
-// ingress qdisc. ownQdisc says this Dataplane created the qdisc already
-// (for the port's other side). An ingress qdisc (no egress side) takes
-// no egress filter. Must run in the port's netns.
-func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSide, ownQdisc bool) (*clsactFilter, error) {
+// Attach adds prog as our filter on side of ifindex's clsact qdisc,
+// creating the qdisc if the port has neither a clsact nor an ingress
+// qdisc. ownQdisc says this owner created the qdisc already (for the
+// port's other side). An ingress qdisc (no egress side) takes no egress
+// filter. Must run in the port's netns.
+func (fs Filters) Attach(prog *ebpf.Program, ifindex int, side Side, ownQdisc bool) (*Filter, error) {
 	info, err := prog.Info()
 	if err != nil {
 		return nil, fmt.Errorf("program info: %w", err)
@@ -335,16 +351,16 @@ func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSid
 	if !ok {
 		return nil, errors.New("program info without an ID (kernel older than 4.13?)")
 	}
-	q, err := ingressQdisc(ifindex)
+	q, err := IngressQdisc(ifindex)
 	if err != nil {
 		return nil, err
 	}
-	if q != nil && side == sideEgress {
+	if q != nil && side == Egress {
 		if q.Type() != "clsact" {
 			return nil, fmt.Errorf("the port has an ingress qdisc, which has no egress side: the egress sampler needs a clsact qdisc there (or TCX, Linux 6.6)")
 		}
 	}
-	if q != nil && side == sideIngress {
+	if q != nil && side == Ingress {
 		if b := q.Attrs().IngressBlock; b != nil && *b != 0 {
 			// A shared block holds the filters of every port bound to
 			// it; the port's own program (its ifindex and counters
@@ -352,7 +368,7 @@ func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSid
 			return nil, fmt.Errorf("TC ingress of this port is the shared filter block %d (ingress_block): the sampler's per-port filter cannot be added to it (sample this port with -hook xdp)", *b)
 		}
 	}
-	f := &clsactFilter{ns: d.ns, side: side, ifindex: ifindex, progID: id, log: d.log, ownQdisc: ownQdisc && q != nil}
+	f := &Filter{ns: fs.NS, side: side, ifindex: ifindex, progID: id, log: fs.Log, ownQdisc: ownQdisc && q != nil}
 	if q == nil {
 		err := netlink.QdiscAdd(clsactQdisc(ifindex))
 		switch {
@@ -364,7 +380,7 @@ func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSid
 			return nil, fmt.Errorf("adding a clsact qdisc: %w", err)
 		}
 	}
-	f.name = tcFilterName(d.owner.id, f.ownQdisc)
+	f.name = FilterName(fs.Owner.id, f.ownQdisc)
 	if err := netlink.FilterAdd(ourFilter(side, ifindex, prog.FD(), f.name)); err != nil {
 		err = f.explain(err)
 		if f.ownQdisc {
@@ -379,24 +395,28 @@ func (d *Dataplane) attachClsactSide(prog *ebpf.Program, ifindex int, side tcSid
 
 // explain turns the kernel's refusals of our filter into what the
 // operator can do about them.
-func (f *clsactFilter) explain(err error) error {
+func (f *Filter) explain(err error) error {
 	switch {
 	case errors.Is(err, unix.EEXIST):
 		return fmt.Errorf("adding the sampler's cls_bpf filter: TC %s already has a filter at priority %d, handle %#x (another sflowswitchd sampling this port?): %w",
-			f.side.name, tcFilterPrio, tcFilterHandle, err)
-	case errors.Is(err, unix.EINVAL) && f.side == sideEgress:
+			f.side.name, FilterPrio, FilterHandle, err)
+	case errors.Is(err, unix.EINVAL) && f.side == Egress:
 		return fmt.Errorf("adding the egress sampler's cls_bpf filter at priority %d: TC egress has a filter of another kind or protocol at that priority, so the sampler cannot be first in the chain (move that filter): %w",
-			tcFilterPrio, err)
+			FilterPrio, err)
 	case errors.Is(err, unix.EINVAL):
 		return fmt.Errorf("adding the sampler's cls_bpf filter at priority %d: TC ingress has a filter of another kind or protocol at that priority, so the sampler cannot be first in the chain (move that filter, or sample this port with -hook xdp): %w",
-			tcFilterPrio, err)
+			FilterPrio, err)
 	}
 	return fmt.Errorf("adding the sampler's cls_bpf filter: %w", err)
 }
 
+// OwnQdisc reports whether the filter's owner created the port's clsact
+// qdisc.
+func (f *Filter) OwnQdisc() bool { return f.ownQdisc }
+
 // Update replaces the filter's program in place (the kernel swaps it in
 // the filter list at once: no frame goes unsampled).
-func (f *clsactFilter) Update(prog *ebpf.Program) error {
+func (f *Filter) Update(prog *ebpf.Program) error {
 	info, err := prog.Info()
 	if err != nil {
 		return fmt.Errorf("program info: %w", err)
@@ -418,13 +438,13 @@ func (f *clsactFilter) Update(prog *ebpf.Program) error {
 // Close removes our filter, if it is still there with our program, and the
 // clsact qdisc if we created it and no filter is left on it. A device that
 // is gone took both with it.
-func (f *clsactFilter) Close() error {
+func (f *Filter) Close() error {
 	return netnsutil.Do(f.ns, func() error {
 		if ok, err := linkExists(f.ifindex); !ok || err != nil {
 			return err
 		}
-		cur, err := filterAt(f.side, f.ifindex)
-		if linkGone(err) {
+		cur, err := FilterAt(f.side, f.ifindex)
+		if LinkGone(err) {
 			return nil
 		}
 		if err != nil {
@@ -440,7 +460,7 @@ func (f *clsactFilter) Close() error {
 			return nil
 		default:
 			err := netlink.FilterDel(ourFilter(f.side, f.ifindex, -1, ""))
-			if linkGone(err) {
+			if LinkGone(err) {
 				return nil
 			}
 			if err != nil && !errors.Is(err, unix.ENOENT) {
@@ -451,7 +471,7 @@ func (f *clsactFilter) Close() error {
 			return nil
 		}
 		removed, err := removeQdiscIfEmpty(f.ifindex)
-		if linkGone(err) {
+		if LinkGone(err) {
 			return nil
 		}
 		if err == nil && !removed {
@@ -461,10 +481,10 @@ func (f *clsactFilter) Close() error {
 	})
 }
 
-// removeOwnerFilters deletes the filters of owner id from every link of
+// RemoveOwnerFilters deletes the filters of owner id from every link of
 // the current netns (pinned state being replaced or cleaned up), with the
 // clsact qdiscs it created that are then empty; it returns how many.
-func removeOwnerFilters(id string, log *slog.Logger) (int, error) {
+func RemoveOwnerFilters(id string, log *slog.Logger) (int, error) {
 	qs, err := netlink.QdiscList(nil)
 	if err != nil {
 		return 0, fmt.Errorf("listing qdiscs: %w", err)
@@ -476,25 +496,25 @@ func removeOwnerFilters(id string, log *slog.Logger) (int, error) {
 			continue
 		}
 		ifindex := q.Attrs().LinkIndex
-		f, err := filterAt(sideIngress, ifindex)
+		f, err := FilterAt(Ingress, ifindex)
 		if err != nil || f == nil {
 			continue
 		}
-		fid, ownQdisc, ok := parseTCFilterName(f.Name)
+		fid, ownQdisc, ok := ParseFilterName(f.Name)
 		if !ok || fid != id {
 			continue
 		}
-		if name, err := programName(uint32(f.Id)); err != nil || name != bpf.TcSamplerProgTcSampler {
+		if name, err := bpf.ProgramName(uint32(f.Id)); err != nil || name != bpf.TcSamplerProgTcSampler {
 			continue
 		}
-		err = netlink.FilterDel(ourFilter(sideIngress, ifindex, -1, ""))
-		if err != nil && !linkGone(err) && !errors.Is(err, unix.ENOENT) {
+		err = netlink.FilterDel(ourFilter(Ingress, ifindex, -1, ""))
+		if err != nil && !LinkGone(err) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("deleting filter %s of ifindex %d: %w", f.Name, ifindex, err))
 			continue
 		}
 		n++
 		if ownQdisc {
-			if _, err := removeQdiscIfEmpty(ifindex); err != nil && !linkGone(err) {
+			if _, err := removeQdiscIfEmpty(ifindex); err != nil && !LinkGone(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -503,14 +523,14 @@ func removeOwnerFilters(id string, log *slog.Logger) (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// removeStaleTC removes our filters whose owner is dead (SIGKILL, crash:
+// RemoveStale removes our filters whose owner is dead (SIGKILL, crash:
 // a filter outlives its process) from every link of the current netns,
 // with the clsact qdisc their owner created if it is then empty. A filter
 // is ours only if all of these hold: kind bpf at our priority and handle
-// on the ingress side, a name tcFilterName makes, and its program named
+// on the ingress side, a name FilterName makes, and its program named
 // tc_sampler; anything else is someone else's and never touched. Filters
 // of a live owner (another sflowswitchd in this namespace) stay.
-func (d *Dataplane) removeStaleTC() error {
+func RemoveStale(log *slog.Logger) error {
 	qs, err := netlink.QdiscList(nil)
 	if err != nil {
 		return fmt.Errorf("listing qdiscs: %w", err)
@@ -521,12 +541,12 @@ func (d *Dataplane) removeStaleTC() error {
 			continue
 		}
 		ports++
-		sides := []tcSide{sideIngress}
+		sides := []Side{Ingress}
 		if q.Type() == "clsact" {
-			sides = append(sides, sideEgress)
+			sides = append(sides, Egress)
 		}
 		for _, side := range sides {
-			f, r, err := d.removeStaleFilter(side, q.Attrs().LinkIndex)
+			f, r, err := removeStaleFilter(log, side, q.Attrs().LinkIndex)
 			if err != nil {
 				return err
 			}
@@ -534,15 +554,15 @@ func (d *Dataplane) removeStaleTC() error {
 			removed += r
 		}
 	}
-	d.log.Info("startup TC cleanup", "ingress_qdiscs", ports, "ours_found", found, "stale_removed", removed)
+	log.Info("startup TC cleanup", "ingress_qdiscs", ports, "ours_found", found, "stale_removed", removed)
 	return nil
 }
 
 // removeStaleFilter removes our filter on side of ifindex if its owner is
-// dead (removeStaleTC). found and removed count it.
-func (d *Dataplane) removeStaleFilter(side tcSide, ifindex int) (found, removed int, err error) {
-	f, err := filterAt(side, ifindex)
-	if linkGone(err) {
+// dead (RemoveStale). found and removed count it.
+func removeStaleFilter(log *slog.Logger, side Side, ifindex int) (found, removed int, err error) {
+	f, err := FilterAt(side, ifindex)
+	if LinkGone(err) {
 		return 0, 0, nil
 	}
 	if err != nil {
@@ -551,31 +571,31 @@ func (d *Dataplane) removeStaleFilter(side tcSide, ifindex int) (found, removed 
 	if f == nil {
 		return 0, 0, nil
 	}
-	id, ownQdisc, ok := parseTCFilterName(f.Name)
+	id, ownQdisc, ok := ParseFilterName(f.Name)
 	if !ok {
-		d.log.Info("cls_bpf filter at the sampler's priority and handle is not ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
+		log.Info("cls_bpf filter at the sampler's priority and handle is not ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
 		return 0, 0, nil
 	}
-	prog, err := programName(uint32(f.Id))
+	prog, err := bpf.ProgramName(uint32(f.Id))
 	if err != nil {
-		d.log.Warn("cannot inspect the program of a TC filter named like ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "err", err)
+		log.Warn("cannot inspect the program of a TC filter named like ours: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "err", err)
 		return 0, 0, nil
 	}
 	if prog != side.prog {
-		d.log.Warn("TC filter named like ours runs another program: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog", prog, "prog_id", f.Id)
+		log.Warn("TC filter named like ours runs another program: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog", prog, "prog_id", f.Id)
 		return 0, 0, nil
 	}
 	alive, err := ownerAlive(id)
 	if err != nil {
-		d.log.Warn("cannot tell whether a TC filter's owner lives: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "err", err)
+		log.Warn("cannot tell whether a TC filter's owner lives: left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "err", err)
 		return 1, 0, nil
 	}
 	if alive {
-		d.log.Info("TC filter of a live sflowswitchd left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
+		log.Info("TC filter of a live sflowswitchd left alone", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id)
 		return 1, 0, nil
 	}
 	err = netlink.FilterDel(ourFilter(side, ifindex, -1, ""))
-	if linkGone(err) || errors.Is(err, unix.ENOENT) {
+	if LinkGone(err) || errors.Is(err, unix.ENOENT) {
 		return 1, 0, nil
 	}
 	if err != nil {
@@ -585,7 +605,7 @@ func (d *Dataplane) removeStaleFilter(side tcSide, ifindex int) (found, removed 
 	if ownQdisc {
 		gone, err := removeQdiscIfEmpty(ifindex)
 		switch {
-		case err != nil && !linkGone(err):
+		case err != nil && !LinkGone(err):
 			return 1, 1, fmt.Errorf("ifindex %d: %w", ifindex, err)
 		case gone:
 			qdisc = "removed"
@@ -593,6 +613,77 @@ func (d *Dataplane) removeStaleFilter(side tcSide, ifindex int) (found, removed 
 			qdisc = "kept (other filters use it)"
 		}
 	}
-	d.log.Info("removed stale TC filter", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "clsact_qdisc", qdisc)
+	log.Info("removed stale TC filter", "ifindex", ifindex, "side", side.name, "name", f.Name, "prog_id", f.Id, "clsact_qdisc", qdisc)
 	return 1, 1, nil
+}
+
+// Adopt finds our filter on side of ifindex, which must carry this
+// owner's id (pinned state's, taken over).
+func (fs Filters) Adopt(side Side, ifindex int, ownQdisc bool) (*Filter, error) {
+	cur, err := FilterAt(side, ifindex)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return nil, errors.New("its clsact filter is gone")
+	}
+	id, own, ok := ParseFilterName(cur.Name)
+	if !ok || id != fs.Owner.id {
+		return nil, fmt.Errorf("the filter at its priority and handle is not the pinned state's (%q)", cur.Name)
+	}
+	return &Filter{ns: fs.NS, side: side, ifindex: ifindex, name: cur.Name, progID: ebpf.ProgramID(cur.Id),
+		ownQdisc: own || ownQdisc, log: fs.Log}, nil
+}
+
+// RemoveLeft deletes this owner's filter on side of ifindex, if one
+// outlived its process (its owner id is the state's, which this owner now
+// holds, so RemoveStale left it).
+func (fs Filters) RemoveLeft(side Side, ifindex int) {
+	f, err := FilterAt(side, ifindex)
+	if err != nil || f == nil {
+		return
+	}
+	if id, _, ok := ParseFilterName(f.Name); !ok || id != fs.Owner.id {
+		return
+	}
+	err = netlink.FilterDel(ourFilter(side, ifindex, -1, ""))
+	if err != nil && !LinkGone(err) && !errors.Is(err, unix.ENOENT) {
+		fs.Log.Warn("removing the "+side.name+" filter of the previous program", "ifindex", ifindex, "err", err)
+		return
+	}
+	fs.Log.Info(side.name+" filter of the previous program removed", "ifindex", ifindex, "name", f.Name)
+}
+
+// Attached reports whether our filter with our program is on side of
+// ifindex's clsact (or ingress) qdisc, whoever added it.
+func Attached(side Side, ifindex int) (bool, error) {
+	q, err := IngressQdisc(ifindex)
+	switch {
+	case LinkGone(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	case q == nil:
+		return false, nil
+	}
+	f, err := FilterAt(side, ifindex)
+	switch {
+	case LinkGone(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	case f == nil:
+		return false, nil
+	}
+	if _, _, ok := ParseFilterName(f.Name); !ok {
+		return false, nil
+	}
+	if name, err := bpf.ProgramName(uint32(f.Id)); err != nil || name != side.prog {
+		if errors.Is(err, os.ErrNotExist) {
+			// Detached meanwhile: nothing is attached.
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }
