@@ -15,6 +15,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
 )
 
@@ -27,7 +28,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source
 //
-// SFPS_BENCH_PATHS (e.g. "psample,xdp"), SFPS_BENCH_ROUNDS (default 3)
+// SFPS_BENCH_PATHS (e.g. "psample,xdp"; "psample@10ms": the readers'
+// holdoff 10 ms), SFPS_BENCH_ROUNDS (default 3)
 // and SFPS_BENCH_WORKERS (default 1; the port is one worker's, the
 // others idle, as a port's data source belongs to one sub-agent) change
 // the run.
@@ -41,7 +43,7 @@ func BenchmarkPathCPU(b *testing.B) {
 		paths = strings.Split(v, ",")
 	}
 	for _, p := range paths {
-		if p == "psample" {
+		if strings.HasPrefix(p, "psample") {
 			needActSample(b)
 		}
 	}
@@ -68,7 +70,7 @@ func BenchmarkPathCPU(b *testing.B) {
 	// ratio of the medians when the load drifts (a shared machine, or an
 	// emulated VM on one).
 	for _, ring := range paths {
-		if ring == "psample" || len(agentNs["psample"]) == 0 {
+		if strings.HasPrefix(ring, "psample") || len(agentNs["psample"]) == 0 {
 			continue
 		}
 		var r []float64
@@ -123,10 +125,22 @@ func pathTrial(b *testing.B, path string, frames int, rate uint32, workers int) 
 	var dpl agent.SampleSource
 	var readers []agent.SampleReader
 	var closeFn func() error
-	switch path {
-	case "psample":
+	kind, d, _ := strings.Cut(path, "@")
+	if d != "" {
+		kind += "@"
+	}
+	switch kind {
+	case "psample", "psample@":
+		// psample@D: the readers' holdoff D (psample.ConnConfig.Holdoff).
+		var cc psample.ConnConfig
+		if d != "" {
+			var err error
+			if cc.Holdoff, err = time.ParseDuration(d); err != nil {
+				b.Fatalf("path %s: %v", path, err)
+			}
+		}
 		var p *Psample
-		lab.Do(b, func() (err error) { p, err = NewPsample(PsampleConfig{Workers: workers}); return err })
+		lab.Do(b, func() (err error) { p, err = NewPsample(PsampleConfig{Workers: workers, Conn: cc}); return err })
 		dpl, readers, closeFn = p, p.Readers(), p.Close
 	default:
 		hook := dataplane.HookXDP
