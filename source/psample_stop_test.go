@@ -222,15 +222,16 @@ func TestPsampleFollowerBackpressure(t *testing.T) {
 	time.Sleep(testutil.Scaled(300 * time.Millisecond)) // the first reader reads what its follower's queue takes
 	close(release)
 	released = true
-	deadline := time.Now().Add(testutil.Scaled(5 * time.Second))
-	for col.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	// What the worker took (its flow samples: the collector's socket may
+	// drop a burst in a VM, where net.core.rmem_max caps its buffer).
+	deadline := time.Now().Add(testutil.Scaled(10 * time.Second))
+	for a.Stats(1).FlowSamples.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(testutil.Scaled(1200 * time.Millisecond)) // a tick: the datagrams flushed
-	ss := col.samples(t)[uint32(port)]
+	flows := a.Stats(1).FlowSamples.Load()
 	pp := p.table.Load().ports[uint32(port)]
-	t.Logf("%d samples made for worker 1's port, %d sent, %d counted lost, socket overruns %d", n, len(ss), pp.dropsA.Load(), p.ReaderStats(0).Overruns.Load())
-	if len(ss) != n || pp.dropsA.Load() != 0 {
-		t.Errorf("%d samples sent and %d counted lost of %d made; want all sent", len(ss), pp.dropsA.Load(), n)
+	t.Logf("%d samples made for worker 1's port, %d flow samples made of them, %d counted lost, socket overruns %d", n, flows, pp.dropsA.Load(), p.ReaderStats(0).Overruns.Load())
+	if flows != n || pp.dropsA.Load() != 0 {
+		t.Errorf("%d flow samples and %d counted lost of %d samples; want all made into flow samples", flows, pp.dropsA.Load(), n)
 	}
 }
