@@ -82,6 +82,10 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
+# Every benchmark, about 30 minutes, as root on a quiet machine: raw
+# results in bench/results/<UTC time>/, then the results page
+# bench/README.md and its plots bench/figures/ written from them
+# (BENCH_PAGE=0: the page in the results directory only). Knobs: bench/run.sh.
 bench: build
 	$(DEPS) bench stress
 	./bench/run.sh

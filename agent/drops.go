@@ -49,6 +49,37 @@ type DropSource interface {
 	Lost() (uint64, error)
 }
 
+// DropProgram is implemented by a DropSource whose kernel program may
+// outlive the process (pinned, taken over by the next one: an upgrade,
+// a crash restart), so that its counters go on.
+type DropProgram interface {
+	// DropProgram describes the source's kernel program.
+	DropProgram() DropProgramInfo
+}
+
+// DropProgramInfo is a drop source's kernel program (DropProgram).
+type DropProgramInfo struct {
+	// ID is the program's kernel ID (0: unknown).
+	ID uint32
+	// Adopted: the source took the program over from an earlier
+	// process; Notified is then how many notifications it had written
+	// before this process's buffers took them (those the earlier process
+	// did not read were lost with its buffers).
+	Adopted  bool
+	Notified uint64
+	// Replaced are programs of another build the source detached for
+	// its own, with their final counts.
+	Replaced []ReplacedDropProgram
+}
+
+// ReplacedDropProgram is a kernel program detached for another: its ID,
+// the notifications it wrote, and its losses (over the limit, or not
+// written: no buffer), final.
+type ReplacedDropProgram struct {
+	ID             uint32
+	Notified, Lost uint64
+}
+
 // DropStats counts what the drop reporter did.
 type DropStats struct {
 	// Notifications are discarded_packet samples encoded (once per
@@ -100,19 +131,29 @@ type DropReporter struct {
 	lostRead bool
 	seq      *uint64 // discarded_packet sequence number of 0:0 (persistent)
 	// kept is the drops field as last reported, in the agent's state
-	// beside seq: a program that takes over (an upgrade, a crash
-	// restart) starts its losses from it (lostBase), so the field
-	// continues as the sequence numbers do.
-	kept   *uint64
-	state  *persist.Store
-	lost   uint64
-	sample sflow.DiscardedPacket
-	recs   [4]sflow.Record
-	hdr    sflow.SampledHeader
-	fn     sflow.ExtendedFunction
-	reason sflow.ExtendedLinuxDropReason
-	queue  sflow.ExtendedEgressQueue
-	handle func(*DropNotification)
+	// beside seq: a process that takes over (an upgrade, a crash
+	// restart) with a kernel program of its own starts its losses from it
+	// (lostBase), so the field continues as the sequence numbers do.
+	kept *uint64
+	// Beside them, for a kernel program that outlives the process
+	// (DropProgram): prog is its ID; base the losses its counters do not
+	// hold (earlier programs', notifications that arrived without a
+	// receiver, notifications lost with a dead process's buffers); and
+	// handled the notifications read from it. A process that adopts
+	// that program continues the drops field from base plus the
+	// program's own losses (its counters went on), plus the
+	// notifications it wrote that nobody read (DropProgram's count less
+	// handled).
+	prog, base, handled *uint64
+	state               *persist.Store
+	lost                uint64
+	sample              sflow.DiscardedPacket
+	recs                [4]sflow.Record
+	hdr                 sflow.SampledHeader
+	fn                  sflow.ExtendedFunction
+	reason              sflow.ExtendedLinuxDropReason
+	queue               sflow.ExtendedEgressQueue
+	handle              func(*DropNotification)
 }
 
 // NewDropReporter returns a reporter that sends as sub-agent subAgent.
@@ -138,6 +179,7 @@ func (r *DropReporter) SetState(s *persist.Store) {
 		line = make([]uint64, persist.LineWords)
 	}
 	r.seq, r.kept = &line[0], &line[1]
+	r.base, r.prog, r.handled = &line[2], &line[3], &line[4]
 	// The earlier program's losses (0 for a state of its own).
 	r.lostBase = atomic.LoadUint64(r.kept)
 }
@@ -238,10 +280,25 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 	r.src = src
 	r.changed = true // (re)open the receivers' streams: a previous Run closed them
 	r.mu.Unlock()
+	r.takeProgram(src)
 	defer func() {
+		// Stopped (not closed): what the buffers hold is read and sent
+		// (an upgrade paused the program's writes first, so this is
+		// every notification it wrote).
+		if ctx.Err() != nil {
+			r.applyReceivers()
+			r.src2, r.lostRead = src, false
+			if err := src.Wake(); err == nil {
+				if _, err := src.ReadDrops(r.handle); err != nil && !errors.Is(err, os.ErrClosed) {
+					r.log.Warn("reading drop notifications", "err", err)
+				}
+			}
+		}
 		// The kernel's losses so far stay in the drops field when the
 		// source is replaced (notifications turned off and on).
 		if lost, err := src.Lost(); err == nil {
+			// base (what the program's counters do not hold) stays as
+			// it is, for a process that adopts the program.
 			r.lostBase += lost
 			atomic.StoreUint64(r.kept, r.lostBase+r.unsent)
 		} else {
@@ -280,8 +337,59 @@ func (r *DropReporter) Run(ctx context.Context, src DropSource) {
 	}
 }
 
+// takeProgram sets the losses the drops field starts from for src's
+// kernel program: one taken over from an earlier process continues from
+// what that process kept (base) and the program's own counts; another
+// starts from the field as last reported (kept).
+func (r *DropReporter) takeProgram(src DropSource) {
+	var info DropProgramInfo
+	if p, ok := src.(DropProgram); ok {
+		info = p.DropProgram()
+	}
+	id, notified := info.ID, info.Notified
+	prog := atomic.LoadUint64(r.prog)
+	// unread are the notifications a program wrote that the state does
+	// not record as read: lost with a dead process's buffers.
+	unread := func(notified uint64) uint64 {
+		if h := atomic.LoadUint64(r.handled); notified > h {
+			return notified - h
+		}
+		return 0
+	}
+	replaced := -1
+	for i, rp := range info.Replaced {
+		if rp.ID != 0 && uint64(rp.ID) == prog {
+			replaced = i
+		}
+	}
+	switch {
+	case info.Adopted && id != 0 && prog == uint64(id):
+		u := unread(notified)
+		r.lostBase, r.unsent = atomic.LoadUint64(r.base)+u, 0
+		atomic.StoreUint64(r.handled, notified)
+		if u > 0 {
+			r.log.Info("drop notifications the previous process did not read, lost with it: counted in the drops field", "notifications", u)
+		}
+	case replaced >= 0:
+		// The earlier process's program, detached for this one: its
+		// losses (the gap's included) and what it wrote unread go into
+		// the field; the new program's counts start at 0.
+		rp := info.Replaced[replaced]
+		r.lostBase, r.unsent = atomic.LoadUint64(r.base)+rp.Lost+unread(rp.Notified), 0
+		atomic.StoreUint64(r.prog, uint64(id))
+		atomic.StoreUint64(r.handled, 0)
+	default:
+		// A program of its own, or one whose reading the state does
+		// not record (its notifications so far are taken as read).
+		atomic.StoreUint64(r.prog, uint64(id))
+		atomic.StoreUint64(r.handled, notified)
+	}
+	atomic.StoreUint64(r.base, r.lostBase+r.unsent)
+}
+
 // add encodes one notification into each receiver's datagram.
 func (r *DropReporter) add(n *DropNotification) {
+	atomic.StoreUint64(r.handled, atomic.LoadUint64(r.handled)+1)
 	if !r.lostRead {
 		// Once per batch, when it arrives (not before waiting for it):
 		// the kernel's losses up to now.
@@ -297,6 +405,7 @@ func (r *DropReporter) add(n *DropNotification) {
 		r.unsent++
 		r.lost++
 		atomic.StoreUint64(r.kept, r.lost)
+		atomic.StoreUint64(r.base, r.lostBase+r.unsent)
 		r.stats.Unsent.Add(1)
 		return
 	}

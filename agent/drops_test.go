@@ -255,3 +255,102 @@ func TestDropReporterAcrossPrograms(t *testing.T) {
 		t.Errorf("next program: sample %d drops %d, want 2 and 10 + 2", s.SequenceNumber, s.Drops)
 	}
 }
+
+// memProgram is memDrops with a kernel program that outlives the process
+// (DropProgram).
+type memProgram struct {
+	*memDrops
+	id       uint32
+	notified uint64
+	adopted  bool
+	replaced []ReplacedDropProgram
+}
+
+func (m *memProgram) DropProgram() DropProgramInfo {
+	return DropProgramInfo{ID: m.id, Notified: m.notified, Adopted: m.adopted, Replaced: m.replaced}
+}
+
+// TestDropReporterAdoptedProgram: a kernel program pinned across
+// processes keeps its counts, so the process that takes it over must not
+// add its losses to the drops field as last reported (they are in it):
+// it continues from the losses the counts do not hold, plus the
+// notifications the program wrote to the dead process's buffers that
+// nobody read. First process: 2 notifications read, 3 lost; killed with
+// 4 more written to its buffers, unread; 5 lost in the gap (no buffers).
+// The next process's first sample has drops 3 + 5 + 4 = 12 (before, 3 +
+// 8 = 11: the first 3 twice, the 4 unread not at all). A third process,
+// after an upgrade that read everything (notified = read), goes on with
+// no unread. A process with a program of another build, which replaced
+// the pinned one, carries that one's final losses and unread
+// notifications over.
+func TestDropReporterAdoptedProgram(t *testing.T) {
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	got := make(chan *sflow.Datagram, 16)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if d, err := sflow.Decode(buf[:n]); err == nil {
+				got <- d
+			}
+		}
+	}()
+	mem := make([]byte, persist.Words(16)*8)
+	process := func(src *memProgram, lost uint64, n int) []*sflow.DiscardedPacket {
+		st, err := persist.Open(mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := NewDropReporter(3, nil)
+		r.SetState(st)
+		r.SetReceivers(netip.MustParseAddr("198.18.0.1"), []ReceiverConfig{{Index: 1, Address: netip.MustParseAddrPort(pc.LocalAddr().String())}})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Run(ctx, src); close(done) }()
+		b := make([]DropNotification, n)
+		for i := range b {
+			b[i] = DropNotification{ReasonName: "NO_SOCKET", In: 4}
+		}
+		src.push(lost, b...)
+		var out []*sflow.DiscardedPacket
+		for len(out) < n {
+			for _, s := range recvDatagram(t, got).Samples {
+				out = append(out, s.(*sflow.DiscardedPacket))
+			}
+		}
+		cancel()
+		<-done
+		return out
+	}
+	s := process(&memProgram{memDrops: newMemDrops(), id: 42}, 3, 2)
+	if s[1].SequenceNumber != 2 || s[1].Drops != 3 {
+		t.Fatalf("first process: sample %d drops %d, want 2 and 3", s[1].SequenceNumber, s[1].Drops)
+	}
+	s = process(&memProgram{memDrops: newMemDrops(), id: 42, notified: 2 + 4, adopted: true}, 3+5, 1)
+	if s[0].SequenceNumber != 3 || s[0].Drops != 12 {
+		t.Errorf("after the crash: sample %d drops %d, want 3 and 3 + 5 + 4 unread = 12", s[0].SequenceNumber, s[0].Drops)
+	}
+	s = process(&memProgram{memDrops: newMemDrops(), id: 42, notified: 7, adopted: true}, 8+1, 1)
+	if s[0].SequenceNumber != 4 || s[0].Drops != 13 {
+		t.Errorf("after the upgrade: sample %d drops %d, want 4 and 4 unread + 9 = 13", s[0].SequenceNumber, s[0].Drops)
+	}
+	// A new build: program 42 replaced by 77 after a crash. 42's final
+	// losses are 9 + 6 (the gap); it wrote 10 notifications, 8 of them
+	// read: the 4 unread at the first crash, 15 lost, 2 unread, and 77's
+	// own 2.
+	s = process(&memProgram{memDrops: newMemDrops(), id: 77, replaced: []ReplacedDropProgram{{ID: 5}, {ID: 42, Notified: 10, Lost: 15}}}, 2, 1)
+	if s[0].SequenceNumber != 5 || s[0].Drops != 23 {
+		t.Errorf("a program of another build: sample %d drops %d, want 5 and 4 + 15 + 2 unread + 2 = 23", s[0].SequenceNumber, s[0].Drops)
+	}
+	s = process(&memProgram{memDrops: newMemDrops(), id: 78}, 1, 1)
+	if s[0].SequenceNumber != 6 || s[0].Drops != 24 {
+		t.Errorf("a program of its own: sample %d drops %d, want 6 and 23 + 1 = 24", s[0].SequenceNumber, s[0].Drops)
+	}
+}

@@ -40,7 +40,10 @@ import (
 // So are the latest every-CPU sums of each direction and the pool of the
 // latest sample (PoolSumKey): a program that takes over reads a sample of
 // one direction knowing the other's count and the pool it must stay
-// above, as the program before it did.
+// above, as the program before it did. All of them are written there
+// only as far as the ring's consumer position goes (persist): the records
+// after it are read again by that program, and must find the state as it
+// was before them.
 //
 // A port sampled both ways has its counts in each direction (the
 // kernel's ingress and egress counters): its pool is the sum of both, the
@@ -50,17 +53,32 @@ import (
 // it counted added to the port's base once the samples that waited in
 // the rings are read (Agent.Adopt).
 type portPool struct {
-	base uint64    // pool of earlier attachments (identifies this attachment)
-	cpu  []*uint64 // latest reported ingress pool per CPU
-	out  []uint64  // latest reported egress pool per CPU
+	base uint64   // pool of earlier attachments (identifies this attachment)
+	cpu  []uint64 // latest reported ingress pool per CPU
+	out  []uint64 // latest reported egress pool per CPU
 	// inCPUs and outCPUs are the sums of cpu and out; inAll and outAll
 	// the latest every-CPU sums the kernel reported per direction.
 	inCPUs, outCPUs uint64
 	inAll, outAll   uint64
 	last            uint64 // the pool of the latest sample
 	// sums is the line of the persistent state (or this process's) that
-	// keeps inAll, outAll and last (words sumIn, sumOut, sumLast).
-	sums []uint64
+	// keeps inAll, outAll and last (words sumIn, sumOut, sumLast), and
+	// cpuLines those of cpu (word 0 of each: the base).
+	sums     []uint64
+	cpuLines [][]uint64
+	// pre holds the values the latest sample changed, as they were
+	// before it (mark), and rec that sample's number in its worker: until
+	// the ring position covers that sample, the persistent state must
+	// not (persist).
+	pre struct {
+		in, out, last uint64
+		cpu           int // the CPU whose count the sample changed; -1: none
+		cpuVal        uint64
+	}
+	rec uint64
+	// cpuDirty: cpu changed since it was last persisted; dirty: the pool
+	// is in its worker's list of pools to persist.
+	cpuDirty, dirty bool
 }
 
 // Words of a port's PoolSumKey line (word 0: the base).
@@ -71,10 +89,11 @@ const (
 )
 
 // newPortPool is the pool of port ifindex's attachment over base, its
-// per-CPU counts kept in state (nil: in this process only). Counts kept
-// there for another attachment (another base) start afresh.
+// counts kept in state (nil: in this process only). Counts kept there
+// for another attachment (another base) start afresh.
 func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
-	p := &portPool{base: base, cpu: make([]*uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
+	p := &portPool{base: base, cpu: make([]uint64, runtime.NumCPU()), out: make([]uint64, runtime.NumCPU())}
+	p.pre.cpu = -1
 	if state != nil {
 		p.sums, _ = state.ClaimLine(persist.PoolSumKey(ifindex))
 	}
@@ -105,9 +124,10 @@ func newPortPool(base uint64, state *persist.Store, ifindex uint32) *portPool {
 			atomic.StoreUint64(&line[0], base)
 		}
 		for i := 1; i < len(line) && g*per+i-1 < len(p.cpu); i++ {
-			p.cpu[g*per+i-1] = &line[i]
-			p.inCPUs += atomic.LoadUint64(&line[i])
+			p.cpu[g*per+i-1] = atomic.LoadUint64(&line[i])
+			p.inCPUs += p.cpu[g*per+i-1]
 		}
+		p.cpuLines = append(p.cpuLines, line)
 	}
 	return p
 }
@@ -121,6 +141,50 @@ func (p *portPool) free(state *persist.Store, ifindex uint32) {
 	}
 }
 
+// mark notes that sample rec (its worker's number for it) is about to
+// change the pool: what it changes is kept as it was (pre), for persist.
+func (p *portPool) mark(rec uint64) {
+	p.rec = rec
+	p.pre.in, p.pre.out, p.pre.last, p.pre.cpu = p.inAll, p.outAll, p.last, -1
+}
+
+// persist writes the pool's counts to its lines of the persistent state:
+// all of them, or, when uncommitted is the number of the sample being
+// handled and that sample changed the pool (mark), the counts as they were
+// before it.
+//
+// The state must never be ahead of the ring position (dataplane
+// ringReader.commit): a process that takes the ring over reads the
+// records after that position again, and a pool kept from one of them
+// would raise theirs (the +1 guard of at) and every pool after them, for
+// good. So the worker persists when the position is stored: before each
+// send (the position then stops at the sample being handled, whose
+// sample waits in the next datagram) and after each batch (the position
+// covers it whole). Behind is harmless: a record carries the kernel's
+// every-CPU sum of its frame. Plain stores, read by the next program only;
+// a few words per port per send, none per sample.
+func (p *portPool) persist(uncommitted uint64) {
+	in, out, last := p.inAll, p.outAll, p.last
+	undo := uncommitted != 0 && p.rec == uncommitted
+	if undo {
+		in, out, last = p.pre.in, p.pre.out, p.pre.last
+	}
+	p.sums[sumIn], p.sums[sumOut], p.sums[sumLast] = in, out, last
+	if !p.cpuDirty {
+		return
+	}
+	per := persist.LineWords - 1
+	for c, v := range p.cpu {
+		if undo && c == p.pre.cpu {
+			v = p.pre.cpuVal
+		}
+		if g := c / per; g < len(p.cpuLines) { // CPUs beyond NumCPU: this process's only
+			atomic.StoreUint64(&p.cpuLines[g][1+c%per], v)
+		}
+	}
+	p.cpuDirty = undo && p.pre.cpu >= 0
+}
+
 // maxCPUs bounds the per-port CPU table against a corrupt record.
 const maxCPUs = 1 << 14
 
@@ -131,15 +195,9 @@ const maxCPUs = 1 << 14
 func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 	switch {
 	case all && egress:
-		if cpuPool > p.outAll {
-			p.outAll = cpuPool
-			p.sums[sumOut] = cpuPool
-		}
+		p.outAll = max(p.outAll, cpuPool)
 	case all:
-		if cpuPool > p.inAll {
-			p.inAll = cpuPool
-			p.sums[sumIn] = cpuPool
-		}
+		p.inAll = max(p.inAll, cpuPool)
 	case cpu >= maxCPUs:
 		return p.last
 	case egress:
@@ -151,13 +209,14 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 			p.out[cpu] = cpuPool
 		}
 	default:
-		for len(p.cpu) <= int(cpu) {
-			p.cpu = append(p.cpu, new(uint64))
+		if int(cpu) >= len(p.cpu) {
+			p.cpu = append(p.cpu, make([]uint64, int(cpu)+1-len(p.cpu))...)
 		}
-		c := p.cpu[cpu]
-		if old := *c; cpuPool > old {
+		if old := p.cpu[cpu]; cpuPool > old {
 			p.inCPUs += cpuPool - old
-			atomic.StoreUint64(c, cpuPool)
+			p.pre.cpu, p.pre.cpuVal = int(cpu), old
+			p.cpu[cpu] = cpuPool
+			p.cpuDirty = true
 		}
 	}
 	pool := max(p.inCPUs, p.inAll) + max(p.outCPUs, p.outAll)
@@ -166,16 +225,8 @@ func (p *portPool) at(egress, all bool, cpu uint32, cpuPool uint64) uint64 {
 		// record of an older program: still a frame after the previous.
 		pool = p.last + 1
 	}
-	p.setLast(pool)
-	return pool
-}
-
-// setLast records the pool of the latest sample. The line's words are
-// written with plain stores, as the sequence numbers are: one writer (the
-// port's worker), read by the next program only.
-func (p *portPool) setLast(pool uint64) {
 	p.last = pool
-	p.sums[sumLast] = pool
+	return pool
 }
 
 // late returns the pool (without base) of a sample delivered after samples
@@ -186,15 +237,9 @@ func (p *portPool) setLast(pool uint64) {
 // one be the largest seen.
 func (p *portPool) late(egress bool, all uint64) uint64 {
 	if egress {
-		if all > p.outAll {
-			p.outAll = all
-			p.sums[sumOut] = all
-		}
+		p.outAll = max(p.outAll, all)
 		return all + max(p.inCPUs, p.inAll)
 	}
-	if all > p.inAll {
-		p.inAll = all
-		p.sums[sumIn] = all
-	}
+	p.inAll = max(p.inAll, all)
 	return all + max(p.outCPUs, p.outAll)
 }

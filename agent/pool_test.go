@@ -65,6 +65,26 @@ func BenchmarkPortPoolAt(b *testing.B) {
 	}
 }
 
+// BenchmarkPortPoolCommitted: BenchmarkPortPoolAt as the worker does it
+// with a persistent state: each sample marked (what it changes kept for
+// persist), and the pool persisted every 32 samples, in the middle of a
+// sample (a send: the ring position stored up to it). A send holds at
+// least 32 samples (one per datagram), most often many more.
+func BenchmarkPortPoolCommitted(b *testing.B) {
+	st := persist.New(64)
+	p := newPortPool(0, st, 7)
+	var n uint64
+	b.ReportAllocs()
+	for b.Loop() {
+		n++
+		p.mark(n)
+		p.at(false, false, uint32(n&1), n)
+		if n%32 == 0 {
+			p.persist(n)
+		}
+	}
+}
+
 // TestPortPoolBothDirections: a port sampled both ways has a count per CPU
 // in each direction; the pool is their sum, and the same CPU's counts of
 // the two directions never replace each other.
@@ -103,6 +123,7 @@ func TestPortPoolPersists(t *testing.T) {
 	p := newPortPool(100, st, 7)
 	p.at(false, false, 0, 5)
 	p.at(false, false, 1, 3)
+	p.persist(0) // the ring position stored: the worker keeps them
 
 	st2, err := persist.Open(mem) // the next program
 	if err != nil || !st2.Adopted() {
@@ -173,6 +194,7 @@ func TestPortPoolSumsPersist(t *testing.T) {
 	if got := p.at(true, true, 1, 20); got != 520 {
 		t.Fatalf("egress sum 20: pool %d", got)
 	}
+	p.persist(0)
 	st2, err := persist.Open(mem)
 	if err != nil || !st2.Adopted() {
 		t.Fatalf("state not adopted: %v", err)
@@ -186,5 +208,43 @@ func TestPortPoolSumsPersist(t *testing.T) {
 	}
 	if got := newPortPool(200, st2, 7).at(true, true, 0, 3); got != 3 {
 		t.Errorf("another attachment: pool %d, want 3 (afresh)", got)
+	}
+}
+
+// TestPortPoolPersistUncommitted: the state a pool persists while a
+// sample is being handled (the ring position stored up to it, before a
+// send) leaves that sample out, per-CPU count included; persisted
+// between samples, it has all of them.
+func TestPortPoolPersistUncommitted(t *testing.T) {
+	mem := make([]byte, persist.Words(16)*8)
+	st, err := persist.Open(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPortPool(0, st, 7)
+	p.mark(1)
+	p.at(false, false, 0, 5) // an older program's record: CPU 0's count
+	p.mark(2)
+	p.at(false, true, 1, 40) // the every-CPU sum
+	p.mark(3)
+	p.at(false, false, 1, 41)
+	p.persist(3) // sample 3 being handled: not covered by the ring position
+	next := func() *portPool {
+		st2, err := persist.Open(append([]byte(nil), mem...))
+		if err != nil || !st2.Adopted() {
+			t.Fatalf("state not adopted: %v", err)
+		}
+		return newPortPool(0, st2, 7)
+	}
+	if q := next(); q.last != 40 || q.inAll != 40 || q.cpu[0] != 5 || (len(q.cpu) > 1 && q.cpu[1] != 0) {
+		t.Fatalf("persisted during sample 3: last %d, sum %d, CPUs %v; want 40, 40, [5 0 ...]", q.last, q.inAll, q.cpu)
+	}
+	// Sample 3 read again by the next program: its own pool, not raised.
+	if got := next().at(false, false, 1, 41); got != 46 {
+		t.Fatalf("sample 3 read again: pool %d, want 46 (CPU 1's 41 + CPU 0's 5)", got)
+	}
+	p.persist(0) // after the batch: everything
+	if q := next(); q.last != 46 || (len(q.cpu) > 1 && q.cpu[1] != 41) {
+		t.Fatalf("persisted after the batch: last %d, CPUs %v; want 46, [5 41 ...]", q.last, q.cpu)
 	}
 }

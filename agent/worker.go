@@ -13,6 +13,7 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent/persist"
 	"github.com/sflowswitchd/sflowswitchd/dataplane/forwarding"
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
+	"github.com/sflowswitchd/sflowswitchd/internal/ratelog"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -193,9 +194,15 @@ type sampler struct {
 	out        *receiverOut
 	kernelRate uint32 // kernel rate threshold was computed for
 	threshold  uint64 // sub-sampling threshold (subsampleThreshold)
-	// seq is the last sample sequence number, in the agent's persistent
-	// state (agent/persist): an upgrade or a restart continues it.
-	seq *uint64
+	// seq is the last sample sequence number in the agent's persistent
+	// state (agent/persist): an upgrade or a restart continues it. n is
+	// the last one numbered, stored into seq as the pools are
+	// (worker.persist): pre is n before sample rec, the latest one that
+	// numbered; dirty, s is in the worker's list to persist.
+	seq      *uint64
+	n, pre   uint64
+	rec      uint64
+	seqDirty bool
 	// poolBase and dropsBase are what earlier attachments of the port
 	// counted, so that pools and drops never run backwards.
 	poolBase, dropsBase uint64
@@ -245,6 +252,11 @@ type worker struct {
 	// poolReader reads totals (and drops) from the dataplane.
 	poolReader PoolReader
 	counters   CounterSource
+	// pollFailed logs failed counter polls: the first, then at most one
+	// line per pollErrorsEvery with the number left out (with no
+	// descriptor left, EMFILE, every poll of every source fails); each
+	// failure is counted in stats.PollErrors.
+	pollFailed *ratelog.Limiter
 	// firstPoll bounds a new poller's first countdown, in ticks (0: its
 	// interval; Options.FirstPollWithin).
 	firstPoll int
@@ -273,6 +285,13 @@ type worker struct {
 	samplers    map[uint32][]*sampler
 	pools       map[uint32]*portPool // per sampled port: pools at sample time
 	pollers     []*poller
+	// rec numbers the kernel samples handled (from 1); cur is rec while
+	// one is being handled, 0 between them. dirtyPools and dirtySamplers
+	// are the pools and sequence numbers that changed since the agent
+	// state last got them (persist).
+	rec, cur      uint64
+	dirtyPools    []*portPool
+	dirtySamplers []*sampler
 
 	// Scratch reused for every sample: no allocation per sample.
 	fs   sflow.FlowSample
@@ -312,6 +331,7 @@ type Committer interface {
 func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSource, output OutputLookup, state *persist.Store, seed uint64) *worker {
 	w := &worker{
 		id: id, log: log.With("worker", id), ctrl: make(chan workerConfig, 1), drain: make(chan chan struct{}, 1),
+		pollFailed: ratelog.New(log.With("worker", id), slog.LevelWarn, "reading counters", pollErrorsEvery),
 		poolReader: pools, counters: counters, output: output, start: state.Start(), state: state,
 		rng:       newRNG(seed),
 		receivers: map[int]*receiverOut{},
@@ -326,6 +346,7 @@ func newWorker(id int, log *slog.Logger, pools PoolReader, counters CounterSourc
 		if w.commit != nil {
 			w.commit()
 		}
+		w.persist()
 	}
 	return w
 }
@@ -404,6 +425,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// between batches.
 			n, err := src.ReadSamples(nextTick, w.handleFn)
 			if n > 0 {
+				// The batch's ring position is stored: the state
+				// takes the pools and numbers that go with it.
+				w.persist()
 				// The ring is drained: send the complete datagrams
 				// waiting in each receiver's batch (many per system
 				// call at high rates); the datagrams being filled wait
@@ -448,6 +472,7 @@ func (w *worker) readAll(src SampleReader) {
 	for range 64 {
 		n, err := src.ReadSamples(time.Now(), w.handleFn)
 		if n > 0 {
+			w.persist()
 			for _, r := range w.receivers {
 				r.SendQueued()
 			}
@@ -475,6 +500,7 @@ func (w *worker) readAtStop(src SampleReader) {
 	for range 64 {
 		n, err := sr.ReadAtStop(w.handleFn)
 		if n > 0 {
+			w.persist()
 			for _, r := range w.receivers {
 				r.SendQueued()
 			}
@@ -485,9 +511,55 @@ func (w *worker) readAtStop(src SampleReader) {
 	}
 }
 
+// persist writes the pools and sample sequence numbers changed since the
+// last time to the agent's persistent state, as far as the ring position
+// goes: called right after it is stored (commitFn, before each send; after
+// each batch; at a configuration and at the end), when the position
+// covers every sample handled but the one being handled (cur), whose
+// changes are left out. A process that takes the ring over then reads
+// the records after the position again and numbers them, with their
+// pools, as this one did, neither a pool raised nor a sequence number
+// skipped (portPool.persist). A few words per changed port and sampler,
+// per send or batch: nothing per sample.
+func (w *worker) persist() {
+	for _, p := range w.dirtyPools {
+		p.persist(w.cur)
+		p.dirty = w.cur != 0 && p.rec == w.cur
+	}
+	for _, s := range w.dirtySamplers {
+		v := s.n
+		if w.cur != 0 && s.rec == w.cur {
+			v = s.pre
+		}
+		*s.seq = v
+		s.seqDirty = w.cur != 0 && s.rec == w.cur
+	}
+	w.dirtyPools = keepDirty(w.dirtyPools, func(p *portPool) bool { return p.dirty })
+	w.dirtySamplers = keepDirty(w.dirtySamplers, func(s *sampler) bool { return s.seqDirty })
+}
+
+// keepDirty keeps the elements of l that are still dirty, in place.
+func keepDirty[T any](l []T, dirty func(T) bool) []T {
+	k := l[:0]
+	for _, e := range l {
+		if dirty(e) {
+			k = append(k, e)
+		}
+	}
+	clear(l[len(k):])
+	return k
+}
+
 // handle turns one kernel sample into a flow sample for each sampler of its
 // port that keeps it.
 func (w *worker) handle(ps *PacketSample) {
+	w.rec++
+	w.cur = w.rec
+	w.handleSample(ps)
+	w.cur = 0
+}
+
+func (w *worker) handleSample(ps *PacketSample) {
 	w.stats.KernelSamples.Add(1)
 	ss := w.samplers[ps.IfIndex]
 	if len(ss) == 0 {
@@ -503,6 +575,13 @@ func (w *worker) handle(ps *PacketSample) {
 	// pool at this frame is that plus the other CPUs' latest (pool.go).
 	pp := w.pools[ps.IfIndex]
 	atSample := ps.CPUPool != 0 && pp != nil
+	if atSample {
+		pp.mark(w.rec)
+		if !pp.dirty {
+			pp.dirty = true
+			w.dirtyPools = append(w.dirtyPools, pp)
+		}
+	}
 	switch {
 	case atSample && ps.Transit.Waited && ps.PoolSum:
 		// Delivered when its frame left, after samples taken later:
@@ -608,7 +687,14 @@ func (w *worker) handle(ps *PacketSample) {
 			}
 			looked = true
 		}
-		*s.seq++
+		if s.rec != w.rec {
+			s.pre, s.rec = s.n, w.rec
+		}
+		s.n++
+		if !s.seqDirty {
+			s.seqDirty = true
+			w.dirtySamplers = append(w.dirtySamplers, s)
+		}
 		h := ps.Header
 		if len(h) > s.cfg.HeaderBytes {
 			h = h[:s.cfg.HeaderBytes]
@@ -628,7 +714,7 @@ func (w *worker) handle(ps *PacketSample) {
 			}
 		}
 		w.fs = sflow.FlowSample{
-			SequenceNumber: uint32(*s.seq),
+			SequenceNumber: uint32(s.n),
 			Source:         sflow.DataSource{Type: sflow.SourceIfIndex, Index: s.cfg.IfIndex},
 			SamplingRate:   max(s.cfg.Rate, ps.KernelRate), // a sample taken at a higher kernel rate, before a rate fell
 			SamplePool:     uint32(s.poolBase + pool),      // RFC: wraps mod 2^32
@@ -700,6 +786,10 @@ func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
 	return nrecs
 }
 
+// pollErrorsEvery is the interval between two lines of failed counter
+// polls of a worker.
+var pollErrorsEvery = time.Minute
+
 // tick runs once a second: pollers whose countdown ends send counters, and
 // every receiver's datagram is flushed (at least one datagram per second,
 // spec sflow_agent_design.txt "Counter Samples").
@@ -728,7 +818,7 @@ func (w *worker) poll(p *poller) {
 		// A source that read part of its counters returns the records it
 		// could fill (unknown values where it could not): send those.
 		w.stats.PollErrors.Add(1)
-		w.log.Warn("reading counters", "source", p.cfg.Source.String(), "err", err)
+		w.pollFailed.Log("source", p.cfg.Source.String(), "err", err)
 		if len(recs) == 0 {
 			return
 		}
@@ -755,6 +845,9 @@ func (w *worker) apply(cfg workerConfig) {
 	if cfg.applied != nil {
 		defer close(cfg.applied)
 	}
+	// Between batches: the ring position covers every sample handled, so
+	// the state takes all that changed, before ports and samplers go.
+	w.persist()
 	// Receivers: keep a stream whose settings are unchanged; a changed one
 	// is reopened and continues its datagram sequence.
 	old := w.receivers
@@ -828,13 +921,12 @@ func (w *worker) apply(cfg workerConfig) {
 				if pp != nil && pp.base+pp.last > np.base+np.last {
 					// The pools of the new attachment go on above
 					// the last one of the old (pool.go).
-					np.setLast(pp.base + pp.last - np.base)
+					np.last = pp.base + pp.last - np.base
 				}
 				pp = np
 			}
-			if sp.endedPool > pp.outAll {
-				pp.outAll = sp.endedPool
-			}
+			pp.outAll = max(pp.outAll, sp.endedPool)
+			pp.persist(0)
 			w.pools[sp.cfg.IfIndex] = pp
 		}
 		out := w.receivers[sp.cfg.Receiver]
@@ -846,6 +938,7 @@ func (w *worker) apply(cfg workerConfig) {
 		delete(oldS, k)
 		if s == nil {
 			s = &sampler{seq: w.claim(persist.SamplerKey(sp.cfg.IfIndex, sp.cfg.Instance))}
+			s.n = *s.seq
 		}
 		s.cfg, s.out, s.poolBase, s.dropsBase = sp.cfg, out, sp.poolBase, sp.dropsBase
 		s.kernelRate = sp.kernelRate
@@ -922,6 +1015,7 @@ func (w *worker) closeAll() {
 		w.closeReceiver(r)
 	}
 	w.receivers = nil
+	w.persist()
 }
 
 // closeReceiver flushes and closes one receiver stream.

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -392,6 +393,9 @@ func newDaemon(s config.Settings, version string, log *slog.Logger, h *Handover,
 	// Drop notifications are a sub-agent after the workers (0..Workers-1).
 	d.drops = dropnotify.New(uint32(s.Workers), dp.Features(), log)
 	d.drops.Reporter().SetState(store)
+	if dir := dp.Pinned().Dir(); dir != "" {
+		d.drops.SetPinDir(filepath.Join(dir, pin.DropsDir))
+	}
 	// Per-collector metrics cover every sub-agent's datagrams.
 	d.agent.AddCollectorSet(&d.drops.Reporter().Stats().Collectors)
 	d.dnssd = newDNSSD(s)

@@ -31,7 +31,7 @@ func (d *Daemon) newMetrics() *prometheus.Registry {
 	reg := prom.NewRegistry()
 	reg.MustRegister(metrics.NewAgentCollector(d.agent), metrics.NewPortCollector(d.portMetrics),
 		featurereport.NewCollector(d.dp.Features()), dropnotify.NewCollector(d.drops, d.portName))
-	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics), snmpRestoreCollector{d})
+	reg.MustRegister(backoffCollector{d}, metrics.NewTransitCollector(d.transitMetrics), snmpRestoreCollector{d}, forwardingCollector{d})
 	if d.psample != nil {
 		reg.MustRegister(psampleCollector{d.psample})
 	}
@@ -191,3 +191,18 @@ func (c snmpRestoreCollector) Collect(ch chan<- prometheus.Metric) {
 // pinReplaced is sflowswitchd_pinned_state_replaced_total{reason}.
 var pinReplaced = prom.Desc("pinned_state_replaced_total",
 	"Pinned sampler state this start found and replaced instead of adopting it, by reason: layout (another version), sizes (other settings), unreadable (no valid description), damaged (an object missing or not the daemon's). Its samples in flight are lost and pools start afresh: a gap in the data (see the log).", "reason")
+
+// forwardingReadErrors is sflowswitchd_forwarding_read_errors_total.
+var forwardingReadErrors = prom.Desc("forwarding_read_errors_total",
+	"Reads of the kernel's forwarding tables (FDB, neighbours, links, addresses, routes) that failed, e.g. with no descriptor left (EMFILE); the output, extended_switch and extended_router lookups use the tables read before. Logged once, then at most once a minute with the number left out.")
+
+// forwardingCollector exports the forwarding table's read errors.
+type forwardingCollector struct{ d *Daemon }
+
+func (c forwardingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- forwardingReadErrors }
+
+func (c forwardingCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.d.output != nil {
+		ch <- prom.Counter(forwardingReadErrors, c.d.output.ReadErrors())
+	}
+}

@@ -27,7 +27,15 @@ func (d *Daemon) run(ctx context.Context) (err error) {
 	var running sync.WaitGroup
 	defer func() {
 		cancel()
-		if err := d.drops.Stop(); err != nil {
+		d.mu.Lock()
+		upgrading := d.upgrade != nil
+		d.mu.Unlock()
+		if upgrading {
+			// The program stays, counting, for the next program.
+			if err := d.drops.Release(); err != nil {
+				d.log.Error("releasing drop notifications", "err", err)
+			}
+		} else if err := d.drops.Stop(); err != nil {
 			d.log.Error("stopping drop notifications", "err", err)
 		}
 		running.Wait()

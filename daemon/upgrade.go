@@ -131,6 +131,10 @@ func (d *Daemon) prepareUpgrade(ctx context.Context, args []string) error {
 		return fmt.Errorf("the binary at %s does not start: %w: %s", exe, err, msg)
 	}
 	d.log.Info("upgrade in place: the new binary checked", "exe", exe, "check", msg)
+	// Drop notifications written from here are counted lost, not left
+	// in this program's buffers, which the exec ends (read and sent as
+	// the reporter stops).
+	d.drops.Pause()
 	d.mu.Lock()
 	d.upgrade = &upgrade{exe: exe}
 	stop := d.stopRun

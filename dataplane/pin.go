@@ -106,7 +106,12 @@ func clearPinDir(dir, owner string, log *slog.Logger) error {
 			}
 			log.Warn("pinned link unreadable: unpinned", "pin", name, "err", err)
 		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rm := os.Remove
+		if name == pin.DropsDir {
+			// The drop program's folder: its link goes with its pin.
+			rm = os.RemoveAll
+		}
+		if err := rm(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning %s: %w", name, err))
 		}
 	}

@@ -48,3 +48,17 @@ func (s *DropSource) Lost() (uint64, error) {
 	st, err := s.d.Stats()
 	return st.Lost(), err
 }
+
+// DropProgram implements agent.DropProgram: the kernel program's ID,
+// whether it was taken over from an earlier process (drops.Drops.Adopted),
+// and the programs of another build it replaced.
+func (s *DropSource) DropProgram() agent.DropProgramInfo {
+	notified, adopted := s.d.Adopted()
+	info := agent.DropProgramInfo{ID: s.d.ProgramID(), Adopted: adopted, Notified: notified}
+	for _, r := range s.d.Replaced() {
+		if r.Err == nil {
+			info.Replaced = append(info.Replaced, agent.ReplacedDropProgram{ID: r.ID, Notified: r.Stats.Notified, Lost: r.Stats.Lost()})
+		}
+	}
+	return info
+}

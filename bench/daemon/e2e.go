@@ -53,6 +53,7 @@ type e2eOpts struct {
 	perfDir        string
 	perfFreq       int
 	daemonArgs     []string
+	dir            string // -out: results.json and the PNG plots
 	out            io.Writer
 	args           []string
 }
@@ -79,6 +80,7 @@ func parseE2E(args []string) (e2eOpts, error) {
 	fs.StringVar(&o.napi, "napi", "softirq", "p1's NAPI poll: softirq (run where it is scheduled: on the generator's CPU, at the end of each of its batches) or threaded (a kernel thread of its own)")
 	fs.StringVar(&o.perfDir, "perf", "", "record `dir`/e2e-HOOK-N.data with perf record -a -g during the first round's window of each trial, and its report")
 	fs.IntVar(&o.perfFreq, "perf-freq", 1999, "perf sampling frequency (Hz per CPU)")
+	fs.StringVar(&o.dir, "out", "", "directory for results.json and the PNG plots (e2e-samples.png, e2e-cpu.png, e2e-loss.png; none: stdout only)")
 	fs.StringVar(&daemonArgs, "daemon-args", "", "extra daemon arguments, space-separated (e.g. \"-ring-bytes 33554432\")")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -479,6 +481,7 @@ func (e *e2eBench) run() error {
 	if o.genRate > 0 {
 		rate = fmt.Sprintf("%.0f frames/s", o.genRate)
 	}
+	start := time.Now().UTC()
 	fmt.Fprintf(w, "# e2e: samples/s end to end on generator frames (bench/daemon e2e %s)\n\n", strings.Join(o.args, " "))
 	fmt.Fprintf(w, "- date %s, kernel %s, %d CPUs, load %s, lab %s\n", time.Now().UTC().Format(time.RFC3339), kernelRelease(), numCPU(), loadAvg(), e.lab.prefix)
 	fmt.Fprintf(w, "- generator: bench/gen in %s -> eth0 -> p1, frames %v (without FCS, cycled), %d flows, %s, rate %s, thread pinned to CPU %d; p1 NAPI %s\n",
@@ -577,7 +580,14 @@ func (e *e2eBench) run() error {
 		fmt.Fprintln(w, "- "+b)
 	}
 	fmt.Fprintln(w)
-	return nil
+	if o.dir == "" {
+		return nil
+	}
+	r := e2eResults{Args: o.args, Start: start, End: time.Now().UTC(), Alone: alone}
+	for _, c := range confs {
+		r.Trials = append(r.Trials, res[c]...)
+	}
+	return r.write(o.dir)
 }
 
 func frac(a, b float64) float64 {

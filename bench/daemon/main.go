@@ -21,15 +21,20 @@
 //	    XDP program, the pcap and TC baselines (bench/baselines) and
 //	    sflowswitchd; Markdown table, results.json and PNG plots in DIR.
 //	    -traffic gen: on bench/gen's frames instead of trafgen's.
-//	go run ./bench/daemon e2e [-bin bin/sflowswitchd] [-hooks tc,xdp] [-sampling 1,10] [-rounds 3] [-rate max] [-perf DIR]
+//	go run ./bench/daemon e2e [-bin bin/sflowswitchd] [-hooks tc,xdp] [-sampling 1,10] [-rounds 3] [-rate max] [-perf DIR] [-out DIR]
 //	    samples/s end to end on real frames: bench/gen's frames received
 //	    by p1, the daemon binary sampling it, a counting collector; the
 //	    generator's and the daemon's CPU apart, every trial's accounting
 //	    checked (e2e.go).
 //	go run ./bench/daemon agree RUN_A RUN_B
 //	    do two make bench runs agree within their reported spread?
+//	go run ./bench/daemon page [-figures DIR] RUN
+//	    the results page (bench/README.md) from one make bench run's
+//	    results directory, plots copied into DIR (page.go).
 //
-// Results are printed as text tables; bench/README.md records them.
+// Results are printed as text tables, and with -out written as JSON and
+// plots; bench/run.sh keeps them in a results directory and writes
+// bench/README.md from it with the page subcommand.
 package main
 
 import (
@@ -44,7 +49,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|e2e|agree [flags]  (see go doc ./bench/daemon)")
+		fmt.Fprintln(os.Stderr, "usage: daemon cpu|live|idle|encode|compare|e2e|agree|page [flags]  (see go doc ./bench/daemon)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,6 +72,8 @@ func main() {
 		err = runE2E(ctx, os.Args[2:])
 	case "agree":
 		err = runAgree(os.Args[2:])
+	case "page":
+		err = runPage(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}

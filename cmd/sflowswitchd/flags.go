@@ -115,7 +115,7 @@ func newFlags() *flagValues {
 	secondsFlag(fs, "dns-sd-start-delay", fmt.Sprintf("the first DNS-SD query is at a random time within `seconds` (or a duration such as 30s) of the start; 0: at once (default %d)", config.DefaultDNSSDStartDelay),
 		func(n config.Seconds) { f.s.DNSSDStartDelay = n })
 	fs.BoolVar(&f.cleanup, "cleanup", false, "detach and unpin what a daemon that is gone left in -pin-dir, then exit")
-	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file, hsflowd.conf and the flags as a start or a reload would, print every error, then exit (0: valid; 1: refused)")
+	fs.BoolVar(&f.checkConfig, "check-config", false, "validate the config file, hsflowd.conf and the flags as a start or a reload would, print every error; then, with the privileges, load the BPF objects they need through the kernel's verifier without attaching them (skipped, and said so, without); exit 0: valid, 1: refused")
 	fs.BoolVar(&f.version, "version", false, "print the version, commit and Go version, then exit")
 	fs.BoolVar(&f.check, daemon.UpgradeCheckFlag[1:], false, "check that this binary can take over the running daemon's samplers, then exit (run by SIGUSR2's upgrade in place)")
 	return f

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/features"
 	"github.com/sflowswitchd/sflowswitchd/internal/inforce"
+	"github.com/sflowswitchd/sflowswitchd/internal/testkit/netlab"
 )
 
 // runCmd runs the command with args as main does and returns its exit
@@ -91,7 +95,7 @@ func TestDurations(t *testing.T) {
 func TestCheckConfig(t *testing.T) {
 	good := writeFile(t, "good.toml", "sampling = 1000\nports = [\"swp*\"]\n[[collector]]\naddress = \"198.18.0.1:6343\"\n")
 	code, out, errOut := runCmd(t, "-config", good, "-check-config")
-	if code != 0 || out != "sflowswitchd: configuration valid: "+good+"\n" || errOut != "" {
+	if code != 0 || !strings.HasPrefix(out, "sflowswitchd: configuration valid: "+good+"\n") || errOut != "" {
 		t.Errorf("good file: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	bad := writeFile(t, "bad.toml", "samplng = 1000\n")
@@ -127,6 +131,46 @@ func TestCheckConfig(t *testing.T) {
 	// The packaged configuration is valid as shipped.
 	if code, _, errOut := runCmd(t, "-config", "../../packaging/sflowswitchd.conf.example", "-check-config"); code != 0 {
 		t.Errorf("the packaged configuration: exit %d: %s", code, errOut)
+	}
+}
+
+// TestCheckConfigTrialLoad: -check-config has the kernel's verifier
+// load the BPF objects the configuration needs (as root: the samplers,
+// the transit programs with transit on, the drop program with drops on),
+// attaching nothing; a kernel that cannot load them refuses the
+// configuration; without the privileges the check says it skipped them.
+func TestCheckConfigTrialLoad(t *testing.T) {
+	netlab.RequireRoot(t)
+	conf := writeFile(t, "c.toml", "transit = true\ndrops = \"on\"\n[[collector]]\naddress = \"198.18.0.1:6343\"\n")
+	code, out, errOut := runCmd(t, "-config", conf, "-check-config")
+	fs := features.ProbeFeatures()
+	want := "samplers (XDP and TC)"
+	if fs.Has(features.FeatureKernCtx) && fs.Has(features.FeatureTransit) {
+		want += ", transit programs"
+	}
+	if fs.Has(features.FeatureBTFTracepoint) {
+		want += ", drop program"
+	}
+	if code != 0 || !strings.Contains(out, "sflowswitchd: BPF objects accepted by the kernel's verifier (loaded, not attached): "+want+"\n") {
+		t.Errorf("as root: exit %d, stdout %q, stderr %q; want the objects loaded: %s", code, out, errOut, want)
+	}
+
+	var stdout, stderr strings.Builder
+	refused := func() (dataplane.Trial, error) {
+		return dataplane.Trial{}, errors.New("dataplane: loading the samplers: invalid argument")
+	}
+	if code := checkConfig(conf, "", nil, refused, &stdout, &stderr); code != exitFailed ||
+		!strings.Contains(stderr.String(), "configuration refused: this kernel cannot load what it needs:\ndataplane: loading the samplers: invalid argument") || stdout.Len() != 0 {
+		t.Errorf("refused by the kernel: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	skipped := func() (dataplane.Trial, error) {
+		return dataplane.Trial{Skipped: "the process lacks CAP_BPF"}, nil
+	}
+	if code := checkConfig(conf, "", nil, skipped, &stdout, &stderr); code != exitOK ||
+		stdout.String() != "sflowswitchd: configuration valid: "+conf+"\nsflowswitchd: BPF objects not checked (skipped: the process lacks CAP_BPF)\n" {
+		t.Errorf("without privileges: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sflowswitchd/sflowswitchd/daemon"
+	"github.com/sflowswitchd/sflowswitchd/dataplane"
 	"github.com/sflowswitchd/sflowswitchd/internal/buildinfo"
 	"github.com/sflowswitchd/sflowswitchd/internal/earlysignal"
 	"github.com/sflowswitchd/sflowswitchd/internal/portlog"
@@ -65,7 +66,7 @@ func runDaemon(args []string, stdout, stderr io.Writer) (code int) {
 	f.fs.SetOutput(stderr) // hsflowd.conf's notes
 	s, err := f.load()
 	if f.checkConfig {
-		return checkConfig(f.configFile, s.HsflowdConf, err, stdout, stderr)
+		return checkConfig(f.configFile, s.HsflowdConf, err, func() (dataplane.Trial, error) { return daemon.TrialLoad(s) }, stdout, stderr)
 	}
 	if err != nil {
 		// Structured as the rest of the log: one record per problem
@@ -144,8 +145,12 @@ func (f *flagValues) parse(args []string, stdout, stderr io.Writer) (code int, d
 
 // checkConfig reports the outcome of loading the settings exactly as a
 // start or a reload does (flagValues.load: config.Load with
-// daemon.Validate): every problem found, or what would be in force.
-func checkConfig(file, hsflowd string, err error, stdout, stderr io.Writer) int {
+// daemon.Validate): every problem found, or what would be in force. A
+// valid configuration's BPF objects are then loaded through the kernel's
+// verifier and unloaded (trial: daemon.TrialLoad), attaching nothing: a
+// missing kernel feature or a refused program refuses the configuration;
+// without the privileges to load BPF that part is skipped, and said so.
+func checkConfig(file, hsflowd string, err error, trial func() (dataplane.Trial, error), stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "sflowswitchd: configuration refused:\n%v\n", err)
 		return exitFailed
@@ -160,6 +165,19 @@ func checkConfig(file, hsflowd string, err error, stdout, stderr io.Writer) int 
 	if len(read) == 0 {
 		read = append(read, "defaults and flags")
 	}
+	t, err := trial()
+	if err != nil {
+		fmt.Fprintf(stderr, "sflowswitchd: configuration refused: this kernel cannot load what it needs:\n%v\n", err)
+		return exitFailed
+	}
 	fmt.Fprintf(stdout, "sflowswitchd: configuration valid: %s\n", strings.Join(read, ", "))
+	if t.Skipped != "" {
+		fmt.Fprintf(stdout, "sflowswitchd: BPF objects not checked (skipped: %s)\n", t.Skipped)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "sflowswitchd: BPF objects accepted by the kernel's verifier (loaded, not attached): %s\n", strings.Join(t.Loaded, ", "))
+	for _, off := range t.Off {
+		fmt.Fprintf(stdout, "sflowswitchd: a start would run without %s\n", off)
+	}
 	return exitOK
 }

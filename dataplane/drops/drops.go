@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,6 +61,13 @@ type Config struct {
 	// RingBytes is the size of each CPU's notification buffer (a power of
 	// two >= the page size); 0 = DefaultRingBytes. Fixed at open.
 	RingBytes int
+	// PinDir, when set, is a directory on a BPF file system where the
+	// attached program and its maps are pinned, so that they outlive the
+	// process (Release): the program keeps counting every drop while no
+	// process runs (an upgrade's exec, a crash and restart), and the
+	// next Open with the same program adopts it, its counters going on.
+	// Fixed at open.
+	PinDir string
 }
 
 // Event is one notification. Header aliases the reader's buffer and is
@@ -137,6 +145,17 @@ type Drops struct {
 	netns   uint64
 	// bufLost sums the lost records the reader saw (Stats.BufferLost).
 	bufLost atomic.Uint64
+	// pinned is the directory the program and its maps are pinned in
+	// ("" none); adopted says they were an earlier process's, and
+	// adoptedNotified is then the program's notified count before this
+	// process's buffers took notifications (Adopted); stale are the
+	// folders of pinned programs of other builds, replaced the programs
+	// this Open detached (Replaced).
+	pinned          string
+	adopted         bool
+	adoptedNotified uint64
+	stale           []string
+	replaced        []ReplacedProgram
 
 	mu  sync.Mutex // guards cfg
 	cfg Config
@@ -201,35 +220,81 @@ func Open(cfg Config) (*Drops, error) {
 	if err != nil {
 		return nil, fmt.Errorf("drops: loading drops spec: %w", err)
 	}
+	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
+	if cfg.PinDir != "" {
+		d.pinned = filepath.Join(cfg.PinDir, programFingerprint(spec))
+		ok, err := d.adopt()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if err := d.open(cfg, nil); err != nil {
+				return nil, errors.Join(err, d.closeAll())
+			}
+			return d, nil
+		}
+	}
 	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
 		return nil, fmt.Errorf("drops: setting the consumed reason: %w", err)
 	}
-	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
 	if err := bpf.LoadAndAssign(spec, &d.objs, nil); err != nil {
 		return nil, bpf.LoadError("drops: loading drops", err)
 	}
+	if err := d.open(cfg, func() error {
+		d.retire()
+		var err error
+		d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
+		if err != nil {
+			return fmt.Errorf("drops: attaching to skb:kfree_skb: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return nil, errors.Join(err, d.closeAll())
+	}
+	if d.pinned != "" {
+		if err := d.pin(); err != nil {
+			return nil, errors.Join(err, d.Close())
+		}
+	}
+	return d, nil
+}
+
+// open configures the program and opens its buffers and doorbell; attach,
+// when not nil, attaches it (after the buffers, so that no notification
+// finds them missing).
+func (d *Drops) open(cfg Config, attach func() error) error {
 	if err := d.Configure(cfg); err != nil {
-		return nil, errors.Join(err, d.objs.Close())
+		return err
+	}
+	if d.adopted {
+		// Before this process's buffers are in the map: the
+		// notifications written so far went to the earlier process's
+		// buffers (or failed, counted ring_full, once it was gone).
+		st, err := d.Stats()
+		if err != nil {
+			return err
+		}
+		d.adoptedNotified = st.Notified
 	}
 	// One buffer per online CPU. Its watermark is nearly its size: perf
 	// would otherwise wake the reader (an irq_work, a self-interrupt)
 	// for every record, waiting or not; the doorbell ring wakes it only
 	// when it waits (dataplane/bpf/drops.c). Read never waits on these buffers: a
 	// deadline in the past makes each read take what they hold.
+	var err error
 	d.rd, err = perf.NewReaderWithOptions(d.objs.Events, cfg.RingBytes, perf.ReaderOptions{Watermark: cfg.RingBytes - 1})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("drops: drop notification buffers: %w", err), d.objs.Close())
+		return fmt.Errorf("drops: drop notification buffers: %w", err)
 	}
 	d.rd.SetDeadline(drainNow)
 	d.bell, err = ringbuf.NewReader(d.objs.Doorbell)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("drops: drop notification doorbell: %w", err), d.rd.Close(), d.objs.Close())
+		return fmt.Errorf("drops: drop notification doorbell: %w", err)
 	}
-	d.link, err = link.AttachTracing(link.TracingOptions{Program: d.objs.KfreeSkbDrops})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("drops: attaching to skb:kfree_skb: %w", err), d.bell.Close(), d.rd.Close(), d.objs.Close())
+	if attach != nil {
+		return attach()
 	}
-	return d, nil
+	return nil
 }
 
 // FunctionNames reports whether drop locations can be named
@@ -264,9 +329,19 @@ func (d *Drops) Config() Config {
 	return d.cfg
 }
 
-// Close detaches the program and frees its maps; a blocked Read returns
-// os.ErrClosed.
+// Close detaches the program and frees its maps (and their pins); a
+// blocked Read returns os.ErrClosed.
 func (d *Drops) Close() error {
+	var errs []error
+	if d.pinned != "" {
+		errs = append(errs, unpinAll(filepath.Dir(d.pinned)))
+	}
+	return errors.Join(append(errs, d.closeAll())...)
+}
+
+// closeAll closes the process's descriptors: the program stays attached
+// only if pinned.
+func (d *Drops) closeAll() error {
 	var errs []error
 	if d.link != nil {
 		if err := d.link.Close(); err != nil {
@@ -509,4 +584,27 @@ func kernelDropReasons() (map[uint32]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// TrialLoad loads the drop program and its maps through the kernel's
+// verifier, as Open does, then unloads them, attaching nothing
+// (sflowswitchd -check-config).
+func TrialLoad() error {
+	reasons, err := kernelDropReasons()
+	if err != nil {
+		return err
+	}
+	spec, err := bpf.LoadDrops()
+	if err != nil {
+		return fmt.Errorf("drops: loading drops spec: %w", err)
+	}
+	if err := spec.Variables[bpf.DropsVarConsumedReason].Set(consumedReason(reasons)); err != nil {
+		return fmt.Errorf("drops: setting the consumed reason: %w", err)
+	}
+	spec.Maps[bpf.DropsMapDoorbell].MaxEntries = uint32(os.Getpagesize())
+	var objs bpf.DropsObjects
+	if err := bpf.LoadAndAssign(spec, &objs, nil); err != nil {
+		return bpf.LoadError("drops: loading drops", err)
+	}
+	return objs.Close()
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sflowswitchd/sflowswitchd/internal/ethernet"
+	"github.com/sflowswitchd/sflowswitchd/internal/ratelog"
 	"github.com/sflowswitchd/sflowswitchd/sflow"
 )
 
@@ -39,7 +40,15 @@ type Table struct {
 	gen func() (uint32, bool)
 	// dirty asks Run to re-read the tables (a sample saw a newer FIB).
 	dirty chan struct{}
+	// readFailed logs a failed read of the tables: the first one, then at
+	// most one line a minute with the number left out (a read fails at
+	// every change while no descriptor is left, EMFILE); its Total counts
+	// every failure (ReadErrors).
+	readFailed *ratelog.Limiter
 }
+
+// readErrorsEvery is the interval between two lines of failed reads.
+var readErrorsEvery = time.Minute
 
 // fdbKey is a learned MAC on a bridge, in a VLAN of a VLAN-filtering
 // bridge (vid 0 on a bridge without VLAN filtering).
@@ -98,7 +107,8 @@ func New(ns netns.NsHandle, log *slog.Logger) *Table {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Table{ns: ns, log: log, dirty: make(chan struct{}, 1)}
+	t := &Table{ns: ns, log: log, dirty: make(chan struct{}, 1),
+		readFailed: ratelog.New(log, slog.LevelWarn, "reading forwarding tables; lookups use the tables read before", readErrorsEvery)}
 	t.store(&snapshot{})
 	return t
 }
@@ -243,9 +253,7 @@ func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 		return false, fmt.Errorf("forwarding: route subscription: %w", err)
 	}
 	drains = append(drains, func() { drain(routeCh) })
-	if err := t.Refresh(); err != nil {
-		t.log.Warn("reading forwarding tables", "err", err)
-	}
+	t.refresh()
 	// Changes are coalesced: the first one arms a 100 ms timer, the
 	// tables are re-read when it fires. No timer runs while nothing
 	// changes (an idle daemon sleeps).
@@ -262,9 +270,7 @@ func (t *Table) follow(ctx context.Context) (subscribed bool, err error) {
 		case <-dirty:
 		case <-settle:
 			settle = nil
-			if err := t.Refresh(); err != nil {
-				t.log.Warn("reading forwarding tables", "err", err)
-			}
+			t.refresh()
 			continue
 		}
 		if !open {
@@ -292,6 +298,18 @@ func (t *Table) store(s *snapshot) {
 	t.hist.Store(&h)
 	t.snap.Store(s)
 }
+
+// refresh is Refresh for Run: a failure is counted and logged (rate
+// limited), and the tables read before stay.
+func (t *Table) refresh() {
+	if err := t.Refresh(); err != nil {
+		t.readFailed.Log("err", err)
+	}
+}
+
+// ReadErrors returns the number of reads of the tables that failed
+// since New (Run's reads; the lookups kept the tables read before).
+func (t *Table) ReadErrors() uint64 { return t.readFailed.Total.Load() }
 
 // Refresh reads the kernel's tables now and installs a new snapshot,
 // recording the FIB generation it was read at: read before and after,

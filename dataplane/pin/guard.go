@@ -35,7 +35,7 @@ func OwnName(name string) bool {
 		return err == nil && s != "" && s[0] != '+'
 	}
 	switch {
-	case name == MetaName:
+	case name == MetaName, name == DropsDir:
 		return true
 	case strings.HasPrefix(name, RingPrefix):
 		return decimal(name[len(RingPrefix):])

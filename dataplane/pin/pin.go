@@ -31,6 +31,8 @@
 //	ring_<worker>   each worker's ring buffer
 //	link_<ifindex>  each port's XDP or TCX link (clsact filters are found
 //	                by their handle and owner id, dataplane/clsact)
+//	drops/          the drop notification program's pins, a folder per
+//	                build (dataplane/drops Config.PinDir)
 //
 // State made by another layout (another program version whose maps mean
 // something else, or other sizes: workers, ring_bytes, max_ports) is never
@@ -431,6 +433,10 @@ func (p *State) PinMaps(objs *bpf.SamplerObjects) error {
 	return nil
 }
 
+// DropsDir is the folder of the drop notification program's pins
+// (dataplane/drops Config.PinDir).
+const DropsDir = "drops"
+
 // UnpinAll removes the pin directory after Close detached the ports.
 func (p *State) UnpinAll() error {
 	var errs []error
@@ -438,7 +444,11 @@ func (p *State) UnpinAll() error {
 		if !OwnName(name) {
 			continue // not the daemon's: left, and so is the directory
 		}
-		if err := os.Remove(p.Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		rm := os.Remove
+		if name == DropsDir {
+			rm = os.RemoveAll // a folder (normally gone with the drop program)
+		}
+		if err := rm(p.Path(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning %s: %w", name, err))
 		}
 	}

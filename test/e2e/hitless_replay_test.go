@@ -14,7 +14,7 @@ import (
 // frames arrive, so that its ring holds them all, and then let go
 // (SIGCONT) and killed (SIGKILL) a few milliseconds later, while it reads
 // that batch and sends the datagrams it made; a new daemon takes the
-// samplers over. Three rounds, each with another delay. The flow samples
+// samplers over. Six rounds, each with another delay (1 to 10 ms). The flow samples
 // of p1 name each frame once at most (no record read again by the
 // program that takes the ring over), their sequence numbers only
 // increase, and the samples lost in flight at the kills (the gaps in the
@@ -22,13 +22,26 @@ import (
 // batch at most per kill. (Before, the ring's consumer position was stored only after a
 // whole batch, while datagrams of the batch were sent every 32: the next
 // program read the sent part again, 1760 frames twice in one run.)
+//
+// Then an upgrade in place (SIGUSR2) with a burst of 6000 frames in the
+// ring. At 1 in 1 every frame is a sample, so the last flow sample's pool is
+// p1's rx_packets exactly, and its sequence number plus its drops (the
+// ring's losses) are that pool: the records a killed daemon had read
+// past its last send are read again, with their own pools and the
+// sequence numbers that were not sent. (Before, the agent state kept the
+// pool and sequence number of the latest record read, ahead of the ring
+// position: the records read again had their pools raised above it and
+// numbers skipped, and the last pool stayed above rx_packets for good.)
 func TestHitlessKillMidBatch(t *testing.T) {
 	h := newHitless(t, "-sampling", "1")
 	lab := h.lab
+	h.before = lab.RxPackets(t, lab.Switch, "p1")
 	d := h.start(t)
 	d.waitReady(t, lab, "p1", "p2")
 	const perRound = 6000
-	for round, delay := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
+	delays := []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond, 7 * time.Millisecond, 10 * time.Millisecond}
+	kills := len(delays)
+	for round, delay := range delays {
 		d.stop(t)
 		sendNumbered(t, lab, 0, 1, uint64(round*perRound), perRound)
 		d.signal(t, syscall.SIGCONT)
@@ -38,17 +51,31 @@ func TestHitlessKillMidBatch(t *testing.T) {
 		d = h.start(t)
 		d.waitReady(t, lab, "p1", "p2")
 	}
-	// Settled: no new flow sample of p1 over 2 s.
-	var dgs []datagram
-	for stable, prev := 0, -1; stable < 4; time.Sleep(500 * time.Millisecond) {
-		dgs = h.col.snapshot(t)
-		n := len(goflowFlowsOf(dgs, h.p1))
-		if n == prev {
-			stable++
-		} else {
-			stable = 0
-		}
-		prev = n
+	// An upgrade in place with a burst waiting in the ring, then frames
+	// after the last take-over: the last samples are of frames whose
+	// samples are not lost in flight at a kill.
+	d.stop(t)
+	sendNumbered(t, lab, 0, 1, uint64(kills*perRound), perRound)
+	d.signal(t, syscall.SIGCONT)
+	d.signal(t, syscall.SIGUSR2)
+	d.waitLog(t, 20*time.Second, "upgrade in place completed")
+	d.waitReady(t, lab, "p1", "p2")
+	sendNumbered(t, lab, 0, 1, uint64((kills+1)*perRound), 100)
+	// Settled: the pool is the kernel's count, nothing new over 2 s.
+	e := h.waitSettled(t)
+	dgs := h.col.snapshot(t)
+	if len(e.flows) == 0 {
+		t.Fatal("no flow sample of p1")
+	}
+	last := e.flows[len(e.flows)-1]
+	t.Logf("p1 received %d frames; last flow sample: sequence %d, pool %d, drops %d; ring drops %d",
+		e.rx, last.seq, last.pool, last.drop, e.kdrops)
+	if uint64(last.pool) != e.rx {
+		t.Errorf("last sample_pool %d, p1's rx_packets %d: want equal (1 in 1)", last.pool, e.rx)
+	}
+	if uint64(last.seq)+uint64(last.drop) != uint64(last.pool) {
+		t.Errorf("last flow sample: sequence %d + drops %d = %d, want its pool %d (every frame numbered or dropped once)",
+			last.seq, last.drop, uint64(last.seq)+uint64(last.drop), last.pool)
 	}
 	seen := map[uint64]int{}
 	var dups []string
@@ -76,7 +103,7 @@ func TestHitlessKillMidBatch(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", 3*perRound, len(seen), len(dups), lost)
+	t.Logf("%d frames sent, %d reported, %d reported twice, %d samples lost in flight (sequence gaps)", (kills+1)*perRound+100, len(seen), len(dups), lost)
 	if len(dups) != 0 {
 		t.Errorf("%d frames reported twice, e.g. %v", len(dups), dups[:min(5, len(dups))])
 	}
@@ -86,11 +113,11 @@ func TestHitlessKillMidBatch(t *testing.T) {
 	for _, dg := range dgs {
 		perDatagram = max(perDatagram, len(dg.our.Samples))
 	}
-	if lost > 3*32*perDatagram {
-		t.Errorf("%d samples lost in flight at 3 kills, want at most a send batch each (32 datagrams of %d samples)", lost, perDatagram)
+	if lost > kills*32*perDatagram {
+		t.Errorf("%d samples lost in flight at %d kills, want at most a send batch each (32 datagrams of %d samples)", lost, kills, perDatagram)
 	}
-	if len(seen) < 3*perRound/2 {
-		t.Errorf("%d of %d frames reported: the lab lost most of the bursts, nothing tested", len(seen), 3*perRound)
+	if len(seen) < (kills+1)*perRound/2 {
+		t.Errorf("%d of %d frames reported: the lab lost most of the bursts, nothing tested", len(seen), (kills+1)*perRound)
 	}
 	h.stopClean(t, d)
 }

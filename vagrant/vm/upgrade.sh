@@ -6,7 +6,8 @@
 #   upgrade.sh DEB_OLD DEB_NEW
 #
 #   1. a port to sample: veth sw1 in the VM, its peer in namespace h1, no
-#      IPv6 on either (only the test's frames cross sw1);
+#      IPv6 on either, permanent neighbours (no ARP: only the test's
+#      frames cross sw1);
 #   2. dpkg -i DEB_OLD; the packaged configuration with its pin_dir, sw1
 #      only, sampling 1, a collector on 127.0.0.1:6343; systemctl start;
 #   3. steady traffic from h1 (ping, 200 frames/s); the datagrams captured
@@ -68,6 +69,11 @@ ip addr add 198.18.14.1/24 dev sw1
 ip link set sw1 up
 ip -n h1 addr add 198.18.14.2/24 dev h1
 ip -n h1 link set h1 up
+# Permanent neighbours: no ARP crosses sw1 (a neighbour probe of h1's,
+# seconds after the pings stop, arrived after rx_packets was read and
+# before the capture ended: a sample, and a pool, one frame above it).
+ip -n h1 neigh replace 198.18.14.1 lladdr "$(cat /sys/class/net/sw1/address)" dev h1 nud permanent
+ip neigh replace 198.18.14.2 lladdr "$(ip netns exec h1 cat /sys/class/net/h1/address)" dev sw1 nud permanent
 rx0=$(cat /sys/class/net/sw1/statistics/rx_packets)
 
 echo "== dpkg -i $(basename "$old")"
@@ -245,7 +251,9 @@ wait "$cap_pid" 2>/dev/null || true
 kill "$dec_pid"
 wait "$dec_pid" 2>/dev/null || true
 dec_pid= cap_pid=
-echo "sw1 rx_packets since the test began: $rx"
+rx_end=$(($(cat /sys/class/net/sw1/statistics/rx_packets) - rx0))
+echo "sw1 rx_packets since the test began: $rx (and $rx_end once the capture ended)"
+[ "$rx_end" = "$rx" ] || fail "frames crossed sw1 after the traffic stopped: rx_packets $rx, then $rx_end"
 cat "$work/dumpcap.err"
 # "Packets received/dropped on interface 'lo': R/D (...)"
 dropped=$(sed -n "s|.*received/dropped on interface '[^']*': [0-9]*/\([0-9]*\).*|\1|p" "$work/dumpcap.err")

@@ -40,6 +40,9 @@ type Runner struct {
 	log      *slog.Logger
 	reporter *agent.DropReporter
 	features *features.Features
+	// pinDir is where the program is pinned to outlive the process
+	// (drops.Config.PinDir; "" not pinned).
+	pinDir string
 
 	mu     sync.Mutex
 	ctx    context.Context // the daemon's run context, set by start
@@ -89,6 +92,15 @@ func transient(err error) bool {
 // say so, naming the feature, without trying to load the program.
 func New(subAgent uint32, features *features.Features, log *slog.Logger) *Runner {
 	return &Runner{log: log, reporter: agent.NewDropReporter(subAgent, log), features: features}
+}
+
+// SetPinDir pins the program in dir (drops.Config.PinDir), so that it
+// counts every drop through an upgrade's exec or a crash and restart, and
+// the next process adopts it. Call it before Start.
+func (d *Runner) SetPinDir(dir string) {
+	d.mu.Lock()
+	d.pinDir = dir
+	d.mu.Unlock()
 }
 
 // Reporter is the reporter of the notifications (receivers, statistics).
@@ -195,11 +207,23 @@ func (d *Runner) applyLocked(c Config) error {
 			return fmt.Errorf("drop notifications unavailable: %w %s: %w", ErrKernelFeature, features.FeatureBTFTracepoint, err)
 		}
 	}
+	cfg.PinDir = d.pinDir
 	dp, err := drops.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("drop notifications unavailable: %w", err)
 	}
 	d.dp = dp
+	for _, r := range dp.Replaced() {
+		if r.Err != nil {
+			d.log.Warn("drop notifications: a pinned program replaced; the kernel's drop counts start anew", "build", r.Name, "program", r.ID, "err", r.Err)
+			continue
+		}
+		d.log.Info("drop notifications: the pinned program of another build replaced; the kernel's drop counts start anew, its losses carried into the drops field",
+			"build", r.Name, "program", r.ID, "drops", r.Stats.Drops, "lost", r.Stats.Lost())
+	}
+	if notified, ok := dp.Adopted(); ok {
+		d.log.Info("drop notifications: the pinned program taken over, its counts going on", "program", dp.ProgramID(), "notified_before", notified)
+	}
 	if !dp.FunctionNames() {
 		d.log.Warn("drop notifications carry no extended_function: the kernel hides its symbol addresses from this process " +
 			"(/proc/kallsyms needs CAP_SYSLOG, or kernel.kptr_restrict=0 with kernel.perf_event_paranoid<=1); reasons, ports and headers are sent")
@@ -211,6 +235,46 @@ func (d *Runner) applyLocked(c Config) error {
 		d.reporter.Run(rctx, source.NewDropSource(dp))
 	}(d.done)
 	d.log.Info("drop notifications on", "limit", c.Limit, "header_bytes", c.HeaderBytes)
+	return nil
+}
+
+// Pause makes the program stop writing notifications to this process's
+// buffers (each one from here is counted lost), before an upgrade stops
+// the reporter: what it reads as it stops is then every notification
+// written, none left in the buffers to be lost unread.
+func (d *Runner) Pause() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dp == nil {
+		return
+	}
+	if err := d.dp.Pause(); err != nil {
+		d.log.Warn("pausing drop notifications for the upgrade", "err", err)
+	}
+}
+
+// Release stops the reporter and leaves the program attached and pinned,
+// counting drops, for the next program (an upgrade in place). Without a
+// pin directory it is Stop.
+func (d *Runner) Release() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.want.On = false
+	if d.retry != nil {
+		d.retry.Stop()
+		d.retry = nil
+	}
+	if d.dp == nil {
+		return nil
+	}
+	d.cancel()
+	<-d.done
+	err := d.dp.Release()
+	d.dp = nil
+	if err != nil {
+		return fmt.Errorf("drop notifications: %w", err)
+	}
+	d.log.Info("drop notifications released: the program counts on for the next program")
 	return nil
 }
 

@@ -24,7 +24,7 @@ var workerMetrics = []workerMetric{
 	{prom.Desc("datagrams_sent_total", "Datagrams sent to collectors.", "worker"), func(s *agent.WorkerStats) uint64 { return s.Datagrams.Load() }},
 	{prom.Desc("bytes_sent_total", "Bytes of datagrams sent to collectors.", "worker"), func(s *agent.WorkerStats) uint64 { return s.Bytes.Load() }},
 	{prom.Desc("send_errors_total", "Datagrams the socket refused.", "worker"), func(s *agent.WorkerStats) uint64 { return s.SendErrors.Load() }},
-	{prom.Desc("poll_errors_total", "Counter polls that failed.", "worker"), func(s *agent.WorkerStats) uint64 { return s.PollErrors.Load() }},
+	{prom.Desc("poll_errors_total", "Counter polls that failed (e.g. no descriptor left, EMFILE); the poll sends the counters it could read. Logged once, then at most once a minute per worker with the number left out.", "worker"), func(s *agent.WorkerStats) uint64 { return s.PollErrors.Load() }},
 	{prom.Desc("transit_samples_total", "Kernel samples followed to the port their frame left by (transit on): their flow samples carry extended_egress_queue, extended_transit (sampled at ingress) and extended_queue (through a qdisc).", "worker"), func(s *agent.WorkerStats) uint64 { return s.TransitRecords.Load() }},
 	{prom.Desc("ring_read_errors_total", "Errors reading the kernel sample ring.", "worker"), func(s *agent.WorkerStats) uint64 { return s.ReadErrors.Load() }},
 }
