@@ -135,6 +135,15 @@ type SampleReader interface {
 	ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error)
 }
 
+// StopReader is a SampleReader whose queued samples end with the program
+// (a socket's receive queue, which the kernel frees with the socket), where
+// a pinned ring's wait for the next program: a stopping worker reads them
+// with ReadAtStop, which does not wait, sends them and only then flushes
+// and stops.
+type StopReader interface {
+	ReadAtStop(fn func(*PacketSample)) (int, error)
+}
+
 // PoolReader reads a port's sample_pool and kernel drop count. It is called
 // for every flow sample emitted and must not make a system call (the
 // dataplane reads an mmap-ed counter array).
@@ -388,6 +397,7 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 		case cfg := <-w.ctrl:
 			w.apply(cfg)
 		case <-ctx.Done():
+			w.readAtStop(src)
 			return
 		default:
 		}
@@ -461,6 +471,34 @@ func (w *worker) readAll(src SampleReader) {
 	// read; what was there at the call is read within a few batches.
 	for range 64 {
 		n, err := src.ReadSamples(time.Now(), w.handleFn)
+		if n > 0 {
+			w.persist()
+			for _, r := range w.receivers {
+				r.SendQueued()
+			}
+		}
+		if n == 0 || err != nil {
+			return
+		}
+	}
+}
+
+// readAtStop reads and sends, when src is a StopReader, what it holds as
+// the worker stops (the datagrams are flushed after, by closeAll).
+// Bounded as readAll: under load the kernel may refill the queue as fast
+// as it is read.
+func (w *worker) readAtStop(src SampleReader) {
+	sr, ok := src.(StopReader)
+	if !ok {
+		return
+	}
+	select { // a configuration sent before the stop describes the samples
+	case cfg := <-w.ctrl:
+		w.apply(cfg)
+	default:
+	}
+	for range 64 {
+		n, err := sr.ReadAtStop(w.handleFn)
 		if n > 0 {
 			w.persist()
 			for _, r := range w.receivers {

@@ -88,6 +88,8 @@ var (
 		"Times a psample group's sequence restarted (its last rule removed and made anew).", "worker")
 	psamplePoolErrors = prom.Desc("psample_pool_read_errors_total",
 		"Port counter reads (RTM_GETSTATS) that failed: the samples of that batch carried the pool of the previous read.", "worker")
+	psampleUnsent = prom.Desc("psample_samples_unsent_total",
+		"Samples read from a worker's psample socket after the workers stopped (at exit or an upgrade in place), not sent: counted in their ports' drops, which the agent's state carries to the next program.", "worker")
 	psampleEgressRefused = prom.Desc("psample_egress_refused_total",
 		"Ports whose egress sampling rule the kernel refused (sampled at ingress only).")
 	psampleRejoins = prom.Desc("psample_family_rejoins_total",
@@ -104,7 +106,7 @@ const psampleFamilyCheck = 5 * time.Second
 type psampleCollector struct{ p *source.Psample }
 
 func (c psampleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleEgressRefused, psampleRejoins, psampleFamilyGone} {
+	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleUnsent, psampleEgressRefused, psampleRejoins, psampleFamilyGone} {
 		ch <- d
 	}
 }
@@ -118,6 +120,7 @@ func (c psampleCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(psampleForeign, st.Foreign.Load(), l)
 		ch <- prom.Counter(psampleRestarts, st.Restarts.Load(), l)
 		ch <- prom.Counter(psamplePoolErrors, st.PoolErrors.Load(), l)
+		ch <- prom.Counter(psampleUnsent, st.Unsent.Load(), l)
 	}
 	ch <- prom.Counter(psampleEgressRefused, c.p.EgressRefused.Load())
 	ch <- prom.Counter(psampleRejoins, c.p.Rejoins.Load())

@@ -135,7 +135,7 @@ func (r *MixedReader) watch() {
 			continue
 		}
 		for !r.stop.Load() {
-			ok, err := r.ps.conn.Load().WaitReadable(watchPoll)
+			ok, err := r.ps.waitReadable(watchPoll)
 			if err != nil {
 				return
 			}
@@ -169,21 +169,45 @@ func (r *MixedReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSampl
 // Wake implements agent.Waker.
 func (r *MixedReader) Wake() error { return r.bpf.Wake() }
 
+// ReadAtStop implements agent.StopReader: the psample socket's queue (the
+// BPF ring's samples wait for the next program, or go with the ring).
+func (r *MixedReader) ReadAtStop(fn func(*agent.PacketSample)) (int, error) {
+	return r.ps.ReadAtStop(fn)
+}
+
 // Close stops the watcher.
 func (r *MixedReader) Close() {
 	r.stop.Store(true)
 	<-r.done
 }
 
-// tryRead is ReadSamples without a wait.
+// tryRead is ReadSamples without a wait: a follower's queue, or the
+// socket (the followers woken for what it handed them).
 func (r *PsampleReader) tryRead(fn func(*agent.PacketSample)) (int, error) {
+	if r.queue != nil {
+		return r.queue.tryRead(fn), nil
+	}
 	r.fn = fn
 	before := r.conn.Load().Overruns.Load()
 	n, err := r.conn.Load().TryRead(r.conv)
 	if d := r.conn.Load().Overruns.Load() - before; d > 0 {
 		r.Stats.Overruns.Add(d)
 	}
+	for _, q := range r.followers {
+		if q != nil {
+			err = errors.Join(err, q.kick())
+		}
+	}
 	return n, err
+}
+
+// waitReadable waits up to timeout until the reader has samples: its
+// socket's, or a follower's queue.
+func (r *PsampleReader) waitReadable(timeout time.Duration) (bool, error) {
+	if r.queue != nil {
+		return r.queue.waitReadable(timeout)
+	}
+	return r.conn.Load().WaitReadable(timeout)
 }
 
 // MixedReaders pairs the BPF readers of dp's sources with ps's readers,

@@ -144,7 +144,7 @@ type psPort struct {
 	// (listen-only: the rules are another component's). Written under
 	// Psample.mu, read by the reader.
 	counted atomic.Uint32
-	// Touched by its worker's reader only:
+	// Touched by the reader of the socket (the first worker's) only:
 	raw    psample.PortCounts // counters at the last read
 	pool   uint64             // packets counted since sampling began
 	gen    uint64             // the batch (psample.Sample.Batch) the pool was read in
@@ -206,6 +206,11 @@ type Psample struct {
 	// re-joined (WatchFamily); FamilyGone is set while the family is gone.
 	Rejoins    atomic.Uint64
 	FamilyGone atomic.Bool
+	// leaderStopped is closed (once, leaderStop) when the first worker's
+	// reader read its socket to the end at a stop (with
+	// followers: PsampleReader.ReadAtStop).
+	leaderStopped chan struct{}
+	leaderStop    sync.Once
 }
 
 // groupFor returns port ifindex's group in one direction (rules mode).
@@ -265,7 +270,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		cfg.GroupBase = DefaultGroupBase
 	}
 	cfg.Workers = max(cfg.Workers, 1)
-	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None()}
+	p := &Psample{cfg: cfg, log: cfg.Logger, ports: map[uint32]*psPort{}, open: open, ns: netns.None(), leaderStopped: make(chan struct{})}
 	if ns, err := netns.Get(); err == nil {
 		p.ns = ns
 	}
@@ -293,9 +298,9 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 	for w := 0; w < cfg.Workers; w++ {
 		var r *PsampleReader
 		var err error
-		if cfg.listenOnly() && w > 0 {
-			// One socket for the group, the first worker's; the others
-			// get their samples from it (psample_dispatch.go).
+		if w > 0 {
+			// One socket, the first worker's; the others get their
+			// samples from it (psample_dispatch.go).
 			r, err = p.newFollower(w)
 		} else {
 			r, err = p.newReader(w, open)
@@ -306,7 +311,7 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 		p.readers = append(p.readers, r)
 		p.rstats = append(p.rstats, r.Stats)
 	}
-	if cfg.listenOnly() && cfg.Workers > 1 {
+	if cfg.Workers > 1 {
 		lead := p.readers[0]
 		lead.followers = make([]*psQueue, cfg.Workers)
 		for w, r := range p.readers[1:] {
@@ -440,8 +445,7 @@ func (p *Psample) install(pp *psPort) error {
 			p.log.Debug("psample: hw-tc-offload unknown: rules in software", "port", l.Attrs().Name, "err", err)
 		}
 	}
-	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW,
-		Continue: p.cfg.InstallRules}
+	r := psample.Rule{IfIndex: idx, Rate: pp.rate, Group: p.groupFor(pp.ifindex, false), TruncSize: pp.trunc, SkipSW: pp.skipSW}
 	if pp.dir&sflow.DirectionIngress != 0 && r.Group != 0 {
 		if err := p.owner.Install(r); err != nil {
 			return err
@@ -531,10 +535,30 @@ func (p *Psample) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
+	// The samples queued since the workers stopped cannot be sent: they
+	// are counted in their ports' drops (which the agent's state keeps
+	// for the next program), first with the pools read (the rules still
+	// sample), then, once the rules are gone, what they took until then.
+	for _, r := range p.readers {
+		errs = append(errs, r.readClosing(true))
+	}
 	if p.owner != nil {
 		for idx := range p.ports {
 			errs = append(errs, p.owner.Remove(int(idx), false), p.owner.Remove(int(idx), true))
 		}
+	}
+	for _, r := range p.readers {
+		errs = append(errs, r.readClosing(false))
+		r.countQueued(p.ports)
+	}
+	var unsent uint64
+	for _, st := range p.rstats {
+		unsent += st.Unsent.Load()
+	}
+	if unsent > 0 {
+		p.log.Info("psample: samples read after the workers stopped, not sent: counted in their ports' drops", "samples", unsent)
+	}
+	if p.owner != nil {
 		errs = append(errs, p.owner.Close())
 		p.owner = nil
 	}
@@ -564,6 +588,10 @@ type PsampleReaderStats struct {
 	// RejoinErrors counts the sockets that could not be opened again
 	// after the family was made anew (retried at the next check).
 	RejoinErrors atomic.Uint64
+	// Unsent counts the samples read as the program stopped, after the
+	// workers had (Psample.Close): not sent, counted in their ports'
+	// drops.
+	Unsent atomic.Uint64
 }
 
 // PsampleReader is one worker's psample socket (agent.SampleReader and
@@ -587,15 +615,22 @@ type PsampleReader struct {
 	// pending are listen-only losses revealed by a sample of a port this
 	// worker does not own: charged to its next own sample.
 	pending uint64
-	// queue, for a follower (listen-only, not the first worker): where
+	// queue, for a follower (not the first worker): where
 	// the first worker's reader puts this worker's samples; conn is nil.
 	// followers, for that first reader: the queues by worker (nil: none).
 	queue     *psQueue
 	followers []*psQueue
 	fn        func(*agent.PacketSample)
-	ps        agent.PacketSample
-	conv      func(*psample.Sample)
-	Stats     *PsampleReaderStats
+	// closing: the workers stopped (Psample.Close): a sample read now is
+	// counted in its port's drops, not handed on; closingPool says
+	// whether its port's pool is still read (not once the rules are
+	// gone: the frames after them could not be sampled).
+	closing, closingPool bool
+	// stopWaited: a follower waited for the first reader at the stop.
+	stopWaited bool
+	ps         agent.PacketSample
+	conv       func(*psample.Sample)
+	Stats      *PsampleReaderStats
 }
 
 func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*PsampleReader, error) {
@@ -618,8 +653,8 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	return r, nil
 }
 
-// newFollower is worker w's reader in listen-only mode when the first
-// worker's socket reads the group for every worker.
+// newFollower is worker w's reader (w > 0): the first worker's socket
+// reads the samples of every worker (psample_dispatch.go).
 func (p *Psample) newFollower(w int) (*PsampleReader, error) {
 	q, err := newPsQueue()
 	if err != nil {
@@ -648,6 +683,9 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 		r.reopen()
 	}
 	conn := r.conn.Load()
+	if woken, err := r.waitRoom(conn, deadline); woken || err != nil {
+		return 0, err
+	}
 	before := conn.Overruns.Load()
 	n, err := conn.Read(deadline, r.conv)
 	for _, q := range r.followers {
@@ -669,12 +707,120 @@ func (r *PsampleReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSam
 	return n, err
 }
 
+// roomPoll is how often a reader whose followers' queues are full looks
+// again.
+const roomPoll = time.Millisecond
+
+// waitRoom waits, before the first worker's reader reads its socket, until
+// every follower's queue has room for what one read can hand it, so that
+// a follower slower than the socket leaves the samples in the socket's
+// buffer (4 MiB), not in a full queue: the samples that buffer cannot
+// hold are the kernel's to drop, and count as GROUP_SEQ gaps. It returns
+// at deadline (os.ErrDeadlineExceeded: the worker ticks) or when Wake
+// cut the wait short (woken: the worker takes its configuration first).
+func (r *PsampleReader) waitRoom(conn *psample.Conn, deadline time.Time) (woken bool, err error) {
+	need := uint64(conn.MaxPerRead())
+	for {
+		full := false
+		for _, q := range r.followers {
+			if q != nil && q.free() < need {
+				full = true
+				if err := q.kick(); err != nil {
+					return false, err
+				}
+			}
+		}
+		if !full {
+			return false, nil
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return false, os.ErrDeadlineExceeded
+		}
+		if woken, err := conn.Pause(roomPoll, deadline); woken || err != nil {
+			return woken, err
+		}
+	}
+}
+
 // Wake implements agent.Waker.
 func (r *PsampleReader) Wake() error {
 	if r.queue != nil {
 		return r.queue.wake()
 	}
 	return r.conn.Load().Wake()
+}
+
+// ReadAtStop implements agent.StopReader: what the socket (a follower:
+// its queue) holds as the worker stops, without waiting. The kernel frees
+// a socket's queue with the socket, and the next program opens its own:
+// what is not read now would be neither sent nor counted.
+//
+// Listen-only with several workers, a follower first waits (a bounded
+// time) for the first worker's reader to have read the socket to its end,
+// so that the samples it hands on at the stop are in the queue.
+func (r *PsampleReader) ReadAtStop(fn func(*agent.PacketSample)) (int, error) {
+	if r.queue != nil {
+		if !r.stopWaited {
+			r.stopWaited = true
+			select {
+			case <-r.p.leaderStopped:
+			case <-time.After(stopWaitLeader):
+			}
+		}
+		return r.queue.drain(fn), nil
+	}
+	n, err := r.tryRead(fn)
+	if n == 0 && err == nil {
+		r.settle()
+	}
+	if (n == 0 || err != nil) && r.followers != nil {
+		r.p.leaderStop.Do(func() { close(r.p.leaderStopped) })
+	}
+	return n, err
+}
+
+// stopWaitLeader bounds a follower's wait for the first worker's last
+// read at a stop.
+const stopWaitLeader = 2 * time.Second
+
+// readClosing reads what the socket holds once the workers stopped
+// (Psample.Close), counting each sample in its port's drops (closing),
+// the ports' pools read while pool; bounded as a worker's reads, for a
+// group another component's rules keep feeding (listen-only).
+func (r *PsampleReader) readClosing(pool bool) error {
+	if r.queue != nil {
+		return nil
+	}
+	r.closing, r.closingPool = true, pool
+	r.fn = func(*agent.PacketSample) {}
+	conn := r.conn.Load()
+	before := conn.Overruns.Load()
+	var err error
+	for range 64 {
+		var n int
+		if n, err = conn.TryRead(r.conv); n == 0 || err != nil {
+			break
+		}
+	}
+	if d := conn.Overruns.Load() - before; d > 0 {
+		r.Stats.Overruns.Add(d)
+	}
+	r.settle()
+	return err
+}
+
+// countQueued counts the samples left in a follower's queue once the
+// workers stopped (Psample.Close) in their ports' drops.
+func (r *PsampleReader) countQueued(ports map[uint32]*psPort) {
+	if r.queue == nil {
+		return
+	}
+	r.queue.drain(func(ps *agent.PacketSample) {
+		if pp := ports[ps.IfIndex]; pp != nil {
+			pp.addDrops(1)
+		}
+		r.Stats.Unsent.Add(1)
+	})
 }
 
 // convert turns a psample message into the worker's PacketSample.
@@ -742,7 +888,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 	} else {
 		pp = t.groups[s.Group]
 		egress = s.Group&1 != 0
-		if pp == nil || pp.worker != r.id {
+		if pp == nil || (pp.worker != r.id && r.followers == nil) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
@@ -756,6 +902,14 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		pp.addDrops(lost)
 	}
 	pp.takenA.Add(1 + lost)
+	if r.closing {
+		if r.closingPool && pp.gen != s.Batch {
+			r.readPool(pp, s.Batch)
+		}
+		pp.addDrops(1)
+		r.Stats.Unsent.Add(1)
+		return
+	}
 	// The counters once per port and recvmmsg batch: read after every
 	// message of the batch was queued, so after each of their frames was
 	// counted.
@@ -862,7 +1016,7 @@ func (r *PsampleReader) groupChanged(group uint32, created bool) {
 		}
 		q = &r.listen
 	default:
-		if pp = r.p.table.Load().groups[group]; pp == nil || pp.worker != r.id {
+		if pp = r.p.table.Load().groups[group]; pp == nil || (pp.worker != r.id && r.followers == nil) {
 			return
 		}
 		q = &pp.seq[group&1]
@@ -895,7 +1049,7 @@ func (r *PsampleReader) settle() {
 		return
 	}
 	for _, pp := range r.p.table.Load().ports {
-		if pp.worker != r.id {
+		if pp.worker != r.id && r.followers == nil {
 			continue
 		}
 		for d := range pp.seq {

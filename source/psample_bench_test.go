@@ -15,6 +15,7 @@ import (
 
 	"github.com/sflowswitchd/sflowswitchd/agent"
 	"github.com/sflowswitchd/sflowswitchd/dataplane"
+	"github.com/sflowswitchd/sflowswitchd/dataplane/psample"
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/pslab"
 )
 
@@ -27,15 +28,22 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source
 //
+// SFPS_BENCH_PATHS (e.g. "psample,xdp"; "psample@10ms": the readers'
+// holdoff 10 ms), SFPS_BENCH_ROUNDS (default 3)
+// and SFPS_BENCH_WORKERS (default 1; the port is one worker's, the
+// others idle, as a port's data source belongs to one sub-agent) change
+// the run.
+//
 // (the VM: make vagrant-test VM_CMD='cd source && $TREE/tests/source.test -test.run ^$ -test.bench BenchmarkPathCPU -test.benchtime 1x')
 func BenchmarkPathCPU(b *testing.B) {
-	const rounds, frames, rate = 3, 20000, 1
+	const frames, rate = 20000, 1
+	rounds, workers := envInt(b, "SFPS_BENCH_ROUNDS", 3), envInt(b, "SFPS_BENCH_WORKERS", 1)
 	paths := []string{"psample", "xdp", "tc"}
 	if v := os.Getenv("SFPS_BENCH_PATHS"); v != "" { // e.g. xdp,tc on a kernel without psample
 		paths = strings.Split(v, ",")
 	}
 	for _, p := range paths {
-		if p == "psample" {
+		if strings.HasPrefix(p, "psample") {
 			needActSample(b)
 		}
 	}
@@ -43,7 +51,7 @@ func BenchmarkPathCPU(b *testing.B) {
 	senderNs := map[string][]float64{}
 	for round := 0; round < rounds; round++ {
 		for _, path := range paths {
-			a, s, n := pathTrial(b, path, frames, rate)
+			a, s, n := pathTrial(b, path, frames, rate, workers)
 			agentNs[path] = append(agentNs[path], a)
 			senderNs[path] = append(senderNs[path], s)
 			b.Logf("round %d %-7s: %d samples of %d frames, agent %.0f ns/sample, sender %.0f ns/frame", round+1, path, n, frames, a, s)
@@ -56,6 +64,35 @@ func BenchmarkPathCPU(b *testing.B) {
 		b.Logf("%-7s agent %.0f ns/sample [%.0f – %.0f], sender %.0f ns/frame [%.0f – %.0f]", path, a, minf(agentNs[path]), maxf(agentNs[path]),
 			s, minf(senderNs[path]), maxf(senderNs[path]))
 	}
+	// The psample path against each ring path, round by round: the
+	// trials of one round ran one after the other, under the machine's
+	// load of that moment, so the ratio of a round is steadier than the
+	// ratio of the medians when the load drifts (a shared machine, or an
+	// emulated VM on one).
+	for _, ring := range paths {
+		if strings.HasPrefix(ring, "psample") || len(agentNs["psample"]) == 0 {
+			continue
+		}
+		var r []float64
+		for i := range agentNs[ring] {
+			r = append(r, agentNs["psample"][i]/agentNs[ring][i])
+		}
+		b.ReportMetric(median(r), "psample/"+ring)
+		b.Logf("psample/%-4s agent CPU per sample, per round: median %.2f [%.2f – %.2f] %.2f", ring, median(r), minf(r), maxf(r), r)
+	}
+}
+
+// envInt is the positive integer in environment variable name, or def.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s: %q", name, v)
+	}
+	return n
 }
 
 func median(v []float64) float64 {
@@ -82,16 +119,28 @@ func cpuNow(b *testing.B) time.Duration {
 
 // pathTrial runs one trial: a fresh lab, the agent on path, frames sent
 // by a helper process; it returns the agent's and the sender's CPU.
-func pathTrial(b *testing.B, path string, frames int, rate uint32) (agentNs, senderNs float64, samples int) {
+func pathTrial(b *testing.B, path string, frames int, rate uint32, workers int) (agentNs, senderNs float64, samples int) {
 	lab := pslab.New(b)
 	i0, _ := lab.Veth(b, "sfps0", "sfps1")
 	var dpl agent.SampleSource
 	var readers []agent.SampleReader
 	var closeFn func() error
-	switch path {
-	case "psample":
+	kind, d, _ := strings.Cut(path, "@")
+	if d != "" {
+		kind += "@"
+	}
+	switch kind {
+	case "psample", "psample@":
+		// psample@D: the readers' holdoff D (psample.ConnConfig.Holdoff).
+		var cc psample.ConnConfig
+		if d != "" {
+			var err error
+			if cc.Holdoff, err = time.ParseDuration(d); err != nil {
+				b.Fatalf("path %s: %v", path, err)
+			}
+		}
 		var p *Psample
-		lab.Do(b, func() (err error) { p, err = NewPsample(PsampleConfig{Workers: 1}); return err })
+		lab.Do(b, func() (err error) { p, err = NewPsample(PsampleConfig{Workers: workers, Conn: cc}); return err })
 		dpl, readers, closeFn = p, p.Readers(), p.Close
 	default:
 		hook := dataplane.HookXDP
@@ -100,17 +149,17 @@ func pathTrial(b *testing.B, path string, frames int, rate uint32) (agentNs, sen
 		}
 		var dp *dataplane.Dataplane
 		lab.Do(b, func() (err error) {
-			dp, err = dataplane.Open(dataplane.Config{Workers: 1, MaxPorts: 4, Hook: hook})
+			dp, err = dataplane.Open(dataplane.Config{Workers: workers, MaxPorts: 4, Hook: hook})
 			return err
 		})
 		var err error
-		if readers, err = BPFReaders(dp, 1); err != nil {
+		if readers, err = BPFReaders(dp, workers); err != nil {
 			b.Fatal(err)
 		}
 		dpl, closeFn = BPF{DP: dp}, dp.Close
 	}
 	col := newCollector(b)
-	a := agent.New(agent.Options{Workers: 1, Source: dpl})
+	a := agent.New(agent.Options{Workers: workers, Source: dpl})
 	done := make(chan struct{})
 	ctx, ctxCancel := context.WithCancel(context.Background())
 	go func() { a.Run(ctx, readers); close(done) }()

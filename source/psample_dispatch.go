@@ -1,19 +1,27 @@
 package source
 
-// Listen-only mode with several workers: one socket for the group.
+// Several workers: one socket.
 //
 // Every socket joined to psample's packets group receives every sample of
-// the group, so with a socket per worker each worker's reader saw the
-// whole group's sequence and charged its own socket's gaps to its own
-// ports, among which were other workers' samples that their sockets did
-// receive: the drops fields added up to more than the losses. Instead the
-// first worker's reader (the leader) alone reads the group, follows its
-// sequence, charges each gap to the port of the next sample (whichever
-// worker's it is: the drops fields then add up to every loss), reads the
-// pools, and hands the other workers' samples to them through a queue
-// each (single producer, single consumer, preallocated: no lock and no
-// allocation per sample), waking each once per batch of messages. A
-// sample a full queue cannot take is counted in its port's drops.
+// every group, so with a socket per worker the kernel queued each sample
+// once per worker, and every reader parsed every sample to keep its own
+// ports' (with W workers, W times the work). In listen-only mode each
+// worker's reader also saw the whole group's sequence and charged its own
+// socket's gaps to its own ports, among which were other workers' samples
+// that their sockets did receive: the drops fields added up to more than
+// the losses. Instead the first worker's reader (the leader) alone reads
+// the socket, follows the groups' sequences (rules mode: each port's own
+// groups; listen-only: the group's, each gap charged to the port of the
+// next sample, whichever worker's it is, so the drops fields add up to
+// every loss), reads the pools, and hands the other workers' samples to
+// them through a queue each (single producer, single consumer,
+// preallocated: no lock and no allocation per sample), waking each once
+// per batch of messages. The leader reads the socket only once every
+// queue has room for a whole read (PsampleReader.waitRoom): a follower
+// slower than the samples leaves them in the socket's buffer, whose
+// overflow the kernel counts in the groups' sequences (drops, exactly). A
+// sample a full queue cannot take all the same (a stop) is counted in its
+// port's drops.
 
 import (
 	"errors"
@@ -27,8 +35,11 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/agent"
 )
 
-// queueSlots is the number of samples a follower's queue holds.
-const queueSlots = 1024
+// queueSlots is the number of samples a follower's queue holds: twice
+// what one read of the socket hands on (psample.Conn.MaxPerRead), so that
+// the first reader reads again while a follower still sends the last
+// read's (PsampleReader.waitRoom).
+const queueSlots = 2048
 
 // queuedSample is one sample in a follower's queue: the worker's sample
 // and its header bytes (the PacketSample's Header points into hdr when it
@@ -71,6 +82,9 @@ func (q *psQueue) push(ps *agent.PacketSample) bool {
 	return true
 }
 
+// free is the number of samples the queue can take now.
+func (q *psQueue) free() uint64 { return uint64(len(q.slots)) - (q.tail.Load() - q.head.Load()) }
+
 // kick wakes the follower if samples were pushed since the last kick.
 func (q *psQueue) kick() error {
 	if !q.kicked {
@@ -87,6 +101,28 @@ func (q *psQueue) signal() error {
 		return fmt.Errorf("psample: waking a worker: %w", err)
 	}
 	return nil
+}
+
+// tryRead hands fn every queued sample, without waiting, and re-arms the
+// eventfd first (a reader that waits on it elsewhere: MixedReader).
+func (q *psQueue) tryRead(fn func(*agent.PacketSample)) int {
+	var b [8]byte
+	_, _ = unix.Read(q.efd, b[:]) // reset; EAGAIN when nothing was written
+	return q.drain(fn)
+}
+
+// waitReadable waits up to timeout until a sample is queued or the
+// eventfd was written.
+func (q *psQueue) waitReadable(timeout time.Duration) (bool, error) {
+	if q.head.Load() != q.tail.Load() {
+		return true, nil
+	}
+	pfd := []unix.PollFd{{Fd: int32(q.efd), Events: unix.POLLIN}}
+	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))
+	if err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("psample: waiting for samples: %w", err)
+	}
+	return n > 0, nil
 }
 
 // drain hands fn every queued sample and returns how many.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,19 +25,41 @@ import (
 // show whether frames were counted that never met the rule. Reported per
 // rate: samples×N/frames for each count (frac_sent, frac_rx, frac_act) and
 // the deviation from the action's count in standard deviations (z_act).
+//
+// SFPS_BIAS_RATES (e.g. "1000") and SFPS_BIAS_FRAMES (e.g. 1000000) change
+// the rates and the frames per rate: at 1 in 1000 a bias of a few percent
+// needs about 10^6 frames to show.
 func BenchmarkActSampleFraction(b *testing.B) {
 	needActSample(b)
-	for _, rate := range []uint32{10, 64, 1000} {
+	rates := []uint32{10, 64, 1000}
+	if v := os.Getenv("SFPS_BIAS_RATES"); v != "" {
+		rates = rates[:0]
+		for _, f := range strings.Split(v, ",") {
+			r, err := strconv.ParseUint(f, 10, 32)
+			if err != nil || r == 0 {
+				b.Fatalf("SFPS_BIAS_RATES: %q", v)
+			}
+			rates = append(rates, uint32(r))
+		}
+	}
+	n := 100000
+	if v := os.Getenv("SFPS_BIAS_FRAMES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+			b.Fatalf("SFPS_BIAS_FRAMES: %q", v)
+		}
+	}
+	for _, rate := range rates {
 		b.Run(fmt.Sprintf("1in%d", rate), func(b *testing.B) {
 			for range b.N {
-				actSampleFraction(b, rate)
+				actSampleFraction(b, rate, n)
 			}
 		})
 	}
 }
 
-func actSampleFraction(b *testing.B, rate uint32) {
-	const n, chunk = 100000, 500
+func actSampleFraction(b *testing.B, rate uint32, n int) {
+	const chunk = 500
 	lab := pslab.New(b)
 	i0, _ := lab.Veth(b, "sfps0", "sfps1")
 	var o *Owner
@@ -91,8 +116,8 @@ func actSampleFraction(b *testing.B, rate uint32) {
 	sd := math.Sqrt(float64(act) * p * (1 - p))
 	z := (sampled - float64(act)*p) / sd
 	b.Logf("1 in %d: sent %d, rx %d, action saw %d; samples %d + lost %d (settled %d); samples×N/frames: sent %.4f rx %.4f action %.4f; z (action) %+.2f",
-		rate, n, rx, act, got, seqs.Lost, lost, frac(n), frac(rx), frac(act), z)
-	b.ReportMetric(frac(n), "frac_sent")
+		rate, n, rx, act, got, seqs.Lost, lost, frac(uint64(n)), frac(rx), frac(act), z)
+	b.ReportMetric(frac(uint64(n)), "frac_sent")
 	b.ReportMetric(frac(rx), "frac_rx")
 	b.ReportMetric(frac(act), "frac_act")
 	b.ReportMetric(z, "z_act")

@@ -25,7 +25,21 @@ type ConnConfig struct {
 	// SO_RCVBUFFORCE is tried first, which CAP_NET_ADMIN allows beyond
 	// net.core.rmem_max).
 	RcvBuf int
+	// Holdoff is how long Read lets samples gather after the first one
+	// woke it, before it reads them (default DefaultHoldoff; negative:
+	// none). The kernel wakes a waiting reader at every sample it
+	// multicasts, so without it a reader that keeps up pays a wake-up, a
+	// recvmmsg and a counter read per sample; with it, one per Holdoff
+	// at most, whatever the rate. A BPF ring's reader is woken per batch
+	// of samples in the same way (dataplane.Config.WakeupBytes). The
+	// cost: a sample leaves up to Holdoff later; the socket's buffer
+	// (RcvBuf) must hold what arrives meanwhile (4 MiB: about 3000
+	// samples, 1.5 million samples/s at 2 ms). Wake cuts it short.
+	Holdoff time.Duration
 }
+
+// DefaultHoldoff is ConnConfig.Holdoff's default.
+const DefaultHoldoff = 2 * time.Millisecond
 
 func (c *ConnConfig) defaults() {
 	if c.Batch <= 0 {
@@ -36,6 +50,9 @@ func (c *ConnConfig) defaults() {
 	}
 	if c.RcvBuf <= 0 {
 		c.RcvBuf = 4 << 20
+	}
+	if c.Holdoff == 0 {
+		c.Holdoff = DefaultHoldoff
 	}
 }
 
@@ -58,6 +75,7 @@ type Conn struct {
 	msgs     []mmsghdr
 	iovs     []unix.Iovec
 	msgBytes int
+	holdoff  time.Duration
 	s        Sample
 	batch    uint64
 	pfd      [2]unix.PollFd
@@ -98,7 +116,7 @@ func openFamily(cfg ConnConfig, fam Family, join bool) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("psample: netlink socket: %w", err)
 	}
-	c := &Conn{fd: fd, wake: -1, family: fam, msgBytes: cfg.MsgBytes}
+	c := &Conn{fd: fd, wake: -1, family: fam, msgBytes: cfg.MsgBytes, holdoff: cfg.Holdoff}
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("psample: bind: %w", err)
@@ -191,6 +209,9 @@ func (c *Conn) Read(deadline time.Time, fn func(*Sample)) (int, error) {
 		return n, nil
 	}
 	if err := c.wait(deadline); err != nil {
+		return 0, err
+	}
+	if err := c.hold(deadline); err != nil {
 		return 0, err
 	}
 	for round := 0; round < maxRounds; round++ {
@@ -329,6 +350,43 @@ func (c *Conn) wait(deadline time.Time) error {
 		}
 		return nil
 	}
+}
+
+// MaxPerRead is the most samples one Read or TryRead hands on.
+func (c *Conn) MaxPerRead() int { return maxRounds * len(c.msgs) }
+
+// Pause waits for d (no later than deadline) unless Wake cuts it short,
+// and reports whether it did: a reader that must not read yet (its
+// consumers are full) waits without missing a Wake.
+func (c *Conn) Pause(d time.Duration, deadline time.Time) (bool, error) {
+	if !deadline.IsZero() {
+		d = min(d, time.Until(deadline))
+	}
+	ms := int((d + time.Millisecond - 1) / time.Millisecond)
+	if ms <= 0 {
+		return false, nil
+	}
+	pfd := c.pfd[1:]
+	pfd[0].Revents = 0
+	if _, err := unix.Poll(pfd, ms); err != nil && !errors.Is(err, unix.EINTR) {
+		return false, fmt.Errorf("psample: poll: %w", err)
+	}
+	if pfd[0].Revents == 0 {
+		return false, nil
+	}
+	var b [8]byte
+	_, _ = unix.Read(c.wake, b[:]) // drain; EAGAIN is fine
+	return true, nil
+}
+
+// hold lets samples gather for the holdoff (no later than deadline), once
+// a sample has woken the reader; Wake cuts it short.
+func (c *Conn) hold(deadline time.Time) error {
+	if c.holdoff <= 0 {
+		return nil
+	}
+	_, err := c.Pause(c.holdoff, deadline)
+	return err
 }
 
 // Wake makes a waiting Read return at once.

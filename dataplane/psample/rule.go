@@ -76,12 +76,18 @@ type Rule struct {
 	// port that offloads tc. The kernel refuses it where the driver
 	// cannot offload the rule.
 	SkipSW bool
-	// Continue makes the sample action's verdict "continue"
-	// (TC_ACT_UNSPEC): the port's filters after ours still classify
-	// the packet, as hsflowd's mod_dent writes its rules ("action sample
-	// ... continue"). Without it the verdict is "pipe", which ends the
-	// classification at our filter.
-	Continue bool
+	// Pipe is the sample action's verdict "pipe" (TC_ACT_PIPE) rather
+	// than "continue" (TC_ACT_UNSPEC), as a rule is read back. The
+	// agent's rules continue: act_sample's verdict is the filter's result
+	// (tcf_action_exec returns the last action's), and a result of 0 or
+	// more ends the classification (tcf_classify: "if (err >= 0) return
+	// err"), so after a pipe rule at priority 1 none of the port's own
+	// filters would run; TC_ACT_UNSPEC (-1) makes tcf_classify go on to
+	// the next filter, and ends as "pass" when none matches. hsflowd's
+	// mod_dent writes its rules the same way ("action sample ...
+	// continue"). Earlier versions of the agent wrote pipe: Install
+	// replaces such a rule. Set only by tests that write one.
+	Pipe bool
 }
 
 func (r Rule) parent() uint32 {
@@ -190,7 +196,7 @@ func (o *Owner) Install(r Rule) error {
 	}
 	switch {
 	case cur != nil && cur.Ours:
-		if cur.Rate == r.Rate && cur.Group == r.Group && cur.TruncSize == r.TruncSize && cur.SkipSW == r.SkipSW && cur.Continue == r.Continue {
+		if cur.Rate == r.Rate && cur.Group == r.Group && cur.TruncSize == r.TruncSize && cur.SkipSW == r.SkipSW && cur.Pipe == r.Pipe {
 			return nil
 		}
 		if cur.SkipSW == r.SkipSW && cur.ActIndex != 0 {
@@ -248,9 +254,9 @@ func (o *Owner) replaceAction(idx uint32, r Rule, ownQdisc bool) error {
 // to act; index 0 asks for a new action.
 func (o *Owner) sampleOptions(act *nl.RtAttr, r Rule, index uint32) {
 	aopts := act.AddRtAttr(nl.TCA_ACT_OPTIONS, nil)
-	gen := nl.TcGen{Index: index, Action: int32(netlink.TC_ACT_PIPE)}
-	if r.Continue {
-		gen.Action = int32(netlink.TC_ACT_UNSPEC)
+	gen := nl.TcGen{Index: index, Action: int32(netlink.TC_ACT_UNSPEC)}
+	if r.Pipe {
+		gen.Action = int32(netlink.TC_ACT_PIPE)
 	}
 	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_PARMS, gen.Serialize())
 	aopts.AddRtAttr(nl.TCA_ACT_SAMPLE_RATE, nl.Uint32Attr(r.Rate))
@@ -501,7 +507,7 @@ func (r *Installed) parseAction(b []byte) bool {
 		case nl.TCA_ACT_SAMPLE_PARMS: // struct tc_sample: tc_gen, index first, action at 8
 			r.ActIndex = v
 			if len(a.Value) >= 12 {
-				r.Continue = int32(binary.NativeEndian.Uint32(a.Value[8:])) == int32(netlink.TC_ACT_UNSPEC)
+				r.Pipe = int32(binary.NativeEndian.Uint32(a.Value[8:])) == int32(netlink.TC_ACT_PIPE)
 			}
 		}
 	}
