@@ -1073,11 +1073,11 @@ func (d *Dataplane) setDirection(p *port, ifindex int, dir sflow.Direction, m Mo
 	return freshIngress, err
 }
 
-// UpdatePort changes a port's rate, mode, header size or worker through the
+// updatePort changes a port's rate, mode, header size or worker through the
 // config map only; the program stays attached and counters keep running.
 // The 24-byte config is not updated atomically: a frame arriving during the
 // update may see a mix of the old and new config, which is harmless.
-func (d *Dataplane) UpdatePort(ifindex int, pc PortConfig) error {
+func (d *Dataplane) updatePort(ifindex int, pc PortConfig) error {
 	if err := pc.validate(d.cfg.Workers); err != nil {
 		return fmt.Errorf("dataplane: update ifindex %d: %w", ifindex, err)
 	}
@@ -1237,9 +1237,6 @@ func (d *Dataplane) clearConfig(key uint32) error {
 	}
 	return nil
 }
-
-// MaxPorts returns how many ports can be attached at the same time.
-func (d *Dataplane) MaxPorts() int { return d.cfg.MaxPorts }
 
 // AttachMode reports how the sampler is attached to ifindex: AttachNative,
 // AttachGeneric (XDP), AttachTCX or AttachClsact (TC ingress), or "" when

@@ -306,7 +306,7 @@ func TestAttachAndSampleFields(t *testing.T) {
 
 	// Run-time change through the map only: samples move to worker 0 and
 	// the header copy shrinks, the link stays the same.
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 60, Worker: 0}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 60, Worker: 0}); err != nil {
 		t.Fatal(err)
 	}
 	c0 := startCollector(t, d, 0)
@@ -361,7 +361,7 @@ func TestConfigValidation(t *testing.T) {
 	if err := d.AttachPort(lab.LinkIndex(lab.Switch, "p"+strconv.Itoa(p2)), PortConfig{Rate: 1, HeaderBytes: 64}); err == nil {
 		t.Errorf("AttachPort beyond MaxPorts succeeded")
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 5, HeaderBytes: 64}); err == nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 5, HeaderBytes: 64}); err == nil {
 		t.Errorf("UpdatePort with rate 5 succeeded")
 	}
 	if _, err := d.Stats().Ingress(p1 + 100); !errors.Is(err, ErrNotAttached) {

@@ -72,7 +72,7 @@ func TestOpenRefusesWithoutRequired(t *testing.T) {
 
 // TestWithoutAFXDP: on a kernel without AF_XDP (no XSKMAP, no sockets) the
 // sampler still loads (with a DEVMAP in the XSKMAP's place), inline ports
-// sample, and monitor ports are refused, by AttachPort and by UpdatePort,
+// sample, and monitor ports are refused, by AttachPort and by updatePort,
 // without touching the port.
 func TestWithoutAFXDP(t *testing.T) {
 	lab := netlab.New(t, 2)
@@ -108,8 +108,8 @@ func TestWithoutAFXDP(t *testing.T) {
 	if n != len(frames) {
 		t.Errorf("inline port delivered %d of %d samples at rate 1", n, len(frames))
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64}); !errors.As(err, &fe) {
-		t.Errorf("UpdatePort to monitor = %v, want a features.FeatureError", err)
+	if err := d.updatePort(p1, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64}); !errors.As(err, &fe) {
+		t.Errorf("updatePort to monitor = %v, want a features.FeatureError", err)
 	}
 	if pc := d.ports[p1].cfg; pc.Mode != ModeInline {
 		t.Errorf("refused update changed the port's mode to %v", pc.Mode)

@@ -90,7 +90,7 @@ func linkPackets(t *testing.T, lab *netlab.Lab, name string) (rx, tx uint64) {
 // once as an egress sample (output port, input port from the skb), each
 // direction's pool equal to the port's rx_packets and tx_packets since
 // the attach; frames through a port sampled at egress only are sampled
-// at egress only. Then the direction changes at run time (UpdatePort):
+// at egress only. Then the direction changes at run time (updatePort):
 // both ways -> ingress -> egress, the attachments following.
 func TestEgressSampling(t *testing.T) { forTCModes(t, testEgressSampling) }
 
@@ -104,7 +104,7 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	if err := d.AttachPort(p2, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if m := d.EgressAttachMode(p1); m != tc.want {
+	if m := d.egressAttachMode(p1); m != tc.want {
 		t.Errorf("egress attach mode of p1 %q, want %q", m, tc.want)
 	}
 	if m := d.AttachMode(p2); m != "" {
@@ -239,17 +239,17 @@ func testEgressSampling(t *testing.T, tc tcCase) {
 	}
 
 	// Direction changes at run time.
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionIngress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.Stats().Direction(p1) != sflow.DirectionIngress {
-		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
+	if d.egressAttachMode(p1) != "" || d.AttachMode(p1) == "" || d.Stats().Direction(p1) != sflow.DirectionIngress {
+		t.Errorf("after ingress: egress %q, ingress %q, direction %v", d.egressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 1, HeaderBytes: 128, Direction: sflow.DirectionEgress}); err != nil {
 		t.Fatal(err)
 	}
-	if d.EgressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.Stats().Direction(p1) != sflow.DirectionEgress {
-		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.EgressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
+	if d.egressAttachMode(p1) != tc.want || d.AttachMode(p1) != "" || d.Stats().Direction(p1) != sflow.DirectionEgress {
+		t.Errorf("after egress: egress %q, ingress %q, direction %v", d.egressAttachMode(p1), d.AttachMode(p1), d.Stats().Direction(p1))
 	}
 	base = readPortsAndPools(t, lab, d, p1, p2)
 	c = startMetaCollector(t, d, 0)

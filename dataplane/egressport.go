@@ -16,9 +16,9 @@ func (p *port) ownsQdisc() bool {
 	return p.out != nil && p.out.OwnQdisc()
 }
 
-// EgressAttachMode reports how the egress sampler is attached to ifindex:
+// egressAttachMode reports how the egress sampler is attached to ifindex:
 // AttachTCX, AttachClsact, or "" when the port is not sampled at egress.
-func (d *Dataplane) EgressAttachMode(ifindex int) string {
+func (d *Dataplane) egressAttachMode(ifindex int) string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p, ok := d.ports[ifindex]; ok {

@@ -47,9 +47,9 @@ func waitPool(t *testing.T, d *Dataplane, ifindex int, want uint64) portstats.Co
 // openMonitor opens the monitor of an attached port; closed at cleanup.
 func openMonitor(t *testing.T, d *Dataplane, ifindex, headerBytes int, opts afxdp.Options) *reader.Monitor {
 	t.Helper()
-	m, err := d.OpenMonitor(ifindex, headerBytes, opts)
+	m, err := d.openMonitor(ifindex, headerBytes, opts)
 	if err != nil {
-		t.Fatalf("OpenMonitor: %v", err)
+		t.Fatalf("openMonitor: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := m.Close(); err != nil {
@@ -303,13 +303,13 @@ func TestOpenMonitorRefusesInline(t *testing.T) {
 	lab := netlab.New(t, 1)
 	d := openIn(t, lab, Config{Workers: 1, MaxPorts: 2, MaxQueues: 4})
 	p1 := lab.PortIndex(t, 0)
-	if _, err := d.OpenMonitor(p1, 128, afxdp.Options{}); err == nil {
+	if _, err := d.openMonitor(p1, 128, afxdp.Options{}); err == nil {
 		t.Error("OpenMonitor on a detached port succeeded")
 	}
 	if err := d.AttachPort(p1, PortConfig{Rate: 1, HeaderBytes: 128}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := d.OpenMonitor(p1, 128, afxdp.Options{}); err == nil {
+	if m, err := d.openMonitor(p1, 128, afxdp.Options{}); err == nil {
 		m.Close()
 		t.Error("OpenMonitor on an inline port succeeded")
 	}

@@ -28,7 +28,7 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 	defer d.monMu.Unlock()
 	idx := uint32(ifindex)
 	old := m.Get(idx)
-	err := d.UpdatePort(ifindex, pc)
+	err := d.updatePort(ifindex, pc)
 	attached := false
 	if errors.Is(err, ErrNotAttached) {
 		err = d.AttachPort(ifindex, pc)
@@ -54,7 +54,7 @@ func (d *Dataplane) SetPort(ifindex int, s ports.Sampling) error {
 		// The full MaxHeaderBytes: the worker cuts each sample to its
 		// sampler's header size, so a header size change needs no reopen.
 		var socks *reader.Monitor
-		if socks, err = d.OpenMonitor(ifindex, MaxHeaderBytes, afxdp.Options{}); err == nil {
+		if socks, err = d.openMonitor(ifindex, MaxHeaderBytes, afxdp.Options{}); err == nil {
 			p := reader.NewMonitorPort(idx, pc.Worker, socks)
 			m.Put(p)
 			if err := src.Add(p); err != nil {

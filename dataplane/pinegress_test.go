@@ -53,16 +53,16 @@ func testPinnedReleaseAdoptEgress(t *testing.T, tc tcCase) {
 	if ap[p1].Direction != sflow.DirectionBoth || ap[p2].Direction != sflow.DirectionEgress {
 		t.Errorf("adopted directions p1 %v, p2 %v; want both, egress", ap[p1].Direction, ap[p2].Direction)
 	}
-	if d.AttachMode(p1) != tc.want || d.EgressAttachMode(p1) != "" || d.AttachMode(p2) != "" || d.EgressAttachMode(p2) != "" {
+	if d.AttachMode(p1) != tc.want || d.egressAttachMode(p1) != "" || d.AttachMode(p2) != "" || d.egressAttachMode(p2) != "" {
 		t.Errorf("attached after the take-over: p1 %q/%q, p2 %q/%q; want p1's ingress only",
-			d.AttachMode(p1), d.EgressAttachMode(p1), d.AttachMode(p2), d.EgressAttachMode(p2))
+			d.AttachMode(p1), d.egressAttachMode(p1), d.AttachMode(p2), d.egressAttachMode(p2))
 	}
 	eg := d.Pinned().Egress()
 	if eg[p1].Pool != before.out1 || eg[p2].Pool != before.out2 {
 		t.Errorf("adopted egress pools p1 %d, p2 %d; want %d, %d (counted until the release)", eg[p1].Pool, eg[p2].Pool, before.out1, before.out2)
 	}
 	// Attached anew at egress: from zero, p1's ingress continuing.
-	must(t, d.UpdatePort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionBoth}))
+	must(t, d.updatePort(p1, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionBoth}))
 	must(t, d.AttachPort(p2, PortConfig{Rate: 4, HeaderBytes: 64, Direction: sflow.DirectionEgress}))
 	after := readPortsAndPools(t, lab, d, p1, p2)
 	if after.in1 != after.rx1-base.rx1+base.in1 {
@@ -102,7 +102,7 @@ func TestPortHook(t *testing.T) {
 	if m := d.AttachMode(p2); m != AttachTCX && m != AttachClsact {
 		t.Errorf("p2 (auto, veth) attached as %q, want TC", m)
 	}
-	must(t, d.UpdatePort(p1, PortConfig{Rate: 8, HeaderBytes: 64, Hook: HookTC}))
+	must(t, d.updatePort(p1, PortConfig{Rate: 8, HeaderBytes: 64, Hook: HookTC}))
 	if m := d.AttachMode(p1); m != AttachNative && m != AttachGeneric {
 		t.Errorf("p1 moved to %q by UpdatePort, want it kept at XDP", m)
 	}

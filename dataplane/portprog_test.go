@@ -34,14 +34,14 @@ func TestUpdatePortMode(t *testing.T) {
 	if a.Samples < 100 || a.Drops != 0 {
 		t.Fatalf("inline: counters %+v after 100 frames", a)
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 1, Mode: ModeMonitor, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	b := send(100)
 	if b.Pool-a.Pool < 100 || b.Drops-a.Drops != b.Samples-a.Samples {
 		t.Errorf("monitor without sockets: %+v -> %+v, want every new sample dropped", a, b)
 	}
-	if err := d.UpdatePort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 1, Mode: ModeInline, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	e := send(200)

@@ -123,7 +123,7 @@ func testSamplingStatistics(t *testing.T, hook Hook, tc *tcCase) {
 				t.Fatalf("attach mode %q, want %q", d.AttachMode(p1), tc.want)
 			}
 			attached = true
-		} else if err := d.UpdatePort(p1, pc); err != nil { // run-time change, no re-attach
+		} else if err := d.updatePort(p1, pc); err != nil { // run-time change, no re-attach
 			t.Fatal(err)
 		}
 		k := min(1000*int(rate), 400000)

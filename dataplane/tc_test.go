@@ -320,7 +320,7 @@ func testHookAuto(t *testing.T, tc tcCase) {
 		t.Fatalf("TC pool %d != rx_packets delta %d", pc.Pool, rx)
 	}
 
-	if err := d.UpdatePort(p1, PortConfig{Rate: 4, Mode: ModeMonitor, HeaderBytes: 64}); err != nil {
+	if err := d.updatePort(p1, PortConfig{Rate: 4, Mode: ModeMonitor, HeaderBytes: 64}); err != nil {
 		t.Fatal(err)
 	}
 	if m := d.AttachMode(p1); m != AttachNative {

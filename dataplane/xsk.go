@@ -14,12 +14,12 @@ import (
 // themselves are package reader's (reader.Monitor); the keys are the
 // loader's, one per RX queue of a port's counter slot (xskBase).
 
-// OpenMonitor opens the AF_XDP sockets of a port attached in ModeMonitor
+// openMonitor opens the AF_XDP sockets of a port attached in ModeMonitor
 // (reader.OpenMonitor): one per RX queue, bound in the Dataplane's
 // network namespace, each put in the XSKMAP. Receive hands out the first
 // headerBytes bytes of each frame (1..MaxHeaderBytes). A port with more
 // RX queues than Config.MaxQueues is refused.
-func (d *Dataplane) OpenMonitor(ifindex int, headerBytes int, opts afxdp.Options) (*reader.Monitor, error) {
+func (d *Dataplane) openMonitor(ifindex int, headerBytes int, opts afxdp.Options) (*reader.Monitor, error) {
 	if headerBytes < 1 || headerBytes > MaxHeaderBytes {
 		return nil, fmt.Errorf("dataplane: monitor ifindex %d: header bytes %d not in 1..%d", ifindex, headerBytes, MaxHeaderBytes)
 	}
@@ -53,7 +53,7 @@ type XSKMap struct {
 }
 
 // XSKMap is the XSKMAP of the attached port ifindex, to put the AF_XDP
-// sockets of its RX queues in (a monitor port's: OpenMonitor does it).
+// sockets of its RX queues in (a monitor port's: openMonitor does it).
 func (d *Dataplane) XSKMap(ifindex int) (*XSKMap, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

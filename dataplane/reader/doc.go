@@ -5,6 +5,6 @@
 // XSKMAP), waiting for both in one epoll set, and hands each kernel
 // sample to the worker as a RawSample. The sampler loader (package
 // dataplane) makes one Source per worker (dataplane.Dataplane.Source),
-// opens the monitor ports' sockets (dataplane.Dataplane.OpenMonitor) and
+// opens a monitor port's sockets when SetPort puts it in monitor mode, and
 // registers them with the Source (MonitorPorts).
 package reader

@@ -48,7 +48,7 @@ type Monitor struct {
 }
 
 // XSKMap is the sampler's XSKMAP as one monitor port's sockets go in and
-// out of it (dataplane.Dataplane.OpenMonitor makes it).
+// out of it (dataplane.Dataplane.SetPort makes it for a monitor port).
 type XSKMap interface {
 	// MaxQueues is how many RX queues of the port have a key.
 	MaxQueues() int
