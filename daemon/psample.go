@@ -79,7 +79,11 @@ func psampleConfig(s config.Settings, log *slog.Logger, state *persist.Store) so
 // overrun in overruns.
 var (
 	psampleLost = prom.Desc("psample_samples_lost_total",
-		"Samples the kernel sent on the PSAMPLE channel that the agent did not receive (gaps in PSAMPLE_ATTR_GROUP_SEQ), per worker.", "worker")
+		"Samples the kernel took on the PSAMPLE channel that the agent did not receive (gaps in PSAMPLE_ATTR_GROUP_SEQ; with the tap, the samples its ring had no room for), per worker.", "worker")
+	psampleIntake = prom.Desc("psample_intake",
+		"1 for the way the psample samples come in: tap (fentry on psample_sample_packet, a ring read in place) or netlink (a message each).", "intake")
+	psampleTapShort = prom.Desc("psample_tap_short_copies_total",
+		"Samples the tap delivered with fewer header bytes than wanted: the rest of the frame was in page fragments, which a tracing program cannot read.")
 	psampleOverruns = prom.Desc("psample_socket_overruns_total",
 		"Times a worker's psample socket reported ENOBUFS (its buffer was full; the samples lost are in psample_samples_lost_total).", "worker")
 	psampleForeign = prom.Desc("psample_foreign_samples_total",
@@ -106,7 +110,7 @@ const psampleFamilyCheck = 5 * time.Second
 type psampleCollector struct{ p *source.Psample }
 
 func (c psampleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{psampleLost, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleUnsent, psampleEgressRefused, psampleRejoins, psampleFamilyGone} {
+	for _, d := range []*prometheus.Desc{psampleLost, psampleIntake, psampleTapShort, psampleOverruns, psampleForeign, psampleRestarts, psamplePoolErrors, psampleUnsent, psampleEgressRefused, psampleRejoins, psampleFamilyGone} {
 		ch <- d
 	}
 }
@@ -121,6 +125,14 @@ func (c psampleCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prom.Counter(psampleRestarts, st.Restarts.Load(), l)
 		ch <- prom.Counter(psamplePoolErrors, st.PoolErrors.Load(), l)
 		ch <- prom.Counter(psampleUnsent, st.Unsent.Load(), l)
+	}
+	if in := c.p.Intake(); in != psample.IntakeAuto {
+		ch <- prometheus.MustNewConstMetric(psampleIntake, prometheus.GaugeValue, 1, in.String())
+		if in == psample.IntakeTap {
+			if st, err := c.p.TapStats(); err == nil {
+				ch <- prom.Counter(psampleTapShort, st.ShortCopies)
+			}
+		}
 	}
 	ch <- prom.Counter(psampleEgressRefused, c.p.EgressRefused.Load())
 	ch <- prom.Counter(psampleRejoins, c.p.Rejoins.Load())

@@ -327,8 +327,34 @@ func newPsample(cfg PsampleConfig, open func() (*psample.Conn, error)) (*Psample
 	case cfg.byGroup():
 		mode = fmt.Sprintf("listen-only ingress group=%d egress group=%d (0: none)", cfg.IngressGroup, cfg.EgressGroup)
 	}
-	p.log.Info("psample sampling", "mode", mode, "workers", cfg.Workers)
+	conn := p.readers[0].conn.Load()
+	if err := conn.TapErr(); err != nil {
+		p.log.Info("psample: the tap cannot attach here: samples come through netlink", "err", err)
+	}
+	p.log.Info("psample sampling", "mode", mode, "workers", cfg.Workers, "intake", conn.Intake())
 	return p, nil
+}
+
+// Intake tells how the samples come in (the first reader's Conn: the
+// tap or netlink); IntakeAuto once closed.
+func (p *Psample) Intake() psample.Intake {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.readers) == 0 || p.readers[0].conn.Load() == nil {
+		return psample.IntakeAuto
+	}
+	return p.readers[0].conn.Load().Intake()
+}
+
+// TapStats returns the tap's counters (zero with the netlink intake): a
+// map read, for metrics.
+func (p *Psample) TapStats() (psample.TapStats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.readers) == 0 || p.readers[0].conn.Load() == nil {
+		return psample.TapStats{}, nil
+	}
+	return p.readers[0].conn.Load().TapStats()
 }
 
 // Readers returns the workers' sample readers.
@@ -649,6 +675,7 @@ func (p *Psample) newReader(w int, open func() (*psample.Conn, error)) (*Psample
 	}
 	r.conv = r.convert
 	conn.OnGroup = r.groupChanged
+	conn.OnLost = r.tapLost
 	r.conn.Store(conn)
 	return r, nil
 }
@@ -846,10 +873,10 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		// the port it leaves by.
 		switch {
 		case c.IngressGroup != 0 && s.Group == c.IngressGroup:
-			lost = r.observe(&r.listen, s.Seq) + r.numberedBefore(&r.freshIn, s.Seq)
+			lost = r.seqLost(&r.listen, &r.freshIn, s)
 			pp = t.ports[s.IIfIndex]
 		case c.EgressGroup != 0 && s.Group == c.EgressGroup:
-			lost = r.observe(&r.listenEg, s.Seq) + r.numberedBefore(&r.freshEg, s.Seq)
+			lost = r.seqLost(&r.listenEg, &r.freshEg, s)
 			if s.Has&psample.HasOIf != 0 {
 				pp, egress = t.ports[s.OIfIndex], true
 			}
@@ -868,7 +895,7 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 			r.Stats.Foreign.Add(1)
 			return
 		}
-		lost = r.observe(&r.listen, s.Seq) + r.numberedBefore(&r.freshIn, s.Seq)
+		lost = r.seqLost(&r.listen, &r.freshIn, s)
 		// A sample taken at egress names the port it leaves by
 		// (OIFINDEX); a port sampled at egress here takes it.
 		if o := t.ports[s.OIfIndex]; s.Has&psample.HasOIf != 0 && o != nil && o.dir&sflow.DirectionEgress != 0 {
@@ -896,7 +923,9 @@ func (r *PsampleReader) convert(s *psample.Sample) {
 		if egress {
 			d = 1
 		}
-		lost = r.observe(&pp.seq[d], s.Seq)
+		if s.Has&psample.HasSeq != 0 {
+			lost = r.observe(&pp.seq[d], s.Seq)
+		}
 	}
 	if lost > 0 {
 		pp.addDrops(lost)
@@ -1058,6 +1087,38 @@ func (r *PsampleReader) settle() {
 				pp.addDrops(lost)
 			}
 		}
+	}
+}
+
+// seqLost is what a listen-only group's sequence says was lost before
+// sample s: its gaps, and after a rejoin what the new group numbered
+// before it. A sample without a sequence number (the tap intake, whose
+// losses come through tapLost) says nothing.
+func (r *PsampleReader) seqLost(q *psample.Seq, fresh *bool, s *psample.Sample) uint64 {
+	if s.Has&psample.HasSeq == 0 {
+		return 0
+	}
+	return r.observe(q, s.Seq) + r.numberedBefore(fresh, s.Seq)
+}
+
+// tapLost charges the samples of group the tap could not deliver (its
+// ring was full; psample.Conn.OnLost), as a sequence gap of that group
+// is charged: rules mode, to the group's port; listen-only, to this
+// worker's next own sample. A group of no port of this reader's (a
+// port removed since, another component's group) counts in Lost only.
+func (r *PsampleReader) tapLost(group uint32, n uint64) {
+	r.Stats.Lost.Add(n)
+	c := &r.p.cfg
+	if c.listenOnly() {
+		if group == psample.LostUnknownGroup || group == c.ListenGroup ||
+			(c.IngressGroup != 0 && group == c.IngressGroup) || (c.EgressGroup != 0 && group == c.EgressGroup) {
+			r.pending += n
+		}
+		return
+	}
+	if pp := r.p.table.Load().groups[group]; pp != nil && (pp.worker == r.id || r.followers != nil) {
+		pp.addDrops(n)
+		pp.takenA.Add(n)
 	}
 }
 

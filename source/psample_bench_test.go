@@ -28,7 +28,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source
 //
-// SFPS_BENCH_PATHS (e.g. "psample,xdp"; "psample@10ms": the readers'
+// SFPS_BENCH_PATHS (e.g. "psample,xdp"; "psample-netlink": the netlink
+// intake, where "psample" takes the tap; "psample@10ms": the readers'
 // holdoff 10 ms), SFPS_BENCH_ROUNDS (default 3)
 // and SFPS_BENCH_WORKERS (default 1; the port is one worker's, the
 // others idle, as a port's data source belongs to one sub-agent) change
@@ -69,16 +70,21 @@ func BenchmarkPathCPU(b *testing.B) {
 	// load of that moment, so the ratio of a round is steadier than the
 	// ratio of the medians when the load drifts (a shared machine, or an
 	// emulated VM on one).
-	for _, ring := range paths {
-		if strings.HasPrefix(ring, "psample") || len(agentNs["psample"]) == 0 {
+	for _, ps := range paths {
+		if !strings.HasPrefix(ps, "psample") {
 			continue
 		}
-		var r []float64
-		for i := range agentNs[ring] {
-			r = append(r, agentNs["psample"][i]/agentNs[ring][i])
+		for _, ring := range paths {
+			if strings.HasPrefix(ring, "psample") {
+				continue
+			}
+			var r []float64
+			for i := range agentNs[ring] {
+				r = append(r, agentNs[ps][i]/agentNs[ring][i])
+			}
+			b.ReportMetric(median(r), ps+"/"+ring)
+			b.Logf("%s/%-4s agent CPU per sample, per round: median %.2f [%.2f – %.2f] %.2f", ps, ring, median(r), minf(r), maxf(r), r)
 		}
-		b.ReportMetric(median(r), "psample/"+ring)
-		b.Logf("psample/%-4s agent CPU per sample, per round: median %.2f [%.2f – %.2f] %.2f", ring, median(r), minf(r), maxf(r), r)
 	}
 }
 
@@ -130,9 +136,14 @@ func pathTrial(b *testing.B, path string, frames int, rate uint32, workers int) 
 		kind += "@"
 	}
 	switch kind {
-	case "psample", "psample@":
-		// psample@D: the readers' holdoff D (psample.ConnConfig.Holdoff).
+	case "psample", "psample@", "psample-netlink", "psample-netlink@":
+		// psample@D: the readers' holdoff D (psample.ConnConfig.Holdoff);
+		// psample-netlink: the netlink intake (psample: the default, the
+		// tap where it attaches).
 		var cc psample.ConnConfig
+		if strings.HasPrefix(kind, "psample-netlink") {
+			cc.Intake = psample.IntakeNetlink
+		}
 		if d != "" {
 			var err error
 			if cc.Holdoff, err = time.ParseDuration(d); err != nil {

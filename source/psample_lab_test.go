@@ -118,6 +118,14 @@ func TestPsampleRates(t *testing.T) {
 	}
 	waitQuiet(t, r)
 	after := counts(t, lab, idx...)
+	// The tap's samples are not numbered: its own count of the samples
+	// the kernel took (all groups) stands for the numbers, summed.
+	conn := p.readers[0].conn.Load()
+	tap, err := conn.TapStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taken uint64
 	r.haltAgent()
 	got := r.col.samples(t)
 	for i, pt := range ports {
@@ -140,7 +148,8 @@ func TestPsampleRates(t *testing.T) {
 		if rx != uint64(pt.frames) {
 			t.Errorf("%s received %d of %d frames", pt.in, rx, pt.frames)
 		}
-		if uint64(len(ss))+uint64(drops) != numbered {
+		taken += uint64(len(ss)) + uint64(drops)
+		if conn.Intake() == psample.IntakeNetlink && uint64(len(ss))+uint64(drops) != numbered {
 			t.Errorf("%s: %d samples + %d drops != %d numbered by the kernel", pt.in, len(ss), drops, numbered)
 		}
 		if !ok {
@@ -155,6 +164,10 @@ func TestPsampleRates(t *testing.T) {
 		if pool, d := p.PortPool(uint32(pt.idx)); pool != uint64(lastPool) || d != uint64(drops) {
 			t.Errorf("%s: PortPool %d/%d, last sample %d/%d", pt.in, pool, d, lastPool, drops)
 		}
+	}
+	t.Logf("intake %v; tap %+v", conn.Intake(), tap)
+	if conn.Intake() == psample.IntakeTap && taken != tap.Seen {
+		t.Errorf("samples + drops of every port %d != %d the tap saw the kernel take", taken, tap.Seen)
 	}
 	r.stop()
 	for _, pt := range ports {
@@ -350,7 +363,9 @@ func TestPsampleGapsInDrops(t *testing.T) {
 	i0, _ := lab.Veth(t, "sfps0", "sfps1")
 	var p *Psample
 	lab.Do(t, func() (err error) {
-		p, err = NewPsample(PsampleConfig{Workers: 1, Conn: psample.ConnConfig{RcvBuf: 1}})
+		// The netlink intake's socket (the tap's ring:
+		// TestPsampleTapLossInDrops).
+		p, err = NewPsample(PsampleConfig{Workers: 1, Conn: psample.ConnConfig{RcvBuf: 1, Intake: psample.IntakeNetlink}})
 		return err
 	})
 	r := startAgent(t, lab, p, 1)
@@ -382,6 +397,56 @@ func TestPsampleGapsInDrops(t *testing.T) {
 	}
 }
 
+// TestPsampleTapLossInDrops: the tap intake with a ring of one page
+// overflows under a burst at 1 in 1: every sample the kernel took is
+// either in a flow sample or in the drops field of the port's next one
+// (pool = samples + drops, exactly), the reader's Lost and the tap's
+// own count agree, and the tap is the intake chosen by default.
+func TestPsampleTapLossInDrops(t *testing.T) {
+	needActSample(t)
+	lab := pslab.New(t)
+	i0, _ := lab.Veth(t, "sfps0", "sfps1")
+	var p *Psample
+	lab.Do(t, func() (err error) {
+		p, err = NewPsample(PsampleConfig{Workers: 1, Conn: psample.ConnConfig{TapRingBytes: os.Getpagesize()}})
+		return err
+	})
+	conn := p.readers[0].conn.Load()
+	if conn.Intake() != psample.IntakeTap {
+		t.Fatalf("intake %v, want the tap (it could not attach: %v)", conn.Intake(), conn.TapErr())
+	}
+	r := startAgent(t, lab, p, 1)
+	r.apply(t, map[int]uint32{i0: 1}, nil)
+	const n = 3000
+	lab.Send(t, "sfps1", udpFrames(n))
+	waitQuiet(t, r)
+	lab.Send(t, "sfps1", udpFrames(1))
+	waitQuiet(t, r)
+	st, err := conn.TapStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.haltAgent()
+	ss := r.col.samples(t)[uint32(i0)]
+	if len(ss) == 0 {
+		t.Fatal("no sample")
+	}
+	last := ss[len(ss)-1].g
+	rs := p.ReaderStats(0)
+	t.Logf("%d frames at 1 in 1: %d samples + %d drops (last sample); reader lost %d; tap %+v; last pool %d",
+		n+1, len(ss), last.Drops, rs.Lost.Load(), st, last.SamplePool)
+	if len(ss)+int(last.Drops) != n+1 || uint64(last.Drops) != rs.Lost.Load() || st.Lost != rs.Lost.Load() {
+		t.Errorf("%d samples + %d drops != %d frames sampled, or drops != the reader's lost %d != the tap's lost %d",
+			len(ss), last.Drops, n+1, rs.Lost.Load(), st.Lost)
+	}
+	if last.Drops == 0 {
+		t.Error("no drop with a one-page ring")
+	}
+	if last.SamplePool != n+1 || st.Seen != n+1 {
+		t.Errorf("last pool %d, tap saw %d, want %d", last.SamplePool, st.Seen, n+1)
+	}
+}
+
 // TestPsampleRejoin: the psample module unloaded and loaded again (a
 // driver reload, a warm reboot) makes the family anew; the listen-only
 // readers re-join it (WatchFamily) and samples flow again, the family's
@@ -398,7 +463,9 @@ func TestPsampleRejoin(t *testing.T) {
 	lab.MustCmd(t, rule[0], rule[1:]...)
 	var p *Psample
 	lab.Do(t, func() (err error) {
-		p, err = NewPsample(PsampleConfig{Workers: 1, IngressGroup: 1, EgressGroup: 2})
+		// The netlink intake: the tap holds the psample module (it
+		// cannot be unloaded while attached: TestTapHoldsModule).
+		p, err = NewPsample(PsampleConfig{Workers: 1, IngressGroup: 1, EgressGroup: 2, Conn: psample.ConnConfig{Intake: psample.IntakeNetlink}})
 		return err
 	})
 	r := startAgent(t, lab, p, 1)

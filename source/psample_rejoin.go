@@ -131,6 +131,7 @@ func (r *PsampleReader) reopen() {
 		return
 	}
 	conn.OnGroup = r.groupChanged
+	conn.OnLost = r.tapLost
 	old := r.conn.Swap(conn)
 	if err := old.Close(); err != nil {
 		r.p.log.Debug("psample: closing the socket of the old family", "err", err)

@@ -46,6 +46,7 @@ const (
 	FeatureTransit       = "tp_btf_qdisc_xmit"
 	FeaturePsample       = "psample"
 	FeatureActSample     = "act_sample"
+	FeaturePsampleTap    = "psample_tap"
 )
 
 // Feature is one kernel capability the agent uses, and whether the running
@@ -240,6 +241,10 @@ var featureProbes = []featureProbe{
 		UsedFor: "tc's sample action: hook psample installs a matchall + sample rule per port (offloaded where the port has hw-tc-offload)",
 		Without: "hook psample cannot install its rules (listen-only psample_group still reads rules installed by hand or by the switch software)"},
 		func() error { return kernelLacks(psample.ProbeActSample(), psample.ErrNoActSample) }},
+	{Feature{Name: FeaturePsampleTap, Since: "5.11 (with module BTF)",
+		UsedFor: "an fentry program on psample_sample_packet (the tap, dataplane/bpf/psample_tap.c): the psample path reads its samples in place from a BPF ring buffer, not as a netlink message each",
+		Without: "the psample path reads its samples from the netlink socket (a message per sample, about twice the agent's CPU per sample); nothing else changes"},
+		func() error { return kernelLacks(psample.ProbeTap(), psample.ErrNoTap) }},
 }
 
 // kernelLacks marks err, when it is lacking (the kernel does not have

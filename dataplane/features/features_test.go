@@ -51,7 +51,7 @@ func TestProbeFeatures(t *testing.T) {
 		if f.Name == FeatureBTFTracepoint && btfErr != nil {
 			expected = false // no kernel BTF (CONFIG_DEBUG_INFO_BTF)
 		}
-		if f.Name == FeaturePsample || f.Name == FeatureActSample {
+		if f.Name == FeaturePsample || f.Name == FeatureActSample || f.Name == FeaturePsampleTap {
 			expected = false // modules a kernel may be built without (CONFIG_PSAMPLE, CONFIG_NET_ACT_SAMPLE)
 		}
 		if has := fs.Has(f.Name); has != f.Available() {

@@ -51,6 +51,7 @@ var probeCaps = map[string][]int{
 	FeatureAFXDP:         {unix.CAP_NET_RAW},
 	FeatureBTFTracepoint: {unix.CAP_BPF, unix.CAP_PERFMON},
 	FeatureTCX:           {unix.CAP_BPF, unix.CAP_NET_ADMIN},
+	FeaturePsampleTap:    {unix.CAP_BPF, unix.CAP_PERFMON},
 }
 
 // capNames names the capabilities of probeCaps.

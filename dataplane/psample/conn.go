@@ -36,6 +36,12 @@ type ConnConfig struct {
 	// (RcvBuf) must hold what arrives meanwhile (4 MiB: about 3000
 	// samples, 1.5 million samples/s at 2 ms). Wake cuts it short.
 	Holdoff time.Duration
+	// Intake chooses how samples come in (default IntakeAuto: the tap
+	// where the kernel allows it, else netlink).
+	Intake Intake
+	// TapRingBytes is the tap's ring buffer (default
+	// DefaultTapRingBytes; a power of two, at least a page).
+	TapRingBytes int
 }
 
 // DefaultHoldoff is ConnConfig.Holdoff's default.
@@ -96,15 +102,80 @@ type Conn struct {
 	// reader following its GROUP_SEQ starts again (Seq.Reset). Called
 	// from Read, on the reader's goroutine.
 	OnGroup func(group uint32, created bool)
+
+	// OnLost, when set (before the first Read), is told of the samples of
+	// group the tap could not deliver (its ring was full): the tap's
+	// loss accounting, exact, in place of GROUP_SEQ gaps. Called from
+	// Read and TryRead, on the reader's goroutine. TapLost sums them.
+	OnLost  func(group uint32, n uint64)
+	TapLost atomic.Uint64
+
+	// tap, when not nil, is the intake (IntakeTap): fd is then -1 and
+	// pfd[0] polls the tap's ring. tapErr says why Open fell back to
+	// netlink (IntakeAuto).
+	tap    *tap
+	tapErr error
 }
 
-// Open opens a Conn in the calling thread's network namespace.
+// Open opens a Conn in the calling thread's network namespace: with the
+// tap where cfg.Intake allows it and the kernel lets it attach, else with
+// a netlink socket (Intake and TapErr tell which, and why).
 func Open(cfg ConnConfig) (*Conn, error) {
 	fam, err := GetFamily()
 	if err != nil {
 		return nil, err
 	}
-	return openFamily(cfg, fam, true)
+	if cfg.Intake == IntakeNetlink {
+		return openFamily(cfg, fam, true)
+	}
+	c, terr := openTapConn(cfg, fam)
+	if terr == nil {
+		return c, nil
+	}
+	if cfg.Intake == IntakeTap {
+		return nil, terr
+	}
+	if c, err = openFamily(cfg, fam, true); err != nil {
+		return nil, err
+	}
+	c.tapErr = terr
+	return c, nil
+}
+
+// openTapConn opens a Conn whose intake is the tap.
+func openTapConn(cfg ConnConfig, fam Family) (*Conn, error) {
+	cfg.defaults()
+	t, err := openTap(cfg.TapRingBytes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{fd: -1, wake: -1, family: fam, holdoff: cfg.Holdoff, tap: t}
+	if c.wake, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		return nil, errors.Join(fmt.Errorf("psample: eventfd: %w", err), c.Close())
+	}
+	c.pfd = [2]unix.PollFd{{Fd: int32(t.objs.Samples.FD()), Events: unix.POLLIN}, {Fd: int32(c.wake), Events: unix.POLLIN}}
+	return c, nil
+}
+
+// Intake tells how the Conn receives samples: IntakeTap or IntakeNetlink.
+func (c *Conn) Intake() Intake {
+	if c.tap != nil {
+		return IntakeTap
+	}
+	return IntakeNetlink
+}
+
+// TapErr is why Open did not use the tap (IntakeAuto fell back to
+// netlink), nil otherwise.
+func (c *Conn) TapErr() error { return c.tapErr }
+
+// TapStats returns the tap program's counters (a map read: for metrics
+// and tests, not per sample); zero for a netlink Conn.
+func (c *Conn) TapStats() (TapStats, error) {
+	if c.tap == nil {
+		return TapStats{}, nil
+	}
+	return c.tap.stats()
 }
 
 // openFamily opens a Conn reading the messages of family fam, joined to
@@ -189,6 +260,9 @@ const maxRounds = 16
 // satisfying errors.Is(err, os.ErrDeadlineExceeded). The Sample and its
 // Data are valid only during fn. No allocation.
 func (c *Conn) Read(deadline time.Time, fn func(*Sample)) (int, error) {
+	if c.tap != nil {
+		return c.tapRead(deadline, fn)
+	}
 	n := 0
 	for round := 0; round < maxRounds; round++ {
 		got, err := c.recv()
@@ -235,6 +309,9 @@ func (c *Conn) Read(deadline time.Time, fn func(*Sample)) (int, error) {
 // TryRead hands fn the samples already queued (up to maxRounds batches),
 // without waiting, and returns how many.
 func (c *Conn) TryRead(fn func(*Sample)) (int, error) {
+	if c.tap != nil {
+		return c.tapDrain(fn)
+	}
 	n := 0
 	for round := 0; round < maxRounds; round++ {
 		got, err := c.recv()
@@ -255,7 +332,7 @@ func (c *Conn) TryRead(fn func(*Sample)) (int, error) {
 // that waits on something else and must be woken for samples (a worker
 // whose ports are sampled both ways: source's MixedReader).
 func (c *Conn) WaitReadable(timeout time.Duration) (bool, error) {
-	pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN}}
+	pfd := []unix.PollFd{{Fd: c.pfd[0].Fd, Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, int(timeout/time.Millisecond))
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return false, fmt.Errorf("psample: poll: %w", err)
@@ -342,7 +419,7 @@ func (c *Conn) wait(deadline time.Time) error {
 				return os.ErrDeadlineExceeded
 			}
 		}
-		if c.pfd[0].Revents&unix.POLLERR != 0 && c.pfd[0].Revents&unix.POLLIN == 0 {
+		if c.tap == nil && c.pfd[0].Revents&unix.POLLERR != 0 && c.pfd[0].Revents&unix.POLLIN == 0 {
 			// An overrun shows as a socket error: read it, count it.
 			if _, err := c.recv(); err != nil {
 				return err
@@ -353,7 +430,12 @@ func (c *Conn) wait(deadline time.Time) error {
 }
 
 // MaxPerRead is the most samples one Read or TryRead hands on.
-func (c *Conn) MaxPerRead() int { return maxRounds * len(c.msgs) }
+func (c *Conn) MaxPerRead() int {
+	if c.tap != nil {
+		return tapMaxPerRead
+	}
+	return maxRounds * len(c.msgs)
+}
 
 // Pause waits for d (no later than deadline) unless Wake cuts it short,
 // and reports whether it did: a reader that must not read yet (its
@@ -399,9 +481,13 @@ func (c *Conn) Wake() error {
 	return nil
 }
 
-// Close closes the socket.
+// Close closes the socket, or detaches the tap.
 func (c *Conn) Close() error {
 	var errs []error
+	if c.tap != nil {
+		errs = append(errs, c.tap.close())
+		c.tap = nil
+	}
 	if c.fd >= 0 {
 		errs = append(errs, unix.Close(c.fd))
 		c.fd = -1
@@ -411,4 +497,44 @@ func (c *Conn) Close() error {
 		c.wake = -1
 	}
 	return errors.Join(errs...)
+}
+
+// tapRead is Read with the tap: the records the ring holds, else a wait
+// for the first (the ring's FD polls readable when it holds one), the
+// holdoff, and the records then.
+func (c *Conn) tapRead(deadline time.Time, fn func(*Sample)) (int, error) {
+	if n, err := c.tapDrain(fn); n > 0 || err != nil {
+		return n, err
+	}
+	if err := c.wait(deadline); err != nil {
+		return 0, err
+	}
+	if err := c.hold(deadline); err != nil {
+		return 0, err
+	}
+	n, err := c.tapDrain(fn)
+	if n == 0 && err == nil {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return n, err
+}
+
+// tapDrain charges the tap's losses (OnLost), then hands fn the records
+// the ring holds (up to tapMaxPerRead), without waiting. The losses come
+// first, so that the samples read next carry them in their drops.
+func (c *Conn) tapDrain(fn func(*Sample)) (int, error) {
+	lerr := c.tap.losses(c.lostTap)
+	c.batch++
+	n, bad, err := c.tap.read(&c.s, c.batch, tapMaxPerRead, fn)
+	c.Received.Add(uint64(n))
+	c.Malformed.Add(uint64(bad))
+	return n, errors.Join(lerr, err)
+}
+
+// lostTap counts and hands on the tap's losses of group.
+func (c *Conn) lostTap(group uint32, n uint64) {
+	c.TapLost.Add(n)
+	if c.OnLost != nil {
+		c.OnLost(group, n)
+	}
 }

@@ -10,7 +10,11 @@
 //   - family.go: the "psample" generic-netlink family and its "packets"
 //     multicast group, and the feature probes (psample, act_sample);
 //   - conn.go: a socket joined to the packets group, read in batches
-//     (recvmmsg) with a wake-up eventfd, overruns (ENOBUFS) counted;
+//     (recvmmsg) with a wake-up eventfd, overruns (ENOBUFS) counted; or,
+//     where the kernel allows it, the tap;
+//   - tap.go: the tap, an fentry program on psample_sample_packet
+//     (dataplane/bpf/psample_tap.c) writing the samples into a BPF ring
+//     buffer read in place, its losses counted per group;
 //   - seq.go: PSAMPLE_ATTR_GROUP_SEQ gaps, the samples the kernel sent and
 //     the socket lost;
 //   - rule.go: the tc rule that makes the samples, matchall + sample on a
