@@ -154,6 +154,13 @@ type Settings struct {
 	// direction comes from the group (platform.go).
 	PsampleIngressGroup uint32 `toml:"psample_ingress_group"`
 	PsampleEgressGroup  uint32 `toml:"psample_egress_group"`
+	// PsampleIntake is how the psample path receives its samples: "auto"
+	// (default: the tap, an fentry program on psample_sample_packet whose
+	// ring is read in place, where the kernel lets it attach; netlink
+	// otherwise), "netlink" (the PSAMPLE socket: a message per sample, and
+	// the psample module stays free to unload, which the tap's attachment
+	// prevents), or "tap" (the tap or an error at start).
+	PsampleIntake string `toml:"psample_intake"`
 	// Dent is hsflowd's dent { }: the agent owns a tc matchall + sample
 	// rule on each switch port (a name matching DentSwitchPort), at the
 	// port's rate, sending to the psample groups above, truncated to
@@ -525,6 +532,11 @@ func (s *Settings) Validate() error {
 		if !validHook(h) {
 			errs = append(errs, fmt.Errorf("port_hook %q = %q: want auto, xdp, tc or psample", p, h))
 		}
+	}
+	switch s.PsampleIntake {
+	case "", "auto", "netlink", "tap":
+	default:
+		errs = append(errs, fmt.Errorf("psample_intake %q: want auto, netlink or tap", s.PsampleIntake))
 	}
 	if len(s.PortHook) > 0 && s.PsampleGroup != 0 {
 		errs = append(errs, fmt.Errorf("port_hook with psample_group %d: in listen-only mode every port is the group's", s.PsampleGroup))

@@ -71,7 +71,18 @@ func usePsample(s config.Settings) bool {
 func psampleConfig(s config.Settings, log *slog.Logger, state *persist.Store) source.PsampleConfig {
 	return source.PsampleConfig{Workers: s.Workers, ListenGroup: s.PsampleGroup, Logger: log, State: state,
 		IngressGroup: s.PsampleIngressGroup, EgressGroup: s.PsampleEgressGroup,
-		InstallRules: s.Dent, SoftwareRules: s.DentSW}
+		InstallRules: s.Dent, SoftwareRules: s.DentSW, Conn: psample.ConnConfig{Intake: intakeSetting(s.PsampleIntake)}}
+}
+
+// intakeSetting is the psample intake a validated psample_intake names.
+func intakeSetting(v string) psample.Intake {
+	switch v {
+	case "netlink":
+		return psample.IntakeNetlink
+	case "tap":
+		return psample.IntakeTap
+	}
+	return psample.IntakeAuto
 }
 
 // The psample readers' metrics: every sample the kernel numbered and the

@@ -149,6 +149,10 @@ func (d *Daemon) reload(s config.Settings, src config.Sources) error {
 		s.PsampleIngressGroup, s.PsampleEgressGroup = old.PsampleIngressGroup, old.PsampleEgressGroup
 		s.Dent, s.DentSW, s.DentSwitchPort = old.Dent, old.DentSW, old.DentSwitchPort
 	}
+	if s.PsampleIntake != old.PsampleIntake {
+		d.log.Warn("a change of psample_intake takes effect at restart", "running", old.PsampleIntake, "configured", s.PsampleIntake)
+		s.PsampleIntake = old.PsampleIntake
+	}
 	if s.PsampleGroup != old.PsampleGroup {
 		d.log.Warn("a change of psample_group takes effect at restart", "running", old.PsampleGroup, "configured", s.PsampleGroup)
 		s.PsampleGroup = old.PsampleGroup

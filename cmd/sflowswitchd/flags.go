@@ -70,6 +70,7 @@ func newFlags() *flagValues {
 	fs.StringVar(&f.portDirection, "port-direction", "", "per-port sampling direction: `name=dir,...` (name or glob; dir ingress, egress or both)")
 	fs.StringVar(&f.portHook, "port-hook", "", "per-port hook: `name=hook,...` (name or glob; hook auto, xdp, tc or psample; over the config file's port_hook)")
 	fs.StringVar(&f.s.Hook, "hook", "", "where ports are sampled: `auto|xdp|tc|psample` (auto: TC ingress on veth, XDP elsewhere; psample: tc sample rules, switch ASICs; default auto)")
+	fs.StringVar(&f.s.PsampleIntake, "psample-intake", "", "how the psample path receives its samples: `auto|netlink|tap` (auto: the tap, a BPF program on psample_sample_packet read in place, where it attaches, else netlink; netlink leaves the psample module free to unload; default auto)")
 	fs.Func("psample-group", "listen-only psample mode: read psample `group` G, whose rules another component installs (default 0: off)", func(v string) error {
 		g, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
@@ -220,6 +221,7 @@ func (f *flagValues) override(s *config.Settings) {
 		"hook":                   func() { s.Hook = f.s.Hook },
 		"port-hook":              func() { s.PortHook = parsePortDirection(f.portHook) },
 		"psample-group":          func() { s.PsampleGroup = f.s.PsampleGroup },
+		"psample-intake":         func() { s.PsampleIntake = f.s.PsampleIntake },
 		"sonic":                  func() { s.Sonic = f.s.Sonic },
 		"sonic-db-config":        func() { s.SonicDBConfig = f.s.SonicDBConfig },
 		"psample-ingress-group":  func() { s.PsampleIngressGroup = f.s.PsampleIngressGroup },

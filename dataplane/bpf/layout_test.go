@@ -13,7 +13,8 @@ import (
 // or map values through has the size, field order, field offsets and
 // field sizes of its C struct in the BTF of the committed object, the one
 // the daemon loads. dataplane decodes ring and drop records through these
-// types (dataplane/reader/ring.go, dataplane/drops/drops.go), so a binding left behind
+// types (dataplane/reader/ring.go, dataplane/drops/drops.go,
+// dataplane/psample/tap.go), so a binding left behind
 // by an edit of sampler.h or drops.c fails here, without a kernel.
 func TestGeneratedLayouts(t *testing.T) {
 	sampler, err := LoadSampler()
@@ -21,6 +22,10 @@ func TestGeneratedLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	drops, err := LoadDrops()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap, err := LoadPsampleTap()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +41,8 @@ func TestGeneratedLayouts(t *testing.T) {
 		{drops, "drop_event", DropsDropEvent{}},
 		{drops, "drop_config", DropsDropConfig{}},
 		{drops, "drop_stats", DropsDropStats{}},
+		{tap, "tap_sample", PsampleTapTapSample{}},
+		{tap, "tap_stats", PsampleTapTapStats{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var s *btf.Struct
