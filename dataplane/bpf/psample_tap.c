@@ -215,8 +215,15 @@ static __always_inline void fill(struct tap_sample *r, __u32 group, struct sk_bu
 	r->flags = flags;
 }
 
-// EMIT reserves a record with room for SIZE header bytes, fills it and
-// copies hl (<= SIZE) bytes from skb->data.
+// EMIT reserves a record with room for SIZE header bytes and fills it.
+// It copies SIZE bytes from skb->data, a constant size (the verifier
+// bounds the copy by the reservation on every path; a size computed from
+// hl loses that bound once the compiler merges the three tails): the hl
+// (<= SIZE) bytes the record carries, and up to SIZE - hl bytes past
+// them, which stay within the skb's head allocation (skb->data + hl is at
+// most skb->tail, and skb_shared_info, larger than 256 bytes, follows
+// skb->end) and which user space never reads (header_len). A copy that
+// faults leaves no header bytes (header_len 0).
 #define EMIT(SIZE)                                                                        \
 	do {                                                                              \
 		struct tap_sample *r = bpf_ringbuf_reserve(&samples, sizeof(*r) + (SIZE), 0); \
@@ -225,12 +232,7 @@ static __always_inline void fill(struct tap_sample *r, __u32 group, struct sk_bu
 			return 0;                                                         \
 		}                                                                         \
 		fill(r, group, skb, rate, md, trunc, hl, flags);                          \
-		__u32 n = hl;                                                             \
-		/* the verifier needs the bound on the register it is given */           \
-		asm volatile("" : "+r"(n));                                               \
-		if (n > (SIZE))                                                           \
-			n = (SIZE);                                                       \
-		if (n > 0 && bpf_probe_read_kernel(r->data, n, data))                     \
+		if (hl > 0 && bpf_probe_read_kernel(r->data, (SIZE), data))               \
 			r->header_len = 0;                                                \
 		bpf_ringbuf_submit(r, 0);                                                 \
 		st->delivered++;                                                          \
