@@ -18,12 +18,13 @@ import (
 	"github.com/sflowswitchd/sflowswitchd/internal/testkit/testutil"
 )
 
-// numberedFrames are n UDP frames whose payload starts with their index
-// (big endian, 2 bytes), the rest of it distinct per frame too.
+// numberedFrames are n UDP frames of 142 bytes whose payload starts with
+// their index (big endian, 2 bytes), the rest of it distinct per frame
+// too.
 func numberedFrames(n int) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
-		p := make([]byte, 18)
+		p := make([]byte, 100)
 		p[0], p[1] = byte(i>>8), byte(i)
 		for j := 2; j < len(p); j++ {
 			p[j] = byte(i*7 + j)
