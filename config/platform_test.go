@@ -77,13 +77,15 @@ func TestHsflowdPlatform(t *testing.T) {
 	}
 }
 
-// TestPlatformRefused: listen-only modes that contradict each other.
+// TestPlatformRefused: listen-only modes that contradict each other, and
+// a psample intake that does not exist.
 func TestPlatformRefused(t *testing.T) {
 	for name, mod := range map[string]func(*Settings){
 		"group and by group":  func(s *Settings) { s.PsampleGroup, s.PsampleIngressGroup = 3, 1 },
 		"same group":          func(s *Settings) { s.PsampleIngressGroup, s.PsampleEgressGroup = 4, 4 },
 		"dent without groups": func(s *Settings) { s.Dent = true },
 		"dent bad regex":      func(s *Settings) { s.Dent, s.PsampleIngressGroup, s.DentSwitchPort = true, 1, "(" },
+		"psample intake":      func(s *Settings) { s.PsampleIntake = "perf" },
 	} {
 		s := Defaults()
 		s.Workers, s.Collectors = 1, []Collector{{Address: DefaultCollector}}
