@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"context"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -53,5 +55,92 @@ func TestIdleUntilNextPoll(t *testing.T) {
 	}
 	if got, want := w.idleUntil(next), next.Add(maxIdle); !got.Equal(want) {
 		t.Errorf("idleUntil without pollers = %v, want %v", got, want)
+	}
+}
+
+// idleReader is an IdleReader: ReadIdle records that the worker slept idle
+// and, like ReadSamples, hands over the samples put in ch when they come
+// (or waits for the deadline).
+type idleReader struct {
+	ifindex uint32
+	frame   []byte
+	ch      chan int
+	idle    chan time.Time // the deadline of each ReadIdle call
+	wake    chan struct{}
+}
+
+// Wake implements Waker: the agent wakes its workers to stop.
+func (r *idleReader) Wake() error {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (r *idleReader) read(deadline time.Time, fn func(*PacketSample)) (int, error) {
+	select {
+	case n := <-r.ch:
+		for range n {
+			fn(&PacketSample{IfIndex: r.ifindex, FrameLen: uint32(len(r.frame)), Header: r.frame})
+		}
+		return n, nil
+	case <-r.wake:
+		return 0, nil
+	case <-time.After(time.Until(deadline)):
+		return 0, os.ErrDeadlineExceeded
+	}
+}
+
+func (r *idleReader) ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error) {
+	return r.read(deadline, fn)
+}
+
+func (r *idleReader) ReadIdle(deadline time.Time, fn func(*PacketSample)) (int, error) {
+	select {
+	case r.idle <- deadline:
+	default:
+	}
+	return r.read(deadline, fn)
+}
+
+// TestIdleWorkerSendsAtTheNextTick: a worker with nothing to do sleeps in
+// ReadIdle until its next counter poll (20 s away here); a sample that
+// wakes it leaves in a datagram at the next one-second tick, not at the
+// poll: the worker, awake again, does not sleep past that tick.
+func TestIdleWorkerSendsAtTheNextTick(t *testing.T) {
+	const ifindex = 9
+	dp := newFakeDataplane()
+	col := newCollector(t)
+	a := New(Options{Workers: 1, Source: dp})
+	if err := a.Apply(Config{
+		AgentAddress: netip.MustParseAddr("198.18.0.1"),
+		Receivers:    []ReceiverConfig{{Index: 1, Address: col.addr(), MaxDatagramSize: 1400}},
+		Samplers:     []SamplerConfig{{IfIndex: ifindex, Instance: 1, Receiver: 1, Rate: 1, HeaderBytes: 128}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rd := &idleReader{ifindex: ifindex, frame: testFrame(), ch: make(chan int), idle: make(chan time.Time, 1), wake: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { a.Run(ctx, []SampleReader{rd}); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	for round := 1; round <= 2; round++ {
+		var deadline time.Time
+		select {
+		case deadline = <-rd.idle:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the worker never slept idle (ReadIdle)", round)
+		}
+		t.Logf("round %d: idle until %v from now", round, time.Until(deadline).Round(time.Millisecond))
+		rd.ch <- 1
+		woke := time.Now()
+		for len(col.datagrams()) < round && time.Since(woke) < 3*time.Second {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := len(col.datagrams()); n != round {
+			t.Fatalf("round %d: %d datagrams 3 s after the sample woke the idle worker, want %d (the sample waits for the idle deadline)", round, n, round)
+		}
+		t.Logf("round %d: the sample left %v after it woke the worker", round, time.Since(woke).Round(time.Millisecond))
 	}
 }

@@ -433,6 +433,9 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			n, err := idler.ReadIdle(w.idleUntil(nextTick), w.handleFn)
 			read += n
 			if n > 0 {
+				// Awake again: the datagram being filled leaves at the
+				// next tick, which the worker no longer sleeps past.
+				quiet = false
 				w.persist()
 				for _, r := range w.receivers {
 					r.SendQueued()
