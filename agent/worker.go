@@ -135,6 +135,16 @@ type SampleReader interface {
 	ReadSamples(deadline time.Time, fn func(*PacketSample)) (int, error)
 }
 
+// IdleReader is a SampleReader that can let an idle worker sleep past its
+// one-second tick: ReadIdle is ReadSamples, except that the first sample
+// to arrive ends the wait, however few (a BPF ring's reader otherwise
+// waits for a batch, or the deadline: the worker's next tick). A worker
+// that read nothing in its last second and has flushed everything waits
+// in ReadIdle until its next counter poll (idle means asleep).
+type IdleReader interface {
+	ReadIdle(deadline time.Time, fn func(*PacketSample)) (int, error)
+}
+
 // StopReader is a SampleReader whose queued samples end with the program
 // (a socket's receive queue, which the kernel frees with the socket), where
 // a pinned ring's wait for the next program: a stopping worker reads them
@@ -388,6 +398,10 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			return
 		}
 	}
+	idler, _ := src.(IdleReader)
+	// quiet: the last second brought no sample, and its tick flushed
+	// every datagram, so the worker may sleep until its next poll.
+	quiet, read := false, 0
 	for {
 		// Apply configuration between samples, never during one.
 		select {
@@ -411,7 +425,28 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 				continue
 			case <-ctx.Done():
 				return
-			case <-time.After(time.Until(nextTick)):
+			case <-time.After(time.Until(w.idleUntil(nextTick))):
+			}
+		} else if quiet && idler != nil {
+			// Nothing to do before the next poll: sleep until then,
+			// unless a sample comes first (IdleReader).
+			n, err := idler.ReadIdle(w.idleUntil(nextTick), w.handleFn)
+			read += n
+			if n > 0 {
+				// Awake again: the datagram being filled leaves at the
+				// next tick, which the worker no longer sleeps past.
+				quiet = false
+				w.persist()
+				for _, r := range w.receivers {
+					r.SendQueued()
+				}
+			}
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				w.stats.ReadErrors.Add(1)
+				if ctx.Err() == nil {
+					w.log.Error("reading kernel samples; worker continues with counters only", "err", err)
+				}
+				src, idler = nil, nil
 			}
 		} else {
 			// One batch: everything the ring holds, or a wait until the
@@ -424,6 +459,7 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 			// sampling"). Configuration (Waker) and ticks are handled
 			// between batches.
 			n, err := src.ReadSamples(nextTick, w.handleFn)
+			read += n
 			if n > 0 {
 				// The batch's ring position is stored: the state
 				// takes the pools and numbers that go with it.
@@ -441,17 +477,39 @@ func (w *worker) run(ctx context.Context, src SampleReader) {
 				if ctx.Err() == nil {
 					w.log.Error("reading kernel samples; worker continues with counters only", "err", err)
 				}
-				src = nil
+				src, idler = nil, nil
 			}
 		}
 		if now := time.Now(); !now.Before(nextTick) {
-			w.tick()
-			nextTick = nextTick.Add(time.Second)
-			if nextTick.Before(now) { // we were stalled: do not tick in a burst
-				nextTick = now.Add(time.Second)
-			}
+			// The ticks due since the last: one after a second's
+			// wait, several after an idle sleep (or a stall), run as
+			// one (no burst of polls), the pollers' countdowns
+			// advanced by all of them.
+			ticks := 1 + int(now.Sub(nextTick)/time.Second)
+			w.tick(ticks)
+			nextTick = nextTick.Add(time.Duration(ticks) * time.Second)
+			quiet, read = read == 0, 0
 		}
 	}
+}
+
+// maxIdle bounds an idle worker's sleep when it has no poller due.
+const maxIdle = time.Minute
+
+// idleUntil is when an idle worker must wake: the tick of its next
+// counter poll (a poller with countdown c polls at the tick c-1 seconds
+// after nextTick), at most maxIdle ahead.
+func (w *worker) idleUntil(nextTick time.Time) time.Time {
+	until := nextTick.Add(maxIdle)
+	for _, p := range w.pollers {
+		if p.cfg.Interval <= 0 {
+			continue
+		}
+		if t := nextTick.Add(time.Duration(max(p.countdown, 1)-1) * time.Second); t.Before(until) {
+			until = t
+		}
+	}
+	return until
 }
 
 // readAll reads what src holds now, without waiting, and sends the
@@ -790,15 +848,18 @@ func (w *worker) queueRecords(q *QueueInfo, nrecs int) int {
 // polls of a worker.
 var pollErrorsEvery = time.Minute
 
-// tick runs once a second: pollers whose countdown ends send counters, and
-// every receiver's datagram is flushed (at least one datagram per second,
-// spec sflow_agent_design.txt "Counter Samples").
-func (w *worker) tick() {
+// tick runs once a second, or after an idle worker's sleep with the
+// number of seconds it slept (ticks): pollers whose countdown ends send
+// counters, and every receiver's datagram is flushed, so that a sample
+// waits at most a second in the agent (sflow_agent_design.txt "One-second
+// tick" and "Receiver": a tick with no samples in the buffer sends
+// nothing, which is why an idle worker may skip ticks).
+func (w *worker) tick(ticks int) {
 	for _, p := range w.pollers {
 		if p.cfg.Interval <= 0 {
 			continue
 		}
-		p.countdown--
+		p.countdown -= ticks
 		if p.countdown > 0 {
 			continue
 		}

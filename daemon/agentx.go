@@ -32,17 +32,19 @@ func (d *Daemon) agentxSubagent(master string, subtree agentx.OID, description s
 
 // watchAgentX logs the AgentX session's state changes: once when the
 // master cannot be reached (the subagent keeps retrying quietly), once per
-// registration and once per loss.
+// registration and once per loss. It sleeps until the subagent reports a
+// change (or the one-shot "not reachable" deadline), so an idle daemon
+// has no timer here.
 func (d *Daemon) watchAgentX(ctx context.Context, address string) {
-	t := time.NewTicker(time.Second) // no faster: an idle daemon sleeps
-	defer t.Stop()
+	unreachable := time.NewTimer(2 * time.Second)
+	defer unreachable.Stop()
 	connected, warned := false, false
-	start := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-d.subagent.Changed():
+		case <-unreachable.C:
 		}
 		switch c := d.subagent.Connected(); {
 		case c && !connected:
@@ -54,7 +56,8 @@ func (d *Daemon) watchAgentX(ctx context.Context, address string) {
 		case !c && connected:
 			d.log.Warn("AgentX master connection lost; retrying in the background", "agentx", address)
 			connected, warned = false, true
-		case !c && !warned && time.Since(start) > 2*time.Second:
+		case !c && !warned:
+			// Only the deadline wakes us here while never connected.
 			d.log.Warn("AgentX master not reachable; SNMP configuration unavailable until it is, retrying in the background", "agentx", address)
 			warned = true
 		}

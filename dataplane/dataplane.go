@@ -537,6 +537,7 @@ func samplerSpec(cfg *Config, fs *features.Features) (*ebpf.CollectionSpec, int,
 	spec.Maps[bpf.SamplerMapCounters].MaxEntries = uint32(cfg.MaxPorts * cpus)
 	rings := spec.Maps[bpf.SamplerMapRings]
 	rings.MaxEntries = uint32(cfg.Workers)
+	spec.Maps[bpf.SamplerMapRingIdle].MaxEntries = uint32(max(cfg.Workers, 1))
 	rings.InnerMap.MaxEntries = uint32(cfg.RingBytes)
 	spec.Maps[bpf.SamplerMapXsks].MaxEntries = uint32(cfg.MaxPorts * cfg.MaxQueues)
 	spec.Maps[bpf.SamplerMapPortConfigsHigh].MaxEntries = uint32(cfg.MaxPorts)

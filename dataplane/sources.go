@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/sflowswitchd/sflowswitchd/dataplane/reader"
 )
 
@@ -21,7 +23,7 @@ func (d *Dataplane) Source(worker int) (*reader.Source, error) {
 	if s := d.sources[worker]; s != nil && !s.Closed() {
 		return s, nil
 	}
-	s, err := reader.OpenRing(d.rings[worker].FD(), d.cfg.RingBytes, d.log)
+	s, err := reader.OpenRing(d.rings[worker].FD(), d.cfg.RingBytes, ringIdle{d.objs.RingIdle, uint32(worker)}, d.log)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: source %d: %w", worker, err)
 	}
@@ -39,4 +41,20 @@ func (d *Dataplane) checkRing(worker int) error {
 		return fmt.Errorf("worker not in 0..%d", len(d.rings)-1)
 	}
 	return nil
+}
+
+// ringIdle is worker's entry in the programs' ring_idle map
+// (dataplane/bpf/ring.h), the ring's idle flag (reader.IdleFlag).
+type ringIdle struct {
+	m      *ebpf.Map
+	worker uint32
+}
+
+// SetIdle implements reader.IdleFlag.
+func (r ringIdle) SetIdle(on bool) error {
+	var v uint32
+	if on {
+		v = 1
+	}
+	return r.m.Update(r.worker, v, ebpf.UpdateAny)
 }

@@ -75,6 +75,7 @@ func (d *Dataplane) sharedMaps() map[string]*ebpf.Map {
 		bpf.TcSamplerMapPortConfigs:     d.objs.PortConfigs,
 		bpf.TcSamplerMapPortConfigsHigh: d.objs.PortConfigsHigh,
 		bpf.TcSamplerMapRings:           d.objs.Rings,
+		bpf.TcSamplerMapRingIdle:        d.objs.RingIdle,
 		bpf.TcSamplerMapSampleHands:     d.objs.SampleHands,
 		bpf.TcSamplerMapTransitPending:  d.objs.TransitPending,
 		bpf.TcSamplerMapTransitParked:   d.objs.TransitParked,

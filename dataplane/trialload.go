@@ -82,6 +82,7 @@ func TrialLoad(cfg Config) (Trial, error) {
 		bpf.TransitMapTransitParked:   objs.TransitParked,
 		bpf.TransitMapTransitOutcomes: objs.TransitOutcomes,
 		bpf.TransitMapRings:           objs.Rings,
+		bpf.TransitMapRingIdle:        objs.RingIdle,
 	}
 	for name := range shared {
 		tspec.Maps[name] = spec.Maps[name].Copy()

@@ -145,6 +145,12 @@ func (r *BPFReader) ReadSamples(deadline time.Time, fn func(*agent.PacketSample)
 	return r.src.Read(deadline, r.conv)
 }
 
+// ReadIdle implements agent.IdleReader (reader.Source.ReadIdle).
+func (r *BPFReader) ReadIdle(deadline time.Time, fn func(*agent.PacketSample)) (int, error) {
+	r.fn = fn
+	return r.src.ReadIdle(deadline, r.conv)
+}
+
 // CommitRead implements agent.Committer (reader.Source.Commit).
 func (r *BPFReader) CommitRead() { r.src.Commit() }
 

@@ -1,3 +1,10 @@
+// The runtime's once-a-second re-read of the CPU affinity and cgroup
+// limit (Go 1.25's updatemaxprocs) would be the idle daemon's most
+// frequent wake-up; the daemon sizes its per-CPU workers once at start
+// and needs no GOMAXPROCS change while it runs.
+//
+//go:debug updatemaxprocs=0
+
 // Command sflowswitchd is an sFlow version 5 agent for Linux white-box
 // switches. Without a subcommand it runs the agent daemon; helper
 // subcommands are listed by `sflowswitchd help`.

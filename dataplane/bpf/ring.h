@@ -33,6 +33,42 @@ struct {
 	__array(values, struct ring_template);
 } rings SEC(".maps");
 
+// ring_idle: per worker (the index into `rings`), nonzero while the
+// worker's reader sleeps past its one-second tick because it had nothing
+// to do (no sample, no datagram to flush): the next record into that ring
+// wakes it at once, however few bytes the ring holds (ring_wake_idle).
+// Set by the reader (a map update) before it sleeps, cleared by whichever
+// program wakes it. Sized to the workers by the loader.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ring_idle SEC(".maps");
+
+// ring_wake_idle wakes worker's reader if it sleeps idle. Call it after a
+// record went into ring (bpf_ringbuf_submit or _output). The order makes
+// the hand-off safe without a lock: the reader sets its flag (a system
+// call, then a full fence) and only then looks at the ring's producer
+// position; submit and output end with an xchg on the record's header (a
+// full barrier) before this load of the flag. So either the reader sees
+// the record and does not sleep, or this program sees the flag. The
+// wake-up itself is a discarded 8-byte record with BPF_RB_FORCE_WAKEUP
+// (a reader skips discarded records); a failed reservation means the
+// ring is full, and then the reader is not idle.
+static __always_inline void ring_wake_idle(void *ring, __u32 worker)
+{
+	__u32 *idle = bpf_map_lookup_elem(&ring_idle, &worker);
+	void *w;
+
+	if (!idle || !*idle)
+		return;
+	*idle = 0;
+	w = bpf_ringbuf_reserve(ring, 8, 0);
+	if (w)
+		bpf_ringbuf_discard(w, BPF_RB_FORCE_WAKEUP);
+}
+
 // wake_flag tells bpf_ringbuf_submit whether to wake the ring's reader
 // for a record of size bytes just reserved (bpf_ringbuf_reserve already
 // counts it in the ring's unread data). The reader is woken each time the

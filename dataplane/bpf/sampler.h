@@ -554,7 +554,7 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 		return;
 	}
 	if (transit_track(ctx, ring, c, ifindex, cpu, base, cfg, rate))
-		return;
+		goto wake;
 	if (header_bytes <= 64)
 		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate, 64);
 	else if (header_bytes <= 128)
@@ -562,6 +562,8 @@ static __always_inline void sample_inline(SAMPLER_CTX *ctx,
 	else
 		emit_sample(ctx, ring, c, ifindex, cpu, base, cfg, rate,
 			    MAX_HEADER_BYTES);
+wake:
+	ring_wake_idle(ring, worker);
 }
 
 // take_sample is the path of a frame whose CPU's skip has run out (or was

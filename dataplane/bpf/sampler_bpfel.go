@@ -114,6 +114,7 @@ const (
 	SamplerMapCounters        = "counters"
 	SamplerMapPortConfigs     = "port_configs"
 	SamplerMapPortConfigsHigh = "port_configs_high"
+	SamplerMapRingIdle        = "ring_idle"
 	SamplerMapRings           = "rings"
 	SamplerMapSampleHands     = "sample_hands"
 	SamplerMapTakeProgs       = "take_progs"
@@ -185,6 +186,7 @@ type SamplerMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
+	RingIdle        *ebpf.MapSpec `ebpf:"ring_idle"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
@@ -226,6 +228,7 @@ type SamplerMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
+	RingIdle        *ebpf.Map `ebpf:"ring_idle"`
 	Rings           *ebpf.Map `ebpf:"rings"`
 	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
@@ -241,6 +244,7 @@ func (m *SamplerMaps) Close() error {
 		m.Counters,
 		m.PortConfigs,
 		m.PortConfigsHigh,
+		m.RingIdle,
 		m.Rings,
 		m.SampleHands,
 		m.TakeProgs,

@@ -69,6 +69,7 @@ const (
 	TcEgressMapCounters        = "counters"
 	TcEgressMapPortConfigs     = "port_configs"
 	TcEgressMapPortConfigsHigh = "port_configs_high"
+	TcEgressMapRingIdle        = "ring_idle"
 	TcEgressMapRings           = "rings"
 	TcEgressMapSampleHands     = "sample_hands"
 	TcEgressMapTakeProgs       = "take_progs"
@@ -135,6 +136,7 @@ type TcEgressMapSpecs struct {
 	Counters        *ebpf.MapSpec `ebpf:"counters"`
 	PortConfigs     *ebpf.MapSpec `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.MapSpec `ebpf:"port_configs_high"`
+	RingIdle        *ebpf.MapSpec `ebpf:"ring_idle"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	SampleHands     *ebpf.MapSpec `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.MapSpec `ebpf:"take_progs"`
@@ -175,6 +177,7 @@ type TcEgressMaps struct {
 	Counters        *ebpf.Map `ebpf:"counters"`
 	PortConfigs     *ebpf.Map `ebpf:"port_configs"`
 	PortConfigsHigh *ebpf.Map `ebpf:"port_configs_high"`
+	RingIdle        *ebpf.Map `ebpf:"ring_idle"`
 	Rings           *ebpf.Map `ebpf:"rings"`
 	SampleHands     *ebpf.Map `ebpf:"sample_hands"`
 	TakeProgs       *ebpf.Map `ebpf:"take_progs"`
@@ -189,6 +192,7 @@ func (m *TcEgressMaps) Close() error {
 		m.Counters,
 		m.PortConfigs,
 		m.PortConfigsHigh,
+		m.RingIdle,
 		m.Rings,
 		m.SampleHands,
 		m.TakeProgs,

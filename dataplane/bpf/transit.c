@@ -79,6 +79,7 @@ static __always_inline int deliver(struct transit_entry *e, __u64 key)
 
 	if (ring && bpf_ringbuf_output(ring, e->rec, TRANSIT_REC_BYTES,
 				       wake_flag_output(ring, TRANSIT_REC_BYTES)) == 0) {
+		ring_wake_idle(ring, worker);
 		if (bpf_map_delete_elem(&transit_pending, &key) == 0)
 			transit_parked_add(-1);
 		return 1;

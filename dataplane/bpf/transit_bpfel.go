@@ -36,6 +36,7 @@ type TransitTransitStats struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	TransitMapRingIdle        = "ring_idle"
 	TransitMapRings           = "rings"
 	TransitMapTransitOutcomes = "transit_outcomes"
 	TransitMapTransitParked   = "transit_parked"
@@ -101,6 +102,7 @@ type TransitProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type TransitMapSpecs struct {
+	RingIdle        *ebpf.MapSpec `ebpf:"ring_idle"`
 	Rings           *ebpf.MapSpec `ebpf:"rings"`
 	TransitOutcomes *ebpf.MapSpec `ebpf:"transit_outcomes"`
 	TransitParked   *ebpf.MapSpec `ebpf:"transit_parked"`
@@ -134,6 +136,7 @@ func (o *TransitObjects) Close() error {
 //
 // It can be passed to LoadTransitObjects or ebpf.CollectionSpec.LoadAndAssign.
 type TransitMaps struct {
+	RingIdle        *ebpf.Map `ebpf:"ring_idle"`
 	Rings           *ebpf.Map `ebpf:"rings"`
 	TransitOutcomes *ebpf.Map `ebpf:"transit_outcomes"`
 	TransitParked   *ebpf.Map `ebpf:"transit_parked"`
@@ -142,6 +145,7 @@ type TransitMaps struct {
 
 func (m *TransitMaps) Close() error {
 	return _TransitClose(
+		m.RingIdle,
 		m.Rings,
 		m.TransitOutcomes,
 		m.TransitParked,

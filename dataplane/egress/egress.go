@@ -83,6 +83,7 @@ func Load(sh Shared) (*Sampler, error) {
 		bpf.TcEgressMapPortConfigs:     sh.Objs.PortConfigs,
 		bpf.TcEgressMapPortConfigsHigh: sh.Objs.PortConfigsHigh,
 		bpf.TcEgressMapRings:           sh.Objs.Rings,
+		bpf.TcEgressMapRingIdle:        sh.Objs.RingIdle,
 		bpf.TcEgressMapTransitPending:  sh.Objs.TransitPending,
 		bpf.TcEgressMapTransitParked:   sh.Objs.TransitParked,
 		bpf.TcEgressMapTransitOutcomes: sh.Objs.TransitOutcomes,

@@ -75,6 +75,12 @@ type Source struct {
 	closed  atomic.Bool
 	release func() error // unmaps the ring (nil for a test ring)
 
+	// idle is the ring's idle flag (ReadIdle); nil for a test ring.
+	idle IdleFlag
+	// fence is the target of the atomic operation that orders the idle
+	// flag's store before the reader's look at the ring (ReadIdle).
+	fence atomic.Uint32
+
 	// Worker-only state.
 	seen        *monitorSet
 	lastRefresh time.Time
@@ -106,6 +112,10 @@ type MonitorSockets interface {
 // Drops in a flow sample lag the kernel by at most this much, or by the
 // worker's one-second tick when it is idle.
 const dropsRefresh = 50 * time.Millisecond
+
+// errDeadline is Read's error when its deadline passed: made once, as a
+// worker meets it at every tick it has nothing to read.
+var errDeadline = fmt.Errorf("dataplane: reading samples: %w", os.ErrDeadlineExceeded)
 
 // maxBusySpins bounds how often Read retries a ring whose first record is
 // still being written before it polls instead.
@@ -160,10 +170,18 @@ func (s *monitorSet) without(p *MonitorPort) *monitorSet {
 	return n
 }
 
+// IdleFlag is a ring's idle flag (dataplane/bpf/ring.h ring_idle): set, the
+// next record a program writes into the ring wakes its reader at once
+// and clears it.
+type IdleFlag interface {
+	SetIdle(on bool) error
+}
+
 // OpenRing makes the source of the ring buffer map fd of size bytes (a
 // power of two and a multiple of the page size): it maps the ring and
-// reads its records in place. Close unmaps it.
-func OpenRing(fd, size int, log *slog.Logger) (*Source, error) {
+// reads its records in place. idle is the ring's idle flag (nil: none;
+// ReadIdle then waits no longer than a second). Close unmaps it.
+func OpenRing(fd, size int, idle IdleFlag, log *slog.Logger) (*Source, error) {
 	v, err := mapRing(fd, size)
 	if err != nil {
 		return nil, err
@@ -174,6 +192,7 @@ func OpenRing(fd, size int, log *slog.Logger) (*Source, error) {
 		return nil, errors.Join(err, v.unmap())
 	}
 	s.release = r.ring.unmap
+	s.idle = idle
 	return s, nil
 }
 
@@ -275,7 +294,7 @@ func (s *Source) Read(deadline time.Time, fn func(*RawSample)) (int, error) {
 			return 0, nil // Wake: let the worker attend to its configuration
 		}
 		if !deadline.IsZero() && !time.Now().Before(deadline) {
-			return 0, fmt.Errorf("dataplane: reading samples: %w", os.ErrDeadlineExceeded)
+			return 0, errDeadline
 		}
 		// A kick (Wake, a changed set, Close) ends the wait; the loop
 		// then picks up the set and the wake request.
@@ -283,6 +302,38 @@ func (s *Source) Read(deadline time.Time, fn func(*RawSample)) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// ReadIdle is Read for a reader with nothing to do: it sets the ring's idle
+// flag first, so that the next record, however small the ring's unread
+// data, wakes it (where Read leaves a few records for the deadline, which
+// a busy worker sets to its next tick). A worker with no sample and no
+// datagram to flush waits here until its next counter poll instead of
+// waking every second. Without an idle flag the deadline is cut to a
+// second from now, as Read's caller would set it.
+//
+// The flag's store is a system call followed by a full fence (an atomic
+// read-modify-write) before Read first looks at the ring; the programs
+// load the flag after an xchg on their record's header (ring.h
+// ring_wake_idle). So a record is either seen here or wakes the reader.
+// The flag is cleared on return (one more system call; an idle worker
+// returns rarely).
+func (s *Source) ReadIdle(deadline time.Time, fn func(*RawSample)) (int, error) {
+	if s.idle == nil {
+		if limit := time.Now().Add(time.Second); deadline.IsZero() || deadline.After(limit) {
+			deadline = limit
+		}
+		return s.Read(deadline, fn)
+	}
+	if err := s.idle.SetIdle(true); err != nil {
+		return 0, fmt.Errorf("dataplane: reading samples: setting the idle flag: %w", err)
+	}
+	s.fence.Add(1)
+	n, err := s.Read(deadline, fn)
+	if ferr := s.idle.SetIdle(false); ferr != nil && err == nil {
+		err = fmt.Errorf("dataplane: reading samples: clearing the idle flag: %w", ferr)
+	}
+	return n, err
 }
 
 // Commit releases the ring's records before the one being handed to the

@@ -82,6 +82,7 @@ func (t *Transit) Start(fs *features.Features, wakeupBytes int, spec *ebpf.Colle
 		bpf.TransitMapTransitParked:   objs.TransitParked,
 		bpf.TransitMapTransitOutcomes: objs.TransitOutcomes,
 		bpf.TransitMapRings:           objs.Rings,
+		bpf.TransitMapRingIdle:        objs.RingIdle,
 	}
 	for name := range shared {
 		spec.Maps[name] = sampler.Maps[name].Copy()

@@ -70,6 +70,9 @@ type Subagent struct {
 	sessions   atomic.Uint64
 	reconnects atomic.Uint64
 	packetID   atomic.Uint32
+	// changed holds one token after Connected changed: watchers wait on
+	// it instead of polling, so an idle daemon stays asleep.
+	changed chan struct{}
 }
 
 // New checks cfg, fills in defaults and returns a Subagent ready to Run.
@@ -108,11 +111,28 @@ func New(cfg Config) (*Subagent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Subagent{cfg: cfg, log: cfg.Logger}, nil
+	return &Subagent{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}, 1)}, nil
 }
 
 // Connected reports whether a session is open and the subtree registered.
 func (s *Subagent) Connected() bool { return s.connected.Load() }
+
+// Changed returns a channel that receives after Connected changed. It
+// holds at most one pending token: a receiver that was away sees one
+// token for several changes and reads Connected for the state now.
+func (s *Subagent) Changed() <-chan struct{} { return s.changed }
+
+// setConnected records the session state and, when it changed, leaves a
+// token on the changed channel (without blocking).
+func (s *Subagent) setConnected(v bool) {
+	if s.connected.Swap(v) == v {
+		return
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
 
 // Reconnects counts the sessions established after the first one, i.e.
 // how often the subagent had to reconnect and register again.
@@ -128,7 +148,7 @@ func (s *Subagent) Run(ctx context.Context) error {
 	backoff := minBackoff
 	for {
 		registered, err := s.session(ctx)
-		s.connected.Store(false)
+		s.setConnected(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -199,7 +219,7 @@ func (s *Subagent) session(ctx context.Context) (registered bool, err error) {
 	if s.sessions.Add(1) > 1 {
 		s.reconnects.Add(1)
 	}
-	s.connected.Store(true)
+	s.setConnected(true)
 	s.log.Info("agentx: registered", "address", s.cfg.Address, "subtree", s.cfg.Subtree, "session", cn.sessionID)
 	return true, cn.serve(ctx)
 }

@@ -267,49 +267,47 @@ func (d *Runner) Pause() {
 func (d *Runner) Release() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.want.On = false
-	if d.retry != nil {
-		d.retry.Stop()
-		d.retry = nil
-	}
-	if d.dp == nil {
-		return nil
-	}
-	d.cancel()
-	<-d.done
-	err := d.dp.Release()
-	d.dp = nil
-	if err != nil {
-		return fmt.Errorf("drop notifications: %w", err)
-	}
-	d.log.Info("drop notifications released: the program counts on for the next program")
-	return nil
+	d.offLocked()
+	return d.endLocked(true)
 }
 
 // Stop turns notifications off and unloads the program.
 func (d *Runner) Stop() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.offLocked()
+	return d.stopLocked()
+}
+
+// offLocked turns notifications off for good and cancels a pending retry.
+func (d *Runner) offLocked() {
 	d.want.On = false
 	if d.retry != nil {
 		d.retry.Stop()
 		d.retry = nil
 	}
-	return d.stopLocked()
 }
 
-func (d *Runner) stopLocked() error {
+func (d *Runner) stopLocked() error { return d.endLocked(false) }
+
+// endLocked stops the reader and ends the program: released, counting on
+// for the next program, or closed.
+func (d *Runner) endLocked(release bool) error {
 	if d.dp == nil {
 		return nil
 	}
 	d.cancel()
 	<-d.done
-	err := d.dp.Close()
+	end, msg := d.dp.Close, "drop notifications off"
+	if release {
+		end, msg = d.dp.Release, "drop notifications released: the program counts on for the next program"
+	}
+	err := end()
 	d.dp = nil
 	if err != nil {
 		return fmt.Errorf("drop notifications: %w", err)
 	}
-	d.log.Info("drop notifications off")
+	d.log.Info(msg)
 	return nil
 }
 
