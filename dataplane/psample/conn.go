@@ -499,12 +499,21 @@ func (c *Conn) Close() error {
 	return errors.Join(errs...)
 }
 
-// tapRead is Read with the tap: the records the ring holds, else a wait
-// for the first (the ring's FD polls readable when it holds one), the
-// holdoff, and the records then.
+// tapRead is Read with the tap: the records the ring holds when they are
+// a batch already (tap.batchBytes), else a wait for the first (the
+// ring's FD polls readable when it holds one), the holdoff, and the
+// records then. A reader that read what had come in while it handled the
+// last batch would read batches of a few samples each, paying the
+// per-batch work (the ports' counters, RTM_GETSTATS; the worker's sends)
+// for every few samples: measured under BenchmarkPathCPU, the pool reads
+// alone cost a fifth of the path's CPU per sample that way. As the
+// samplers' rings wake their reader per batch (dataplane.Config.
+// WakeupBytes), the tap's reader reads per holdoff.
 func (c *Conn) tapRead(deadline time.Time, fn func(*Sample)) (int, error) {
-	if n, err := c.tapDrain(fn); n > 0 || err != nil {
-		return n, err
+	if c.holdoff <= 0 || c.tap.backlog() >= c.tap.batchBytes {
+		if n, err := c.tapDrain(fn); n > 0 || err != nil {
+			return n, err
+		}
 	}
 	if err := c.wait(deadline); err != nil {
 		return 0, err

@@ -112,6 +112,9 @@ type tap struct {
 	// groupLost is each group's count of lost records last charged.
 	groupLost map[uint32]uint64
 	values    []uint64 // one per possible CPU
+	// batchBytes is the backlog read at once, without the holdoff: a
+	// sixteenth of the ring (Conn.tapRead).
+	batchBytes uintptr
 }
 
 // tapRing is the memory mapping of the tap's BPF ring buffer (the
@@ -163,7 +166,7 @@ func openTap(ringBytes int) (*tap, error) {
 	if err := spec.Variables[bpf.PsampleTapVarNetnsIno].Set(uint32(ino)); err != nil {
 		return nil, fmt.Errorf("psample: tap netns: %w", err)
 	}
-	t := &tap{groupLost: map[uint32]uint64{}}
+	t := &tap{groupLost: map[uint32]uint64{}, batchBytes: uintptr(ringBytes / 16)}
 	if err := spec.LoadAndAssign(&t.objs, nil); err != nil {
 		return nil, fmt.Errorf("psample: loading the tap: %w", err)
 	}
@@ -223,6 +226,11 @@ func (t *tap) close() error {
 	}
 	errs = append(errs, t.objs.Close())
 	return errors.Join(errs...)
+}
+
+// backlog is the bytes the ring holds (committed or not).
+func (t *tap) backlog() uintptr {
+	return atomic.LoadUintptr(t.ring.prod) - atomic.LoadUintptr(t.ring.cons)
 }
 
 // read hands fn up to max committed records, in ring order, decoded into
