@@ -243,7 +243,7 @@ var featureProbes = []featureProbe{
 		func() error { return kernelLacks(psample.ProbeActSample(), psample.ErrNoActSample) }},
 	{Feature{Name: FeaturePsampleTap, Since: "5.11 (with module BTF)",
 		UsedFor: "an fentry program on psample_sample_packet (the tap, dataplane/bpf/psample_tap.c): the psample path reads its samples in place from a BPF ring buffer, not as a netlink message each",
-		Without: "the psample path reads its samples from the netlink socket (a message per sample: a little more of the agent's CPU per sample); nothing else changes"},
+		Without: "the psample path reads its samples from the netlink socket (a message per sample: about 1.5 times the agent's CPU per sample); nothing else changes"},
 		func() error { return kernelLacks(psample.ProbeTap(), psample.ErrNoTap) }},
 }
 
