@@ -175,10 +175,14 @@ vagrant-box:
 	$(DEPS) vm
 	./vagrant/box/build.sh $(RELEASE)
 
+# VM_CMD reaches test.sh as typed, through the environment: make neither
+# expands it (`$TREE` stays the VM's variable, not make's `$T` + "REE") nor
+# puts it between quotes it may itself contain.
+vagrant-test: export SFLOW_VM_CMD = $(value VM_CMD)
 vagrant-test:
 	$(DEPS) vm
 	@set -e; for r in $(RELEASES); do ./vagrant/box/build.sh $$r; done
-	RELEASES="$(RELEASES)" TEST_PKGS="$(TEST_PKGS)" TEST_RUN="$(TEST_RUN)" VM_CMD="$(VM_CMD)" ./vagrant/test.sh
+	RELEASES="$(RELEASES)" TEST_PKGS="$(TEST_PKGS)" TEST_RUN="$(TEST_RUN)" VM_CMD="$$SFLOW_VM_CMD" ./vagrant/test.sh
 
 vagrant-fresh:
 	$(DEPS) vm

@@ -149,6 +149,7 @@ func TestEveryFlagOverrides(t *testing.T) {
 		"dns-sd-domain":               ".example.net",
 		"dns-sd-resolv-conf":          "/etc/elsewhere.conf",
 		"dns-sd-start-delay":          "0",
+		"psample-intake":              "netlink",
 	}
 	def, err := loadArgs(t)
 	if err != nil {
