@@ -181,9 +181,14 @@ These need another kernel or a long run, and are not part of
 ` + "`make bench`" + `; their runs are in the [CHANGELOG](../CHANGELOG.md) or in git
 with the commits that made them.
 
-- **The psample path:** ` + "`SFPS_BENCH_PATHS=xdp,tc go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source`" + `:
+- **The psample path:** ` + "`SFPS_BENCH_PATHS=psample,psample-netlink,xdp,tc go test -run '^$' -bench BenchmarkPathCPU -benchtime 1x ./source`" + `:
   the agent's CPU per sample and the kernel's per frame, psample against
-  XDP and TC (needs ` + "`psample`" + ` and ` + "`act_sample`" + `: the Debian VMs).
+  XDP and TC (needs ` + "`psample`" + ` and ` + "`act_sample`" + `: the Debian VMs);
+  ` + "`psample`" + ` reads through the tap where it attaches (the default intake),
+  ` + "`psample-netlink`" + ` through the netlink socket. Its dated runs are in the
+  [CHANGELOG](../CHANGELOG.md), "the psample path's CPU per sample": in the
+  Debian 12 VM the tap is at 1.3–1.6 times the ring paths' CPU per sample,
+  netlink at 2.1–2.3.
 - **act_sample's sampled fraction:** BenchmarkActSampleFraction of
   dataplane/psample in the Debian 12 VM (` + "`make vagrant-test RELEASES=bookworm TEST_PKGS=./dataplane/psample/ ...`" + `).
 - **Upgrade in place:** ` + "`go test -c -o /tmp/e2e.test ./test/e2e && cd test/e2e && /tmp/e2e.test -test.run 'TestHitlessUpgrade$' -test.v`" + `:
